@@ -1,0 +1,56 @@
+// Shared helpers for benchmarks: the machine ceilings (memcpy bandwidth) and the peer (PyTorch)
+// figures that every benchmark prints beside its own, as ratios from the same run.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace hp::bench {
+
+// Best-of-n memcpy bandwidth in GB/s (read + write bytes counted) for a buffer of `bytes`.
+inline double memcpy_gbps(size_t bytes = size_t(64) << 20, int reps = 5) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * static_cast<double>(bytes) / s / 1e9);
+  }
+  return best;
+}
+
+// Runs `python bench/peers/<script> <args>` (python = $HP_PEER_PYTHON or python3) and returns the
+// number on its last output line, or NaN when the peer is unavailable (torch not installed).
+inline double run_peer(const std::string& script, const std::string& args) {
+  const char* py = std::getenv("HP_PEER_PYTHON");
+  const char* root = std::getenv("HP_SOURCE_DIR");
+  std::string dir = root ? std::string(root) + "/bench/peers/" : std::string(HP_BENCH_PEERS_DIR "/");
+  std::string cmd = std::string(py ? py : "python3") + " " + dir + script + " " + args + " 2>/dev/null";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return std::nan("");
+  char line[512];
+  std::string last;
+  while (std::fgets(line, sizeof line, f)) last = line;
+  int rc = pclose(f);
+  if (rc != 0 || last.empty()) return std::nan("");
+  char* end = nullptr;
+  double v = std::strtod(last.c_str(), &end);
+  return end == last.c_str() ? std::nan("") : v;
+}
+
+// "0.93x" or "n/a" when the peer figure is missing.
+inline std::string ratio_str(double ours, double ref) {
+  if (!(ref > 0) || std::isnan(ref)) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fx", ours / ref);
+  return buf;
+}
+
+}  // namespace hp::bench
