@@ -1,0 +1,34 @@
+// Function tables that each ISA translation unit fills with its instantiations of the elementwise
+// functors (ew_ops.h) and the dtype converters. The driver (elementwise.cpp) picks one by Isa.
+#pragma once
+
+#include <cstdint>
+
+#include "hp/kernels/cpu/ew_ops.h"
+#include "hp/kernels/cpu/isa.h"
+
+namespace hp::kernels {
+
+// out[0, n) = op(in[0][i], in[1][i]) over contiguous f32; any n; the result of element i does not
+// depend on n or on where the range starts (tails go through the same vector code).
+using EwF32Fn = void (*)(float* out, const float* const* in, int64_t n, const float* params);
+using EwF64Fn = void (*)(double* out, const double* const* in, int64_t n, const float* params);
+
+struct EwTable {
+  EwF32Fn f32[kNumEwOps];
+  void (*bf16_to_f32)(const uint16_t* in, float* out, int64_t n);
+  void (*f32_to_bf16)(const float* in, uint16_t* out, int64_t n);  // round to nearest even
+  void (*f16_to_f32)(const uint16_t* in, float* out, int64_t n);
+  void (*f32_to_f16)(const float* in, uint16_t* out, int64_t n);   // round to nearest even
+};
+
+const EwTable& ew_table(Isa isa);
+// The f64 path: exact libm math, for gradient checks and f64 tensors.
+const EwF64Fn* ew_table_f64();
+
+// Defined by the ISA TUs.
+const EwTable& ew_table_scalar();
+const EwTable& ew_table_avx2();
+const EwTable& ew_table_avx512();
+
+}  // namespace hp::kernels

@@ -1,0 +1,61 @@
+#include "hp/kernels/cpu/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "hp/core/error.h"
+
+namespace hp::kernels {
+namespace {
+
+Isa detect() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return Isa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
+  return Isa::scalar;
+}
+
+Isa from_env() {
+  Isa best = detect();
+  const char* env = std::getenv("HP_ISA");
+  if (!env || !*env) return best;
+  std::string s(env);
+  Isa want = s == "scalar" ? Isa::scalar : s == "avx2" ? Isa::avx2 : s == "avx512" ? Isa::avx512 : best;
+  if (s != "scalar" && s != "avx2" && s != "avx512")
+    HP_THROW(ValueError, "isa", "HP_ISA='", s, "' is not one of scalar, avx2, avx512");
+  if (!isa_supported(want))
+    HP_THROW(ValueError, "isa", "HP_ISA='", s, "' is not supported by this CPU (best: ",
+             isa_name(best), ")");
+  return want;
+}
+
+std::atomic<int>& active() {
+  static std::atomic<int> a{static_cast<int>(from_env())};
+  return a;
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(detect()); }
+
+Isa active_isa() { return static_cast<Isa>(active().load()); }
+
+void set_active_isa(Isa isa) {
+  if (!isa_supported(isa))
+    HP_THROW(ValueError, "isa", "ISA ", isa_name(isa), " is not supported by this CPU");
+  active().store(static_cast<int>(isa));
+}
+
+}  // namespace hp::kernels

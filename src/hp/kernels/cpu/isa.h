@@ -1,0 +1,18 @@
+// Which SIMD instruction set the kernels run with.
+//
+// The best one the CPU supports, unless HP_ISA=scalar|avx2|avx512 asks for a lower one (tests and
+// benchmarks compare paths that way). Asking for an ISA the CPU lacks is an error.
+#pragma once
+
+namespace hp::kernels {
+
+enum class Isa { scalar, avx2, avx512 };
+
+const char* isa_name(Isa isa);
+bool isa_supported(Isa isa);
+// The ISA in use (cached; HP_ISA read once).
+Isa active_isa();
+// Overrides the ISA for this process (tests); throws ValueError if unsupported.
+void set_active_isa(Isa isa);
+
+}  // namespace hp::kernels

@@ -1,0 +1,107 @@
+// Vector transcendental functions over a SIMD primitive set P (see simd_arch.h).
+//
+// Accuracy, measured against libm in double by tests/kernels/elementwise_test.cpp:
+//   exp  — Cephes polynomial after Cody–Waite reduction, ≤ 2 ulp; NaN/±Inf/underflow handled.
+//   log  — Cephes polynomial on the mantissa in [sqrt(1/2), sqrt(2)), ≤ 2 ulp; 0 → -Inf, x<0 → NaN.
+//   tanh — odd Taylor polynomial for |x| < 0.4, (1 - e)/(1 + e) with e = exp(-2|x|) above, ≤ 4 ulp.
+//   erf  — Abramowitz & Stegun 7.1.26, absolute error ≤ 1.5e-7 (used by the erf form of GELU).
+// These are templates on P, so each ISA TU instantiates its own copy (distinct mangled names).
+#pragma once
+
+namespace hp::kernels {
+
+template <class P>
+typename P::V vec_exp(typename P::V x) {
+  using V = typename P::V;
+  const V hi = P::set1(88.72283935546875f), lo = P::set1(-104.0f);
+  V xc = P::min(hi, P::max(lo, x));  // operand order keeps NaN
+  V n = P::round(P::mul(xc, P::set1(1.44269504088896341f)));
+  V r = P::fma(n, P::set1(-0.693359375f), xc);
+  r = P::fma(n, P::set1(2.12194440e-4f), r);
+  V p = P::set1(1.9875691500e-4f);
+  p = P::fma(p, r, P::set1(1.3981999507e-3f));
+  p = P::fma(p, r, P::set1(8.3334519073e-3f));
+  p = P::fma(p, r, P::set1(4.1665795894e-2f));
+  p = P::fma(p, r, P::set1(1.6666665459e-1f));
+  p = P::fma(p, r, P::set1(5.0000001201e-1f));
+  p = P::fma(p, P::mul(r, r), P::add(r, P::set1(1.0f)));
+  // 2^n split in two factors so that n in [-150, 128] never leaves the normal exponent range.
+  V n1 = P::round(P::mul(n, P::set1(0.5f)));
+  V n2 = P::sub(n, n1);
+  V y = P::mul(P::mul(p, P::pow2i(n1)), P::pow2i(n2));
+  return P::select(P::gt(x, hi), P::set1(__builtin_inff()), y);
+}
+
+template <class P>
+typename P::V vec_log(typename P::V x) {
+  using V = typename P::V;
+  // Denormal inputs: scale into the normal range first.
+  auto tiny = P::lt(x, P::set1(1.17549435e-38f));
+  V xs = P::select(tiny, P::mul(x, P::set1(8388608.0f)), x);
+  V e;
+  V m = P::frexp1(xs, &e);  // xs = m * 2^e, m in [1, 2)
+  e = P::select(tiny, P::sub(e, P::set1(23.0f)), e);
+  auto big = P::gt(m, P::set1(1.41421356237f));
+  m = P::select(big, P::mul(m, P::set1(0.5f)), m);
+  e = P::select(big, P::add(e, P::set1(1.0f)), e);
+  V f = P::sub(m, P::set1(1.0f));
+  V z = P::mul(f, f);
+  V y = P::set1(7.0376836292e-2f);
+  y = P::fma(y, f, P::set1(-1.1514610310e-1f));
+  y = P::fma(y, f, P::set1(1.1676998740e-1f));
+  y = P::fma(y, f, P::set1(-1.2420140846e-1f));
+  y = P::fma(y, f, P::set1(1.4249322787e-1f));
+  y = P::fma(y, f, P::set1(-1.6668057665e-1f));
+  y = P::fma(y, f, P::set1(2.0000714765e-1f));
+  y = P::fma(y, f, P::set1(-2.4999993993e-1f));
+  y = P::fma(y, f, P::set1(3.3333331174e-1f));
+  y = P::mul(P::mul(y, f), z);
+  y = P::fma(e, P::set1(-2.12194440e-4f), y);
+  y = P::fma(z, P::set1(-0.5f), y);
+  V r = P::add(f, y);
+  r = P::fma(e, P::set1(0.693359375f), r);
+  // Special values: x == 0 → -Inf, x < 0 or NaN → NaN, +Inf → +Inf.
+  r = P::select(P::eq(x, P::set1(0.0f)), P::set1(-__builtin_inff()), r);
+  r = P::select(P::lt(x, P::set1(0.0f)), P::set1(__builtin_nanf("")), r);
+  r = P::select(P::eq(x, P::set1(__builtin_inff())), x, r);
+  return P::select(P::isnan(x), x, r);
+}
+
+template <class P>
+typename P::V vec_tanh(typename P::V x) {
+  using V = typename P::V;
+  V a = P::abs(x);
+  // Small |x|: x + x^3 * poly(x^2) from the Taylor series (terms to x^13).
+  V z = P::mul(x, x);
+  V p = P::set1(-0.00359212803657248101f);  // x^13 coefficient
+  p = P::fma(p, z, P::set1(0.00886323552990219657f));
+  p = P::fma(p, z, P::set1(-0.0218694885361552028f));
+  p = P::fma(p, z, P::set1(0.0539682539682539683f));
+  p = P::fma(p, z, P::set1(-0.133333333333333333f));
+  p = P::fma(p, z, P::set1(0.333333333333333333f));
+  V small = P::sub(x, P::mul(P::mul(p, z), x));
+  // Large |x|: (1 - e) / (1 + e), e = exp(-2|x|), sign restored.
+  V e = vec_exp<P>(P::mul(a, P::set1(-2.0f)));
+  V t = P::div(P::sub(P::set1(1.0f), e), P::add(P::set1(1.0f), e));
+  V large = P::select(P::lt(x, P::set1(0.0f)), P::neg(t), t);
+  V r = P::select(P::lt(a, P::set1(0.4f)), small, large);
+  return P::select(P::isnan(x), x, r);
+}
+
+template <class P>
+typename P::V vec_erf(typename P::V x) {
+  using V = typename P::V;
+  V a = P::abs(x);
+  V t = P::div(P::set1(1.0f), P::fma(a, P::set1(0.3275911f), P::set1(1.0f)));
+  V p = P::set1(1.061405429f);
+  p = P::fma(p, t, P::set1(-1.453152027f));
+  p = P::fma(p, t, P::set1(1.421413741f));
+  p = P::fma(p, t, P::set1(-0.284496736f));
+  p = P::fma(p, t, P::set1(0.254829592f));
+  p = P::mul(p, t);
+  V y = P::sub(P::set1(1.0f), P::mul(p, vec_exp<P>(P::neg(P::mul(a, a)))));
+  V r = P::select(P::lt(x, P::set1(0.0f)), P::neg(y), y);
+  return P::select(P::isnan(x), x, r);
+}
+
+}  // namespace hp::kernels
