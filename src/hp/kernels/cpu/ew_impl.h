@@ -103,6 +103,61 @@ inline void f32_to_f16(const float* in, uint16_t* out, int64_t n) {
 }
 #endif
 
+// Sum / max / dot over the first n - n % W elements with 4 vector accumulators, combined in a fixed
+// tree; the caller folds the lanes and the < W tail in order.
+template <class Combine, class Load>
+inline typename Arch::V reduce_vec(int64_t n, float identity, Combine combine, Load load) {
+  using A = Arch;
+  constexpr int W = A::W;
+  typename A::V acc[4] = {A::set1(identity), A::set1(identity), A::set1(identity), A::set1(identity)};
+  int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W)
+    for (int k = 0; k < 4; ++k) acc[k] = combine(acc[k], load(i + k * W));
+  for (; i + W <= n; i += W) acc[0] = combine(acc[0], load(i));
+  return combine(combine(acc[0], acc[1]), combine(acc[2], acc[3]));
+}
+
+inline float sum_f32(const float* x, int64_t n) {
+  using A = Arch;
+  const int64_t main = n - n % A::W;
+  float lanes[A::W];
+  A::store(lanes, reduce_vec(main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
+                             [x](int64_t i) { return A::load(x + i); }));
+  float r = 0;
+  for (int k = 0; k < A::W; ++k) r += lanes[k];
+  for (int64_t i = main; i < n; ++i) r += x[i];
+  return r;
+}
+
+inline float max_f32(const float* x, int64_t n) {
+  using A = Arch;
+  const int64_t main = n - n % A::W;
+  float lanes[A::W];
+  // A NaN on either side wins (x86 max alone would drop one of them).
+  A::store(lanes, reduce_vec(main, -__builtin_inff(),
+                             [](A::V a, A::V b) {
+                               return A::select(A::isnan(a), a, A::select(A::isnan(b), b, A::max(a, b)));
+                             },
+                             [x](int64_t i) { return A::load(x + i); }));
+  float r = -__builtin_inff();
+  bool nan = false;
+  for (int k = 0; k < A::W; ++k) nan |= lanes[k] != lanes[k], r = lanes[k] > r ? lanes[k] : r;
+  for (int64_t i = main; i < n; ++i) nan |= x[i] != x[i], r = x[i] > r ? x[i] : r;
+  return nan ? __builtin_nanf("") : r;
+}
+
+inline float dot_f32(const float* x, const float* y, int64_t n) {
+  using A = Arch;
+  const int64_t main = n - n % A::W;
+  float lanes[A::W];
+  A::store(lanes, reduce_vec(main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
+                             [x, y](int64_t i) { return A::mul(A::load(x + i), A::load(y + i)); }));
+  float r = 0;
+  for (int k = 0; k < A::W; ++k) r += lanes[k];
+  for (int64_t i = main; i < n; ++i) r += x[i] * y[i];
+  return r;
+}
+
 inline const EwTable& table() {
   static const EwTable t = {
       {
@@ -110,7 +165,7 @@ inline const EwTable& table() {
           HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
       },
-      &bf16_to_f32, &f32_to_bf16, &f16_to_f32, &f32_to_f16};
+      &bf16_to_f32, &f32_to_bf16, &f16_to_f32, &f32_to_f16, &sum_f32, &max_f32, &dot_f32};
   return t;
 }
 

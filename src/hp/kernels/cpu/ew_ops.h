@@ -23,6 +23,7 @@ enum class EwOp : uint8_t {
   silu_bwd, gelu_bwd, gelu_tanh_bwd, sigmoid_bwd, tanh_bwd, relu_bwd,
   clamp_bwd,  // (x, g): g where p[0] <= x <= p[1]
   pow_scalar_bwd,  // (x, g): g * p[0] * x^(p[0]-1)
+  gt_mask, eq_mask,  // (x, y) -> 1 where x > y (x == y), else 0
   kCount
 };
 inline constexpr int kNumEwOps = static_cast<int>(EwOp::kCount);
@@ -127,6 +128,8 @@ struct GeluTanhBwd {
 // from the output y: sigmoid' = y (1 - y), tanh' = 1 - y^2
 HP_EW_BINARY(SigmoidBwd, A::mul(y, A::mul(x, A::sub(C(1), x))))
 HP_EW_BINARY(TanhBwd, A::mul(y, A::sub(C(1), A::mul(x, x))))
+HP_EW_BINARY(GtMask, A::select(A::gt(x, y), C(1), C(0)))
+HP_EW_BINARY(EqMask, A::select(A::eq(x, y), C(1), C(0)))
 HP_EW_BINARY(ReluBwd, A::select(A::gt(x, C(0)), y, C(0)))
 HP_EW_BINARY(ClampBwd, A::select(A::lt(x, C(p[0])), C(0), A::select(A::gt(x, C(p[1])), C(0), y)))
 // g * e * x^(e-1); e-1 is odd exactly when the integer e is even.
@@ -148,6 +151,7 @@ HP_EW_BINARY(PowScalarBwd, A::mul(y, A::mul(C(p[0]), pow_value<A>(x, p[0] - 1.0f
   X(sub, Sub, 2) X(mul, Mul, 2) X(div, Div, 2) X(maximum, Maximum, 2) X(minimum, Minimum, 2)      \
   X(silu_bwd, SiluBwd, 2) X(gelu_bwd, GeluBwd, 2) X(gelu_tanh_bwd, GeluTanhBwd, 2)                \
   X(sigmoid_bwd, SigmoidBwd, 2) X(tanh_bwd, TanhBwd, 2) X(relu_bwd, ReluBwd, 2)                   \
-  X(clamp_bwd, ClampBwd, 2) X(pow_scalar_bwd, PowScalarBwd, 2)
+  X(clamp_bwd, ClampBwd, 2) X(pow_scalar_bwd, PowScalarBwd, 2)      \
+  X(gt_mask, GtMask, 2) X(eq_mask, EqMask, 2)
 
 }  // namespace hp::kernels

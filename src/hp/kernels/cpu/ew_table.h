@@ -20,6 +20,11 @@ struct EwTable {
   void (*f32_to_bf16)(const float* in, uint16_t* out, int64_t n);  // round to nearest even
   void (*f16_to_f32)(const uint16_t* in, float* out, int64_t n);
   void (*f32_to_f16)(const float* in, uint16_t* out, int64_t n);   // round to nearest even
+  // Row reductions in a fixed order (4·W lane accumulators, then a fixed tree): the result
+  // depends only on n and the data, never on the thread count.
+  float (*sum_f32)(const float* x, int64_t n);
+  float (*max_f32)(const float* x, int64_t n);  // NaN if any element is NaN; -Inf for n == 0
+  float (*dot_f32)(const float* x, const float* y, int64_t n);
 };
 
 const EwTable& ew_table(Isa isa);

@@ -32,6 +32,7 @@ struct ScalarArch {
   static M gt(V a, V b) { return a > b; }
   static M ge(V a, V b) { return a >= b; }
   static M eq(V a, V b) { return a == b; }
+  static M isnan(V a) { return a != a; }
   static V select(M m, V a, V b) { return m ? a : b; }
   static V exp(V x) { return std::exp(x); }
   static V log(V x) { return std::log(x); }
