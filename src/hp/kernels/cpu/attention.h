@@ -12,9 +12,11 @@
 // T < T_kv, keys j >= T are never seen (their dk, dv are zero). Every query sees key 0, so no row
 // is empty.
 //
-// Memory: O(T) extra per call (no [T, T_kv] score matrix), plus two [B, Hq, T] f32 buffers in
-// backward. Results do not depend on the thread count: every output element is produced by one work
-// item in a fixed order, with no atomics.
+// Memory: no [T, T_kv] score matrix; forward needs O(block) scratch per work item; backward adds
+// two [B, Hq, T] f32 buffers and C partial dq sums [C, B, Hq, T, round8(D)] f32, with
+// C = min(ceil(32 / (B·Hkv)), ceil(T_kv / 64)) (1 once B·Hkv >= 32). Results do not depend on the
+// thread count: every output element is produced by one work item in a fixed order, and the dq
+// partials are summed in chunk order; no atomics.
 #pragma once
 
 #include <cstdint>

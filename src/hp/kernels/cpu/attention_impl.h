@@ -7,8 +7,11 @@
 // softmax needs exp2 only. Orientation is chosen so that every operand a block product reads is
 // either used in place (a "broadcast" operand with any strides, or a row-major operand with d
 // contiguous) or packed once per work item, never once per (q-block, kv-block) pair:
-//   forward, dq pass:  Sᵀ[kv, q] = K · (c·Q)ᵀ  (Qᵀ packed per item); column softmax statistics
-//   dk/dv pass:        S[q, kv]  = Q · Kᵀ       (Kᵀ, Vᵀ packed per item)
+//   forward:   Sᵀ[kv, q] = K · (c·Q)ᵀ  (Qᵀ packed per item); softmax statistics run down columns,
+//              so max and sum are vertical (SIMD-friendly) and O += (Pᵀ)ᵀ · V reads Pᵀ in place
+//   backward:  S[q, kv] = Q · Kᵀ, dP = dO · Vᵀ (Kᵀ, Vᵀ packed once per kv block), then
+//              dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K, reading P and dS in place (transposed
+//              where needed)
 // Ops contract:
 //   gemm(M, N, K, a, rsa, csa, b, ldb, c, ldc, acc): C[M,N] (+)= A[M,K] · B[K,N], A[i,k] at
 //     a[i·rsa + k·csa], B row-major (ldb), C row-major (ldc), N a multiple of 8.
@@ -156,23 +159,35 @@ struct FlashAttention {
         lse2[bh * T + t] = a.lse[bh * T + t] * kLog2e;
       }
     });
-    dkdv_pass(a, delta.data(), lse2.data());
-    dq_pass(a, delta.data(), lse2.data());
+    fused_pass(a, delta.data(), lse2.data());
   }
 
-  // dk, dv: one item per (b, kv head, kv block), looping the group's q heads and the q blocks that
-  // see the block, in a fixed order.
-  static void dkdv_pass(const AttentionF32Args& a, const float* delta, const float* lse2) {
+  // Number of dq partial sums per (b, q head): enough items for kParallelTarget work items in
+  // the fused pass. It depends on the shape only, never on the thread count, so the result does not
+  // either.
+  static constexpr int64_t kParallelTarget = 32;
+  static int64_t dq_chunks(const AttentionShape& sh) {
+    const int64_t bh = sh.batch * sh.heads_kv;
+    return std::clamp<int64_t>((kParallelTarget + bh - 1) / bh, 1,
+                               std::max<int64_t>(1, blocks(sh.seq_kv)));
+  }
+
+  // One pass, five block products per (q block, kv block) pair as in FlashAttention-2, without
+  // atomics. Item (b, kv head, chunk c) owns kv blocks kb ≡ c (mod C) — round-robin, so causal
+  // chunks cost about the same — and for each, loops the group's q heads and the q blocks that see
+  // it in a fixed order: dk, dv are complete per kv block; dq contributions go to the chunk's own
+  // partial buffer part[c] ([C, B, Hq, T, Dp]), which a last pass sums in chunk order.
+  static void fused_pass(const AttentionF32Args& a, const float* delta, const float* lse2) {
     const AttentionShape& sh = a.shape;
     const int64_t Hq = sh.heads_q, Hkv = sh.heads_kv, group = Hq / Hkv;
     const int64_t T = sh.seq_q, Tkv = sh.seq_kv, D = sh.head_dim, Dp = round8(D);
-    const int64_t nqb = blocks(T), nkb = blocks(Tkv), bh = sh.batch * Hkv;
+    const int64_t nqb = blocks(T), nkb = blocks(Tkv), C = dq_chunks(sh);
+    const int64_t head_stride = T * Dp, chunk_stride = sh.batch * Hq * head_stride;
     const float c2 = a.scale * kLog2e;
-    // Ascending kv blocks: under the causal mask the first ones cost the most.
-    parallel_blocks(nkb * bh, 1, [&](int64_t item, int64_t, int64_t) {
-      const int64_t kb = item / bh, b = (item % bh) / Hkv, hk = item % Hkv;
-      const int64_t k0 = kb * kBlock, nk = std::min(kBlock, Tkv - k0), nkp = round8(nk);
-      std::vector<float> buf(2 * D * kBlock + 2 * kBlock * kBlock + 4 * kBlock * Dp);
+    std::vector<float> part(C * chunk_stride);
+    parallel_blocks(C * sh.batch * Hkv, 1, [&](int64_t item, int64_t, int64_t) {
+      const int64_t c = item % C, b = item / C / Hkv, hk = item / C % Hkv;
+      std::vector<float> buf(2 * D * kBlock + 2 * kBlock * kBlock + 5 * kBlock * Dp);
       float* kt = buf.data();              // [D, 64]: kᵀ
       float* vt = kt + D * kBlock;         // [D, 64]: vᵀ
       float* p = vt + D * kBlock;          // [64 q, 64 kv]: scores, then probabilities
@@ -181,82 +196,59 @@ struct FlashAttention {
       float* dv = dk + kBlock * Dp;        // [64 kv, Dp]
       float* qpack = dv + kBlock * Dp;     // [64 q, Dp]: q when D % 8 != 0
       float* gpack = qpack + kBlock * Dp;  // [64 q, Dp]: do when D % 8 != 0
-      pack_transposed(a.k.row(b, hk, k0), a.k.s.t, nk, D, 1.0f, kt);
-      pack_transposed(a.v.row(b, hk, k0), a.v.s.t, nk, D, 1.0f, vt);
-      for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-        const float* lse2_h = lse2 + (b * Hq + h) * T;
-        const float* delta_h = delta + (b * Hq + h) * T;
-        for (int64_t qb = a.causal ? k0 / kBlock : 0; qb < nqb; ++qb) {
-          const int64_t q0 = qb * kBlock, nq = std::min(kBlock, T - q0);
-          const float* q = a.q.row(b, h, q0);
-          const float* g = a.dout.row(b, h, q0);
-          Ops::gemm(nq, nkp, D, q, a.q.s.t, 1, kt, kBlock, p, kBlock, false);
-          Ops::gemm(nq, nkp, D, g, a.dout.s.t, 1, vt, kBlock, ds, kBlock, false);
-          Ops::exp2_tile(p, kBlock, nq, nkp, c2, lse2_h + q0, nullptr, nullptr);
-          if (a.causal && k0 + nk - 1 > q0) mask_cols_ahead(p, nq, nkp, q0 - k0, 0.0f);
-          for (int64_t r = 0; r < nq; ++r)
-            for (int64_t c = 0; c < nkp; ++c)
-              ds[r * kBlock + c] = p[r * kBlock + c] * (ds[r * kBlock + c] - delta_h[q0 + r]);
-          int64_t ldg = 0, ldq = 0;
-          const float* gb = rows_b(g, a.dout.s.t, nq, D, gpack, ldg);
-          const float* qbp = rows_b(q, a.q.s.t, nq, D, qpack, ldq);
-          Ops::gemm(nk, Dp, nq, p, 1, kBlock, gb, ldg, dv, Dp, true);
-          Ops::gemm(nk, Dp, nq, ds, 1, kBlock, qbp, ldq, dk, Dp, true);
+      float* kpack = gpack + kBlock * Dp;  // [64 kv, Dp]: k when D % 8 != 0
+      for (int64_t kb = c; kb < nkb; kb += C) {
+        const int64_t k0 = kb * kBlock, nk = std::min(kBlock, Tkv - k0), nkp = round8(nk);
+        const float* k = a.k.row(b, hk, k0);
+        std::fill(kt, kt + 2 * D * kBlock, 0.0f);
+        std::fill(dk, dk + 2 * kBlock * Dp, 0.0f);
+        pack_transposed(k, a.k.s.t, nk, D, 1.0f, kt);
+        pack_transposed(a.v.row(b, hk, k0), a.v.s.t, nk, D, 1.0f, vt);
+        int64_t ldk = 0;
+        const float* kbp = rows_b(k, a.k.s.t, nk, D, kpack, ldk);
+        for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+          const float* lse2_h = lse2 + (b * Hq + h) * T;
+          const float* delta_h = delta + (b * Hq + h) * T;
+          float* dq_h = part.data() + c * chunk_stride + (b * Hq + h) * head_stride;
+          for (int64_t qb = a.causal ? k0 / kBlock : 0; qb < nqb; ++qb) {
+            const int64_t q0 = qb * kBlock, nq = std::min(kBlock, T - q0);
+            const float* q = a.q.row(b, h, q0);
+            const float* g = a.dout.row(b, h, q0);
+            Ops::gemm(nq, nkp, D, q, a.q.s.t, 1, kt, kBlock, p, kBlock, false);
+            Ops::gemm(nq, nkp, D, g, a.dout.s.t, 1, vt, kBlock, ds, kBlock, false);
+            Ops::exp2_tile(p, kBlock, nq, nkp, c2, lse2_h + q0, nullptr, nullptr);
+            if (a.causal && k0 + nk - 1 > q0) mask_cols_ahead(p, nq, nkp, q0 - k0, 0.0f);
+            for (int64_t r = 0; r < nq; ++r)
+              for (int64_t j = 0; j < nkp; ++j)
+                ds[r * kBlock + j] = p[r * kBlock + j] * (ds[r * kBlock + j] - delta_h[q0 + r]);
+            int64_t ldg = 0, ldq = 0;
+            const float* gb = rows_b(g, a.dout.s.t, nq, D, gpack, ldg);
+            const float* qbp = rows_b(q, a.q.s.t, nq, D, qpack, ldq);
+            Ops::gemm(nk, Dp, nq, p, 1, kBlock, gb, ldg, dv, Dp, true);
+            Ops::gemm(nk, Dp, nq, ds, 1, kBlock, qbp, ldq, dk, Dp, true);
+            Ops::gemm(nq, Dp, nk, ds, kBlock, 1, kbp, ldk, dq_h + q0 * Dp, Dp, true);
+          }
         }
-      }
-      for (int64_t r = 0; r < nk; ++r) {
-        float* dk_out = a.dk.row(b, hk, k0 + r);
-        float* dv_out = a.dv.row(b, hk, k0 + r);
-        for (int64_t d = 0; d < D; ++d) {
-          dk_out[d] = a.scale * dk[r * Dp + d];
-          dv_out[d] = dv[r * Dp + d];
+        for (int64_t r = 0; r < nk; ++r) {
+          float* dk_out = a.dk.row(b, hk, k0 + r);
+          float* dv_out = a.dv.row(b, hk, k0 + r);
+          for (int64_t d = 0; d < D; ++d) {
+            dk_out[d] = a.scale * dk[r * Dp + d];
+            dv_out[d] = dv[r * Dp + d];
+          }
         }
       }
     });
-  }
-
-  // dq: one item per (b, q head, q block), looping the kv blocks it sees in order.
-  static void dq_pass(const AttentionF32Args& a, const float* delta, const float* lse2) {
-    const AttentionShape& sh = a.shape;
-    const int64_t Hq = sh.heads_q, group = Hq / sh.heads_kv;
-    const int64_t T = sh.seq_q, Tkv = sh.seq_kv, D = sh.head_dim, Dp = round8(D);
-    const int64_t nqb = blocks(T), bh = sh.batch * Hq;
-    const float c2 = a.scale * kLog2e;
-    parallel_blocks(nqb * bh, 1, [&](int64_t item, int64_t, int64_t) {
-      const int64_t qb = nqb - 1 - item / bh, b = (item % bh) / Hq;
-      const int64_t h = item % Hq, hk = h / group;
-      const int64_t q0 = qb * kBlock, nq = std::min(kBlock, T - q0), nqp = round8(nq);
-      std::vector<float> buf(2 * D * kBlock + 2 * kBlock * kBlock + 2 * kBlock * Dp + 2 * kBlock);
-      float* qt = buf.data();               // [D, 64]: c2 · qᵀ
-      float* gt = qt + D * kBlock;          // [D, 64]: doᵀ
-      float* pt = gt + D * kBlock;          // [64 kv, 64 q]: scores, then probabilities
-      float* dst = pt + kBlock * kBlock;    // [64 kv, 64 q]: dPᵀ, then dSᵀ
-      float* dq = dst + kBlock * kBlock;    // [64 q, Dp]
-      float* kpack = dq + kBlock * Dp;      // [64 kv, Dp]: k when D % 8 != 0
-      float* lse2_q = kpack + kBlock * Dp;  // [64]: this block's lse2, padding 0
-      float* delta_q = lse2_q + kBlock;     // [64]: this block's delta, padding 0
-      pack_transposed(a.q.row(b, h, q0), a.q.s.t, nq, D, c2, qt);
-      pack_transposed(a.dout.row(b, h, q0), a.dout.s.t, nq, D, 1.0f, gt);
-      std::copy(lse2 + item % bh * T + q0, lse2 + item % bh * T + q0 + nq, lse2_q);
-      std::copy(delta + item % bh * T + q0, delta + item % bh * T + q0 + nq, delta_q);
-      const int64_t k_end = a.causal ? std::min(Tkv, q0 + nq) : Tkv;
-      for (int64_t k0 = 0; k0 < k_end; k0 += kBlock) {
-        const int64_t nk = std::min(kBlock, k_end - k0);
-        const float* k = a.k.row(b, hk, k0);
-        Ops::gemm(nk, nqp, D, k, a.k.s.t, 1, qt, kBlock, pt, kBlock, false);
-        Ops::gemm(nk, nqp, D, a.v.row(b, hk, k0), a.v.s.t, 1, gt, kBlock, dst, kBlock, false);
-        Ops::exp2_tile(pt, kBlock, nk, nqp, 1.0f, nullptr, lse2_q, nullptr);
-        if (a.causal && k0 + nk - 1 > q0) mask_rows_ahead(pt, nk, nqp, q0 - k0, 0.0f);
-        for (int64_t r = 0; r < nk; ++r)
-          for (int64_t c = 0; c < nqp; ++c)
-            dst[r * kBlock + c] = pt[r * kBlock + c] * (dst[r * kBlock + c] - delta_q[c]);
-        int64_t ldk = 0;
-        const float* kbp = rows_b(k, a.k.s.t, nk, D, kpack, ldk);
-        Ops::gemm(nq, Dp, nk, dst, 1, kBlock, kbp, ldk, dq, Dp, true);
-      }
-      for (int64_t i = 0; i < nq; ++i) {
-        float* out = a.dq.row(b, h, q0 + i);
-        for (int64_t d = 0; d < D; ++d) out[d] = a.scale * dq[i * Dp + d];
+    // dq = scale · Σ_c part[c], chunks in index order.
+    parallel_blocks(sh.batch * Hq, 1, [&](int64_t bh, int64_t, int64_t) {
+      const int64_t b = bh / Hq, h = bh % Hq;
+      for (int64_t t = 0; t < T; ++t) {
+        float* out = a.dq.row(b, h, t);
+        const float* src = part.data() + bh * head_stride + t * Dp;
+        for (int64_t d = 0; d < D; ++d) out[d] = src[d];
+        for (int64_t cc = 1; cc < C; ++cc)
+          for (int64_t d = 0; d < D; ++d) out[d] += src[cc * chunk_stride + d];
+        for (int64_t d = 0; d < D; ++d) out[d] *= a.scale;
       }
     });
   }
