@@ -14,7 +14,7 @@
 //
 // Memory: no [T, T_kv] score matrix; forward needs O(block) scratch per work item; backward adds
 // two [B, Hq, T] f32 buffers and C partial dq sums [C, B, Hq, T, round8(D)] f32, with
-// C = min(ceil(32 / (B·Hkv)), ceil(T_kv / 64)) (1 once B·Hkv >= 32). Results do not depend on the
+// C = min(ceil(16 / (B·Hkv)), ceil(T_kv / 64)) (1 once B·Hkv >= 16). Results do not depend on the
 // thread count: every output element is produced by one work item in a fixed order, and the dq
 // partials are summed in chunk order; no atomics.
 #pragma once

@@ -165,7 +165,7 @@ struct FlashAttention {
   // Number of dq partial sums per (b, q head): enough items for kParallelTarget work items in
   // the fused pass. It depends on the shape only, never on the thread count, so the result does not
   // either.
-  static constexpr int64_t kParallelTarget = 32;
+  static constexpr int64_t kParallelTarget = 16;
   static int64_t dq_chunks(const AttentionShape& sh) {
     const int64_t bh = sh.batch * sh.heads_kv;
     return std::clamp<int64_t>((kParallelTarget + bh - 1) / bh, 1,
