@@ -1,0 +1,172 @@
+// Attention entry points: check → resolve options → dtype dispatch → ISA dispatch (AVX2+FMA or the
+// scalar fallback, both instantiations of attention_impl.h).
+#include "hp/kernels/cpu/attention.h"
+
+#include <atomic>
+#include <cmath>
+
+#include "hp/core/error.h"
+#include "hp/kernels/cpu/attention_impl.h"
+
+namespace hp::kernels {
+namespace detail {
+namespace {
+
+// Portable primitives: the same contract as the AVX2 ones, plain loops (the compiler may still
+// vectorize them for the baseline ISA).
+struct ScalarOps {
+  static void gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsa, int64_t csa,
+                   const float* b, int64_t ldb, float* c, int64_t ldc, bool acc) {
+    for (int64_t i = 0; i < M; ++i) {
+      float* ci = c + i * ldc;
+      if (!acc) std::fill(ci, ci + N, 0.0f);
+      for (int64_t k = 0; k < K; ++k) {
+        const float aik = a[i * rsa + k * csa];
+        const float* bk = b + k * ldb;
+        for (int64_t n = 0; n < N; ++n) ci[n] += aik * bk[n];
+      }
+    }
+  }
+
+  static void exp2_tile(float* s, int64_t ld, int64_t M, int64_t N, float mul, const float* row_sub,
+                        const float* col_sub, float* col_sum) {
+    if (col_sum) std::fill(col_sum, col_sum + N, 0.0f);
+    for (int64_t r = 0; r < M; ++r) {
+      float* sr = s + r * ld;
+      const float rs = row_sub ? row_sub[r] : 0.0f;
+      for (int64_t c = 0; c < N; ++c) {
+        const float e = std::exp2(mul * sr[c] - rs - (col_sub ? col_sub[c] : 0.0f));
+        sr[c] = e;
+        if (col_sum) col_sum[c] += e;
+      }
+    }
+  }
+};
+
+std::atomic<bool> g_allow_simd{true};
+
+bool use_avx2() {
+  static const bool cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return cpu && g_allow_simd.load(std::memory_order_relaxed);
+}
+
+void check_strides(const char* name, AttentionStrides s) {
+  if (s.b < 0 || s.h < 0 || s.t < 0)
+    HP_THROW(ValueError, "attention", name, " strides (b=", s.b, ", h=", s.h, ", t=", s.t,
+             ") must be non-negative");
+}
+
+void check_input(const char* name, const AttentionInput& x) {
+  if (!x.data) HP_THROW(ValueError, "attention", name, " is null");
+  check_strides(name, x.strides);
+}
+
+void check_output(const char* name, const AttentionOutput& x) {
+  if (!x.data) HP_THROW(ValueError, "attention", name, " is null");
+  check_strides(name, x.strides);
+}
+
+void check_problem(const AttentionShape& s, const AttentionOptions& opt) {
+  if (s.batch < 0 || s.heads_q < 1 || s.heads_kv < 1 || s.seq_q < 0 || s.seq_kv < 0 ||
+      s.head_dim < 1)
+    HP_THROW(ValueError, "attention", "bad shape: batch=", s.batch, " heads_q=", s.heads_q,
+             " heads_kv=", s.heads_kv, " seq_q=", s.seq_q, " seq_kv=", s.seq_kv,
+             " head_dim=", s.head_dim, " (heads and head_dim must be >= 1, the rest >= 0)");
+  if (s.heads_q % s.heads_kv != 0)
+    HP_THROW(ValueError, "attention", "heads_q=", s.heads_q,
+             " is not a multiple of heads_kv=", s.heads_kv);
+  if (s.seq_kv == 0 && s.seq_q > 0 && s.batch > 0)
+    HP_THROW(ValueError, "attention", "seq_kv=0 with seq_q=", s.seq_q,
+             ": softmax over no keys is undefined");
+  if (!std::isfinite(opt.scale))
+    HP_THROW(ValueError, "attention", "scale=", opt.scale, " is not finite");
+  if (opt.dtype != DType::f32)
+    HP_THROW(ValueError, "attention", "dtype ", dtype_name(opt.dtype),
+             " is not supported (f32 only)");
+}
+
+float resolve_scale(const AttentionShape& s, const AttentionOptions& opt) {
+  return opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+}
+
+HeadsView<const float> in_f32(const AttentionInput& x) {
+  return {static_cast<const float*>(x.data), x.strides};
+}
+HeadsView<float> out_f32(const AttentionOutput& x) {
+  return {static_cast<float*>(x.data), x.strides};
+}
+
+}  // namespace
+
+bool attention_allow_simd(bool allow) {
+  return g_allow_simd.exchange(allow);
+}
+
+void attention_exp2(const float* x, float* y, int64_t n, bool avx2) {
+  if (avx2 && use_avx2()) return attention_exp2_avx2(x, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp2(x[i]);
+}
+
+}  // namespace detail
+
+void attention_forward(const AttentionShape& shape, const AttentionOptions& options,
+                       AttentionInput q, AttentionInput k, AttentionInput v, AttentionOutput o,
+                       float* lse) {
+  detail::check_problem(shape, options);
+  detail::check_input("q", q);
+  detail::check_input("k", k);
+  detail::check_input("v", v);
+  detail::check_output("o", o);
+  if (!lse) HP_THROW(ValueError, "attention", "lse is null");
+  if (shape.batch == 0 || shape.seq_q == 0) return;
+  detail::AttentionF32Args a{};
+  a.shape = shape;
+  a.causal = options.causal;
+  a.scale = detail::resolve_scale(shape, options);
+  a.q = detail::in_f32(q);
+  a.k = detail::in_f32(k);
+  a.v = detail::in_f32(v);
+  a.out = detail::out_f32(o);
+  a.lse_out = lse;
+  if (detail::use_avx2())
+    detail::attention_forward_f32_avx2(a);
+  else
+    detail::FlashAttention<detail::ScalarOps>::forward(a);
+}
+
+void attention_backward(const AttentionShape& shape, const AttentionOptions& options,
+                        AttentionInput q, AttentionInput k, AttentionInput v, AttentionInput o,
+                        const float* lse, AttentionInput dout, AttentionOutput dq,
+                        AttentionOutput dk, AttentionOutput dv) {
+  detail::check_problem(shape, options);
+  detail::check_input("q", q);
+  detail::check_input("k", k);
+  detail::check_input("v", v);
+  detail::check_input("o", o);
+  detail::check_input("dout", dout);
+  detail::check_output("dq", dq);
+  detail::check_output("dk", dk);
+  detail::check_output("dv", dv);
+  if (!lse) HP_THROW(ValueError, "attention", "lse is null");
+  // seq_q == 0 still runs: dk and dv are then zero.
+  if (shape.batch == 0 || (shape.seq_q == 0 && shape.seq_kv == 0)) return;
+  detail::AttentionF32Args a{};
+  a.shape = shape;
+  a.causal = options.causal;
+  a.scale = detail::resolve_scale(shape, options);
+  a.q = detail::in_f32(q);
+  a.k = detail::in_f32(k);
+  a.v = detail::in_f32(v);
+  a.o = detail::in_f32(o);
+  a.dout = detail::in_f32(dout);
+  a.dq = detail::out_f32(dq);
+  a.dk = detail::out_f32(dk);
+  a.dv = detail::out_f32(dv);
+  a.lse = lse;
+  if (detail::use_avx2())
+    detail::attention_backward_f32_avx2(a);
+  else
+    detail::FlashAttention<detail::ScalarOps>::backward(a);
+}
+
+}  // namespace hp::kernels

@@ -1,0 +1,90 @@
+// Causal / full scaled-dot-product attention, flash style (FlashAttention-2 blocking), forward and
+// fused backward, at raw-pointer level. The autograd op wraps these.
+//
+// Shapes: q, o, do, dq are [B, Hq, T, D]; k, v, dk, dv are [B, Hkv, T_kv, D]; lse is [B, Hq, T]
+// (contiguous f32, natural log). Hq % Hkv == 0: q head h reads kv head h / (Hq / Hkv)
+// (grouped-query attention). Each q/k/v/o/grad operand is a base pointer plus element strides for
+// (b, h, t) with d contiguous, so [B,H,T,D] and [B,T,H,D] layouts both work without a transpose
+// copy.
+//
+// Causal masking is top-left aligned: query i sees keys j <= i (PyTorch's is_causal, which equals
+// the usual convention when T == T_kv). With T > T_kv, queries i >= T_kv see every key; with
+// T < T_kv, keys j >= T are never seen (their dk, dv are zero). Every query sees key 0, so no row
+// is empty.
+//
+// Memory: no [T, T_kv] score matrix; forward needs O(block) scratch per work item; backward adds
+// two [B, Hq, T] f32 buffers and C partial dq sums [C, B, Hq, T, round8(D)] f32, with
+// C = min(ceil(16 / (B·Hkv)), ceil(T_kv / 64)) (1 once B·Hkv >= 16). Results do not depend on the
+// thread count: every output element is produced by one work item in a fixed order, and the dq
+// partials are summed in chunk order; no atomics.
+#pragma once
+
+#include <cstdint>
+
+#include "hp/core/dtype.h"
+
+namespace hp::kernels {
+
+// Element strides of the (batch, head, token) dims of one operand; the head dim is contiguous.
+struct AttentionStrides {
+  int64_t b = 0;
+  int64_t h = 0;
+  int64_t t = 0;
+};
+
+// Strides of a contiguous [B, H, T, D] tensor.
+inline AttentionStrides attention_strides_bhtd(int64_t heads, int64_t seq, int64_t head_dim) {
+  return {heads * seq * head_dim, seq * head_dim, head_dim};
+}
+// Strides of a contiguous [B, T, H, D] tensor (the layout a fused QKV projection produces).
+inline AttentionStrides attention_strides_bthd(int64_t heads, int64_t seq, int64_t head_dim) {
+  return {seq * heads * head_dim, head_dim, heads * head_dim};
+}
+
+// A read-only operand (q, k, v, o, do).
+struct AttentionInput {
+  const void* data = nullptr;
+  AttentionStrides strides;
+};
+// A written operand (o, dq, dk, dv); overwritten, never accumulated into. Must not alias an input.
+struct AttentionOutput {
+  void* data = nullptr;
+  AttentionStrides strides;
+};
+
+struct AttentionShape {
+  int64_t batch = 0;
+  int64_t heads_q = 0;
+  int64_t heads_kv = 0;
+  int64_t seq_q = 0;   // T
+  int64_t seq_kv = 0;  // T_kv
+  int64_t head_dim = 0;
+};
+
+struct AttentionOptions {
+  bool causal = true;        // top-left aligned, see above
+  float scale = 0.0f;        // softmax scale; 0 means 1/sqrt(head_dim)
+  DType dtype = DType::f32;  // of every operand but lse (always f32); only f32 is implemented
+};
+
+// o = softmax(scale · q kᵀ + mask) v; lse[b, h, i] = log Σ_j exp(scale · q_i · k_j) over visible j.
+void attention_forward(const AttentionShape& shape, const AttentionOptions& options,
+                       AttentionInput q, AttentionInput k, AttentionInput v, AttentionOutput o,
+                       float* lse);
+
+// Given the forward's o and lse and the output gradient do, writes dq, dk, dv (overwritten).
+void attention_backward(const AttentionShape& shape, const AttentionOptions& options,
+                        AttentionInput q, AttentionInput k, AttentionInput v, AttentionInput o,
+                        const float* lse, AttentionInput dout, AttentionOutput dq,
+                        AttentionOutput dk, AttentionOutput dv);
+
+namespace detail {
+// exp2 used by the kernels, exposed for its accuracy test: relative error <= 2e-7 for x in
+// [-126, 127]; results below 2^-126 flush to zero; -inf gives 0. `avx2` picks the SIMD version
+// (ignored where the CPU lacks AVX2+FMA).
+void attention_exp2(const float* x, float* y, int64_t n, bool avx2);
+// Lets tests run the scalar fallback on an AVX2 machine; returns the previous setting.
+bool attention_allow_simd(bool allow);
+}  // namespace detail
+
+}  // namespace hp::kernels

@@ -1,0 +1,257 @@
+// FlashAttention-2 style blocked forward and backward, written once over an `Ops` policy that
+// supplies the two hot primitives (a small GEMM and a tile exp2). attention.cpp instantiates it
+// with scalar Ops, attention_avx2.cpp with AVX2/FMA Ops; everything here is a member of a class
+// template, so the two instantiations (compiled with different ISA flags) never share a symbol.
+//
+// Blocking: 64 queries × 64 keys. Scores are kept in base-2 units (scale · log2 e folded in) so the
+// softmax needs exp2 only. Orientation is chosen so that every operand a block product reads is
+// either used in place (a "broadcast" operand with any strides, or a row-major operand with d
+// contiguous) or packed once per work item, never once per (q-block, kv-block) pair:
+//   forward:   Sᵀ[kv, q] = K · (c·Q)ᵀ  (Qᵀ packed per item); softmax statistics run down columns,
+//              so max and sum are vertical (SIMD-friendly) and O += (Pᵀ)ᵀ · V reads Pᵀ in place
+//   backward:  S[q, kv] = Q · Kᵀ, dP = dO · Vᵀ (Kᵀ, Vᵀ packed once per kv block), then
+//              dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K, reading P and dS in place (transposed
+//              where needed)
+// Ops contract:
+//   gemm(M, N, K, a, rsa, csa, b, ldb, c, ldc, acc): C[M,N] (+)= A[M,K] · B[K,N], A[i,k] at
+//     a[i·rsa + k·csa], B row-major (ldb), C row-major (ldc), N a multiple of 8.
+//   exp2_tile(s, ld, M, N, mul, row_sub, col_sub, col_sum): s[r,c] = exp2(mul·s[r,c] - row_sub[r]
+//     - col_sub[c]) (null subtrahends are 0); if col_sum, col_sum[c] = Σ_r s[r,c]. N % 8 == 0.
+#pragma once
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/attention.h"
+
+namespace hp::kernels::detail {
+
+template <class T>
+struct HeadsView {
+  T* data;
+  AttentionStrides s;
+  T* row(int64_t b, int64_t h, int64_t t) const { return data + b * s.b + h * s.h + t * s.t; }
+};
+
+// A validated f32 problem (attention.cpp checks and resolves the scale).
+struct AttentionF32Args {
+  AttentionShape shape;
+  bool causal;
+  float scale;
+  HeadsView<const float> q, k, v, o, dout;  // o, dout: backward only
+  HeadsView<float> out, dq, dk, dv;         // out: forward only; dq, dk, dv: backward only
+  float* lse_out;                           // [B, Hq, T], forward
+  const float* lse;                         // [B, Hq, T], backward
+};
+
+void attention_forward_f32_avx2(const AttentionF32Args& a);
+void attention_backward_f32_avx2(const AttentionF32Args& a);
+void attention_exp2_avx2(const float* x, float* y, int64_t n);
+
+template <class Ops>
+struct FlashAttention {
+  static constexpr int64_t kBlock = 64;
+  static constexpr float kLog2e = 1.44269504088896340736f;
+  static constexpr float kLn2 = 0.69314718055994530942f;
+
+  static int64_t round8(int64_t n) { return (n + 7) & ~int64_t{7}; }
+  static int64_t blocks(int64_t n) { return (n + kBlock - 1) / kBlock; }
+
+  // dst[d, c] = mul · src[c, d] for c < n ([D, 64]); columns >= n stay as they are (zero).
+  static void pack_transposed(const float* src, int64_t ld, int64_t n, int64_t D, float mul,
+                              float* dst) {
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t d = 0; d < D; ++d) dst[d * kBlock + c] = mul * src[c * ld + d];
+  }
+
+  // A row-major [n, D] operand as a GEMM B operand with its width padded to Dp = round8(D): in
+  // place when D % 8 == 0, else copied into `pack` ([64, Dp], padding zero).
+  static const float* rows_b(const float* src, int64_t ld, int64_t n, int64_t D, float* pack,
+                             int64_t& ldb) {
+    if (D % 8 == 0) {
+      ldb = ld;
+      return src;
+    }
+    const int64_t Dp = round8(D);
+    for (int64_t r = 0; r < n; ++r) std::copy(src + r * ld, src + r * ld + D, pack + r * Dp);
+    ldb = Dp;
+    return pack;
+  }
+
+  // Causal mask on a [q, kv] tile: s[r, c] = value where key k0 + c > query q0 + r.
+  static void mask_cols_ahead(float* s, int64_t M, int64_t N, int64_t q_minus_k, float value) {
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = std::max<int64_t>(0, r + q_minus_k + 1); c < N; ++c)
+        s[r * kBlock + c] = value;
+  }
+  // Causal mask on a [kv, q] tile: s[r, c] = value where key k0 + r > query q0 + c.
+  static void mask_rows_ahead(float* s, int64_t M, int64_t N, int64_t q_minus_k, float value) {
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < std::min(N, r - q_minus_k); ++c) s[r * kBlock + c] = value;
+  }
+
+  static void forward(const AttentionF32Args& a) {
+    const AttentionShape& sh = a.shape;
+    const int64_t D = sh.head_dim, Dp = round8(D), group = sh.heads_q / sh.heads_kv;
+    const int64_t T = sh.seq_q, Tkv = sh.seq_kv, nqb = blocks(T), bh = sh.batch * sh.heads_q;
+    const float c2 = a.scale * kLog2e;
+    // Items in descending q-block order: under the causal mask the last blocks cost the most, and
+    // the pool hands items out dynamically, so heavy-first balances the threads.
+    parallel_blocks(nqb * bh, 1, [&](int64_t item, int64_t, int64_t) {
+      const int64_t qb = nqb - 1 - item / bh, b = (item % bh) / sh.heads_q;
+      const int64_t h = item % sh.heads_q, hk = h / group;
+      const int64_t q0 = qb * kBlock, nq = std::min(kBlock, T - q0), nqp = round8(nq);
+      std::vector<float> buf(D * kBlock + kBlock * kBlock + 2 * kBlock * Dp + 4 * kBlock);
+      float* qt = buf.data();            // [D, 64]: c2 · qᵀ
+      float* s = qt + D * kBlock;        // [64 kv, 64 q]: scores, then probabilities
+      float* acc = s + kBlock * kBlock;  // [64 q, Dp]: unnormalized output
+      float* vpack = acc + kBlock * Dp;  // [64 kv, Dp]: v when D % 8 != 0
+      float* m = vpack + kBlock * Dp;    // [64]: running column max (base 2)
+      float* l = m + kBlock;             // [64]: running column sum
+      float* alpha = l + kBlock;         // [64]: rescale of the previous sum
+      float* csum = alpha + kBlock;      // [64]: this block's column sum
+      pack_transposed(a.q.row(b, h, q0), a.q.s.t, nq, D, c2, qt);
+      std::fill(m, m + kBlock, -FLT_MAX);
+      const int64_t k_end = a.causal ? std::min(Tkv, q0 + nq) : Tkv;
+      for (int64_t k0 = 0; k0 < k_end; k0 += kBlock) {
+        const int64_t nk = std::min(kBlock, k_end - k0);
+        Ops::gemm(nk, nqp, D, a.k.row(b, hk, k0), a.k.s.t, 1, qt, kBlock, s, kBlock, false);
+        if (a.causal && k0 + nk - 1 > q0) mask_rows_ahead(s, nk, nqp, q0 - k0, -INFINITY);
+        std::copy(m, m + kBlock, alpha);
+        for (int64_t r = 0; r < nk; ++r)
+          for (int64_t c = 0; c < nqp; ++c) m[c] = std::max(m[c], s[r * kBlock + c]);
+        Ops::exp2_tile(alpha, 0, 1, nqp, 1.0f, nullptr, m, nullptr);
+        Ops::exp2_tile(s, kBlock, nk, nqp, 1.0f, nullptr, m, csum);
+        for (int64_t c = 0; c < nqp; ++c) l[c] = l[c] * alpha[c] + csum[c];
+        for (int64_t i = 0; i < nq; ++i)
+          for (int64_t d = 0; d < Dp; ++d) acc[i * Dp + d] *= alpha[i];
+        int64_t ldv = 0;
+        const float* vb = rows_b(a.v.row(b, hk, k0), a.v.s.t, nk, D, vpack, ldv);
+        Ops::gemm(nq, Dp, nk, s, 1, kBlock, vb, ldv, acc, Dp, true);
+      }
+      float* lse = a.lse_out + (b * sh.heads_q + h) * T + q0;
+      for (int64_t i = 0; i < nq; ++i) {
+        const float inv = 1.0f / l[i];
+        float* o = a.out.row(b, h, q0 + i);
+        for (int64_t d = 0; d < D; ++d) o[d] = acc[i * Dp + d] * inv;
+        lse[i] = (m[i] + std::log2(l[i])) * kLn2;
+      }
+    });
+  }
+
+  static void backward(const AttentionF32Args& a) {
+    const AttentionShape& sh = a.shape;
+    const int64_t B = sh.batch, Hq = sh.heads_q, T = sh.seq_q, D = sh.head_dim;
+    // delta[b, h, t] = Σ_d do·o and lse2 = lse · log2 e, both [B, Hq, T].
+    std::vector<float> delta(B * Hq * T), lse2(B * Hq * T);
+    parallel_blocks(B * Hq, 1, [&](int64_t bh, int64_t, int64_t) {
+      const int64_t b = bh / Hq, h = bh % Hq;
+      for (int64_t t = 0; t < T; ++t) {
+        const float* o = a.o.row(b, h, t);
+        const float* g = a.dout.row(b, h, t);
+        double sum = 0;
+        for (int64_t d = 0; d < D; ++d) sum += static_cast<double>(o[d]) * g[d];
+        delta[bh * T + t] = static_cast<float>(sum);
+        lse2[bh * T + t] = a.lse[bh * T + t] * kLog2e;
+      }
+    });
+    fused_pass(a, delta.data(), lse2.data());
+  }
+
+  // Number of dq partial sums per (b, q head): enough items for kParallelTarget work items in
+  // the fused pass. It depends on the shape only, never on the thread count, so the result does not
+  // either.
+  static constexpr int64_t kParallelTarget = 16;
+  static int64_t dq_chunks(const AttentionShape& sh) {
+    const int64_t bh = sh.batch * sh.heads_kv;
+    return std::clamp<int64_t>((kParallelTarget + bh - 1) / bh, 1,
+                               std::max<int64_t>(1, blocks(sh.seq_kv)));
+  }
+
+  // One pass, five block products per (q block, kv block) pair as in FlashAttention-2, without
+  // atomics. Item (b, kv head, chunk c) owns kv blocks kb ≡ c (mod C) — round-robin, so causal
+  // chunks cost about the same — and for each, loops the group's q heads and the q blocks that see
+  // it in a fixed order: dk, dv are complete per kv block; dq contributions go to the chunk's own
+  // partial buffer part[c] ([C, B, Hq, T, Dp]), which a last pass sums in chunk order.
+  static void fused_pass(const AttentionF32Args& a, const float* delta, const float* lse2) {
+    const AttentionShape& sh = a.shape;
+    const int64_t Hq = sh.heads_q, Hkv = sh.heads_kv, group = Hq / Hkv;
+    const int64_t T = sh.seq_q, Tkv = sh.seq_kv, D = sh.head_dim, Dp = round8(D);
+    const int64_t nqb = blocks(T), nkb = blocks(Tkv), C = dq_chunks(sh);
+    const int64_t head_stride = T * Dp, chunk_stride = sh.batch * Hq * head_stride;
+    const float c2 = a.scale * kLog2e;
+    std::vector<float> part(C * chunk_stride);
+    parallel_blocks(C * sh.batch * Hkv, 1, [&](int64_t item, int64_t, int64_t) {
+      const int64_t c = item % C, b = item / C / Hkv, hk = item / C % Hkv;
+      std::vector<float> buf(2 * D * kBlock + 2 * kBlock * kBlock + 5 * kBlock * Dp);
+      float* kt = buf.data();              // [D, 64]: kᵀ
+      float* vt = kt + D * kBlock;         // [D, 64]: vᵀ
+      float* p = vt + D * kBlock;          // [64 q, 64 kv]: scores, then probabilities
+      float* ds = p + kBlock * kBlock;     // [64 q, 64 kv]: dP, then dS
+      float* dk = ds + kBlock * kBlock;    // [64 kv, Dp]
+      float* dv = dk + kBlock * Dp;        // [64 kv, Dp]
+      float* qpack = dv + kBlock * Dp;     // [64 q, Dp]: q when D % 8 != 0
+      float* gpack = qpack + kBlock * Dp;  // [64 q, Dp]: do when D % 8 != 0
+      float* kpack = gpack + kBlock * Dp;  // [64 kv, Dp]: k when D % 8 != 0
+      for (int64_t kb = c; kb < nkb; kb += C) {
+        const int64_t k0 = kb * kBlock, nk = std::min(kBlock, Tkv - k0), nkp = round8(nk);
+        const float* k = a.k.row(b, hk, k0);
+        std::fill(kt, kt + 2 * D * kBlock, 0.0f);
+        std::fill(dk, dk + 2 * kBlock * Dp, 0.0f);
+        pack_transposed(k, a.k.s.t, nk, D, 1.0f, kt);
+        pack_transposed(a.v.row(b, hk, k0), a.v.s.t, nk, D, 1.0f, vt);
+        int64_t ldk = 0;
+        const float* kbp = rows_b(k, a.k.s.t, nk, D, kpack, ldk);
+        for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+          const float* lse2_h = lse2 + (b * Hq + h) * T;
+          const float* delta_h = delta + (b * Hq + h) * T;
+          float* dq_h = part.data() + c * chunk_stride + (b * Hq + h) * head_stride;
+          for (int64_t qb = a.causal ? k0 / kBlock : 0; qb < nqb; ++qb) {
+            const int64_t q0 = qb * kBlock, nq = std::min(kBlock, T - q0);
+            const float* q = a.q.row(b, h, q0);
+            const float* g = a.dout.row(b, h, q0);
+            Ops::gemm(nq, nkp, D, q, a.q.s.t, 1, kt, kBlock, p, kBlock, false);
+            Ops::gemm(nq, nkp, D, g, a.dout.s.t, 1, vt, kBlock, ds, kBlock, false);
+            Ops::exp2_tile(p, kBlock, nq, nkp, c2, lse2_h + q0, nullptr, nullptr);
+            if (a.causal && k0 + nk - 1 > q0) mask_cols_ahead(p, nq, nkp, q0 - k0, 0.0f);
+            for (int64_t r = 0; r < nq; ++r)
+              for (int64_t j = 0; j < nkp; ++j)
+                ds[r * kBlock + j] = p[r * kBlock + j] * (ds[r * kBlock + j] - delta_h[q0 + r]);
+            int64_t ldg = 0, ldq = 0;
+            const float* gb = rows_b(g, a.dout.s.t, nq, D, gpack, ldg);
+            const float* qbp = rows_b(q, a.q.s.t, nq, D, qpack, ldq);
+            Ops::gemm(nk, Dp, nq, p, 1, kBlock, gb, ldg, dv, Dp, true);
+            Ops::gemm(nk, Dp, nq, ds, 1, kBlock, qbp, ldq, dk, Dp, true);
+            Ops::gemm(nq, Dp, nk, ds, kBlock, 1, kbp, ldk, dq_h + q0 * Dp, Dp, true);
+          }
+        }
+        for (int64_t r = 0; r < nk; ++r) {
+          float* dk_out = a.dk.row(b, hk, k0 + r);
+          float* dv_out = a.dv.row(b, hk, k0 + r);
+          for (int64_t d = 0; d < D; ++d) {
+            dk_out[d] = a.scale * dk[r * Dp + d];
+            dv_out[d] = dv[r * Dp + d];
+          }
+        }
+      }
+    });
+    // dq = scale · Σ_c part[c], chunks in index order.
+    parallel_blocks(sh.batch * Hq, 1, [&](int64_t bh, int64_t, int64_t) {
+      const int64_t b = bh / Hq, h = bh % Hq;
+      for (int64_t t = 0; t < T; ++t) {
+        float* out = a.dq.row(b, h, t);
+        const float* src = part.data() + bh * head_stride + t * Dp;
+        for (int64_t d = 0; d < D; ++d) out[d] = src[d];
+        for (int64_t cc = 1; cc < C; ++cc)
+          for (int64_t d = 0; d < D; ++d) out[d] += src[cc * chunk_stride + d];
+        for (int64_t d = 0; d < D; ++d) out[d] *= a.scale;
+      }
+    });
+  }
+};
+
+}  // namespace hp::kernels::detail

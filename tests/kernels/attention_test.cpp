@@ -1,0 +1,272 @@
+// Flash attention forward/backward against a materialized-softmax double-precision reference.
+//
+// Tolerance: |x - ref| <= 2e-5 · max(max|ref|, 0.1) per output tensor (normwise; f32 kernels sum
+// up to T_kv = 130 products of length D <= 80, each rounding at about 6e-8 relative, and exp2 adds
+// <= 2e-7). Inputs are O(1), so the 0.1 floor only matters for gradients that are exactly zero in
+// exact arithmetic (dq, dk at T = 1, where the softmax has one entry). The worst observed
+// err / max|ref| is printed; errors are printed on failure.
+#include "hp/kernels/cpu/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hp/core/error.h"
+#include "hp/core/thread_pool.h"
+
+namespace hp::kernels {
+namespace {
+
+struct Case {
+  int64_t B, Hq, Hkv, T, Tkv, D;
+  bool causal;
+  bool bthd;  // [B, T, H, D] layout instead of [B, H, T, D]
+};
+
+// One [B, H, T, D] operand stored in either layout.
+struct Heads {
+  int64_t H, T, D;
+  AttentionStrides s;
+  std::vector<float> data;
+  Heads(int64_t B, int64_t H_, int64_t T_, int64_t D_, bool bthd) : H(H_), T(T_), D(D_) {
+    s = bthd ? attention_strides_bthd(H, T, D) : attention_strides_bhtd(H, T, D);
+    data.assign(B * H * T * D, 0.0f);
+  }
+  float& at(int64_t b, int64_t h, int64_t t, int64_t d) {
+    return data[b * s.b + h * s.h + t * s.t + d];
+  }
+  void fill(std::mt19937& rng, float lo, float hi) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    for (auto& x : data) x = u(rng);
+  }
+  AttentionInput in() const { return {data.data(), s}; }
+  AttentionOutput out() { return {data.data(), s}; }
+};
+
+struct Result {
+  std::vector<float> o, lse, dq, dk, dv;
+};
+
+struct Problem {
+  Case c;
+  Heads q, k, v, g;  // g: output gradient
+  Problem(const Case& c_, uint32_t seed)
+      : c(c_),
+        q(c.B, c.Hq, c.T, c.D, c.bthd),
+        k(c.B, c.Hkv, c.Tkv, c.D, c.bthd),
+        v(c.B, c.Hkv, c.Tkv, c.D, c.bthd),
+        g(c.B, c.Hq, c.T, c.D, c.bthd) {
+    std::mt19937 rng(seed);
+    q.fill(rng, -2.0f, 2.0f);  // wide enough that softmax rows are far from uniform
+    k.fill(rng, -2.0f, 2.0f);
+    v.fill(rng, -1.0f, 1.0f);
+    g.fill(rng, -1.0f, 1.0f);
+  }
+  AttentionShape shape() const { return {c.B, c.Hq, c.Hkv, c.T, c.Tkv, c.D}; }
+
+  Result run() {
+    AttentionOptions opt;
+    opt.causal = c.causal;
+    Heads o(c.B, c.Hq, c.T, c.D, c.bthd), dq(c.B, c.Hq, c.T, c.D, c.bthd);
+    Heads dk(c.B, c.Hkv, c.Tkv, c.D, c.bthd), dv(c.B, c.Hkv, c.Tkv, c.D, c.bthd);
+    std::vector<float> lse(c.B * c.Hq * c.T);
+    attention_forward(shape(), opt, q.in(), k.in(), v.in(), o.out(), lse.data());
+    attention_backward(shape(), opt, q.in(), k.in(), v.in(), o.in(), lse.data(), g.in(), dq.out(),
+                       dk.out(), dv.out());
+    return {o.data, lse, dq.data, dk.data, dv.data};
+  }
+
+  // Materialized softmax in double; results laid out like the operands.
+  Result reference() {
+    Heads o(c.B, c.Hq, c.T, c.D, c.bthd), dq(c.B, c.Hq, c.T, c.D, c.bthd);
+    Heads dk(c.B, c.Hkv, c.Tkv, c.D, c.bthd), dv(c.B, c.Hkv, c.Tkv, c.D, c.bthd);
+    std::vector<float> lse(c.B * c.Hq * c.T);
+    std::vector<double> dk_acc(c.B * c.Hkv * c.Tkv * c.D), dv_acc(dk_acc.size());
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
+    std::vector<double> p(c.Tkv), dp(c.Tkv);
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t h = 0; h < c.Hq; ++h) {
+        const int64_t hk = h / (c.Hq / c.Hkv);
+        for (int64_t i = 0; i < c.T; ++i) {
+          const int64_t nvis = c.causal ? std::min(c.Tkv, i + 1) : c.Tkv;
+          double mx = -INFINITY;
+          for (int64_t j = 0; j < nvis; ++j) {
+            double s = 0;
+            for (int64_t d = 0; d < c.D; ++d) s += double(q.at(b, h, i, d)) * k.at(b, hk, j, d);
+            p[j] = s * scale;
+            mx = std::max(mx, p[j]);
+          }
+          double sum = 0;
+          for (int64_t j = 0; j < nvis; ++j) sum += (p[j] = std::exp(p[j] - mx));
+          lse[(b * c.Hq + h) * c.T + i] = static_cast<float>(mx + std::log(sum));
+          double delta = 0;
+          for (int64_t j = 0; j < nvis; ++j) {
+            p[j] /= sum;
+            dp[j] = 0;
+            for (int64_t d = 0; d < c.D; ++d) dp[j] += double(g.at(b, h, i, d)) * v.at(b, hk, j, d);
+            delta += p[j] * dp[j];
+          }
+          for (int64_t d = 0; d < c.D; ++d) {
+            double od = 0, dqd = 0;
+            for (int64_t j = 0; j < nvis; ++j) {
+              const double ds = p[j] * (dp[j] - delta);
+              od += p[j] * v.at(b, hk, j, d);
+              dqd += ds * k.at(b, hk, j, d) * scale;
+              const int64_t kv = ((b * c.Hkv + hk) * c.Tkv + j) * c.D + d;
+              dv_acc[kv] += p[j] * g.at(b, h, i, d);
+              dk_acc[kv] += ds * q.at(b, h, i, d) * scale;
+            }
+            o.at(b, h, i, d) = static_cast<float>(od);
+            dq.at(b, h, i, d) = static_cast<float>(dqd);
+          }
+        }
+      }
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t h = 0; h < c.Hkv; ++h)
+        for (int64_t j = 0; j < c.Tkv; ++j)
+          for (int64_t d = 0; d < c.D; ++d) {
+            const int64_t kv = ((b * c.Hkv + h) * c.Tkv + j) * c.D + d;
+            dk.at(b, h, j, d) = static_cast<float>(dk_acc[kv]);
+            dv.at(b, h, j, d) = static_cast<float>(dv_acc[kv]);
+          }
+    return {o.data, lse, dq.data, dk.data, dv.data};
+  }
+};
+
+double g_worst_ratio = 0;
+
+void expect_close(const char* what, const std::vector<float>& x, const std::vector<float>& ref,
+                  const Case& c) {
+  ASSERT_EQ(x.size(), ref.size());
+  double ref_max = 0, err = 0;
+  for (float r : ref) ref_max = std::max(ref_max, double(std::fabs(r)));
+  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::fabs(double(x[i]) - ref[i]));
+  const double denom = std::max(ref_max, 0.1);
+  g_worst_ratio = std::max(g_worst_ratio, err / denom);
+  EXPECT_LE(err, 2e-5 * denom) << what << ": max err " << err << " (max |ref| " << ref_max
+                               << ") B=" << c.B << " Hq=" << c.Hq << " Hkv=" << c.Hkv
+                               << " T=" << c.T << " Tkv=" << c.Tkv << " D=" << c.D
+                               << " causal=" << c.causal << " bthd=" << c.bthd;
+}
+
+void check_case(const Case& c, uint32_t seed) {
+  Problem p(c, seed);
+  Result got = p.run(), ref = p.reference();
+  expect_close("o", got.o, ref.o, c);
+  expect_close("lse", got.lse, ref.lse, c);
+  expect_close("dq", got.dq, ref.dq, c);
+  expect_close("dk", got.dk, ref.dk, c);
+  expect_close("dv", got.dv, ref.dv, c);
+}
+
+TEST(Attention, MatchesReferenceAcrossShapes) {
+  uint32_t seed = 1;
+  for (bool causal : {true, false})
+    for (int64_t hkv : {4, 2, 1})
+      for (int64_t T : {1, 5, 67, 130})
+        for (int64_t D : {16, 64, 80}) check_case({1, 4, hkv, T, T, D, causal, false}, seed++);
+  std::printf("worst err / max|ref| so far: %.3g\n", g_worst_ratio);
+}
+
+TEST(Attention, BthdLayoutBatchAndOddHeadDim) {
+  uint32_t seed = 100;
+  for (bool causal : {true, false}) {
+    check_case({2, 4, 2, 67, 67, 64, causal, true}, seed++);
+    check_case({2, 2, 1, 130, 130, 20, causal, true}, seed++);  // D % 8 != 0: padded operands
+    check_case({1, 3, 3, 9, 9, 5, causal, false}, seed++);
+  }
+}
+
+TEST(Attention, QueryAndKeyLengthsDiffer) {
+  uint32_t seed = 200;
+  for (bool causal : {true, false}) {
+    check_case({1, 2, 1, 67, 130, 16, causal, false}, seed++);
+    check_case({1, 2, 1, 130, 67, 16, causal, true}, seed++);
+  }
+}
+
+TEST(Attention, ScalarFallbackMatchesReference) {
+  const bool prev = detail::attention_allow_simd(false);
+  check_case({1, 4, 2, 130, 130, 64, true, false}, 300);
+  check_case({1, 2, 2, 67, 67, 20, false, true}, 301);
+  detail::attention_allow_simd(prev);
+}
+
+TEST(Attention, BitwiseIdenticalAcrossThreadCounts) {
+  const int prev = num_threads();
+  Problem p({2, 4, 2, 200, 200, 64, true, false}, 400);
+  set_num_threads(1);
+  Result one = p.run();
+  set_num_threads(2);
+  Result two = p.run();
+  set_num_threads(prev);
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  EXPECT_TRUE(same(one.o, two.o));
+  EXPECT_TRUE(same(one.lse, two.lse));
+  EXPECT_TRUE(same(one.dq, two.dq));
+  EXPECT_TRUE(same(one.dk, two.dk));
+  EXPECT_TRUE(same(one.dv, two.dv));
+}
+
+TEST(Attention, Exp2Accuracy) {
+  std::vector<float> x, y(0);
+  for (double t = -125.0; t <= 127.0; t += 0.000731) x.push_back(static_cast<float>(t));
+  for (float t : {0.0f, 0.5f, -0.5f, 1.0f, -1.0f, 126.999f}) x.push_back(t);
+  y.resize(x.size());
+  detail::attention_exp2(x.data(), y.data(), static_cast<int64_t>(x.size()), true);
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double ref = std::exp2(double(x[i]));
+    worst = std::max(worst, std::fabs(y[i] - ref) / ref);
+  }
+  std::printf("exp2 max relative error: %.3g\n", worst);
+  EXPECT_LE(worst, 2e-7);
+  std::vector<float> edge = {-INFINITY, -200.0f, -127.0f, 0.0f}, out(4);
+  detail::attention_exp2(edge.data(), out.data(), 4, true);
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], 1.0f);
+}
+
+TEST(Attention, RejectsBadInput) {
+  Problem p({1, 4, 2, 5, 5, 16, true, false}, 500);
+  std::vector<float> o(p.q.data.size()), lse(20);
+  AttentionOutput out{o.data(), p.q.s};
+  auto fwd = [&](AttentionShape s, AttentionOptions opt) {
+    attention_forward(s, opt, p.q.in(), p.k.in(), p.v.in(), out, lse.data());
+  };
+  auto message = [&](AttentionShape s, AttentionOptions opt) -> std::string {
+    try {
+      fwd(s, opt);
+    } catch (const ValueError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message({1, 4, 3, 5, 5, 16}, {}).find("heads_q=4 is not a multiple of heads_kv=3"),
+            std::string::npos);
+  EXPECT_NE(message({1, 4, 2, 5, 5, 0}, {}).find("head_dim=0"), std::string::npos);
+  EXPECT_NE(message({1, 4, 2, -1, 5, 16}, {}).find("seq_q=-1"), std::string::npos);
+  EXPECT_NE(message({1, 4, 2, 5, 0, 16}, {}).find("seq_kv=0"), std::string::npos);
+  AttentionOptions bf;
+  bf.dtype = DType::bf16;
+  EXPECT_NE(message(p.shape(), bf).find("dtype bf16"), std::string::npos);
+  AttentionOptions nan_scale;
+  nan_scale.scale = NAN;
+  EXPECT_NE(message(p.shape(), nan_scale).find("scale=nan"), std::string::npos);
+  EXPECT_THROW(
+      attention_forward(p.shape(), {}, {nullptr, p.q.s}, p.k.in(), p.v.in(), out, lse.data()),
+      ValueError);
+  EXPECT_THROW(attention_forward(p.shape(), {}, p.q.in(), p.k.in(), p.v.in(), out, nullptr),
+               ValueError);
+}
+
+}  // namespace
+}  // namespace hp::kernels
