@@ -27,8 +27,9 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     const Shape in_shape = a.shape();
     const DType dt = a.dtype();
     autograd::record("gather", {a}, {y}, [=](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{kernels::scatter_add(zeros(in_shape, dt), d, index,
-                                                      as_dtype(g[0], dt), "gather_backward")};
+      Tensor ga = zeros(in_shape, dt);
+      kernels::scatter_add_(ga, d, index, as_dtype(g[0], dt), "gather_backward");
+      return std::vector<Tensor>{ga};
     });
   }
   return y;
@@ -67,8 +68,9 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
     const DType dt = a.dtype();
     const Tensor idx = reshape(index, {-1});
     autograd::record("index_select", {a}, {y}, [=](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{kernels::index_add(zeros(in_shape, dt), d, idx, as_dtype(g[0], dt),
-                                                    "index_select_backward")};
+      Tensor ga = zeros(in_shape, dt);
+      kernels::index_add_(ga, d, idx, as_dtype(g[0], dt), "index_select_backward");
+      return std::vector<Tensor>{ga};
     });
   }
   return y;
@@ -110,8 +112,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
       // Deterministic: every weight row sums its tokens' gradients in token order (index_add).
       const Tensor gc = as_dtype(g[0], dt).contiguous();
       const Tensor g2 = gc.as_strided({flat_ids.numel(), dim}, {dim, 1}, gc.offset());
-      return std::vector<Tensor>{
-          kernels::index_add(zeros(w_shape, dt), 0, flat_ids, g2, "embedding_backward")};
+      Tensor gw = zeros(w_shape, dt);  // [V, D]
+      kernels::index_add_(gw, 0, flat_ids, g2, "embedding_backward");
+      return std::vector<Tensor>{gw};
     });
   }
   return y;

@@ -30,7 +30,9 @@ void record_scatter_back(const char* name, const Tensor& a, const Tensor& values
     // g has the values' shape; index may carry the kept size-1 dim: same elements, same order.
     const Tensor gc = (g[0].dtype() == dt ? g[0] : g[0].to(dt)).contiguous();
     const Tensor gs = gc.as_strided(index.shape(), contiguous_strides(index.shape()), gc.offset());
-    return std::vector<Tensor>{kernels::scatter_add(zeros(in_shape, dt), d, index, gs, name)};
+    Tensor ga = zeros(in_shape, dt);
+    kernels::scatter_add_(ga, d, index, gs, name);
+    return std::vector<Tensor>{ga};
   });
 }
 

@@ -117,26 +117,26 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index, const char* op)
   return out;
 }
 
-Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src,
-                   const char* op) {
+void scatter_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                  const char* op) {
   check_index_dtype(index, op);
-  check_same_rank(a, index, op, "index");
-  check_same_rank(a, src, op, "src");
-  if (src.dtype() != a.dtype())
-    HP_THROW(ValueError, op, "src ", src.desc(), " must have the dtype of ", a.desc());
-  const int64_t d = a.dim() == 0 ? 0 : wrap_dim(dim, a.dim(), op);
-  const int64_t size = a.dim() == 0 ? 1 : a.shape()[d];
-  for (int64_t e = 0; e < a.dim(); ++e)
-    if (index.shape()[e] > src.shape()[e] || (e != d && index.shape()[e] > a.shape()[e]))
+  check_same_rank(out, index, op, "index");
+  check_same_rank(out, src, op, "src");
+  if (src.dtype() != out.dtype())
+    HP_THROW(ValueError, op, "src ", src.desc(), " must have the dtype of ", out.desc());
+  const int64_t d = out.dim() == 0 ? 0 : wrap_dim(dim, out.dim(), op);
+  const int64_t size = out.dim() == 0 ? 1 : out.shape()[d];
+  for (int64_t e = 0; e < out.dim(); ++e)
+    if (index.shape()[e] > src.shape()[e] || (e != d && index.shape()[e] > out.shape()[e]))
       HP_THROW(ValueError, op, "index ", index.desc(), " must fit in src ", src.desc(),
-               " and, outside dim ", d, ", in ", a.desc());
+               " and, outside dim ", d, ", in ", out.desc());
   const Tensor idx = index.contiguous();
-  check_index_values(idx, size, d, a, op);
-  Tensor out = a.clone();
+  check_index_values(idx, size, d, out, op);
+  HP_CHECK(out.is_contiguous());
   const Lines lines(idx.shape(), d);
-  if (idx.numel() == 0) return out;
+  if (idx.numel() == 0) return;
   const int64_t si = stride_or_1(idx, d), ss = stride_or_1(src, d), so = stride_or_1(out, d);
-  detail::dispatch_arith(a.dtype(), op, [&](auto tag) {
+  detail::dispatch_arith(out.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     using C = Compute<T>;
     const T* sp = static_cast<const T*>(src.raw_data());
@@ -155,6 +155,12 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
           }
         });
   });
+}
+
+Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src,
+                   const char* op) {
+  Tensor out = a.clone();
+  scatter_add_(out, dim, index, src, op);
   return out;
 }
 
@@ -203,24 +209,25 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index, const cha
   return out;
 }
 
-Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src,
-                 const char* op) {
-  if (a.dim() == 0) HP_THROW(ValueError, op, "input must have at least one dim, got ", a.desc());
-  const int64_t d = wrap_dim(dim, a.dim(), op);
+void index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                const char* op) {
+  if (out.dim() == 0)
+    HP_THROW(ValueError, op, "input must have at least one dim, got ", out.desc());
+  const int64_t d = wrap_dim(dim, out.dim(), op);
   const Tensor idx = checked_1d_index(index, op);
-  if (src.dtype() != a.dtype())
-    HP_THROW(ValueError, op, "src ", src.desc(), " must have the dtype of ", a.desc());
-  Shape want = a.shape();
+  if (src.dtype() != out.dtype())
+    HP_THROW(ValueError, op, "src ", src.desc(), " must have the dtype of ", out.desc());
+  Shape want = out.shape();
   want[d] = idx.numel();
   if (src.shape() != want)
     HP_THROW(ValueError, op, "src ", src.desc(), " must have shape ", shape_str(want),
-             " for input ", a.desc(), " and ", idx.numel(), " indices along dim ", d);
-  check_index_values(idx, a.shape()[d], d, a, op);
-  Tensor out = a.clone();
+             " for input ", out.desc(), " and ", idx.numel(), " indices along dim ", d);
+  check_index_values(idx, out.shape()[d], d, out, op);
+  HP_CHECK(out.is_contiguous());
   int64_t outer, n, inner;
   split_at(out.shape(), d, &outer, &n, &inner);
   const int64_t k = idx.numel();
-  if (k == 0 || inner == 0 || outer == 0) return out;
+  if (k == 0 || inner == 0 || outer == 0) return;
   // Stable counting sort of positions by destination: bucket b holds order[start[b], start[b+1]).
   std::vector<int64_t> start(static_cast<size_t>(n) + 1, 0), order(static_cast<size_t>(k));
   for (int64_t i = 0; i < k; ++i)
@@ -231,7 +238,7 @@ Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor
     for (int64_t i = 0; i < k; ++i) order[fill[load_index(idx.raw_data(), idx.dtype(), i)]++] = i;
   }
   const Tensor sc = src.contiguous();
-  detail::dispatch_arith(a.dtype(), op, [&](auto tag) {
+  detail::dispatch_arith(out.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     using C = Compute<T>;
     using CT = typename C::type;
@@ -253,6 +260,12 @@ Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor
       }
     });
   });
+}
+
+Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src,
+                 const char* op) {
+  Tensor out = a.clone();
+  index_add_(out, dim, index, src, op);
   return out;
 }
 

@@ -20,11 +20,19 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index, const char* op)
 // src.size(e) for every e and <= a.size(e) for e != dim.
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src,
                    const char* op);
+// In place: out (contiguous, playing a's role) += the scatter of src. Backward passes start from
+// zeros this way without a copy.
+void scatter_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                  const char* op);
 // index 1-D (or 0-d): a with dim resized to index.numel(), slice i taken from a's slice index[i].
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index, const char* op);
 // A copy of a with src's slice i added into slice index[i] along dim; each destination sums in the
 // compute type (f32 for bf16/f16) and rounds once.
 Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src,
                  const char* op);
+
+// In place on a contiguous out (embedding's backward accumulates into zeros this way).
+void index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                const char* op);
 
 }  // namespace hp::kernels
