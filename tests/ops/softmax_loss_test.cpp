@@ -87,6 +87,10 @@ TEST(Softmax, ValuesAgainstDoubleReference) {
   reference_rows(xb.to_vector(), 37, 131, &sm, &lsm, &lse);
   const auto yb = softmax(xb, 1).to_vector();
   for (size_t i = 0; i < sm.size(); ++i) ASSERT_NEAR(yb[i], sm[i], 4e-3 * sm[i] + 1e-30) << i;
+  const Tensor xh = x.to(DType::f16);
+  reference_rows(xh.to_vector(), 37, 131, &sm, &lsm, &lse);
+  const auto yh = softmax(xh, 1).to_vector();
+  for (size_t i = 0; i < sm.size(); ++i) ASSERT_NEAR(yh[i], sm[i], 1e-3 * sm[i] + 1e-7) << i;
 }
 
 TEST(Softmax, InfiniteEntries) {
