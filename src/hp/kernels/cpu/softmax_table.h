@@ -1,0 +1,39 @@
+// Row kernels for softmax-like ops, instantiated per ISA (softmax_impl.h) and picked by Isa.
+//
+// Every function works on one contiguous row of n elements and is run by one thread, with a fixed
+// accumulation order (4·W lane accumulators, then a fixed tree), so results depend only on the row
+// — never on the thread count. NaN anywhere in a row makes the row's results NaN.
+#pragma once
+
+#include <cstdint>
+
+#include "hp/kernels/cpu/isa.h"
+
+namespace hp::kernels {
+
+template <class T>
+struct SoftmaxRowFns {
+  // y = exp(x - max) / sum(exp(x - max))
+  void (*softmax)(const T* x, T* y, int64_t n);
+  // y = x - logsumexp(x)
+  void (*log_softmax)(const T* x, T* y, int64_t n);
+  // max + log(sum(exp(x - max))); ±Inf when the max is ±Inf (all -Inf rows give -Inf).
+  T (*logsumexp)(const T* x, int64_t n);
+  // dx = y * (g - sum(g * y))
+  void (*softmax_bwd)(const T* y, const T* g, T* dx, int64_t n);
+  // dx = g - exp(y) * sum(g)
+  void (*log_softmax_bwd)(const T* y, const T* g, T* dx, int64_t n);
+  // Cross-entropy backward of one row: dx = (exp(x - lse) - onehot(target)) * scale.
+  void (*cross_entropy_bwd)(const T* x, T lse, int64_t target, T scale, T* dx, int64_t n);
+};
+
+const SoftmaxRowFns<float>& softmax_row_fns(Isa isa);
+// The f64 path (exact libm math), for gradient checks and f64 tensors.
+const SoftmaxRowFns<double>& softmax_row_fns_f64();
+
+// Defined by the ISA TUs.
+const SoftmaxRowFns<float>& softmax_row_fns_scalar();
+const SoftmaxRowFns<float>& softmax_row_fns_avx2();
+const SoftmaxRowFns<float>& softmax_row_fns_avx512();
+
+}  // namespace hp::kernels
