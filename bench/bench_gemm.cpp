@@ -1,0 +1,162 @@
+// GEMM benchmark: hp::kernels::gemm_f32 / gemm_bf16 beside the raw libraries and PyTorch.
+//
+// Each row reports, from the same run:
+//   GFLOPs       hp's best-of GFLOP/s (2·M·N·K per call)
+//   ceil_GFLOPs  the ceiling: OpenBLAS sgemm called directly on the same shape with its own
+//                threads (= hp threads). For bf16 rows it is the same f32 sgemm: oneDNN 2.6 has no
+//                bf16 matmul on AVX2, so the best the libraries reach for this math is f32 sgemm.
+//   vs_ceil      GFLOPs / ceil_GFLOPs
+//   dnnl_GFLOPs  oneDNN matmul called directly (f32 rows; OpenMP, OMP_NUM_THREADS = hp threads)
+//   peer_GFLOPs  torch.matmul, same shape/dtype/threads (bench/peers/gemm.py), and vs_peer
+// Shapes: square NN, and LLM linears Y[M, N] = X[M, K]·W[N, K]ᵀ (trans_b).
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "hp/core/dtype.h"
+#include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/gemm.h"
+
+namespace {
+
+struct Shape {
+  int64_t M, N, K;
+  bool trans_b;
+};
+
+// Operands for one shape: A [M, K], B [K, N] or [N, K], C [M, N]; f32 and bf16 copies.
+struct Operands {
+  std::vector<float> a, b, c;
+  std::vector<uint16_t> a16, b16;
+  explicit Operands(const Shape& s)
+      : a(size_t(s.M * s.K)), b(size_t(s.K * s.N)), c(size_t(s.M * s.N)) {
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 13) - 6) * 0.0625f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 11) - 5) * 0.125f;
+    a16.resize(a.size());
+    b16.resize(b.size());
+    for (size_t i = 0; i < a.size(); ++i) a16[i] = hp::f32_to_bf16(a[i]);
+    for (size_t i = 0; i < b.size(); ++i) b16[i] = hp::f32_to_bf16(b[i]);
+  }
+};
+
+double seconds_of(const auto& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Best of `reps` timed calls after one warm-up.
+double best_seconds(const auto& fn, int reps) {
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) best = std::min(best, seconds_of(fn));
+  return best;
+}
+
+double openblas_gflops(const Shape& s, Operands& o, int reps) {
+  openblas_set_num_threads(hp::num_threads());
+  const double t = best_seconds(
+      [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.M, s.N,
+                    s.K, 1.0f, o.a.data(), s.K, o.b.data(), s.trans_b ? s.K : s.N, 0.0f, o.c.data(),
+                    s.N);
+      },
+      reps);
+  openblas_set_num_threads(1);
+  return 2.0 * s.M * s.N * s.K / t / 1e9;
+}
+
+double dnnl_f32_gflops(const Shape& s, Operands& o, int reps) {
+  using namespace dnnl;
+  static engine eng(engine::kind::cpu, 0);
+  stream strm(eng);
+  const auto f32 = memory::data_type::f32;
+  memory::desc ad({s.M, s.K}, f32, memory::format_tag::ab);
+  memory::desc bd({s.K, s.N}, f32, s.trans_b ? memory::format_tag::ba : memory::format_tag::ab);
+  memory::desc cd({s.M, s.N}, f32, memory::format_tag::ab);
+  matmul prim(matmul::primitive_desc(matmul::desc(ad, bd, cd), eng));
+  memory am(ad, eng, o.a.data()), bm(bd, eng, o.b.data()), cm(cd, eng, o.c.data());
+  const double t = best_seconds(
+      [&] {
+        prim.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+        strm.wait();
+      },
+      reps);
+  return 2.0 * s.M * s.N * s.K / t / 1e9;
+}
+
+void bm_gemm(benchmark::State& state, Shape s, hp::DType dt) {
+  Operands o(s);
+  const int64_t ldb = s.trans_b ? s.K : s.N;
+  auto run = [&] {
+    if (dt == hp::DType::f32)
+      hp::kernels::gemm_f32(false, s.trans_b, s.M, s.N, s.K, 1.0f, o.a.data(), s.K, o.b.data(), ldb,
+                            0.0f, o.c.data(), s.N);
+    else
+      hp::kernels::gemm_bf16(false, s.trans_b, s.M, s.N, s.K, 1.0f, o.a16.data(), s.K, o.b16.data(),
+                             ldb, 0.0f, o.c.data(), hp::DType::f32, s.N);
+  };
+  run();
+  double best = 1e30;
+  for (auto _ : state) {
+    const double t = seconds_of(run);
+    state.SetIterationTime(t);
+    best = std::min(best, t);
+  }
+  const double flop = 2.0 * s.M * s.N * s.K;
+  const int reps = flop > 5e10 ? 2 : 5;
+  const double ours = flop / best / 1e9;
+  const double ceil = openblas_gflops(s, o, reps);
+  const bool f32 = dt == hp::DType::f32;
+  const std::string args = std::to_string(s.M) + " " + std::to_string(s.N) + " " +
+                           std::to_string(s.K) + (f32 ? " f32 " : " bf16 ") +
+                           std::to_string(hp::num_threads()) + (s.trans_b ? " 1" : " 0");
+  const double peer = hp::bench::run_peer("gemm.py", args);
+  state.counters["GFLOPs"] = ours;
+  state.counters["ceil_GFLOPs"] = ceil;
+  state.counters["vs_ceil"] = ours / ceil;
+  if (f32) state.counters["dnnl_GFLOPs"] = dnnl_f32_gflops(s, o, reps);
+  state.counters["peer_GFLOPs"] = std::isnan(peer) ? 0.0 : peer;
+  state.counters["vs_peer"] = std::isnan(peer) ? 0.0 : ours / peer;
+  state.SetLabel(std::string(f32 ? "f32" : "bf16->f32") + (s.trans_b ? " NT" : " NN") +
+                 " threads=" + std::to_string(hp::num_threads()) +
+                 " peer=" + hp::bench::ratio_str(ours, peer));
+}
+
+void register_all() {
+  const Shape shapes[] = {{512, 512, 512, false},    {1024, 1024, 1024, false},
+                          {2048, 2048, 2048, false}, {4096, 4096, 4096, false},
+                          {2048, 4096, 1024, true},  {2048, 1024, 4096, true},
+                          {8192, 4096, 1024, true},  {8192, 1024, 4096, true}};
+  for (hp::DType dt : {hp::DType::f32, hp::DType::bf16})
+    for (const Shape& s : shapes) {
+      const std::string name = std::string("gemm_") + (dt == hp::DType::f32 ? "f32" : "bf16") +
+                               "/" + std::to_string(s.M) + "x" + std::to_string(s.N) + "x" +
+                               std::to_string(s.K) + (s.trans_b ? "_nt" : "_nn");
+      benchmark::RegisterBenchmark(name.c_str(), bm_gemm, s, dt)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.3);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // oneDNN (Debian's build) threads with OpenMP: give it the same thread count as hp.
+  setenv("OMP_NUM_THREADS", std::to_string(hp::num_threads()).c_str(), 0);
+  openblas_set_num_threads(1);
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
