@@ -6,6 +6,8 @@
 //                threads (= hp threads). For bf16 rows it is the same f32 sgemm: oneDNN 2.6 has no
 //                bf16 matmul on AVX2, so the best the libraries reach for this math is f32 sgemm.
 //   vs_ceil      GFLOPs / ceil_GFLOPs
+//   cpu_GFLOPs, ceil_cpu_GFLOPs   the same per CPU-second of the process (all threads): steadier
+//                than wall time when other processes share the cores
 //   dnnl_GFLOPs  oneDNN matmul called directly (f32 rows; OpenMP, OMP_NUM_THREADS = hp threads)
 //   peer_GFLOPs  torch.matmul, same shape/dtype/threads (bench/peers/gemm.py), and vs_peer
 // Shapes: square NN, and LLM linears Y[M, N] = X[M, K]·W[N, K]ᵀ (trans_b).
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -47,10 +50,30 @@ struct Operands {
   }
 };
 
-double seconds_of(const auto& fn) {
+// Wall and process CPU seconds (all threads) of one call. CPU time is what the work costs no
+// matter how many other processes share the cores; spinning threads count against it too.
+struct Timing {
+  double wall = 1e30, cpu = 1e30;
+  void keep_best(const Timing& t) {
+    wall = std::min(wall, t.wall);
+    cpu = std::min(cpu, t.cpu);
+  }
+};
+
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+Timing time_of(const auto& fn) {
+  const double c0 = cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Timing t;
+  t.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  t.cpu = cpu_seconds() - c0;
+  return t;
 }
 
 // OpenBLAS sgemm on the shape with its own threads (= hp threads): the ceiling.
@@ -110,16 +133,16 @@ void bm_gemm(benchmark::State& state, Shape s, hp::DType dt) {
   run();
   openblas_sgemm(s, o);
   if (dnnl) dnnl->run();
-  double best = 1e30, best_ceil = 1e30, best_dnnl = 1e30;
+  Timing best, best_ceil, best_dnnl;
   for (auto _ : state) {
-    const double t = seconds_of(run);
-    state.SetIterationTime(t);
-    best = std::min(best, t);
-    best_ceil = std::min(best_ceil, seconds_of([&] { openblas_sgemm(s, o); }));
-    if (dnnl) best_dnnl = std::min(best_dnnl, seconds_of([&] { dnnl->run(); }));
+    const Timing t = time_of(run);
+    state.SetIterationTime(t.wall);
+    best.keep_best(t);
+    best_ceil.keep_best(time_of([&] { openblas_sgemm(s, o); }));
+    if (dnnl) best_dnnl.keep_best(time_of([&] { dnnl->run(); }));
   }
   const double gflop = 2e-9 * double(s.M) * double(s.N) * double(s.K);
-  const double ours = gflop / best, ceil = gflop / best_ceil;
+  const double ours = gflop / best.wall, ceil = gflop / best_ceil.wall;
   const std::string args = std::to_string(s.M) + " " + std::to_string(s.N) + " " +
                            std::to_string(s.K) + (f32 ? " f32 " : " bf16 ") +
                            std::to_string(hp::num_threads()) + (s.trans_b ? " 1" : " 0");
@@ -127,7 +150,9 @@ void bm_gemm(benchmark::State& state, Shape s, hp::DType dt) {
   state.counters["GFLOPs"] = ours;
   state.counters["ceil_GFLOPs"] = ceil;
   state.counters["vs_ceil"] = ours / ceil;
-  if (dnnl) state.counters["dnnl_GFLOPs"] = gflop / best_dnnl;
+  state.counters["cpu_GFLOPs"] = gflop / best.cpu;
+  state.counters["ceil_cpu_GFLOPs"] = gflop / best_ceil.cpu;
+  if (dnnl) state.counters["dnnl_GFLOPs"] = gflop / best_dnnl.wall;
   state.counters["peer_GFLOPs"] = std::isnan(peer) ? 0.0 : peer;
   state.counters["vs_peer"] = std::isnan(peer) ? 0.0 : ours / peer;
   state.SetLabel(std::string(f32 ? "f32" : "bf16->f32") + (s.trans_b ? " NT" : " NN") +
