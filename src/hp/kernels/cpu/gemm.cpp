@@ -1,0 +1,230 @@
+// GEMM backend. Measured on the development machine (AMD EPYC Zen3, 2 cores, AVX2+FMA, no
+// AVX-512), quiet machine, 2 threads, best of 5, square 1024 f32:
+//   OpenBLAS 0.3.21 sgemm (own pthreads)   140.8 GFLOP/s   (1 thread: 68.6)
+//   oneDNN 2.6 matmul f32 (gemm:jit, OMP)  128.6 GFLOP/s
+//   oneDNN 2.6 matmul bf16 (any dst)       unimplemented: its bf16 kernels need AVX-512
+//   torch 2.15 matmul bf16                 0.3-0.8 GFLOP/s (no fast bf16 path on AVX2)
+// So f32 goes to OpenBLAS, and bf16 widens panels to f32 (a shift, memory-bound, O((M+N)·K) per
+// tile against O(M·N·K) multiply-adds) and goes to the same sgemm. Per-shape figures are in
+// docs/PERFORMANCE.md (bench/bench_gemm.cpp).
+//
+// Threads: OpenBLAS is forced to one thread and hp::parallel_for spreads the shape-only tile grid
+// (gemm_plan.h); each output element is produced by one sgemm call with a fixed K order, so 1 and
+// 2 threads give bitwise identical results and the library never oversubscribes the pool.
+#include "hp/kernels/cpu/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "hp/core/error.h"
+#include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/gemm_plan.h"
+
+namespace hp::kernels {
+namespace detail {
+namespace {
+
+// The bf16 path widens K in chunks of this size (shape-independent, so the f32 accumulation order
+// into C is fixed): panels [tile_m, 512] + [512, tile_n] stay within L2/L3.
+constexpr int64_t kKChunk = 512;
+
+// OpenBLAS keeps one global thread count; anyone (a benchmark, numpy) may have raised it.
+void ensure_blas_single_threaded() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+CBLAS_TRANSPOSE cblas_op(bool trans) {
+  return trans ? CblasTrans : CblasNoTrans;
+}
+
+// Offsets of tile (m0, n0, k0) inside the stored A [M, K] / [K, M] and B [K, N] / [N, K].
+int64_t a_offset(bool trans_a, int64_t lda, int64_t m0, int64_t k0) {
+  return trans_a ? k0 * lda + m0 : m0 * lda + k0;
+}
+int64_t b_offset(bool trans_b, int64_t ldb, int64_t k0, int64_t n0) {
+  return trans_b ? n0 * ldb + k0 : k0 * ldb + n0;
+}
+
+// dst [rows, cols] (dense) = widen(src [rows, cols] with row stride ld).
+void widen_block(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* s = src + r * ld;
+    float* d = dst + r * cols;
+    for (int64_t c = 0; c < cols; ++c) d[c] = bf16_to_f32(s[c]);
+  }
+}
+
+// C [M, N] = beta·C for the K == 0 / alpha == 0 cases (beta == 0 writes zeros without reading C).
+void scale_c(int64_t M, int64_t N, float beta, void* C, DType c_dtype, int64_t ldc) {
+  parallel_for(0, M, std::max<int64_t>(1, 65536 / std::max<int64_t>(N, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t m = b; m < e; ++m) {
+                   if (c_dtype == DType::f32) {
+                     float* c = static_cast<float*>(C) + m * ldc;
+                     for (int64_t n = 0; n < N; ++n) c[n] = beta == 0.0f ? 0.0f : beta * c[n];
+                   } else {
+                     uint16_t* c = static_cast<uint16_t*>(C) + m * ldc;
+                     for (int64_t n = 0; n < N; ++n)
+                       c[n] = beta == 0.0f ? uint16_t(0) : f32_to_bf16(beta * bf16_to_f32(c[n]));
+                   }
+                 }
+               });
+}
+
+struct F32Problem {
+  bool trans_a, trans_b;
+  int64_t M, N, K;
+  float alpha;
+  const float* A;
+  int64_t lda, stride_a;
+  const float* B;
+  int64_t ldb, stride_b;
+  float beta;
+  float* C;
+  int64_t ldc, stride_c;
+};
+
+struct Bf16Problem {
+  bool trans_a, trans_b;
+  int64_t M, N, K;
+  float alpha;
+  const uint16_t* A;
+  int64_t lda, stride_a;
+  const uint16_t* B;
+  int64_t ldb, stride_b;
+  float beta;
+  void* C;
+  DType c_dtype;
+  int64_t ldc, stride_c;
+};
+
+// One C tile [mt, nt] at (m0, n0) of batch entry `i`: a single sgemm over the whole K.
+void f32_tile(const F32Problem& p, int64_t i, int64_t m0, int64_t n0, int64_t mt, int64_t nt) {
+  const float* A = p.A + i * p.stride_a + a_offset(p.trans_a, p.lda, m0, 0);
+  const float* B = p.B + i * p.stride_b + b_offset(p.trans_b, p.ldb, 0, n0);
+  float* C = p.C + i * p.stride_c + m0 * p.ldc + n0;
+  cblas_sgemm(CblasRowMajor, cblas_op(p.trans_a), cblas_op(p.trans_b), mt, nt, p.K, p.alpha, A,
+              p.lda, B, p.ldb, p.beta, C, p.ldc);
+}
+
+// One C tile of the bf16 problem: per K chunk, widen the A panel ([mt, kc] or [kc, mt] when
+// trans_a) and the B panel ([kc, nt] or [nt, kc] when trans_b) and accumulate with sgemm into
+// C (f32 output) or into an f32 tile [mt, nt] that is rounded to bf16 once at the end.
+void bf16_tile(const Bf16Problem& p, int64_t i, int64_t m0, int64_t n0, int64_t mt, int64_t nt) {
+  thread_local std::vector<float> work;
+  const int64_t kc_max = std::min(p.K, kKChunk);
+  const bool c_bf16 = p.c_dtype == DType::bf16;
+  work.resize(size_t(mt * kc_max + kc_max * nt + (c_bf16 ? mt * nt : 0)));
+  float* a_panel = work.data();
+  float* b_panel = a_panel + mt * kc_max;
+  float* c_out;
+  int64_t ldc_out;
+  uint16_t* c_bits = nullptr;
+  if (c_bf16) {
+    c_bits = static_cast<uint16_t*>(p.C) + i * p.stride_c + m0 * p.ldc + n0;
+    c_out = b_panel + kc_max * nt;
+    ldc_out = nt;
+    if (p.beta != 0.0f) widen_block(c_bits, p.ldc, mt, nt, c_out);
+  } else {
+    c_out = static_cast<float*>(p.C) + i * p.stride_c + m0 * p.ldc + n0;
+    ldc_out = p.ldc;
+  }
+  const uint16_t* A = p.A + i * p.stride_a;
+  const uint16_t* B = p.B + i * p.stride_b;
+  for (int64_t k0 = 0; k0 < p.K; k0 += kKChunk) {
+    const int64_t kc = std::min(kKChunk, p.K - k0);
+    const uint16_t* a_src = A + a_offset(p.trans_a, p.lda, m0, k0);
+    const uint16_t* b_src = B + b_offset(p.trans_b, p.ldb, k0, n0);
+    if (p.trans_a)
+      widen_block(a_src, p.lda, kc, mt, a_panel);
+    else
+      widen_block(a_src, p.lda, mt, kc, a_panel);
+    if (p.trans_b)
+      widen_block(b_src, p.ldb, nt, kc, b_panel);
+    else
+      widen_block(b_src, p.ldb, kc, nt, b_panel);
+    const float beta = k0 == 0 ? p.beta : 1.0f;
+    cblas_sgemm(CblasRowMajor, cblas_op(p.trans_a), cblas_op(p.trans_b), mt, nt, kc, p.alpha,
+                a_panel, p.trans_a ? mt : kc, b_panel, p.trans_b ? kc : nt, beta, c_out, ldc_out);
+  }
+  if (c_bf16)
+    for (int64_t r = 0; r < mt; ++r)
+      for (int64_t c = 0; c < nt; ++c) c_bits[r * p.ldc + c] = f32_to_bf16(c_out[r * nt + c]);
+}
+
+// Runs tile_fn(batch_index, m0, n0, mt, nt) over batch × tile grid, spread over the pool.
+template <class TileFn>
+void run_tiles(int64_t batch, int64_t M, int64_t N, int64_t K, const TileFn& tile_fn) {
+  ensure_blas_single_threaded();
+  const TilePlan plan = plan_tiles(M, N, K);
+  const int64_t per_batch = plan.count();
+  parallel_for(0, batch * per_batch, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t i = t / per_batch, tile = t % per_batch;
+      const int64_t m0 = (tile / plan.grid_n) * plan.tile_m;
+      const int64_t n0 = (tile % plan.grid_n) * plan.tile_n;
+      tile_fn(i, m0, n0, std::min(plan.tile_m, M - m0), std::min(plan.tile_n, N - n0));
+    }
+  });
+}
+
+}  // namespace
+}  // namespace detail
+
+void gemm_f32_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
+                      int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
+                      int64_t stride_c) {
+  detail::check_gemm_args(trans_a, trans_b, batch, M, N, K, A, lda, stride_a, B, ldb, stride_b, C,
+                          ldc, stride_c);
+  if (batch == 0 || M == 0 || N == 0) return;
+  if (K == 0 || alpha == 0.0f) {
+    for (int64_t i = 0; i < batch; ++i)
+      detail::scale_c(M, N, beta, C + i * stride_c, DType::f32, ldc);
+    return;
+  }
+  const detail::F32Problem p{trans_a,  trans_b, M,   N,        K,    alpha, A,   lda,
+                             stride_a, B,       ldb, stride_b, beta, C,     ldc, stride_c};
+  detail::run_tiles(batch, M, N, K, [&](int64_t i, int64_t m0, int64_t n0, int64_t mt, int64_t nt) {
+    detail::f32_tile(p, i, m0, n0, mt, nt);
+  });
+}
+
+void gemm_bf16_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
+                       float alpha, const uint16_t* A, int64_t lda, int64_t stride_a,
+                       const uint16_t* B, int64_t ldb, int64_t stride_b, float beta, void* C,
+                       DType c_dtype, int64_t ldc, int64_t stride_c) {
+  if (c_dtype != DType::f32 && c_dtype != DType::bf16)
+    HP_THROW(ValueError, "gemm", "bf16 GEMM output must be f32 or bf16, got ", dtype_name(c_dtype));
+  detail::check_gemm_args(trans_a, trans_b, batch, M, N, K, A, lda, stride_a, B, ldb, stride_b, C,
+                          ldc, stride_c);
+  if (batch == 0 || M == 0 || N == 0) return;
+  const size_t c_size = dtype_size(c_dtype);
+  if (K == 0 || alpha == 0.0f) {
+    for (int64_t i = 0; i < batch; ++i)
+      detail::scale_c(M, N, beta, static_cast<char*>(C) + i * stride_c * c_size, c_dtype, ldc);
+    return;
+  }
+  const detail::Bf16Problem p{trans_a, trans_b, M,        N,    K, alpha,   A,   lda,     stride_a,
+                              B,       ldb,     stride_b, beta, C, c_dtype, ldc, stride_c};
+  detail::run_tiles(batch, M, N, K, [&](int64_t i, int64_t m0, int64_t n0, int64_t mt, int64_t nt) {
+    detail::bf16_tile(p, i, m0, n0, mt, nt);
+  });
+}
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc) {
+  gemm_f32_batched(trans_a, trans_b, 1, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0);
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const uint16_t* A, int64_t lda, const uint16_t* B, int64_t ldb, float beta, void* C,
+               DType c_dtype, int64_t ldc) {
+  gemm_bf16_batched(trans_a, trans_b, 1, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, c_dtype,
+                    ldc, 0);
+}
+
+}  // namespace hp::kernels
