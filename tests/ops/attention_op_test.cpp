@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include "gradcheck.h"
+
+namespace hp {
+namespace {
+
+using testing::expect_gradcheck;
+using testing::leaf;
+
+TEST(AttentionOp, CompositeF64PathGradients) {
+  Tensor q = leaf({1, 2, 5, 4}, 1), k = leaf({1, 1, 5, 4}, 2), v = leaf({1, 1, 5, 4}, 3);
+  for (bool causal : {true, false})
+    expect_gradcheck([causal](const std::vector<Tensor>& in) {
+      return scaled_dot_product_attention(in[0], in[1], in[2], causal);
+    }, {q, k, v});
+}
+
+// The flash kernel (f32) and its fused backward against the f64 composite, for MHA and GQA, with
+// q/k/v given as [B, T, H, D] tensors viewed as [B, H, T, D] (no copies).
+TEST(AttentionOp, FlashKernelMatchesComposite) {
+  for (auto [hq, hkv, t] : std::vector<std::array<int64_t, 3>>{{2, 2, 37}, {4, 2, 70}, {4, 1, 9}}) {
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE("hq " + std::to_string(hq) + " hkv " + std::to_string(hkv) + " causal " + std::to_string(causal));
+      manual_seed(hq * 100 + t);
+      const int64_t B = 2, D = 16;
+      Tensor q64 = randn({B, t, hq, D}, DType::f64), k64 = randn({B, t, hkv, D}, DType::f64),
+             v64 = randn({B, t, hkv, D}, DType::f64), g64 = randn({B, hq, t, D}, DType::f64);
+      std::vector<Tensor> leaves64, leaves32;
+      for (const Tensor& x : {q64, k64, v64}) {
+        Tensor a = x.clone(), b = x.to(DType::f32);
+        a.requires_grad_();
+        b.requires_grad_();
+        leaves64.push_back(a);
+        leaves32.push_back(b);
+      }
+      auto run = [&](const std::vector<Tensor>& l) {
+        return scaled_dot_product_attention(transpose(l[0], 1, 2), transpose(l[1], 1, 2),
+                                            transpose(l[2], 1, 2), causal);
+      };
+      Tensor o64 = run(leaves64), o32 = run(leaves32);
+      o64.backward(g64);
+      o32.backward(g64.to(DType::f32));
+      auto close = [](const Tensor& a, const Tensor& b, const char* what) {
+        std::vector<double> x = a.to_vector(), y = b.to_vector();
+        for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4 * (1 + std::fabs(y[i]))) << what << " " << i;
+      };
+      close(o32, o64, "o");
+      for (int i = 0; i < 3; ++i) close(leaves32[i].grad(), leaves64[i].grad(), "grad");
+    }
+  }
+}
+
+TEST(AttentionOp, Bf16RunsThroughF32AndBadShapesThrow) {
+  manual_seed(3);
+  Tensor q = randn({1, 2, 8, 16}, DType::bf16);
+  q.requires_grad_();
+  Tensor o = scaled_dot_product_attention(q, q, q);
+  EXPECT_EQ(o.dtype(), DType::bf16);
+  sum(o).backward();
+  EXPECT_EQ(q.grad().dtype(), DType::bf16);
+  EXPECT_THROW(scaled_dot_product_attention(zeros({1, 3, 4, 8}), zeros({1, 2, 4, 8}), zeros({1, 2, 4, 8})), ValueError);
+  EXPECT_THROW(scaled_dot_product_attention(zeros({3, 4, 8}), zeros({3, 4, 8}), zeros({3, 4, 8})), ValueError);
+  EXPECT_THROW(scaled_dot_product_attention(zeros({1, 2, 4, 8}), zeros({1, 2, 4, 8}), zeros({1, 2, 5, 8})), ValueError);
+}
+
+}  // namespace
+}  // namespace hp
