@@ -59,7 +59,8 @@ TEST(ConvertKernels, F32ToNarrowRoundsToNearestEven) {
   // every f16 value and the midpoints next to it, plus random bits (NaNs included).
   std::vector<float> in;
   for (uint32_t hi = 0; hi < 65536; ++hi)
-    for (uint32_t lo : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) in.push_back(from_bits(hi << 16 | lo));
+    for (uint32_t lo : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu})
+      in.push_back(from_bits(hi << 16 | lo));
   for (uint32_t h = 0; h < 65536; ++h) {
     const float f = hp::f16_to_f32(static_cast<uint16_t>(h));
     in.push_back(f);

@@ -3,11 +3,11 @@
 // huge magnitudes). Tolerances are per op and say where the error comes from.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 #include <random>
 #include <vector>
@@ -42,31 +42,60 @@ Tol tolerance(EwOp op, const float* p) {
   // Transcendental results that underflow: absolute slack of 2^-120 (below any float in use).
   const double tiny = std::ldexp(1.0, -120);
   switch (op) {
-    case EwOp::neg: case EwOp::abs: case EwOp::sqrt: case EwOp::square: case EwOp::reciprocal:
-    case EwOp::relu: case EwOp::clamp: case EwOp::add: case EwOp::sub: case EwOp::mul:
-    case EwOp::div: case EwOp::maximum: case EwOp::minimum: case EwOp::relu_bwd:
-    case EwOp::clamp_bwd: case EwOp::gt_mask: case EwOp::eq_mask:
+    case EwOp::neg:
+    case EwOp::abs:
+    case EwOp::sqrt:
+    case EwOp::square:
+    case EwOp::reciprocal:
+    case EwOp::relu:
+    case EwOp::clamp:
+    case EwOp::add:
+    case EwOp::sub:
+    case EwOp::mul:
+    case EwOp::div:
+    case EwOp::maximum:
+    case EwOp::minimum:
+    case EwOp::relu_bwd:
+    case EwOp::clamp_bwd:
+    case EwOp::gt_mask:
+    case EwOp::eq_mask:
       return {};  // one IEEE operation (or none): exact
-    case EwOp::affine: return {1.0};  // f32 fma vs double fma then rounding (double rounding)
-    case EwOp::rsqrt: return {1.5};   // sqrt then divide: two roundings
-    case EwOp::exp: case EwOp::log: return {2.0, tiny};  // simd_math.h: ≤ 2 ulp
-    case EwOp::tanh: return {4.0, tiny};                 // simd_math.h: ≤ 4 ulp
-    case EwOp::sigmoid: case EwOp::silu: return {4.0, tiny};  // exp's 2 ulp + add + divide
-    case EwOp::sigmoid_bwd: return {2.0, tiny};               // three roundings
+    case EwOp::affine:
+      return {1.0};  // f32 fma vs double fma then rounding (double rounding)
+    case EwOp::rsqrt:
+      return {1.5};  // sqrt then divide: two roundings
+    case EwOp::exp:
+    case EwOp::log:
+      return {2.0, tiny};  // simd_math.h: ≤ 2 ulp
+    case EwOp::tanh:
+      return {4.0, tiny};  // simd_math.h: ≤ 4 ulp
+    case EwOp::sigmoid:
+    case EwOp::silu:
+      return {4.0, tiny};  // exp's 2 ulp + add + divide
+    case EwOp::sigmoid_bwd:
+      return {2.0, tiny};  // three roundings
     // erf (A&S 7.1.26) has absolute error 1.5e-7, scaled by 0.5|x| in GELU.
-    case EwOp::gelu: return {4.0, tiny, 1e-7, 1};
+    case EwOp::gelu:
+      return {4.0, tiny, 1e-7, 1};
     // 1 + tanh(u) cancels for u << 0: tanh's 4 ulp of 1 become absolute error, times 0.5|x|.
-    case EwOp::gelu_tanh: return {4.0, tiny, 2.5e-7, 1};
-    case EwOp::gelu_bwd: return {4.0, tiny, 2e-7, 2};
-    case EwOp::gelu_tanh_bwd: return {4.0, tiny, 6e-7, 4};
+    case EwOp::gelu_tanh:
+      return {4.0, tiny, 2.5e-7, 1};
+    case EwOp::gelu_bwd:
+      return {4.0, tiny, 2e-7, 2};
+    case EwOp::gelu_tanh_bwd:
+      return {4.0, tiny, 6e-7, 4};
     // 1 - sigmoid(x) cancels for x >> 0: sigmoid's error times |x|.
-    case EwOp::silu_bwd: return {6.0, tiny, 5e-7, 2};
-    case EwOp::tanh_bwd: return {2.0, tiny, 1.2e-7, 3};  // 1 - x² cancels near |x| = 1
-    case EwOp::pow_scalar: case EwOp::pow_scalar_bwd:
+    case EwOp::silu_bwd:
+      return {6.0, tiny, 5e-7, 2};
+    case EwOp::tanh_bwd:
+      return {2.0, tiny, 1.2e-7, 3};  // 1 - x² cancels near |x| = 1
+    case EwOp::pow_scalar:
+    case EwOp::pow_scalar_bwd:
       // exp(e·log|x|) in f32: the rounding of y = e·log|x| (≈ |y|·2^-24 absolute) becomes relative
       // error of the result, ≈ 2|y| ulp; check() adds 2.5·|e|·|log x| ulp.
       return {4.0, tiny};
-    default: break;
+    default:
+      break;
   }
   (void)p;
   return {};
@@ -74,11 +103,12 @@ Tol tolerance(EwOp op, const float* p) {
 
 // Wide input set: specials, thresholds of the vector math, subnormals, uniform and log-uniform.
 std::vector<float> inputs(uint32_t seed) {
-  std::vector<float> v = {0.0f, -0.0f, kInf, -kInf, kNaN, -kNaN, FLT_MAX, -FLT_MAX, FLT_MIN,
-                          -FLT_MIN, 1e-45f, -1e-45f, 1e-40f, -3e-39f, 1.0f, -1.0f, 0.5f, 2.0f,
-                          0.4f, -0.4f, 0.39999998f, 88.72f, 88.73f, -87.3f, -103.9f, -104.5f,
-                          -150.0f, 200.0f, 1e10f, -1e10f, 1e20f, -1e20f, 1e30f, -1e30f, 3.0f,
-                          -3.0f, 9.0f, -9.0f, 20.0f, -20.0f, 0.7f, -0.5f, 1e-7f, -1e-7f};
+  std::vector<float> v = {
+      0.0f,     -0.0f,  kInf,        -kInf,  kNaN,    -kNaN,  FLT_MAX, -FLT_MAX, FLT_MIN,
+      -FLT_MIN, 1e-45f, -1e-45f,     1e-40f, -3e-39f, 1.0f,   -1.0f,   0.5f,     2.0f,
+      0.4f,     -0.4f,  0.39999998f, 88.72f, 88.73f,  -87.3f, -103.9f, -104.5f,  -150.0f,
+      200.0f,   1e10f,  -1e10f,      1e20f,  -1e20f,  1e30f,  -1e30f,  3.0f,     -3.0f,
+      9.0f,     -9.0f,  20.0f,       -20.0f, 0.7f,    -0.5f,  1e-7f,   -1e-7f};
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uni(-10.0f, 10.0f), expo(-38.0f, 38.0f);
   std::uniform_int_distribution<uint32_t> sub(1, 0x007FFFFF);
@@ -94,8 +124,8 @@ std::vector<float> inputs(uint32_t seed) {
 }
 
 struct Stats {
-  double max_ulp = 0;      // largest error in f32 ulps of the reference
-  double max_budget = 0;   // largest error / allowed error
+  double max_ulp = 0;     // largest error in f32 ulps of the reference
+  double max_budget = 0;  // largest error / allowed error
   size_t checked = 0;
 };
 
@@ -147,10 +177,18 @@ void check(EwOp op, const EwTable& tab, const std::vector<float>& x, const std::
     const double ax = std::fabs(xd[i]), ay = std::fabs(yd[i]);
     double s = 0;
     switch (tol.scale) {
-      case 1: s = ax; break;
-      case 2: s = ay * std::max(1.0, ax); break;
-      case 3: s = ay * std::max(1.0, ax * ax); break;
-      case 4: s = ay * (1.0 + ax * ax * ax); break;
+      case 1:
+        s = ax;
+        break;
+      case 2:
+        s = ay * std::max(1.0, ax);
+        break;
+      case 3:
+        s = ay * std::max(1.0, ax * ax);
+        break;
+      case 4:
+        s = ay * (1.0 + ax * ax * ax);
+        break;
     }
     double ulp_tol = tol.ulp;
     if (op == EwOp::pow_scalar || op == EwOp::pow_scalar_bwd)
@@ -168,11 +206,16 @@ void check(EwOp op, const EwTable& tab, const std::vector<float>& x, const std::
 // Parameter sets for the ops that take parameters (set by the op front-end in real use).
 std::vector<std::vector<float>> param_sets(EwOp op) {
   switch (op) {
-    case EwOp::affine: return {{1.5f, -0.25f}, {-3.0f, 1e-3f}};
-    case EwOp::clamp: case EwOp::clamp_bwd: return {{-0.5f, 0.7f}, {0.0f, 6.0f}};
-    case EwOp::pow_scalar: case EwOp::pow_scalar_bwd:
+    case EwOp::affine:
+      return {{1.5f, -0.25f}, {-3.0f, 1e-3f}};
+    case EwOp::clamp:
+    case EwOp::clamp_bwd:
+      return {{-0.5f, 0.7f}, {0.0f, 6.0f}};
+    case EwOp::pow_scalar:
+    case EwOp::pow_scalar_bwd:
       return {{3, 1, 1}, {2, 1, 0}, {0.5f, 0, 0}, {-1.5f, 0, 0}, {-2, 1, 0}, {0, 1, 0}};
-    default: return {{0, 0, 0}};
+    default:
+      return {{0, 0, 0}};
   }
 }
 
@@ -197,7 +240,8 @@ TEST(ElementwiseKernels, EveryOpEveryIsaMatchesF64Reference) {
         check(op, tab, xs, ys, p, st, isa_name(isa));
         if (ew_arity(op) == 2) check(op, tab, sx, sy, p, st, isa_name(isa));
         // Odd lengths and offsets: the tail path and chunk boundaries give the same elements.
-        std::vector<float> x13(xs.begin() + 5, xs.begin() + 18), y13(ys.begin() + 5, ys.begin() + 18);
+        std::vector<float> x13(xs.begin() + 5, xs.begin() + 18),
+            y13(ys.begin() + 5, ys.begin() + 18);
         check(op, tab, x13, y13, p, st, isa_name(isa));
       }
       if (::testing::Test::HasFatalFailure()) return;

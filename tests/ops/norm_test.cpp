@@ -75,7 +75,8 @@ TEST(Norms, ValuesMatchDoubleReferenceOnEveryIsa) {
       Tensor y = rms ? rms_norm(xl, wl, 1e-6) : layer_norm(xl, wl, bl, 1e-5);
       auto ref = ref_norm(rms, x.to_vector(), w.to_vector(), b.to_vector(), n, rms ? 1e-6 : 1e-5);
       auto yv = y.to_vector();
-      for (size_t i = 0; i < yv.size(); ++i) ASSERT_NEAR(yv[i], ref[i], 2e-6 * (1 + std::fabs(ref[i])));
+      for (size_t i = 0; i < yv.size(); ++i)
+        ASSERT_NEAR(yv[i], ref[i], 2e-6 * (1 + std::fabs(ref[i])));
       sum(mul(y, g)).backward();
       // The same in f64.
       Tensor xd = x.to(DType::f64), wd = w.to(DType::f64), bd = b.to(DType::f64);

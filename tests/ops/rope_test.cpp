@@ -71,7 +71,8 @@ TEST(Rope, MatchesHfRotateHalfAndGptj) {
     for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(back[i], y[i]);
     // bf16 x: f32 math, one rounding.
     Tensor xb = x.to(DType::bf16);
-    auto refb = reference(xb.to_vector(), c.to_vector(), s.to_vector(), B * H * T, T, D, interleaved);
+    auto refb =
+        reference(xb.to_vector(), c.to_vector(), s.to_vector(), B * H * T, T, D, interleaved);
     auto yb = rotary_embedding(xb, c, s, interleaved, 2).to_vector();
     for (size_t i = 0; i < yb.size(); ++i)
       ASSERT_NEAR(yb[i], refb[i], std::fabs(refb[i]) / 256 + 1e-6) << i;

@@ -1,7 +1,8 @@
 // rms_norm and layer_norm: fused kernels (kernels/cpu/norm.h) forward and backward. Only x, the
 // parameters and the per-row statistics (rstd, mean) are saved for backward.
-#include "hp/autograd/node.h"
 #include "hp/kernels/cpu/norm.h"
+
+#include "hp/autograd/node.h"
 #include "hp/ops/ops.h"
 
 namespace hp {

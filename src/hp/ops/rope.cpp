@@ -1,8 +1,9 @@
 // rotary_embedding (forward: rotate by θ; backward: rotate the gradient by -θ) and rope_cos_sin.
+#include "hp/kernels/cpu/rope.h"
+
 #include <cmath>
 
 #include "hp/autograd/node.h"
-#include "hp/kernels/cpu/rope.h"
 #include "hp/ops/ops.h"
 
 namespace hp {
@@ -12,8 +13,7 @@ using autograd::SavedTensor;
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved,
                         int64_t seq_dim) {
   const char* op = "rotary_embedding";
-  if (!x.defined() || !cos.defined() || !sin.defined())
-    HP_THROW(ValueError, op, "undefined input");
+  if (!x.defined() || !cos.defined() || !sin.defined()) HP_THROW(ValueError, op, "undefined input");
   const DType dt = x.dtype();
   if (dt != DType::f64 && dt != DType::f32 && dt != DType::bf16 && dt != DType::f16)
     HP_THROW(ValueError, op, "expects f64/f32/bf16/f16 x, got ", x.desc());
@@ -50,13 +50,15 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, b
 std::pair<Tensor, Tensor> rope_cos_sin(int64_t seq_len, int64_t head_dim, double theta_base,
                                        DType dt) {
   if (seq_len < 0 || head_dim <= 0 || head_dim % 2 != 0 || !(theta_base > 0))
-    HP_THROW(ValueError, "rope_cos_sin", "needs seq_len >= 0, even head_dim > 0, theta_base > 0; got ",
-             seq_len, ", ", head_dim, ", ", theta_base);
+    HP_THROW(ValueError, "rope_cos_sin",
+             "needs seq_len >= 0, even head_dim > 0, theta_base > 0; got ", seq_len, ", ", head_dim,
+             ", ", theta_base);
   const int64_t half = head_dim / 2;
   std::vector<double> c(static_cast<size_t>(seq_len * half)), s(c.size());
   for (int64_t i = 0; i < half; ++i) {
     // inv_freq_i = base^(-2i/D), as HF's default rope (which computes it in f32).
-    const double inv_freq = std::pow(theta_base, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    const double inv_freq =
+        std::pow(theta_base, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
     for (int64_t t = 0; t < seq_len; ++t) {
       const double a = static_cast<double>(t) * inv_freq;
       c[static_cast<size_t>(t * half + i)] = std::cos(a);

@@ -12,9 +12,12 @@ namespace hp::kernels {
 
 const NormTable<float>& norm_table(Isa isa) {
   switch (isa) {
-    case Isa::avx512: return norm_table_avx512();
-    case Isa::avx2: return norm_table_avx2();
-    case Isa::scalar: break;
+    case Isa::avx512:
+      return norm_table_avx512();
+    case Isa::avx2:
+      return norm_table_avx2();
+    case Isa::scalar:
+      break;
   }
   return norm_table_scalar();
 }
@@ -170,7 +173,8 @@ NormGrads backward_impl(NormKind kind, const Tensor& g, const Tensor& x, const T
 }
 
 Tensor as_compute(const Tensor& t, DType compute) {
-  if (t.dtype() == compute || (compute == DType::f32 && (t.dtype() == DType::bf16 || t.dtype() == DType::f16)))
+  if (t.dtype() == compute ||
+      (compute == DType::f32 && (t.dtype() == DType::bf16 || t.dtype() == DType::f16)))
     return t.contiguous();
   return t.to(compute);
 }

@@ -1,4 +1,5 @@
-// Fused RMSNorm / LayerNorm over the last dim: forward and backward drivers (DESIGN.md §7 skeleton).
+// Fused RMSNorm / LayerNorm over the last dim: forward and backward drivers (DESIGN.md §7
+// skeleton).
 //
 // x: [..., n], any layout (made contiguous); f32/bf16/f16 compute in f32 (converted per tile of
 // rows, in L1), f64 in f64. The forward keeps only per-row statistics for backward (rstd, and mean
@@ -29,7 +30,8 @@ struct NormGrads {
   Tensor db;  // [n] in b's dtype (given as b_dtype)
 };
 
-// g: like x (any layout/dtype; converted). mean/rstd from norm_forward. Each need_* selects a result.
+// g: like x (any layout/dtype; converted). mean/rstd from norm_forward. Each need_* selects a
+// result.
 NormGrads norm_backward(NormKind kind, const Tensor& g, const Tensor& x, const Tensor& w,
                         const Tensor& mean, const Tensor& rstd, bool need_dx, bool need_dw,
                         bool need_db, DType b_dtype = DType::f32);

@@ -24,16 +24,18 @@ struct NormKernels {
     int64_t i = 0;
     for (; i + 4 * W <= n; i += 4 * W)
       for (int k = 0; k < 4; ++k)
-        acc[k] = A::add(acc[k], f(A::load(a + i + k * W), A::load(b + i + k * W),
-                                  A::load(c + i + k * W)));
-    for (; i + W <= n; i += W) acc[0] = A::add(acc[0], f(A::load(a + i), A::load(b + i), A::load(c + i)));
+        acc[k] = A::add(acc[k],
+                        f(A::load(a + i + k * W), A::load(b + i + k * W), A::load(c + i + k * W)));
+    for (; i + W <= n; i += W)
+      acc[0] = A::add(acc[0], f(A::load(a + i), A::load(b + i), A::load(c + i)));
     if (i < n) {
       T pa[W] = {}, pb[W] = {}, pc[W] = {}, lane[W];
       for (int64_t k = 0; k < n - i; ++k) pa[k] = a[i + k], pb[k] = b[i + k], pc[k] = c[i + k];
       for (int k = 0; k < W; ++k) lane[k] = T(k);
       // Padded lanes would add f(0, 0, 0), which need not be 0: mask them out.
       auto live = A::lt(A::load(lane), A::set1(T(n - i)));
-      acc[1] = A::add(acc[1], A::select(live, f(A::load(pa), A::load(pb), A::load(pc)), A::set1(T(0))));
+      acc[1] =
+          A::add(acc[1], A::select(live, f(A::load(pa), A::load(pb), A::load(pc)), A::set1(T(0))));
     }
     return A::hsum(A::add(A::add(acc[0], acc[1]), A::add(acc[2], acc[3])));
   }
@@ -70,10 +72,12 @@ struct NormKernels {
       const T mu = row_sum(n, xr, xr, xr, [](V a, V, V) { return a; }) / T(n);
       const V vm = A::set1(mu);
       // Two passes over the L1-resident row: no E[x²] - mean² cancellation.
-      const T var = row_sum(n, xr, xr, xr, [vm](V a, V, V) {
-                      V d = A::sub(a, vm);
-                      return A::mul(d, d);
-                    }) / T(n);
+      const T var = row_sum(n, xr, xr, xr,
+                            [vm](V a, V, V) {
+                              V d = A::sub(a, vm);
+                              return A::mul(d, d);
+                            }) /
+                    T(n);
       const T rs = T(1) / std::sqrt(var + eps);
       mean[r] = mu;
       rstd[r] = rs;
@@ -85,8 +89,8 @@ struct NormKernels {
 
   // y = x·r·w with r = (mean(x²) + eps)^-1/2:
   //   dx = r·(g·w) - x · r³ · mean(g·w·x),   dw += g·x·r.
-  static void rms_bwd(const T* g, const T* x, const T* w, const T* rstd, T* dx, T* dw,
-                      int64_t rows, int64_t n) {
+  static void rms_bwd(const T* g, const T* x, const T* w, const T* rstd, T* dx, T* dw, int64_t rows,
+                      int64_t n) {
     for (int64_t r = 0; r < rows; ++r) {
       const T* gr = g + r * n;
       const T* xr = x + r * n;
@@ -99,7 +103,8 @@ struct NormKernels {
           return A::sub(A::mul(A::mul(a, b), vr), A::mul(c, vc));
         });
       }
-      if (dw) map_row(n, gr, xr, dw, dw, [vr](V a, V b, V c) { return A::fma(A::mul(a, b), vr, c); });
+      if (dw)
+        map_row(n, gr, xr, dw, dw, [vr](V a, V b, V c) { return A::fma(A::mul(a, b), vr, c); });
     }
   }
 
@@ -122,9 +127,8 @@ struct NormKernels {
         });
       }
       if (dw)
-        map_row(n, gr, xr, dw, dw, [vm, vr](V a, V b, V c) {
-          return A::fma(a, A::mul(A::sub(b, vm), vr), c);
-        });
+        map_row(n, gr, xr, dw, dw,
+                [vm, vr](V a, V b, V c) { return A::fma(a, A::mul(A::sub(b, vm), vr), c); });
       if (db) map_row(n, gr, db, db, db, [](V a, V b, V) { return A::add(a, b); });
     }
   }

@@ -3,7 +3,9 @@
 
 namespace hp::kernels {
 
-const NormTable<float>& norm_table_scalar() { return scalar::NormKernels<scalar::Arch, float>::table(); }
+const NormTable<float>& norm_table_scalar() {
+  return scalar::NormKernels<scalar::Arch, float>::table();
+}
 
 const NormTable<double>& norm_table_f64() {
   return scalar::NormKernels<ScalarArch<double>, double>::table();

@@ -1,6 +1,7 @@
 // Per-ISA row kernels of RMSNorm and LayerNorm over the last dim (filled by norm_impl.h in each ISA
-// translation unit; driven by norm.cpp). All pointers are contiguous rows of compute type T (f32, or
-// f64 for gradient checks): x, y, g, dx are [rows, n]; w, b, dw, db are [n]; mean, rstd are [rows].
+// translation unit; driven by norm.cpp). All pointers are contiguous rows of compute type T (f32,
+// or f64 for gradient checks): x, y, g, dx are [rows, n]; w, b, dw, db are [n]; mean, rstd are
+// [rows].
 #pragma once
 
 #include <cstdint>
