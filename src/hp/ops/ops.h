@@ -98,13 +98,22 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
 // ---------- neural-network ops ----------
 // ids (i32/i64, any shape) → [..., dim]; out-of-range ids throw IndexError naming the id.
 Tensor embedding(const Tensor& weight, const Tensor& ids);
-// x / rms(x) * w over the last dim; fused forward/backward kernel.
+// x · rsqrt(mean(x²) + eps) · w over the last dim (HF LlamaRMSNorm, computed in f32 for
+// f32/bf16/f16 x and rounded once to x's dtype). weight [D] or undefined (ones). Fused kernels;
+// saves x, weight and the per-row rstd.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
+// (x - mean) · rsqrt(var + eps) · w + b over the last dim (biased var, as torch). weight, bias [D]
+// or undefined. Saves x, weight and the per-row mean and rstd.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
-// Rotary embedding of x [B, H, T, D] (or [B, T, H, D] with seq_dim=1) by cos/sin [T, D/2... see
-// rope.cpp]; interleaved=false is HF's rotate_half convention, true the GPT-J/interleaved one.
+// Rotary embedding of x [B, H, T, D] (seq_dim=2) or [B, T, H, D] (seq_dim=1) — any x whose dim
+// seq_dim holds the T positions — by cos/sin [T, D/2] (cos/sin of the angle of position t and
+// frequency i, e.g. from rope_cos_sin). interleaved=false is HF's rotate_half convention (pairs
+// (i, i + D/2)), true the GPT-J one (pairs (2i, 2i + 1)). Gradient flows to x only.
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false,
                         int64_t seq_dim = 2);
+// {cos, sin} [T, D/2] of t · base^(-2i/D), computed in double and rounded to dt.
+std::pair<Tensor, Tensor> rope_cos_sin(int64_t seq_len, int64_t head_dim, double theta_base = 10000.0,
+                                       DType dt = DType::f32);
 // q [B, Hq, T, D], k/v [B, Hkv, S, D]; grouped-query when Hq > Hkv; flash-style blocked kernel.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal = true, std::optional<double> scale = std::nullopt);

@@ -73,9 +73,10 @@ HP_EW_UNARY(GeluTanh,
             A::mul(A::mul(C(0.5), x),
                    A::add(C(1), A::tanh(A::mul(C(0.79788456080286536),
                                                A::fma(A::mul(C(0.044715), x), A::mul(x, x), x))))))
-HP_EW_UNARY(Relu, A::max(x, C(0)))
+// max(c, x) returns x when x is NaN (x86 operand order): NaN propagates, as in torch.
+HP_EW_UNARY(Relu, A::max(C(0), x))
 HP_EW_UNARY(Affine, A::fma(C(p[0]), x, C(p[1])))
-HP_EW_UNARY(Clamp, A::min(A::max(x, C(p[0])), C(p[1])))
+HP_EW_UNARY(Clamp, A::min(C(p[1]), A::max(C(p[0]), x)))
 // x^e with e = p[0]; p[1] = 1 when e is an integer, p[2] = 1 when it is an odd integer (set by the
 // op front-end), so negative bases follow C pow: (-2)^3 = -8, (-2)^0.5 = NaN, 0^0 = 1.
 template <class A>
@@ -92,8 +93,9 @@ HP_EW_BINARY(Add, A::add(x, y))
 HP_EW_BINARY(Sub, A::sub(x, y))
 HP_EW_BINARY(Mul, A::mul(x, y))
 HP_EW_BINARY(Div, A::div(x, y))
-HP_EW_BINARY(Maximum, A::max(x, y))
-HP_EW_BINARY(Minimum, A::min(x, y))
+// A NaN on either side wins, as torch.maximum / torch.minimum.
+HP_EW_BINARY(Maximum, A::select(A::isnan(x), x, A::max(x, y)))
+HP_EW_BINARY(Minimum, A::select(A::isnan(x), x, A::min(x, y)))
 
 // d silu = s (1 + x (1 - s)), s = sigmoid(x)
 struct SiluBwd {
@@ -113,9 +115,13 @@ struct GeluBwd {
   }
 };
 // d/dx 0.5 x (1 + tanh u), u = k (x + c x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
+// x is clamped to [-10, 10] first: beyond, t = ±1 exactly, the derivative is 1 or 0, and the
+// unclamped x² would overflow to Inf and make (1 - t²)·du = 0·Inf = NaN for |x| > ~1.8e19.
 struct GeluTanhBwd {
   template <class A>
-  static typename A::V apply(typename A::V x, typename A::V g, const float*) {
+  static typename A::V apply(typename A::V x_in, typename A::V g, const float*) {
+    using T = decltype(A::hsum(x_in));
+    auto x = A::min(A::set1(T(10)), A::max(A::set1(T(-10)), x_in));  // operand order keeps NaN
     auto x2 = A::mul(x, x);
     auto u = A::mul(C(0.79788456080286536), A::fma(A::mul(C(0.044715), x), x2, x));
     auto t = A::tanh(u);

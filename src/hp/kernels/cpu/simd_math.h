@@ -1,7 +1,8 @@
 // Vector transcendental functions over a SIMD primitive set P (see simd_arch.h).
 //
-// Accuracy, measured against libm in double by tests/kernels/elementwise_test.cpp:
-//   exp  — Cephes polynomial after Cody–Waite reduction, ≤ 2 ulp; NaN/±Inf/underflow handled.
+// Accuracy, measured against libm in double by tests/kernels/elementwise_kernel_test.cpp:
+//   exp  — Cephes polynomial after Cody–Waite reduction, ≤ 2 ulp; NaN/±Inf handled, exp(x) = 0
+//          below -103.97 (results in the subnormal range are within 2^-149 absolute).
 //   log  — Cephes polynomial on the mantissa in [sqrt(1/2), sqrt(2)), ≤ 2 ulp; 0 → -Inf, x<0 → NaN.
 //   tanh — odd Taylor polynomial for |x| < 0.4, (1 - e)/(1 + e) with e = exp(-2|x|) above, ≤ 4 ulp.
 //   erf  — Abramowitz & Stegun 7.1.26, absolute error ≤ 1.5e-7 (used by the erf form of GELU).
@@ -29,7 +30,10 @@ typename P::V vec_exp(typename P::V x) {
   V n1 = P::round(P::mul(n, P::set1(0.5f)));
   V n2 = P::sub(n, n1);
   V y = P::mul(P::mul(p, P::pow2i(n1)), P::pow2i(n2));
-  return P::select(P::gt(x, hi), P::set1(__builtin_inff()), y);
+  y = P::select(P::gt(x, hi), P::set1(__builtin_inff()), y);
+  // Below -150·ln 2 the result rounds to 0; the clamped polynomial would give 2^-149 (so exp(-Inf)
+  // was 1.4e-45 and x·exp(-x²) terms leaked into GELU's backward at huge |x|).
+  return P::select(P::lt(x, P::set1(-103.972077f)), P::set1(0.0f), y);
 }
 
 template <class P>

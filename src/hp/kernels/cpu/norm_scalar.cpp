@@ -1,0 +1,14 @@
+#define HP_ISA scalar
+#include "hp/kernels/cpu/norm_impl.h"
+
+namespace hp::kernels {
+
+const NormTable<float>& norm_table_scalar() {
+  return scalar::NormKernels<scalar::Arch, float>::table();
+}
+
+const NormTable<double>& norm_table_f64() {
+  return scalar::NormKernels<ScalarArch<double>, double>::table();
+}
+
+}  // namespace hp::kernels

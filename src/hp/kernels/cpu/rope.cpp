@@ -1,0 +1,88 @@
+#include "hp/kernels/cpu/rope.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/ew_table.h"
+
+namespace hp::kernels {
+namespace {
+
+// One row: y = rotate(x) with c, s the row's [D/2] cos / sin (s already negated for inverse).
+// Plain loops over contiguous T: the compiler vectorizes them; the op is memory-bound.
+template <class T>
+void rotate_row(const T* x, const T* c, const T* s, T* y, int64_t half, bool interleaved) {
+  if (!interleaved) {
+    for (int64_t i = 0; i < half; ++i) {
+      const T a = x[i], b = x[i + half];
+      y[i] = a * c[i] - b * s[i];
+      y[i + half] = b * c[i] + a * s[i];
+    }
+  } else {
+    for (int64_t i = 0; i < half; ++i) {
+      const T a = x[2 * i], b = x[2 * i + 1];
+      y[2 * i] = a * c[i] - b * s[i];
+      y[2 * i + 1] = b * c[i] + a * s[i];
+    }
+  }
+}
+
+template <class T>
+void rope_impl(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
+               bool interleaved, int64_t seq_dim, bool inverse) {
+  const int64_t d = x.shape().back(), half = d / 2;
+  const int64_t rows = d == 0 ? 0 : x.numel() / d;
+  const int64_t seq = x.shape()[seq_dim];
+  // Rows between consecutive positions: the product of the dims after seq_dim (except the last).
+  int64_t inner = 1;
+  for (int64_t k = seq_dim + 1; k < x.dim() - 1; ++k) inner *= x.shape()[k];
+  const std::vector<T> cv = cos.template to_vector_as<T>();
+  std::vector<T> sv = sin.template to_vector_as<T>();
+  if (inverse)
+    for (T& v : sv) v = -v;
+  const bool narrow = x.dtype() != dtype_of<T>();
+  const EwTable& tab = ew_table(active_isa());
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 std::vector<float> xb(narrow ? d : 0), yb(narrow ? d : 0);
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const int64_t t = (r / inner) % seq;
+                   const T* c = cv.data() + t * half;
+                   const T* s = sv.data() + t * half;
+                   if constexpr (std::is_same_v<T, float>) {
+                     if (narrow) {
+                       const uint16_t* src = static_cast<const uint16_t*>(x.raw_data()) + r * d;
+                       uint16_t* dst = static_cast<uint16_t*>(out.raw_data()) + r * d;
+                       if (x.dtype() == DType::bf16)
+                         tab.bf16_to_f32(src, xb.data(), d);
+                       else
+                         tab.f16_to_f32(src, xb.data(), d);
+                       rotate_row(xb.data(), c, s, yb.data(), half, interleaved);
+                       if (x.dtype() == DType::bf16)
+                         tab.f32_to_bf16(yb.data(), dst, d);
+                       else
+                         tab.f32_to_f16(yb.data(), dst, d);
+                       continue;
+                     }
+                   }
+                   rotate_row(static_cast<const T*>(x.raw_data()) + r * d, c, s,
+                              static_cast<T*>(out.raw_data()) + r * d, half, interleaved);
+                 }
+               });
+}
+
+}  // namespace
+
+void rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
+          bool interleaved, int64_t seq_dim, bool inverse) {
+  HP_CHECK(x.is_contiguous() && out.is_contiguous() && x.shape() == out.shape() &&
+           x.dtype() == out.dtype());
+  if (x.dtype() == DType::f64)
+    rope_impl<double>(x, cos, sin, out, interleaved, seq_dim, inverse);
+  else
+    rope_impl<float>(x, cos, sin, out, interleaved, seq_dim, inverse);
+}
+
+}  // namespace hp::kernels
