@@ -1,0 +1,39 @@
+// Subcommands of the `hp` tool. Each lives in its own file and returns the process exit code
+// (0 ok, 2 bad usage or bad input); errors are reported by main as one line on stderr.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hp::cli {
+
+using Args = std::vector<std::string>;
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const Args& args);
+};
+
+// A usage error: main prints "hp <cmd>: <message>" and exits 2.
+struct UsageError {
+  std::string message;
+};
+
+int run_demo(const Args& args);
+
+inline const std::vector<Command>& commands() {
+  static const std::vector<Command> k = {
+      {"demo", "train a tiny transformer LM on the bundled corpus and print a sample", run_demo},
+  };
+  return k;
+}
+
+// --name value / --name=value parsing helpers for subcommands.
+bool take_flag(Args& args, const std::string& name);
+bool take_value(Args& args, const std::string& name, std::string* out);
+long long parse_int(const std::string& flag, const std::string& value, long long lo, long long hi);
+double parse_double(const std::string& flag, const std::string& value);
+void reject_leftovers(const Args& args);
+
+}  // namespace hp::cli
