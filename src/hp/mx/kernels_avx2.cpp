@@ -1,0 +1,74 @@
+// AVX2 (+FMA, F16C) instantiation of the width-generic MX kernels: 8 f32 lanes, vector masks.
+#include <immintrin.h>
+
+#include "hp/mx/kernels.h"
+
+namespace hp::mx::detail::avx2 {
+
+struct V {
+  static constexpr int kWidth = 8;
+  using F = __m256;
+  using I = __m256i;
+  using M = __m256i;  // all-ones / all-zeros lanes
+
+  static F load_f32(const float* p) { return _mm256_loadu_ps(p); }
+  static F load_bf16(const uint16_t* p) {
+    const I w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static I load_u8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void store_f32(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static void store_u16(uint16_t* p, I v) {
+    const I packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  }
+  // Lane values are 0..255. The two packs interleave 128-bit halves; the dword permute restores
+  // element order: bytes [a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7] → a0-7 b0-7 c0-7 d0-7.
+  static void store_codes(uint8_t* p, const I* c) {
+    const I ab = _mm256_packs_epi32(c[0], c[1]);
+    const I cd = _mm256_packs_epi32(c[2], c[3]);
+    const I bytes = _mm256_packus_epi16(ab, cd);
+    const I fixed = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<I*>(p), fixed);
+  }
+
+  static I set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static F set1f(float v) { return _mm256_set1_ps(v); }
+  static I bits(F v) { return _mm256_castps_si256(v); }
+  static F floats(I v) { return _mm256_castsi256_ps(v); }
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I max(I a, I b) { return _mm256_max_epi32(a, b); }
+  static I min(I a, I b) { return _mm256_min_epi32(a, b); }
+  template <int n>
+  static I srli(I a) {
+    return _mm256_srli_epi32(a, n);
+  }
+  template <int n>
+  static I slli(I a) {
+    return _mm256_slli_epi32(a, n);
+  }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F addf(F a, F b) { return _mm256_add_ps(a, b); }
+  static F minf(F a, F b) { return _mm256_min_ps(a, b); }
+  static M ltf(F a, F b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+  static M gt(I a, I b) { return _mm256_cmpgt_epi32(a, b); }
+  static I select(M m, I a, I b) { return _mm256_blendv_epi8(b, a, m); }
+  static int32_t hmax(I v) {
+    __m128i m = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0x4E));
+    m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0xB1));
+    return _mm_cvtsi128_si32(m);
+  }
+  static int32_t first(I v) { return _mm_cvtsi128_si32(_mm256_castsi256_si128(v)); }
+};
+
+}  // namespace hp::mx::detail::avx2
+
+#define HP_MX_ISA avx2
+#define HP_MX_ISA_NAME "avx2"
+#include "hp/mx/kernels_impl.h"
