@@ -195,8 +195,8 @@ inline F decode(I c) {
   const I sign = V::slli<24>(V::and_(c, V::set1(0x80)));
   const F val = V::mul(V::floats(V::slli<Fm::shift>(mag)), V::floats(V::set1(Fm::decode_mul_bits)));
   I special;
-  if constexpr (Fm::has_inf)  // 0x7C → Inf, 0x7D-0x7F → NaN
-    special = V::or_(V::set1(0x7F800000), V::slli<21>(V::and_(mag, V::set1(3))));
+  if constexpr (Fm::has_inf)  // 0x7C → Inf, 0x7D-0x7F → the canonical quiet NaN
+    special = V::select(V::gt(mag, V::set1(0x7C)), V::set1(0x7FC00000), V::set1(0x7F800000));
   else
     special = V::set1(0x7FC00000);
   const I out = V::select(V::gt(mag, V::set1(Fm::max_code)), special, V::bits(val));
