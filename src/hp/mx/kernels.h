@@ -9,6 +9,9 @@
 
 namespace hp::mx::detail {
 
+// Widest panel (columns) the column-wise and dual kernels take in one call.
+constexpr int64_t kMaxTileCols = 1024;
+
 // elem: 0 = e4m3, 1 = e5m2. mode: 0 = floor, 1 = rceil. in_bf16 / out_bf16: element type is bf16
 // (raw uint16 bits) instead of f32.
 struct Kernels {
@@ -16,12 +19,14 @@ struct Kernels {
   // x: `nblocks` contiguous blocks of 32 elements. codes [nblocks * 32], scales [nblocks].
   void (*quant_row_blocks)(const void* x, int in_bf16, int64_t nblocks, int elem, int mode,
                            uint8_t* codes, uint8_t* scales);
-  // x: a tile of 32 rows × ncols (ncols % 32 == 0), row stride ldx elements; column-wise blocks.
+  // x: a tile of 32 rows × ncols (ncols % 32 == 0, <= kMaxTileCols), row stride ldx
+  // elements; column-wise blocks.
   // codes: 32 rows, row stride ldc bytes. scales [ncols].
   void (*quant_col_tile)(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int elem, int mode,
                          uint8_t* codes, int64_t ldc, uint8_t* scales);
-  // Both axes from one read of a 32 × ncols tile (ncols % 32 == 0). row_codes / col_codes: row
-  // stride ldc bytes. row_scales: 32 rows × ncols/32, row stride lds bytes. col_scales [ncols].
+  // Both axes from one read of a 32 × ncols tile (ncols % 32 == 0, <= kMaxTileCols). row_codes /
+  // col_codes: row stride ldc bytes. row_scales: 32 rows × ncols/32, row stride lds bytes.
+  // col_scales [ncols].
   void (*quant_dual_tile)(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int elem,
                           int mode, uint8_t* row_codes, uint8_t* col_codes, int64_t ldc,
                           uint8_t* row_scales, int64_t lds, uint8_t* col_scales);

@@ -20,6 +20,13 @@ struct V {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
   static void store_f32(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static void store_i32(int32_t* p, I v) { _mm256_storeu_si256(reinterpret_cast<I*>(p), v); }
+  // 8 lanes of 0..255 → 8 bytes: after the packs, dword 0 of each 128-bit half holds 4 bytes.
+  static void store_u8(uint8_t* p, I v) {
+    const I b = _mm256_packus_epi16(_mm256_packs_epi32(v, v), _mm256_setzero_si256());
+    const I lo = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(lo));
+  }
   static void store_u16(uint16_t* p, I v) {
     const I packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
@@ -54,6 +61,7 @@ struct V {
   }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F addf(F a, F b) { return _mm256_add_ps(a, b); }
+  static F subf(F a, F b) { return _mm256_sub_ps(a, b); }
   static F minf(F a, F b) { return _mm256_min_ps(a, b); }
   static M ltf(F a, F b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
   static M gt(I a, I b) { return _mm256_cmpgt_epi32(a, b); }
@@ -64,7 +72,22 @@ struct V {
     m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0xB1));
     return _mm_cvtsi128_si32(m);
   }
+  // Lane j of the result = max over the lanes of v[j]: max-reduce pairs within 128-bit halves
+  // (unpack 32, then 64), then fold the halves across (permute2x128).
+  static I reduce_lanes(const I* v) {
+    I a[4], b[2];
+    for (int k = 0; k < 4; ++k)
+      a[k] = _mm256_max_epi32(_mm256_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
+                              _mm256_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+    for (int k = 0; k < 2; ++k)
+      b[k] = _mm256_max_epi32(_mm256_unpacklo_epi64(a[2 * k], a[2 * k + 1]),
+                              _mm256_unpackhi_epi64(a[2 * k], a[2 * k + 1]));
+    return _mm256_max_epi32(_mm256_permute2x128_si256(b[0], b[1], 0x20),
+                            _mm256_permute2x128_si256(b[0], b[1], 0x31));
+  }
+  static int mask_bits(M m) { return _mm256_movemask_ps(_mm256_castsi256_ps(m)); }
   static int32_t first(I v) { return _mm_cvtsi128_si32(_mm256_castsi256_si128(v)); }
+  static float first_f(F v) { return _mm256_cvtss_f32(v); }
 };
 
 }  // namespace hp::mx::detail::avx2

@@ -24,6 +24,10 @@ struct V {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static void store_f32(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static void store_i32(int32_t* p, I v) { _mm512_storeu_si512(p, v); }
+  static void store_u8(uint8_t* p, I v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+  }
   static void store_u16(uint16_t* p, I v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
   }
@@ -52,12 +56,22 @@ struct V {
   }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F addf(F a, F b) { return _mm512_add_ps(a, b); }
+  static F subf(F a, F b) { return _mm512_sub_ps(a, b); }
   static F minf(F a, F b) { return _mm512_min_ps(a, b); }
   static M ltf(F a, F b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
   static M gt(I a, I b) { return _mm512_cmpgt_epi32_mask(a, b); }
   static I select(M m, I a, I b) { return _mm512_mask_blend_epi32(m, b, a); }
   static int32_t hmax(I v) { return _mm512_reduce_max_epi32(v); }
+  // Lane j of the result = max over the lanes of v[j]. Plain per-vector reductions: simple and
+  // obviously right, as this path is not yet exercised on AVX-512 hardware.
+  static I reduce_lanes(const I* v) {
+    alignas(64) int32_t out[16];
+    for (int j = 0; j < 16; ++j) out[j] = _mm512_reduce_max_epi32(v[j]);
+    return _mm512_load_si512(out);
+  }
+  static int mask_bits(M m) { return static_cast<int>(m); }
   static int32_t first(I v) { return _mm_cvtsi128_si32(_mm512_castsi512_si128(v)); }
+  static float first_f(F v) { return _mm512_cvtss_f32(v); }
 };
 
 }  // namespace hp::mx::detail::avx512

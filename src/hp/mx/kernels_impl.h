@@ -4,20 +4,22 @@
 // the copies built with different -m flags never merge at link time. No include guard on purpose.
 //
 // V provides: kWidth (lanes); F (f32 lanes), I (i32 lanes), M (lane mask); load_f32, load_bf16,
-// load_u8 (kWidth bytes → i32 lanes), store_f32, store_u16 (low halves of i32 lanes), store_codes
-// (32 bytes from the low bytes of 32 / kWidth i32 vectors); set1, set1f, bits, floats, and_, or_,
-// add, sub, max, min, srli<n>, slli<n>, mul, minf, ltf, gt, select (mask ? a : b), selectf, hmax,
-// first (lane 0).
+// load_u8 (kWidth bytes → i32 lanes), store_f32, store_u16 (low halves of i32 lanes), store_u8
+// (low bytes of i32 lanes), store_codes (32 bytes from the low bytes of 32 / kWidth i32 vectors);
+// set1, set1f, bits, floats, and_, or_, add, sub, max, min, srli<n>, slli<n>, mul, addf, minf, ltf,
+// gt, select (mask ? a : b), mask_bits (one bit per lane), hmax, reduce_lanes (lane j of the result
+// = max over the lanes of input vector j, for kWidth vectors), first (lane 0).
 //
 // Encoding (all lanes exact, no float rounding besides the one intended):
 //   scale   amax bits A: biased = (A >> 23) - emax [+1 when rceil and A's significand > 1.75],
 //           clamped to [0, 254]; 1/scale = f32 with exponent field 254 - biased (never 0, since a
 //           finite amax gives biased <= 247). A >= 0x7F800000 (NaN/Inf) marks the block bad.
 //   element y = |x| * (1/scale) is exact (a power-of-two product; results below 2^-126 are far
-//           under half the FP8 subnormal quantum and encode as ±0 either way). Clamp to max normal
-//           (saturation); normals round the f32 significand to mant bits (RNE by adding
-//           0x7FF..+lsb) and rebias; subnormals add the magic 2^(emin - mant + 23), whose ULP is
-//           the FP8 subnormal quantum, so the f32 adder does the RNE and the low bits are the code.
+//           under half the FP8 subnormal quantum and encode as ±0 either way). floor clamps to max
+//           normal (saturation); rceil needs no clamp, as amax / scale <= max normal. Normals round
+//           the f32 significand to mant bits (RNE by adding 0x7FF..+lsb) and rebias; subnormals add
+//           the magic 2^(emin - mant + 23), whose ULP is the FP8 subnormal quantum, so the f32
+//           adder does the RNE and the low bits are the code.
 
 #ifndef HP_MX_ISA
 #error "define HP_MX_ISA before including kernels_impl.h"
@@ -41,8 +43,7 @@ struct Fmt {
   static constexpr int shift = 23 - kMant;
   static constexpr int max_normal_bits = ((127 + kEmax) << 23) | 0x600000;
   static constexpr int min_normal_bits = (128 - kBias) << 23;
-  static constexpr int magic_bits = (128 - kBias - kMant + 23) << 23;
-  static constexpr int rebias = (127 - kBias) << kMant;
+  static constexpr int encode_mul_bits = kBias << 23;          // 2^(bias - 127)
   static constexpr int decode_mul_bits = (254 - kBias) << 23;  // 2^(127 - bias)
 };
 using E4M3 = Fmt<3, 7, 8, 0x7E, false>;
@@ -88,102 +89,223 @@ inline Scale make_scale(I amax_bits) {
   return s;
 }
 
-template <class Fm>
-inline I encode(F x, F inv, M bad) {
-  const I sign = V::and_(V::srli<24>(V::bits(x)), V::set1(0x80));
-  F a = V::floats(abs_bits(V::mul(x, inv)));
-  a = V::minf(a, V::floats(V::set1(Fm::max_normal_bits)));
-  const I u = V::bits(a);
-  const I lsb = V::and_(V::srli<Fm::shift>(u), V::set1(1));
-  const I rounded = V::add(u, V::add(V::set1((1 << (Fm::shift - 1)) - 1), lsb));
-  const I normal = V::sub(V::srli<Fm::shift>(rounded), V::set1(Fm::rebias));
-  const F magic = V::floats(V::set1(Fm::magic_bits));
-  const I sub = V::sub(V::bits(V::addf(a, magic)), V::set1(Fm::magic_bits));
-  const M is_sub = V::ltf(a, V::floats(V::set1(Fm::min_normal_bits)));
-  const I code = V::or_(V::select(is_sub, sub, normal), sign);
-  return V::select(bad, V::set1(0x7F), code);
+// One vector of |x| (ax) and its sign bits (0x80 per lane) → codes, ignoring NaN/Inf (the callers
+// overwrite bad blocks). The FPU does the rounding: adding M = 2^(e + 23 - mant), with e the
+// exponent of a clamped below at emin, makes ulp(M) the FP8 quantum at a's binade (the subnormal
+// quantum below emin), so (a + M) - M is a rounded to FP8 precision, ties to even, carries
+// included. Scaling that value by 2^(bias - 127) puts it in f32 with the FP8 exponent bias (FP8
+// subnormals become exact f32 subnormals), and its bits >> (23 - mant) are the code.
+template <class Fm, bool kSat>
+inline I encode(F ax, F inv, I sign) {
+  F a = V::mul(ax, inv);
+  if constexpr (kSat) a = V::minf(a, V::floats(V::set1(Fm::max_normal_bits)));
+  const I e = V::max(V::and_(V::bits(a), V::set1(0x7F800000)), V::set1(Fm::min_normal_bits));
+  const F magic = V::floats(V::add(e, V::set1((23 - Fm::mant) << 23)));
+  const F r = V::subf(V::addf(a, magic), magic);
+  const I code = V::srli<Fm::shift>(V::bits(V::mul(r, V::floats(V::set1(Fm::encode_mul_bits)))));
+  return V::or_(code, sign);
 }
 
+inline F abs_f(F v) {
+  return V::floats(abs_bits(v));
+}
+inline I sign_byte(F v) {
+  return V::and_(V::srli<24>(V::bits(v)), V::set1(0x80));
+}
+
+// Encodes one block of 32 at x with a broadcast scale; writes 32 codes.
+template <class Fm, bool kSat, bool kBf16>
+inline void encode_block(const void* x, int64_t idx, F inv, uint8_t* codes) {
+  I c[kN];
+  for (int i = 0; i < kN; ++i) {
+    const F v = load<kBf16>(x, idx + i * V::kWidth);
+    c[i] = encode<Fm, kSat>(abs_f(v), inv, sign_byte(v));
+  }
+  V::store_codes(codes, c);
+}
+
+inline void fill_nan(uint8_t* codes) {
+  for (int i = 0; i < 32; ++i) codes[i] = 0x7F;
+}
+
+// Amax bits of one block of 32.
+template <bool kBf16>
+inline I block_amax(const void* x, int64_t idx) {
+  I m = abs_bits(load<kBf16>(x, idx));
+  for (int i = 1; i < kN; ++i) m = V::max(m, abs_bits(load<kBf16>(x, idx + i * V::kWidth)));
+  return m;
+}
+
+// Row-wise blocks, kWidth blocks at a time: their amax vectors reduce into one vector whose lanes
+// are the blocks, so one make_scale serves kWidth blocks.
 template <class Fm, bool kRceil, bool kBf16>
 void row_blocks(const void* x, int64_t nblocks, uint8_t* codes, uint8_t* scales) {
-  for (int64_t b = 0; b < nblocks; ++b) {
-    F v[kN];
-    I m = V::set1(0);
-    for (int i = 0; i < kN; ++i) {
-      v[i] = load<kBf16>(x, b * 32 + i * V::kWidth);
-      m = V::max(m, abs_bits(v[i]));
-    }
-    const Scale s = make_scale<Fm, kRceil>(V::set1(V::hmax(m)));
-    I c[kN];
-    for (int i = 0; i < kN; ++i) c[i] = encode<Fm>(v[i], s.inv, s.bad);
-    V::store_codes(codes + b * 32, c);
+  constexpr bool kSat = !kRceil;
+  int64_t b = 0;
+  for (; b + V::kWidth <= nblocks; b += V::kWidth) {
+    I m[V::kWidth];
+    for (int j = 0; j < V::kWidth; ++j) m[j] = block_amax<kBf16>(x, (b + j) * 32);
+    const Scale s = make_scale<Fm, kRceil>(V::reduce_lanes(m));
+    V::store_u8(scales + b, s.byte);
+    alignas(64) float inv[V::kWidth];
+    V::store_f32(inv, s.inv);
+    for (int j = 0; j < V::kWidth; ++j)
+      encode_block<Fm, kSat, kBf16>(x, (b + j) * 32, V::set1f(inv[j]), codes + (b + j) * 32);
+    if (const int bad = V::mask_bits(s.bad))
+      for (int j = 0; j < V::kWidth; ++j)
+        if (bad >> j & 1) fill_nan(codes + (b + j) * 32);
+  }
+  for (; b < nblocks; ++b) {
+    const Scale s = make_scale<Fm, kRceil>(V::set1(V::hmax(block_amax<kBf16>(x, b * 32))));
     scales[b] = static_cast<uint8_t>(V::first(s.byte));
+    if (V::mask_bits(s.bad))
+      fill_nan(codes + b * 32);
+    else
+      encode_block<Fm, kSat, kBf16>(x, b * 32, s.inv, codes + b * 32);
   }
 }
 
-// Column scales of one 32×32 sub-tile (already reduced to per-column amax bits in m).
+// Column-wise scales of a 32-row panel from per-column amax bits m [ncols / kWidth]. Returns
+// whether any column block holds NaN/Inf.
 template <class Fm, bool kRceil>
-inline void col_scales(const I* m, Scale* s, uint8_t* scales) {
-  I bytes[kN];
-  for (int i = 0; i < kN; ++i) {
-    s[i] = make_scale<Fm, kRceil>(m[i]);
-    bytes[i] = s[i].byte;
+inline bool panel_col_scales(const I* m, int64_t ncols, F* inv, M* bad, uint8_t* scales) {
+  int any_bad = 0;
+  for (int64_t c0 = 0; c0 < ncols; c0 += 32) {
+    I bytes[kN];
+    for (int i = 0; i < kN; ++i) {
+      const int64_t v = c0 / V::kWidth + i;
+      const Scale s = make_scale<Fm, kRceil>(m[v]);
+      inv[v] = s.inv;
+      bad[v] = s.bad;
+      any_bad |= V::mask_bits(s.bad);
+      bytes[i] = s.byte;
+    }
+    V::store_codes(scales + c0, bytes);
   }
-  V::store_codes(scales, bytes);
+  return any_bad != 0;
+}
+
+// Both panel kernels walk the 32 rows in order, each row left to right, so the hardware sees 32
+// long sequential streams instead of 32 interleaved 128-byte hops; the second pass re-reads the
+// panel (32 × up to kMaxTileCols elements, <= 128 KiB) from L2. Bad (NaN/Inf) blocks are rare, so
+// the blend that forces their codes to 0x7F is compiled into a separate instantiation.
+template <class Fm, bool kRceil, bool kBf16, bool kAnyBad>
+void col_pass2(const void* x, int64_t ldx, int64_t ncols, const F* inv, const M* bad,
+               uint8_t* codes, int64_t ldc) {
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t c0 = 0; c0 < ncols; c0 += 32) {
+      I c[kN];
+      for (int i = 0; i < kN; ++i) {
+        const int64_t v = c0 / V::kWidth + i;
+        const F val = load<kBf16>(x, r * ldx + v * V::kWidth);
+        c[i] = encode<Fm, !kRceil>(abs_f(val), inv[v], sign_byte(val));
+        if constexpr (kAnyBad) c[i] = V::select(bad[v], V::set1(0x7F), c[i]);
+      }
+      V::store_codes(codes + r * ldc + c0, c);
+    }
 }
 
 template <class Fm, bool kRceil, bool kBf16>
 void col_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* codes, int64_t ldc,
               uint8_t* scales) {
-  for (int64_t c0 = 0; c0 < ncols; c0 += 32) {
-    I m[kN];
-    for (int i = 0; i < kN; ++i) m[i] = V::set1(0);
-    for (int64_t r = 0; r < 32; ++r)
-      for (int i = 0; i < kN; ++i)
-        m[i] = V::max(m[i], abs_bits(load<kBf16>(x, r * ldx + c0 + i * V::kWidth)));
-    Scale s[kN];
-    col_scales<Fm, kRceil>(m, s, scales + c0);
-    // Second pass re-reads the 32×32 sub-tile from L1.
-    for (int64_t r = 0; r < 32; ++r) {
-      I c[kN];
-      for (int i = 0; i < kN; ++i)
-        c[i] = encode<Fm>(load<kBf16>(x, r * ldx + c0 + i * V::kWidth), s[i].inv, s[i].bad);
-      V::store_codes(codes + r * ldc + c0, c);
+  constexpr int64_t kMaxV = kMaxTileCols / V::kWidth;
+  const int64_t nv = ncols / V::kWidth;
+  I m[kMaxV];  // per-column amax bits
+  for (int64_t v = 0; v < nv; ++v) m[v] = V::set1(0);
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t v = 0; v < nv; ++v)
+      m[v] = V::max(m[v], abs_bits(load<kBf16>(x, r * ldx + v * V::kWidth)));
+  F inv[kMaxV];
+  M bad[kMaxV];
+  if (panel_col_scales<Fm, kRceil>(m, ncols, inv, bad, scales))
+    col_pass2<Fm, kRceil, kBf16, true>(x, ldx, ncols, inv, bad, codes, ldc);
+  else
+    col_pass2<Fm, kRceil, kBf16, false>(x, ldx, ncols, inv, bad, codes, ldc);
+}
+
+// Row-block scales of the dual panel: amax vectors rm [32 rows × nb] reduce kWidth blocks at a
+// time.
+template <class Fm, bool kRceil>
+inline bool dual_row_scales(const I* rm, int64_t nb, float* row_inv, int32_t* row_bad,
+                            uint8_t* row_scales, int64_t lds) {
+  int any_bad = 0;
+  for (int64_t r = 0; r < 32; ++r) {
+    const I* m = rm + r * nb;
+    int64_t b = 0;
+    for (; b + V::kWidth <= nb; b += V::kWidth) {
+      const Scale s = make_scale<Fm, kRceil>(V::reduce_lanes(m + b));
+      V::store_u8(row_scales + r * lds + b, s.byte);
+      V::store_f32(row_inv + r * nb + b, s.inv);
+      V::store_i32(row_bad + r * nb + b, V::select(s.bad, V::set1(-1), V::set1(0)));
+      any_bad |= V::mask_bits(s.bad);
+    }
+    for (; b < nb; ++b) {
+      const Scale s = make_scale<Fm, kRceil>(V::set1(V::hmax(m[b])));
+      row_scales[r * lds + b] = static_cast<uint8_t>(V::first(s.byte));
+      row_inv[r * nb + b] = V::first_f(s.inv);
+      row_bad[r * nb + b] = V::mask_bits(s.bad) ? -1 : 0;
+      any_bad |= row_bad[r * nb + b];
     }
   }
+  return any_bad != 0;
+}
+
+template <class Fm, bool kRceil, bool kBf16, bool kAnyBad>
+void dual_pass2(const void* x, int64_t ldx, int64_t nb, const F* inv, const M* bad,
+                const float* row_inv, const int32_t* row_bad, uint8_t* row_codes,
+                uint8_t* col_codes, int64_t ldc) {
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      const F rinv = V::set1f(row_inv[r * nb + b]);
+      I rc[kN], cc[kN];
+      for (int i = 0; i < kN; ++i) {
+        const int64_t v = b * kN + i;
+        const F val = load<kBf16>(x, r * ldx + v * V::kWidth);
+        const F ax = abs_f(val);
+        const I sign = sign_byte(val);
+        rc[i] = encode<Fm, !kRceil>(ax, rinv, sign);
+        cc[i] = encode<Fm, !kRceil>(ax, inv[v], sign);
+        if constexpr (kAnyBad) {
+          rc[i] = V::select(V::gt(V::set1(0), V::set1(row_bad[r * nb + b])), V::set1(0x7F), rc[i]);
+          cc[i] = V::select(bad[v], V::set1(0x7F), cc[i]);
+        }
+      }
+      V::store_codes(row_codes + r * ldc + b * 32, rc);
+      V::store_codes(col_codes + r * ldc + b * 32, cc);
+    }
 }
 
 template <class Fm, bool kRceil, bool kBf16>
 void dual_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* row_codes, uint8_t* col_codes,
                int64_t ldc, uint8_t* row_scales, int64_t lds, uint8_t* col_scales_out) {
-  for (int64_t c0 = 0; c0 < ncols; c0 += 32) {
-    I m[kN];
-    for (int i = 0; i < kN; ++i) m[i] = V::set1(0);
-    int32_t row_amax[32];  // amax bits of each row's block in this sub-tile
-    for (int64_t r = 0; r < 32; ++r) {
-      I rm = V::set1(0);
+  constexpr int64_t kMaxV = kMaxTileCols / V::kWidth, kMaxB = kMaxTileCols / 32;
+  const int64_t nv = ncols / V::kWidth, nb = ncols / 32;
+  I m[kMaxV];        // per-column amax bits
+  I rm[32 * kMaxB];  // [32 rows, nb] per row-block amax vectors (not yet reduced)
+  for (int64_t v = 0; v < nv; ++v) m[v] = V::set1(0);
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      I bm = V::set1(0);
       for (int i = 0; i < kN; ++i) {
-        const I a = abs_bits(load<kBf16>(x, r * ldx + c0 + i * V::kWidth));
-        m[i] = V::max(m[i], a);
-        rm = V::max(rm, a);
+        const int64_t v = b * kN + i;
+        const I a = abs_bits(load<kBf16>(x, r * ldx + v * V::kWidth));
+        m[v] = V::max(m[v], a);
+        bm = V::max(bm, a);
       }
-      row_amax[r] = V::hmax(rm);
+      rm[r * nb + b] = bm;
     }
-    Scale cs[kN];
-    col_scales<Fm, kRceil>(m, cs, col_scales_out + c0);
-    for (int64_t r = 0; r < 32; ++r) {
-      const Scale rs = make_scale<Fm, kRceil>(V::set1(row_amax[r]));
-      row_scales[r * lds + c0 / 32] = static_cast<uint8_t>(V::first(rs.byte));
-      I rc[kN], cc[kN];
-      for (int i = 0; i < kN; ++i) {
-        const F v = load<kBf16>(x, r * ldx + c0 + i * V::kWidth);
-        rc[i] = encode<Fm>(v, rs.inv, rs.bad);
-        cc[i] = encode<Fm>(v, cs[i].inv, cs[i].bad);
-      }
-      V::store_codes(row_codes + r * ldc + c0, rc);
-      V::store_codes(col_codes + r * ldc + c0, cc);
-    }
-  }
+  F inv[kMaxV];
+  M bad[kMaxV];
+  alignas(64) float row_inv[32 * kMaxB];
+  alignas(64) int32_t row_bad[32 * kMaxB];
+  const bool col_bad = panel_col_scales<Fm, kRceil>(m, ncols, inv, bad, col_scales_out);
+  const bool rows_bad = dual_row_scales<Fm, kRceil>(rm, nb, row_inv, row_bad, row_scales, lds);
+  if (col_bad || rows_bad)
+    dual_pass2<Fm, kRceil, kBf16, true>(x, ldx, nb, inv, bad, row_inv, row_bad, row_codes,
+                                        col_codes, ldc);
+  else
+    dual_pass2<Fm, kRceil, kBf16, false>(x, ldx, nb, inv, bad, row_inv, row_bad, row_codes,
+                                         col_codes, ldc);
 }
 
 // FP8 code lanes → f32 lanes. Placing the code's exponent and significand at the f32 field

@@ -14,8 +14,9 @@ namespace {
 using detail::ceil_div;
 using detail::RowBlock;
 
-// Columns per work item of the tiled (column-wise / dual) drivers: a 32 × 256 f32 tile is 32 KiB.
-constexpr int64_t kTileCols = 256;
+// Columns per work item of the tiled (column-wise / dual) drivers: a 32 × 1024 f32 panel is
+// 128 KiB, re-read from L2 by the kernels' second pass.
+constexpr int64_t kTileCols = detail::kMaxTileCols;
 constexpr int64_t kB = kBlockSize;
 
 struct Args {
