@@ -9,6 +9,7 @@
 
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/mx/driver.h"
 #include "mx/mx_ref.h"
 
 namespace hp::mx {
@@ -90,7 +91,7 @@ TEST(MxQuantize, EveryBf16PatternAllIsasAllSpecs) {
   set_isa("");
 }
 
-TEST(MxQuantize, ShapesWithPartialBlocksAndSpecialValues) {
+void run_shapes_test() {
   const int64_t shapes[][2] = {{0, 0},     {0, 5},     {5, 0},   {1, 1},   {1, 31},
                                {3, 33},    {31, 32},   {32, 32}, {33, 65}, {64, 300},
                                {100, 257}, {257, 100}, {70, 40}};
@@ -105,6 +106,17 @@ TEST(MxQuantize, ShapesWithPartialBlocksAndSpecialValues) {
     }
   }
   set_isa("");
+}
+
+TEST(MxQuantize, ShapesWithPartialBlocksAndSpecialValues) {
+  run_shapes_test();
+}
+
+// Non-temporal code stores (used for large outputs) must write the same bytes.
+TEST(MxQuantize, StreamingStoresGiveSameBytes) {
+  detail::set_stream_bytes(0);
+  run_shapes_test();
+  detail::set_stream_bytes(int64_t(16) << 20);
 }
 
 // Runs every quantizer on one input and returns all outputs concatenated.

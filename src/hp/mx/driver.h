@@ -32,6 +32,10 @@ void check_ptr(const char* fn, const char* name, const void* p, int64_t count);
 // f32 or bf16; returns the element size.
 int64_t check_float_dtype(const char* fn, const char* name, DType dt);
 
+// Code outputs of at least `bytes` are written with non-temporal stores (default 16 MiB). Tests
+// lower it to cover that path on small inputs. Not thread-safe against running kernels.
+void set_stream_bytes(int64_t bytes);
+
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }

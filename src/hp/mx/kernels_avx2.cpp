@@ -33,13 +33,17 @@ struct V {
   }
   // Lane values are 0..255. The two packs interleave 128-bit halves; the dword permute restores
   // element order: bytes [a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7] → a0-7 b0-7 c0-7 d0-7.
-  static void store_codes(uint8_t* p, const I* c) {
+  static void store_codes(uint8_t* p, const I* c, bool nt = false) {
     const I ab = _mm256_packs_epi32(c[0], c[1]);
     const I cd = _mm256_packs_epi32(c[2], c[3]);
     const I bytes = _mm256_packus_epi16(ab, cd);
     const I fixed = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<I*>(p), fixed);
+    if (nt && (reinterpret_cast<uintptr_t>(p) & 31) == 0)
+      _mm256_stream_si256(reinterpret_cast<I*>(p), fixed);
+    else
+      _mm256_storeu_si256(reinterpret_cast<I*>(p), fixed);
   }
+  static void fence() { _mm_sfence(); }
 
   static I set1(int32_t v) { return _mm256_set1_epi32(v); }
   static F set1f(float v) { return _mm256_set1_ps(v); }

@@ -31,10 +31,17 @@ struct V {
   static void store_u16(uint16_t* p, I v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
   }
-  static void store_codes(uint8_t* p, const I* c) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(c[0]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 16), _mm512_cvtepi32_epi8(c[1]));
+  static void store_codes(uint8_t* p, const I* c, bool nt = false) {
+    __m128i* q = reinterpret_cast<__m128i*>(p);
+    if (nt && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+      _mm_stream_si128(q, _mm512_cvtepi32_epi8(c[0]));
+      _mm_stream_si128(q + 1, _mm512_cvtepi32_epi8(c[1]));
+    } else {
+      _mm_storeu_si128(q, _mm512_cvtepi32_epi8(c[0]));
+      _mm_storeu_si128(q + 1, _mm512_cvtepi32_epi8(c[1]));
+    }
   }
+  static void fence() { _mm_sfence(); }
 
   static I set1(int32_t v) { return _mm512_set1_epi32(v); }
   static F set1f(float v) { return _mm512_set1_ps(v); }

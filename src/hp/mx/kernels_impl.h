@@ -5,7 +5,8 @@
 //
 // V provides: kWidth (lanes); F (f32 lanes), I (i32 lanes), M (lane mask); load_f32, load_bf16,
 // load_u8 (kWidth bytes → i32 lanes), store_f32, store_u16 (low halves of i32 lanes), store_u8
-// (low bytes of i32 lanes), store_codes (32 bytes from the low bytes of 32 / kWidth i32 vectors);
+// (low bytes of i32 lanes), store_codes (32 bytes from the low bytes of 32 / kWidth i32 vectors;
+// non-temporal when asked and aligned), fence (orders non-temporal stores);
 // set1, set1f, bits, floats, and_, or_, add, sub, max, min, srli<n>, slli<n>, mul, addf, minf, ltf,
 // gt, select (mask ? a : b), mask_bits (one bit per lane), hmax, reduce_lanes (lane j of the result
 // = max over the lanes of input vector j, for kWidth vectors), first (lane 0).
@@ -115,13 +116,13 @@ inline I sign_byte(F v) {
 
 // Encodes one block of 32 at x with a broadcast scale; writes 32 codes.
 template <class Fm, bool kSat, bool kBf16>
-inline void encode_block(const void* x, int64_t idx, F inv, uint8_t* codes) {
+inline void encode_block(const void* x, int64_t idx, F inv, uint8_t* codes, bool nt) {
   I c[kN];
   for (int i = 0; i < kN; ++i) {
     const F v = load<kBf16>(x, idx + i * V::kWidth);
     c[i] = encode<Fm, kSat>(abs_f(v), inv, sign_byte(v));
   }
-  V::store_codes(codes, c);
+  V::store_codes(codes, c, nt);
 }
 
 inline void fill_nan(uint8_t* codes) {
@@ -139,7 +140,7 @@ inline I block_amax(const void* x, int64_t idx) {
 // Row-wise blocks, kWidth blocks at a time: their amax vectors reduce into one vector whose lanes
 // are the blocks, so one make_scale serves kWidth blocks.
 template <class Fm, bool kRceil, bool kBf16>
-void row_blocks(const void* x, int64_t nblocks, uint8_t* codes, uint8_t* scales) {
+void row_blocks(const void* x, int64_t nblocks, uint8_t* codes, uint8_t* scales, bool nt) {
   constexpr bool kSat = !kRceil;
   int64_t b = 0;
   for (; b + V::kWidth <= nblocks; b += V::kWidth) {
@@ -150,7 +151,7 @@ void row_blocks(const void* x, int64_t nblocks, uint8_t* codes, uint8_t* scales)
     alignas(64) float inv[V::kWidth];
     V::store_f32(inv, s.inv);
     for (int j = 0; j < V::kWidth; ++j)
-      encode_block<Fm, kSat, kBf16>(x, (b + j) * 32, V::set1f(inv[j]), codes + (b + j) * 32);
+      encode_block<Fm, kSat, kBf16>(x, (b + j) * 32, V::set1f(inv[j]), codes + (b + j) * 32, nt);
     if (const int bad = V::mask_bits(s.bad))
       for (int j = 0; j < V::kWidth; ++j)
         if (bad >> j & 1) fill_nan(codes + (b + j) * 32);
@@ -161,7 +162,7 @@ void row_blocks(const void* x, int64_t nblocks, uint8_t* codes, uint8_t* scales)
     if (V::mask_bits(s.bad))
       fill_nan(codes + b * 32);
     else
-      encode_block<Fm, kSat, kBf16>(x, b * 32, s.inv, codes + b * 32);
+      encode_block<Fm, kSat, kBf16>(x, b * 32, s.inv, codes + b * 32, nt);
   }
 }
 
@@ -191,7 +192,7 @@ inline bool panel_col_scales(const I* m, int64_t ncols, F* inv, M* bad, uint8_t*
 // the blend that forces their codes to 0x7F is compiled into a separate instantiation.
 template <class Fm, bool kRceil, bool kBf16, bool kAnyBad>
 void col_pass2(const void* x, int64_t ldx, int64_t ncols, const F* inv, const M* bad,
-               uint8_t* codes, int64_t ldc) {
+               uint8_t* codes, int64_t ldc, bool nt) {
   for (int64_t r = 0; r < 32; ++r)
     for (int64_t c0 = 0; c0 < ncols; c0 += 32) {
       I c[kN];
@@ -201,13 +202,13 @@ void col_pass2(const void* x, int64_t ldx, int64_t ncols, const F* inv, const M*
         c[i] = encode<Fm, !kRceil>(abs_f(val), inv[v], sign_byte(val));
         if constexpr (kAnyBad) c[i] = V::select(bad[v], V::set1(0x7F), c[i]);
       }
-      V::store_codes(codes + r * ldc + c0, c);
+      V::store_codes(codes + r * ldc + c0, c, nt);
     }
 }
 
 template <class Fm, bool kRceil, bool kBf16>
 void col_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* codes, int64_t ldc,
-              uint8_t* scales) {
+              uint8_t* scales, bool nt) {
   constexpr int64_t kMaxV = kMaxTileCols / V::kWidth;
   const int64_t nv = ncols / V::kWidth;
   I m[kMaxV];  // per-column amax bits
@@ -218,9 +219,9 @@ void col_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* codes, int64_t
   F inv[kMaxV];
   M bad[kMaxV];
   if (panel_col_scales<Fm, kRceil>(m, ncols, inv, bad, scales))
-    col_pass2<Fm, kRceil, kBf16, true>(x, ldx, ncols, inv, bad, codes, ldc);
+    col_pass2<Fm, kRceil, kBf16, true>(x, ldx, ncols, inv, bad, codes, ldc, nt);
   else
-    col_pass2<Fm, kRceil, kBf16, false>(x, ldx, ncols, inv, bad, codes, ldc);
+    col_pass2<Fm, kRceil, kBf16, false>(x, ldx, ncols, inv, bad, codes, ldc, nt);
 }
 
 // Row-block scales of the dual panel: amax vectors rm [32 rows × nb] reduce kWidth blocks at a
@@ -253,7 +254,7 @@ inline bool dual_row_scales(const I* rm, int64_t nb, float* row_inv, int32_t* ro
 template <class Fm, bool kRceil, bool kBf16, bool kAnyBad>
 void dual_pass2(const void* x, int64_t ldx, int64_t nb, const F* inv, const M* bad,
                 const float* row_inv, const int32_t* row_bad, uint8_t* row_codes,
-                uint8_t* col_codes, int64_t ldc) {
+                uint8_t* col_codes, int64_t ldc, bool nt) {
   for (int64_t r = 0; r < 32; ++r)
     for (int64_t b = 0; b < nb; ++b) {
       const F rinv = V::set1f(row_inv[r * nb + b]);
@@ -270,14 +271,14 @@ void dual_pass2(const void* x, int64_t ldx, int64_t nb, const F* inv, const M* b
           cc[i] = V::select(bad[v], V::set1(0x7F), cc[i]);
         }
       }
-      V::store_codes(row_codes + r * ldc + b * 32, rc);
-      V::store_codes(col_codes + r * ldc + b * 32, cc);
+      V::store_codes(row_codes + r * ldc + b * 32, rc, nt);
+      V::store_codes(col_codes + r * ldc + b * 32, cc, nt);
     }
 }
 
 template <class Fm, bool kRceil, bool kBf16>
 void dual_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* row_codes, uint8_t* col_codes,
-               int64_t ldc, uint8_t* row_scales, int64_t lds, uint8_t* col_scales_out) {
+               int64_t ldc, uint8_t* row_scales, int64_t lds, uint8_t* col_scales_out, bool nt) {
   constexpr int64_t kMaxV = kMaxTileCols / V::kWidth, kMaxB = kMaxTileCols / 32;
   const int64_t nv = ncols / V::kWidth, nb = ncols / 32;
   I m[kMaxV];        // per-column amax bits
@@ -302,10 +303,10 @@ void dual_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* row_codes, ui
   const bool rows_bad = dual_row_scales<Fm, kRceil>(rm, nb, row_inv, row_bad, row_scales, lds);
   if (col_bad || rows_bad)
     dual_pass2<Fm, kRceil, kBf16, true>(x, ldx, nb, inv, bad, row_inv, row_bad, row_codes,
-                                        col_codes, ldc);
+                                        col_codes, ldc, nt);
   else
     dual_pass2<Fm, kRceil, kBf16, false>(x, ldx, nb, inv, bad, row_inv, row_bad, row_codes,
-                                         col_codes, ldc);
+                                         col_codes, ldc, nt);
 }
 
 // FP8 code lanes → f32 lanes. Placing the code's exponent and significand at the f32 field
@@ -374,26 +375,29 @@ inline void dispatch(int elem, int mode, int bf16, Fn&& fn) {
 }
 
 void quant_row_blocks(const void* x, int in_bf16, int64_t nblocks, int elem, int mode,
-                      uint8_t* codes, uint8_t* scales) {
+                      uint8_t* codes, uint8_t* scales, int nt) {
   dispatch(elem, mode, in_bf16, [&](auto fm, auto r, auto b) {
-    row_blocks<decltype(fm), r.value, b.value>(x, nblocks, codes, scales);
+    row_blocks<decltype(fm), r.value, b.value>(x, nblocks, codes, scales, nt);
   });
+  if (nt) V::fence();
 }
 
 void quant_col_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int elem, int mode,
-                    uint8_t* codes, int64_t ldc, uint8_t* scales) {
+                    uint8_t* codes, int64_t ldc, uint8_t* scales, int nt) {
   dispatch(elem, mode, in_bf16, [&](auto fm, auto r, auto b) {
-    col_tile<decltype(fm), r.value, b.value>(x, ldx, ncols, codes, ldc, scales);
+    col_tile<decltype(fm), r.value, b.value>(x, ldx, ncols, codes, ldc, scales, nt);
   });
+  if (nt) V::fence();
 }
 
 void quant_dual_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int elem, int mode,
                      uint8_t* row_codes, uint8_t* col_codes, int64_t ldc, uint8_t* row_scales,
-                     int64_t lds, uint8_t* col_scales_out) {
+                     int64_t lds, uint8_t* col_scales_out, int nt) {
   dispatch(elem, mode, in_bf16, [&](auto fm, auto r, auto b) {
     dual_tile<decltype(fm), r.value, b.value>(x, ldx, ncols, row_codes, col_codes, ldc, row_scales,
-                                              lds, col_scales_out);
+                                              lds, col_scales_out, nt);
   });
+  if (nt) V::fence();
 }
 
 void dequant(const uint8_t* codes, const uint8_t* scales, int scale_shift, int64_t n, int elem,

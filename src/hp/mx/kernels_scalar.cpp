@@ -22,7 +22,7 @@ void load_block(const void* x, int in_bf16, int64_t start, int64_t ld, float* ou
 }
 
 void quant_row_blocks(const void* x, int in_bf16, int64_t nblocks, int elem, int mode,
-                      uint8_t* codes, uint8_t* scales) {
+                      uint8_t* codes, uint8_t* scales, int /*nt*/) {
   float buf[kBlockSize];
   for (int64_t b = 0; b < nblocks; ++b) {
     load_block(x, in_bf16, b * kBlockSize, 1, buf);
@@ -32,7 +32,7 @@ void quant_row_blocks(const void* x, int in_bf16, int64_t nblocks, int elem, int
 }
 
 void quant_col_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int elem, int mode,
-                    uint8_t* codes, int64_t ldc, uint8_t* scales) {
+                    uint8_t* codes, int64_t ldc, uint8_t* scales, int /*nt*/) {
   float buf[kBlockSize];
   for (int64_t c = 0; c < ncols; ++c) {
     load_block(x, in_bf16, c, ldx, buf);
@@ -42,13 +42,13 @@ void quant_col_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int 
 
 void quant_dual_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int elem, int mode,
                      uint8_t* row_codes, uint8_t* col_codes, int64_t ldc, uint8_t* row_scales,
-                     int64_t lds, uint8_t* col_scales) {
+                     int64_t lds, uint8_t* col_scales, int nt) {
   for (int64_t r = 0; r < kBlockSize; ++r) {
     const char* row = static_cast<const char*>(x) + r * ldx * (in_bf16 ? 2 : 4);
     quant_row_blocks(row, in_bf16, ncols / kBlockSize, elem, mode, row_codes + r * ldc,
-                     row_scales + r * lds);
+                     row_scales + r * lds, nt);
   }
-  quant_col_tile(x, in_bf16, ldx, ncols, elem, mode, col_codes, ldc, col_scales);
+  quant_col_tile(x, in_bf16, ldx, ncols, elem, mode, col_codes, ldc, col_scales, nt);
 }
 
 void dequant(const uint8_t* codes, const uint8_t* scales, int scale_shift, int64_t n, int elem,

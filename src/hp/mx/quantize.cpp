@@ -18,6 +18,9 @@ using detail::RowBlock;
 // 128 KiB, re-read from L2 by the kernels' second pass.
 constexpr int64_t kTileCols = detail::kMaxTileCols;
 constexpr int64_t kB = kBlockSize;
+// Code outputs at least this large are written with non-temporal stores: they cannot stay in the
+// caches anyway, and streaming them skips the read-for-ownership of every destination line.
+int64_t g_stream_bytes = int64_t(16) << 20;
 
 struct Args {
   const char* x;  // [rows, cols], element size esz
@@ -25,6 +28,7 @@ struct Args {
   int in_bf16;
   int64_t rows, cols;
   int elem, mode;
+  int nt;  // stream the codes (g_stream_bytes)
 };
 
 Args make_args(const void* x, DType dt, int64_t rows, int64_t cols, QuantSpec spec, int64_t esz) {
@@ -34,7 +38,8 @@ Args make_args(const void* x, DType dt, int64_t rows, int64_t cols, QuantSpec sp
           rows,
           cols,
           spec.elem == ElemFormat::e5m2,
-          spec.scale_mode == ScaleMode::rceil};
+          spec.scale_mode == ScaleMode::rceil,
+          rows * cols >= g_stream_bytes};
 }
 
 // Copies rows × cols elements at x (row stride ldx) into a zero-padded 32×32 f32 tile.
@@ -54,12 +59,13 @@ void rowwise_rows(const detail::Kernels& k, const Args& a, int64_t r0, int64_t r
   const int64_t nbc = ceil_div(a.cols, kB), full = a.cols / kB, tail = a.cols % kB;
   if (tail == 0) {  // the rows are one contiguous run of blocks
     k.quant_row_blocks(a.x + r0 * a.cols * a.esz, a.in_bf16, (r1 - r0) * nbc, a.elem, a.mode,
-                       codes + r0 * a.cols, scales + r0 * nbc);
+                       codes + r0 * a.cols, scales + r0 * nbc, a.nt);
     return;
   }
   for (int64_t r = r0; r < r1; ++r) {
     const char* row = a.x + r * a.cols * a.esz;
-    k.quant_row_blocks(row, a.in_bf16, full, a.elem, a.mode, codes + r * a.cols, scales + r * nbc);
+    k.quant_row_blocks(row, a.in_bf16, full, a.elem, a.mode, codes + r * a.cols, scales + r * nbc,
+                       a.nt);
     float buf[kB] = {};
     for (int64_t c = 0; c < tail; ++c) {
       const int64_t idx = full * kB + c;
@@ -67,7 +73,7 @@ void rowwise_rows(const detail::Kernels& k, const Args& a, int64_t r0, int64_t r
                          : reinterpret_cast<const float*>(row)[idx];
     }
     uint8_t cbuf[kB];
-    k.quant_row_blocks(buf, 0, 1, a.elem, a.mode, cbuf, scales + r * nbc + full);
+    k.quant_row_blocks(buf, 0, 1, a.elem, a.mode, cbuf, scales + r * nbc + full, 0);
     std::memcpy(codes + r * a.cols + full * kB, cbuf, static_cast<size_t>(tail));
   }
 }
@@ -100,10 +106,11 @@ void tiled_item(const detail::Kernels& k, const Args& a, const RowBlock& b, int6
     uint8_t* cs = o.col_scales + b.scale_row * a.cols + c0;
     if (dual)
       k.quant_dual_tile(x, a.in_bf16, a.cols, full_end - c0, a.elem, a.mode, o.row_codes + off,
-                        o.col_codes + off, a.cols, o.row_scales + b.row0 * nbc + c0 / kB, nbc, cs);
+                        o.col_codes + off, a.cols, o.row_scales + b.row0 * nbc + c0 / kB, nbc, cs,
+                        a.nt);
     else
       k.quant_col_tile(x, a.in_bf16, a.cols, full_end - c0, a.elem, a.mode, o.col_codes + off,
-                       a.cols, cs);
+                       a.cols, cs, a.nt);
   }
   for (int64_t c = full_end; c < c1; c += kB) {
     const int64_t nc = std::min(kB, c1 - c);
@@ -111,9 +118,10 @@ void tiled_item(const detail::Kernels& k, const Args& a, const RowBlock& b, int6
     pad_tile(a, a.x + (b.row0 * a.cols + c) * a.esz, b.nrows, nc, tile);
     uint8_t rcodes[kB * kB], ccodes[kB * kB], rscales[kB], cscales[kB];
     if (dual)
-      k.quant_dual_tile(tile, 0, kB, kB, a.elem, a.mode, rcodes, ccodes, kB, rscales, 1, cscales);
+      k.quant_dual_tile(tile, 0, kB, kB, a.elem, a.mode, rcodes, ccodes, kB, rscales, 1, cscales,
+                        0);
     else
-      k.quant_col_tile(tile, 0, kB, kB, a.elem, a.mode, ccodes, kB, cscales);
+      k.quant_col_tile(tile, 0, kB, kB, a.elem, a.mode, ccodes, kB, cscales, 0);
     for (int64_t r = 0; r < b.nrows; ++r) {
       const int64_t off = (b.row0 + r) * a.cols + c;
       std::memcpy(o.col_codes + off, ccodes + r * kB, static_cast<size_t>(nc));
@@ -164,6 +172,10 @@ int64_t group_rows(const int32_t* group_ends, int64_t num_groups) {
 }
 
 }  // namespace
+
+void detail::set_stream_bytes(int64_t bytes) {
+  g_stream_bytes = bytes;
+}
 
 void quantize_rowwise(const void* x, DType x_dtype, int64_t rows, int64_t cols, QuantSpec spec,
                       uint8_t* codes, uint8_t* scales) {
