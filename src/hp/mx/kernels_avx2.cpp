@@ -19,6 +19,7 @@ struct V {
   static I load_u8(const uint8_t* p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   }
+  static I load_i32(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
   static void store_f32(float* p, F v) { _mm256_storeu_ps(p, v); }
   static void store_i32(int32_t* p, I v) { _mm256_storeu_si256(reinterpret_cast<I*>(p), v); }
   // 8 lanes of 0..255 → 8 bytes: after the packs, dword 0 of each 128-bit half holds 4 bytes.

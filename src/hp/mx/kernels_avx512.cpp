@@ -23,6 +23,7 @@ struct V {
   static I load_u8(const uint8_t* p) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  static I load_i32(const int32_t* p) { return _mm512_loadu_si512(p); }
   static void store_f32(float* p, F v) { _mm512_storeu_ps(p, v); }
   static void store_i32(int32_t* p, I v) { _mm512_storeu_si512(p, v); }
   static void store_u8(uint8_t* p, I v) {

@@ -64,6 +64,16 @@ inline F load(const void* base, int64_t idx) {
     return V::load_f32(static_cast<const float*>(base) + idx);
 }
 
+// Prefetches the cache lines of the 32 elements at base[idx]. The panel kernels call it two rows
+// ahead: each row of a panel is a separate 2-4 KiB stream that crosses a page, which the hardware
+// prefetchers pick up late.
+template <bool kBf16>
+inline void prefetch_block(const void* base, int64_t idx) {
+  const char* p = static_cast<const char*>(base) + idx * (kBf16 ? 2 : 4);
+  __builtin_prefetch(p);
+  if constexpr (!kBf16) __builtin_prefetch(p + 64);
+}
+
 inline I abs_bits(F v) {
   return V::and_(V::bits(v), V::set1(0x7FFFFFFF));
 }
@@ -188,7 +198,8 @@ inline bool panel_col_scales(const I* m, int64_t ncols, F* inv, M* bad, uint8_t*
 
 // Both panel kernels walk the 32 rows in order, each row left to right, so the hardware sees 32
 // long sequential streams instead of 32 interleaved 128-byte hops; the second pass re-reads the
-// panel (32 × up to kMaxTileCols elements, <= 128 KiB) from L2. Bad (NaN/Inf) blocks are rare, so
+// panel (32 × up to kMaxTileCols elements; a whole 32-row block row of a 4096-wide matrix is one
+// contiguous region) from L2/L3. Bad (NaN/Inf) blocks are rare, so
 // the blend that forces their codes to 0x7F is compiled into a separate instantiation.
 template <class Fm, bool kRceil, bool kBf16, bool kAnyBad>
 void col_pass2(const void* x, int64_t ldx, int64_t ncols, const F* inv, const M* bad,
@@ -214,8 +225,13 @@ void col_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* codes, int64_t
   I m[kMaxV];  // per-column amax bits
   for (int64_t v = 0; v < nv; ++v) m[v] = V::set1(0);
   for (int64_t r = 0; r < 32; ++r)
-    for (int64_t v = 0; v < nv; ++v)
-      m[v] = V::max(m[v], abs_bits(load<kBf16>(x, r * ldx + v * V::kWidth)));
+    for (int64_t c0 = 0; c0 < ncols; c0 += 32) {
+      prefetch_block<kBf16>(x, (r + 2) * ldx + c0);
+      for (int i = 0; i < kN; ++i) {
+        const int64_t v = c0 / V::kWidth + i;
+        m[v] = V::max(m[v], abs_bits(load<kBf16>(x, r * ldx + v * V::kWidth)));
+      }
+    }
   F inv[kMaxV];
   M bad[kMaxV];
   if (panel_col_scales<Fm, kRceil>(m, ncols, inv, bad, scales))
@@ -224,24 +240,23 @@ void col_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* codes, int64_t
     col_pass2<Fm, kRceil, kBf16, false>(x, ldx, ncols, inv, bad, codes, ldc, nt);
 }
 
-// Row-block scales of the dual panel: amax vectors rm [32 rows × nb] reduce kWidth blocks at a
+// Row-block scales of the dual panel from amax bits row_amax [32 rows, nb], kWidth blocks at a
 // time.
 template <class Fm, bool kRceil>
-inline bool dual_row_scales(const I* rm, int64_t nb, float* row_inv, int32_t* row_bad,
+inline bool dual_row_scales(const int32_t* row_amax, int64_t nb, float* row_inv, int32_t* row_bad,
                             uint8_t* row_scales, int64_t lds) {
   int any_bad = 0;
   for (int64_t r = 0; r < 32; ++r) {
-    const I* m = rm + r * nb;
     int64_t b = 0;
     for (; b + V::kWidth <= nb; b += V::kWidth) {
-      const Scale s = make_scale<Fm, kRceil>(V::reduce_lanes(m + b));
+      const Scale s = make_scale<Fm, kRceil>(V::load_i32(row_amax + r * nb + b));
       V::store_u8(row_scales + r * lds + b, s.byte);
       V::store_f32(row_inv + r * nb + b, s.inv);
       V::store_i32(row_bad + r * nb + b, V::select(s.bad, V::set1(-1), V::set1(0)));
       any_bad |= V::mask_bits(s.bad);
     }
     for (; b < nb; ++b) {
-      const Scale s = make_scale<Fm, kRceil>(V::set1(V::hmax(m[b])));
+      const Scale s = make_scale<Fm, kRceil>(V::set1(row_amax[r * nb + b]));
       row_scales[r * lds + b] = static_cast<uint8_t>(V::first(s.byte));
       row_inv[r * nb + b] = V::first_f(s.inv);
       row_bad[r * nb + b] = V::mask_bits(s.bad) ? -1 : 0;
@@ -281,26 +296,35 @@ void dual_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* row_codes, ui
                int64_t ldc, uint8_t* row_scales, int64_t lds, uint8_t* col_scales_out, bool nt) {
   constexpr int64_t kMaxV = kMaxTileCols / V::kWidth, kMaxB = kMaxTileCols / 32;
   const int64_t nv = ncols / V::kWidth, nb = ncols / 32;
-  I m[kMaxV];        // per-column amax bits
-  I rm[32 * kMaxB];  // [32 rows, nb] per row-block amax vectors (not yet reduced)
+  I m[kMaxV];                                // per-column amax bits
+  alignas(64) int32_t row_amax[32 * kMaxB];  // [32 rows, nb] row-block amax bits
   for (int64_t v = 0; v < nv; ++v) m[v] = V::set1(0);
   for (int64_t r = 0; r < 32; ++r)
-    for (int64_t b = 0; b < nb; ++b) {
-      I bm = V::set1(0);
-      for (int i = 0; i < kN; ++i) {
-        const int64_t v = b * kN + i;
-        const I a = abs_bits(load<kBf16>(x, r * ldx + v * V::kWidth));
-        m[v] = V::max(m[v], a);
-        bm = V::max(bm, a);
+    for (int64_t b0 = 0; b0 < nb; b0 += V::kWidth) {
+      // Up to kWidth row blocks, reduced together into one vector of block amaxes.
+      const int64_t n = nb - b0 < V::kWidth ? nb - b0 : V::kWidth;
+      I bm[V::kWidth];
+      for (int j = 0; j < V::kWidth; ++j) bm[j] = V::set1(0);
+      for (int64_t j = 0; j < n; ++j) {
+        prefetch_block<kBf16>(x, (r + 2) * ldx + (b0 + j) * 32);
+        for (int i = 0; i < kN; ++i) {
+          const int64_t v = (b0 + j) * kN + i;
+          const I a = abs_bits(load<kBf16>(x, r * ldx + v * V::kWidth));
+          m[v] = V::max(m[v], a);
+          bm[j] = V::max(bm[j], a);
+        }
       }
-      rm[r * nb + b] = bm;
+      alignas(64) int32_t lanes[V::kWidth];
+      V::store_i32(lanes, V::reduce_lanes(bm));
+      for (int64_t j = 0; j < n; ++j) row_amax[r * nb + b0 + j] = lanes[j];
     }
   F inv[kMaxV];
   M bad[kMaxV];
   alignas(64) float row_inv[32 * kMaxB];
   alignas(64) int32_t row_bad[32 * kMaxB];
   const bool col_bad = panel_col_scales<Fm, kRceil>(m, ncols, inv, bad, col_scales_out);
-  const bool rows_bad = dual_row_scales<Fm, kRceil>(rm, nb, row_inv, row_bad, row_scales, lds);
+  const bool rows_bad =
+      dual_row_scales<Fm, kRceil>(row_amax, nb, row_inv, row_bad, row_scales, lds);
   if (col_bad || rows_bad)
     dual_pass2<Fm, kRceil, kBf16, true>(x, ldx, nb, inv, bad, row_inv, row_bad, row_codes,
                                         col_codes, ldc, nt);
