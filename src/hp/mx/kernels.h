@@ -10,7 +10,7 @@
 namespace hp::mx::detail {
 
 // Widest panel (columns) the column-wise and dual kernels take in one call.
-constexpr int64_t kMaxTileCols = 4096;
+constexpr int64_t kMaxTileCols = 1024;
 
 // elem: 0 = e4m3, 1 = e5m2. mode: 0 = floor, 1 = rceil. in_bf16 / out_bf16: element type is bf16
 // (raw uint16 bits) instead of f32. nt: write codes with non-temporal stores where aligned (for

@@ -198,14 +198,15 @@ inline bool panel_col_scales(const I* m, int64_t ncols, F* inv, M* bad, uint8_t*
 
 // Both panel kernels walk the 32 rows in order, each row left to right, so the hardware sees 32
 // long sequential streams instead of 32 interleaved 128-byte hops; the second pass re-reads the
-// panel (32 × up to kMaxTileCols elements; a whole 32-row block row of a 4096-wide matrix is one
-// contiguous region) from L2/L3. Bad (NaN/Inf) blocks are rare, so
+// panel (32 × up to kMaxTileCols elements, <= 128 KiB) from L2 and prefetches the panel to its
+// right, so the next call's first pass does not start from DRAM. Bad (NaN/Inf) blocks are rare, so
 // the blend that forces their codes to 0x7F is compiled into a separate instantiation.
 template <class Fm, bool kRceil, bool kBf16, bool kAnyBad>
 void col_pass2(const void* x, int64_t ldx, int64_t ncols, const F* inv, const M* bad,
                uint8_t* codes, int64_t ldc, bool nt) {
   for (int64_t r = 0; r < 32; ++r)
     for (int64_t c0 = 0; c0 < ncols; c0 += 32) {
+      prefetch_block<kBf16>(x, r * ldx + ncols + c0);  // the panel to the right
       I c[kN];
       for (int i = 0; i < kN; ++i) {
         const int64_t v = c0 / V::kWidth + i;
@@ -272,6 +273,7 @@ void dual_pass2(const void* x, int64_t ldx, int64_t nb, const F* inv, const M* b
                 uint8_t* col_codes, int64_t ldc, bool nt) {
   for (int64_t r = 0; r < 32; ++r)
     for (int64_t b = 0; b < nb; ++b) {
+      prefetch_block<kBf16>(x, r * ldx + (nb + b) * 32);  // the panel to the right
       const F rinv = V::set1f(row_inv[r * nb + b]);
       I rc[kN], cc[kN];
       for (int i = 0; i < kN; ++i) {
