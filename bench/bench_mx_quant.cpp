@@ -118,9 +118,11 @@ void print_summary() {
     const char* dt = key.second ? "bf16" : "f32";
     const double peer =
         bench::run_peer("mx_quant_torchao.py", std::string(axis_name(key.first)) + " " + dt);
+    char peer_buf[32];
+    std::snprintf(peer_buf, sizeof peer_buf, "%.3f", peer);
+    const std::string peer_str = std::isnan(peer) ? "n/a" : peer_buf;
     std::printf("| %s | %s | %.2f | %.2f | %.2f | %s | %s |\n", axis_name(key.first), dt, r.gbps,
-                r.memcpy_gbps, r.gbps / r.memcpy_gbps,
-                std::isnan(peer) ? "n/a" : std::to_string(peer).c_str(),
+                r.memcpy_gbps, r.gbps / r.memcpy_gbps, peer_str.c_str(),
                 bench::ratio_str(r.gbps, peer).c_str());
   }
 }

@@ -100,3 +100,4 @@ struct V {
 #define HP_MX_ISA avx2
 #define HP_MX_ISA_NAME "avx2"
 #include "hp/mx/kernels_impl.h"
+#include "hp/mx/kernels_impl_dequant.h"

@@ -87,3 +87,4 @@ struct V {
 #define HP_MX_ISA avx512
 #define HP_MX_ISA_NAME "avx512"
 #include "hp/mx/kernels_impl.h"
+#include "hp/mx/kernels_impl_dequant.h"

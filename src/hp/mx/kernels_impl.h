@@ -1,7 +1,8 @@
-// Width-generic MX kernels, written once against a vector-traits struct `V` and compiled once per
-// instruction set. Include this from an ISA translation unit after defining HP_MX_ISA (the ISA
-// namespace name) and `hp::mx::detail::HP_MX_ISA::V`; everything here lands in that namespace, so
-// the copies built with different -m flags never merge at link time. No include guard on purpose.
+// Width-generic MX quantization kernels, written once against a vector-traits struct `V` and
+// compiled once per instruction set. Include this from an ISA translation unit after defining
+// HP_MX_ISA (the ISA namespace name) and `hp::mx::detail::HP_MX_ISA::V`, then
+// kernels_impl_dequant.h (decode, and the kernel table); everything lands in that namespace, so the
+// copies built with different -m flags never merge at link time. No include guard on purpose.
 //
 // V provides: kWidth (lanes); F (f32 lanes), I (i32 lanes), M (lane mask); load_f32, load_bf16,
 // load_u8 (kWidth bytes → i32 lanes), store_f32, store_u16 (low halves of i32 lanes), store_u8
@@ -335,50 +336,6 @@ void dual_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* row_codes, ui
                                          col_codes, ldc, nt);
 }
 
-// FP8 code lanes → f32 lanes. Placing the code's exponent and significand at the f32 field
-// positions and multiplying by 2^(127 - bias) rebiases normals and turns the f32 subnormals that
-// FP8 subnormals become into exact values.
-template <class Fm>
-inline F decode(I c) {
-  const I mag = V::and_(c, V::set1(0x7F));
-  const I sign = V::slli<24>(V::and_(c, V::set1(0x80)));
-  const F val = V::mul(V::floats(V::slli<Fm::shift>(mag)), V::floats(V::set1(Fm::decode_mul_bits)));
-  I special;
-  if constexpr (Fm::has_inf)  // 0x7C → Inf, 0x7D-0x7F → the canonical quiet NaN
-    special = V::select(V::gt(mag, V::set1(0x7C)), V::set1(0x7FC00000), V::set1(0x7F800000));
-  else
-    special = V::set1(0x7FC00000);
-  const I out = V::select(V::gt(mag, V::set1(Fm::max_code)), special, V::bits(val));
-  return V::floats(V::or_(out, sign));
-}
-
-// E8M0 byte lanes → f32 scale lanes: byte << 23, except 0 (2^-127, subnormal) and 0xFF (NaN).
-inline F decode_scale(I b) {
-  I s = V::select(V::gt(b, V::set1(0)), V::slli<23>(b), V::set1(0x00400000));
-  s = V::select(V::gt(b, V::set1(254)), V::set1(0x7FC00000), s);
-  return V::floats(s);
-}
-
-// f32 → bf16 round to nearest even; NaN stays a quiet NaN (matches hp::f32_to_bf16).
-inline I to_bf16(F y) {
-  const I u = V::bits(y);
-  const I r = V::srli<16>(V::add(u, V::add(V::set1(0x7FFF), V::and_(V::srli<16>(u), V::set1(1)))));
-  const M nan = V::gt(V::and_(u, V::set1(0x7FFFFFFF)), V::set1(0x7F800000));
-  return V::select(nan, V::or_(V::srli<16>(u), V::set1(0x40)), r);
-}
-
-template <class Fm, bool kBf16Out>
-void dequant_n(const uint8_t* codes, const uint8_t* scales, int scale_shift, int64_t n, void* out) {
-  for (int64_t i = 0; i < n; i += V::kWidth) {
-    const I sb = scale_shift == 0 ? V::load_u8(scales + i) : V::set1(scales[i >> scale_shift]);
-    const F y = V::mul(decode<Fm>(V::load_u8(codes + i)), decode_scale(sb));
-    if constexpr (kBf16Out)
-      V::store_u16(static_cast<uint16_t*>(out) + i, to_bf16(y));
-    else
-      V::store_f32(static_cast<float*>(out) + i, y);
-  }
-}
-
 // Runtime (elem, mode, bf16) → template instantiation.
 template <class Fn>
 inline void dispatch(int elem, int mode, int bf16, Fn&& fn) {
@@ -424,20 +381,6 @@ void quant_dual_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int
                                               lds, col_scales_out, nt);
   });
   if (nt) V::fence();
-}
-
-void dequant(const uint8_t* codes, const uint8_t* scales, int scale_shift, int64_t n, int elem,
-             void* out, int out_bf16) {
-  dispatch(elem, 0, out_bf16, [&](auto fm, auto, auto b) {
-    dequant_n<decltype(fm), b.value>(codes, scales, scale_shift, n, out);
-  });
-}
-
-constexpr Kernels kTable{HP_MX_ISA_NAME, quant_row_blocks, quant_col_tile, quant_dual_tile,
-                         dequant};
-
-const Kernels& kernels() {
-  return kTable;
 }
 
 }  // namespace hp::mx::detail::HP_MX_ISA
