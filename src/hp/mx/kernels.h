@@ -20,9 +20,8 @@ struct Kernels {
   // x: `nblocks` contiguous blocks of 32 elements. codes [nblocks * 32], scales [nblocks].
   void (*quant_row_blocks)(const void* x, int in_bf16, int64_t nblocks, int elem, int mode,
                            uint8_t* codes, uint8_t* scales, int nt);
-  // x: a tile of 32 rows × ncols (ncols % 32 == 0, <= kMaxTileCols), row stride ldx
-  // elements; column-wise blocks.
-  // codes: 32 rows, row stride ldc bytes. scales [ncols].
+  // x: a tile of 32 rows × ncols (ncols % 32 == 0, <= kMaxTileCols), row stride ldx elements;
+  // column-wise blocks. codes: 32 rows, row stride ldc bytes. scales [ncols].
   void (*quant_col_tile)(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int elem, int mode,
                          uint8_t* codes, int64_t ldc, uint8_t* scales, int nt);
   // Both axes from one read of a 32 × ncols tile (ncols % 32 == 0, <= kMaxTileCols). row_codes /

@@ -4,6 +4,7 @@
 // codes are FP8 bytes (E4M3 or E5M2 per QuantSpec), scales are E8M0 bytes. A partial last block is
 // quantized as if zero-padded. Work is split across the hp thread pool by whole blocks, so results
 // are bitwise identical for any thread count. Bad arguments throw hp::ValueError "[mx] ...".
+// Code outputs of 16 MiB or more are written with non-temporal stores (they would not stay cached).
 //
 // Layouts (R = rows, C = cols):
 //   row-wise     blocks of 32 along the last dim: codes [R, C], scales [R, ceil(C/32)].
