@@ -118,16 +118,34 @@ class DuplicateKeyChecker {
 
 }  // namespace
 
-const std::string& Json::file() const { return doc_->source; }
+const std::string& Json::file() const {
+  return doc_->source;
+}
 
-bool Json::is_null() const { return node_->is_null(); }
-bool Json::is_object() const { return node_->is_object(); }
-bool Json::is_array() const { return node_->is_array(); }
-bool Json::is_string() const { return node_->is_string(); }
-bool Json::is_bool() const { return node_->is_boolean(); }
-bool Json::is_number() const { return node_->is_number(); }
-bool Json::is_integer() const { return node_->is_number_integer(); }
-std::string_view Json::type_name() const { return node_->type_name(); }
+bool Json::is_null() const {
+  return node_->is_null();
+}
+bool Json::is_object() const {
+  return node_->is_object();
+}
+bool Json::is_array() const {
+  return node_->is_array();
+}
+bool Json::is_string() const {
+  return node_->is_string();
+}
+bool Json::is_bool() const {
+  return node_->is_boolean();
+}
+bool Json::is_number() const {
+  return node_->is_number();
+}
+bool Json::is_integer() const {
+  return node_->is_number_integer();
+}
+std::string_view Json::type_name() const {
+  return node_->type_name();
+}
 
 void Json::fail(std::string_view what) const {
   HP_THROW(IoError, "json", doc_->source, ": ", path_.empty() ? "<root>" : path_, ": ", what);
@@ -214,14 +232,15 @@ int64_t Json::as_int() const {
   }
   if (node_->is_number_integer()) return node_->get<int64_t>();
   fail(hp::detail::cat("expected integer, got ", node_->is_number() ? "non-integral number " : "",
-                   node_->is_number() ? dump() : std::string(type_name())));
+                       node_->is_number() ? dump() : std::string(type_name())));
 }
 
 uint64_t Json::as_uint() const {
   if (node_->is_number_unsigned()) return node_->get<uint64_t>();
-  if (node_->is_number_integer()) fail(hp::detail::cat("expected non-negative integer, got ", dump()));
+  if (node_->is_number_integer())
+    fail(hp::detail::cat("expected non-negative integer, got ", dump()));
   fail(hp::detail::cat("expected non-negative integer, got ",
-                   node_->is_number() ? dump() : std::string(type_name())));
+                       node_->is_number() ? dump() : std::string(type_name())));
 }
 
 std::string Json::get_string_or(std::string_view key, std::string def) const {
@@ -241,7 +260,9 @@ bool Json::get_bool_or(std::string_view key, bool def) const {
   return v && !v->is_null() ? v->as_bool() : def;
 }
 
-std::string Json::dump() const { return node_->dump(); }
+std::string Json::dump() const {
+  return node_->dump();
+}
 
 Json parse_json(std::string_view text, std::string source) {
   auto doc = std::make_shared<detail::JsonDocument>();
@@ -274,6 +295,8 @@ std::string read_text_file(const std::string& path, std::string_view component) 
   return out;
 }
 
-Json read_json_file(const std::string& path) { return parse_json(read_text_file(path, "json"), path); }
+Json read_json_file(const std::string& path) {
+  return parse_json(read_text_file(path, "json"), path);
+}
 
 }  // namespace hp::io
