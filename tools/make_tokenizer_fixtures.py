@@ -8,7 +8,11 @@ for a corpus covering Unicode scripts, whitespace runs, digits, contractions, em
 and special tokens inside text.
 
   python tools/make_tokenizer_fixtures.py   # writes tests/io/fixtures/tokenizers/
+  python tools/make_tokenizer_fixtures.py --stress DIR [--count N]
+      # records N random texts per committed tokenizer into DIR/<name>.expected.json (not
+      # committed); run hp_test_io with HP_TOKENIZER_STRESS_DIR=DIR to compare against them.
 """
+import argparse
 import json
 import os
 import random
@@ -111,9 +115,50 @@ def build(name):
     return spec
 
 
-def record(tok):
+STRESS_POOLS = [
+    ["the", "Quick", "BROWN", "fox", "I", "x", "camelCase", "snake_case"],
+    ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'T", "'RE", "'Ve", "'LL", "'D", "'", "''"],
+    ["0", "7", "42", "123", "2024", "1234567", "3.14", "1,000", "٣٤", "²", "Ⅻ", "½"],
+    [" ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000", "\u2028", "\x85",
+     "\x0b", "\x0c", "\x1c", "\u200b", "\u2003"],
+    ["!", "?", "...", "--", "(", ")", "[", "]", "{", "}", "<", ">", "#", "@", "$", "%", "^", "&", "*",
+     "\"", "`", "~", "|", "\\", "/", ";", ":", ",", "."],
+    ["café", "naïve", "Ångström", "e\u0301", "a\u0308\u0301", "Straße", "ǅ", "ﬁ"],
+    ["日本語", "中文", "한국어", "テスト", "Привет", "МИР", "مرحبا", "١٢٣", "हिन्दी", "Ελληνικά", "עברית", "ไทย"],
+    ["👋", "👋🏽", "👨‍👩‍👧‍👦", "❤️", "🇫🇷", "🎉", "\U0001F600", "☃", "\u200d", "\ufe0f"],
+]
+
+
+def random_text(rng, specials):
+    parts = []
+    for _ in range(rng.randint(0, 25)):
+        r = rng.random()
+        if r < 0.05:
+            parts.append(rng.choice(specials))
+        elif r < 0.12:
+            cp = rng.randrange(0x20, 0x30000)
+            parts.append(chr(cp) if not 0xD800 <= cp < 0xE000 else "x")
+        elif r < 0.14:
+            parts.append(chr(rng.randrange(0, 0x20)))
+        else:
+            parts.append(rng.choice(rng.choice(STRESS_POOLS)))
+    return "".join(parts)
+
+
+def stress(out_dir, count):
+    os.makedirs(out_dir, exist_ok=True)
+    for name in ("gpt2", "llama3", "qwen2"):
+        tok = Tokenizer.from_file(os.path.join(OUT, name + ".tokenizer.json"))
+        specials = [t.content for t in tok.get_added_tokens_decoder().values()]
+        rng = random.Random(name)
+        texts = [random_text(rng, specials) for _ in range(count)]
+        with open(os.path.join(out_dir, name + ".expected.json"), "w", encoding="utf-8") as f:
+            json.dump(record(tok, texts), f, ensure_ascii=False)
+
+
+def record(tok, texts=TEST_TEXTS):
     cases = []
-    for text in TEST_TEXTS:
+    for text in texts:
         ids = tok.encode(text, add_special_tokens=True).ids
         cases.append({
             "text": text,
@@ -152,4 +197,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stress", help="directory for random-text reference encodings")
+    ap.add_argument("--count", type=int, default=2000)
+    args = ap.parse_args()
+    stress(args.stress, args.count) if args.stress else main()

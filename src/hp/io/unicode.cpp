@@ -71,6 +71,7 @@ bool is_word(char32_t c) {
     case CharClass::letter_number:
     case CharClass::mark:
     case CharClass::connector:
+    case CharClass::alpha_symbol:
       return true;
     default:
       return false;

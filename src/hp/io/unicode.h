@@ -19,6 +19,7 @@ enum class CharClass : uint8_t {
   mark,           // M*
   connector,      // Pc
   space,          // White_Space
+  alpha_symbol,   // So with Other_Alphabetic (circled letters): only \w cares
 };
 
 CharClass char_class(char32_t c);
@@ -37,8 +38,7 @@ inline bool is_space(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
   return char_class(c) == CharClass::space;
 }
-// Rust regex \w, approximated as L, M, Nd, Nl, Pc and the joiners (Alphabetic also covers a few
-// So/No symbols such as circled letters; they do not occur next to added tokens in practice).
+// Rust regex \w: Alphabetic, M, Nd, Pc, Join_Control.
 bool is_word(char32_t c);
 
 // Decodes UTF-8 into code points; `offsets` (if given) receives the byte offset of each code point
