@@ -17,7 +17,8 @@ import json
 import os
 import random
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import processors
 from tokenizers import trainers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,6 +64,10 @@ TEST_TEXTS = [
     "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
     "x <tool> y<tool>z", "a [MASK] b [MASK]c", "<word> a<word> <word>b <word>",
     "\U0001F600\U0001F601 unicode \u2028 sep \u0085 nel", "ſtraße 'ſ 'S 'K",
+    # NFC: jamo compose to syllables, the Angstrom sign is a singleton, marks reorder by class,
+    # U+0958 is excluded from composition, a leading mark has no starter.
+    "\u1100\u1161\u11a8 \uac00\u11a8 \u212b A\u030a \u0041\u0323\u0302 a\u0302\u0323",
+    "\u0915\u093c \u0958 \u0301abc \u1e9b\u0323 \u00c5\u0301",
 ]
 
 
@@ -77,6 +82,8 @@ def training_corpus():
 
 def build(name):
     tok = Tokenizer(models.BPE())
+    if name == "qwen2":
+        tok.normalizer = normalizers.NFC()  # as in Qwen2's tokenizer.json
     if name == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
@@ -123,7 +130,8 @@ STRESS_POOLS = [
      "\x0b", "\x0c", "\x1c", "\u200b", "\u2003"],
     ["!", "?", "...", "--", "(", ")", "[", "]", "{", "}", "<", ">", "#", "@", "$", "%", "^", "&", "*",
      "\"", "`", "~", "|", "\\", "/", ";", ":", ",", "."],
-    ["café", "naïve", "Ångström", "e\u0301", "a\u0308\u0301", "Straße", "ǅ", "ﬁ"],
+    ["café", "naïve", "Ångström", "e\u0301", "a\u0308\u0301", "Straße", "ǅ", "ﬁ", "\u1100",
+     "\u1161", "\u11a8", "\uac00", "\u212b", "\u0323", "\u0302", "\u0958", "\u093c", "\u0f73"],
     ["日本語", "中文", "한국어", "テスト", "Привет", "МИР", "مرحبا", "١٢٣", "हिन्दी", "Ελληνικά", "עברית", "ไทย"],
     ["👋", "👋🏽", "👨‍👩‍👧‍👦", "❤️", "🇫🇷", "🎉", "\U0001F600", "☃", "\u200d", "\ufe0f"],
 ]

@@ -48,8 +48,9 @@ TEST_P(TokenizerFixture, MatchesPythonTokenizers) {
   Tokenizer tok = Tokenizer::from_file(fixture("tokenizers/" + name + ".tokenizer.json"));
   EXPECT_GT(check_against_python(tok, fixture("tokenizers/" + name + ".expected.json")), 40);
   // Optional random-text comparison: tools/make_tokenizer_fixtures.py --stress DIR.
-  if (const char* dir = std::getenv("HP_TOKENIZER_STRESS_DIR"))
+  if (const char* dir = std::getenv("HP_TOKENIZER_STRESS_DIR")) {
     EXPECT_GT(check_against_python(tok, std::string(dir) + "/" + name + ".expected.json"), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Io, TokenizerFixture, ::testing::Values("gpt2", "llama3", "qwen2"));

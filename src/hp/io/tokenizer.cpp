@@ -161,22 +161,27 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   if (size_t bad = detail::find_invalid_utf8(text); bad != std::string_view::npos)
     HP_THROW(ValueError, "tokenizer", t.source, ": encode: input is not valid UTF-8 at byte ", bad);
   std::vector<int32_t> ids;
-  // Tokens with normalized=false match the raw text first; the others match what remains (there is
-  // no normalizer, so "normalized" text is the raw text).
-  detail::split_added(t.raw_matcher, text,
-                      [&](std::string_view piece, const detail::AddedToken* a) {
-                        if (a) {
-                          ids.push_back(a->id);
-                          return;
-                        }
-                        detail::split_added(t.normalized_matcher, piece,
-                                            [&](std::string_view p, const detail::AddedToken* b) {
-                                              if (b)
-                                                ids.push_back(b->id);
-                                              else
-                                                detail::encode_plain(t, p, ids);
-                                            });
-                      });
+  // Tokens with normalized=false match the raw text first; the others match the normalized
+  // remainder, which then goes through pre-tokenization and BPE.
+  std::string normalized;
+  auto on_normalized_piece = [&](std::string_view piece, const detail::AddedToken* a) {
+    if (a)
+      ids.push_back(a->id);
+    else
+      detail::encode_plain(t, piece, ids);
+  };
+  auto on_raw_piece = [&](std::string_view piece, const detail::AddedToken* a) {
+    if (a) {
+      ids.push_back(a->id);
+      return;
+    }
+    if (t.nfc) {
+      normalized = detail::nfc(piece);
+      piece = normalized;
+    }
+    detail::split_added(t.normalized_matcher, piece, on_normalized_piece);
+  };
+  detail::split_added(t.raw_matcher, text, on_raw_piece);
   if (!add_special_tokens || !t.single_template) return ids;
   std::vector<int32_t> out;
   for (const detail::TemplateItem& item : *t.single_template) {

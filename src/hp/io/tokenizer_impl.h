@@ -53,6 +53,7 @@ struct TokenizerImpl {
   std::unordered_map<int32_t, size_t> added_by_id;
   TokenMap added_by_content;
   AddedMatcher raw_matcher, normalized_matcher;
+  bool nfc = false;  // normalizer: NFC (else none)
   std::vector<PreTokenizeStep> pre_tokenize;
   bool byte_level = false;  // words are byte-level mapped before BPE
   std::optional<std::vector<TemplateItem>> single_template;

@@ -6,6 +6,7 @@
 #include "hp/core/error.h"
 #include "hp/io/json.h"
 #include "hp/io/tokenizer_impl.h"
+#include "hp/io/unicode.h"
 
 namespace hp::io::detail {
 
@@ -85,6 +86,20 @@ std::unique_ptr<BpeModel> load_model(const Json& model) {
   return std::make_unique<BpeModel>(std::move(vocab), merges, unk,
                                     model.get_bool_or("fuse_unk", false),
                                     model.get_bool_or("ignore_merges", false));
+}
+
+// NFC, or a Sequence of NFCs (an empty Sequence is the identity); any other normalization would
+// change the ids.
+void load_normalizer(const Json& node, TokenizerImpl& t) {
+  if (node.is_null()) return;
+  std::string type = node.get_string("type");
+  if (type == "Sequence") {
+    for (const Json& n : node.at("normalizers").elements()) load_normalizer(n, t);
+  } else if (type == "NFC") {
+    t.nfc = true;
+  } else {
+    unsupported(node["type"], "normalizer \"" + type + "\"");
+  }
 }
 
 void load_pre_tokenizer(const Json& node, TokenizerImpl& t) {
@@ -170,11 +185,7 @@ std::shared_ptr<const TokenizerImpl> load_tokenizer(std::string_view json_text,
   t->source = std::move(source);
   t->model = load_model(root.at("model"));
 
-  if (auto n = root.find("normalizer"); n && !n->is_null()) {
-    // An empty Sequence is the identity; any real normalization would change the ids.
-    bool identity = n->get_string("type") == "Sequence" && n->at("normalizers").size() == 0;
-    if (!identity) unsupported(n->at("type"), "normalizer \"" + n->get_string("type") + "\"");
-  }
+  if (auto n = root.find("normalizer")) load_normalizer(*n, *t);
   if (auto p = root.find("pre_tokenizer")) load_pre_tokenizer(*p, *t);
   if (auto p = root.find("post_processor")) load_post_processor(*p, *t);
   if (auto d = root.find("decoder"); d && !d->is_null()) {
@@ -193,6 +204,8 @@ std::shared_ptr<const TokenizerImpl> load_tokenizer(std::string_view json_text,
       tok.lstrip = a.get_bool_or("lstrip", false);
       tok.rstrip = a.get_bool_or("rstrip", false);
       tok.normalized = a.get_bool_or("normalized", !tok.special);
+      // Normalized tokens are matched against normalized text, so normalize them too.
+      if (tok.normalized && t->nfc) tok.content = nfc(tok.content);
       t->added.push_back(std::move(tok));
     }
   }

@@ -49,6 +49,8 @@ size_t decode_utf8(std::string_view s, std::vector<char32_t>& out,
 // Byte offset of the first invalid sequence, or npos.
 size_t find_invalid_utf8(std::string_view s);
 void append_utf8(std::string& out, char32_t c);
+// Unicode Normalization Form C of valid UTF-8 text (tables: tools/gen_unicode_tables.py).
+std::string nfc(std::string_view text);
 // Rust's String::from_utf8_lossy: each maximal invalid subsequence becomes one U+FFFD.
 std::string utf8_lossy(std::string_view bytes);
 
