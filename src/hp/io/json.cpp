@@ -190,6 +190,11 @@ Json Json::at(size_t i) const {
   return Json(doc_, &(*node_)[i], path_ + "[" + std::to_string(i) + "]");
 }
 
+Json Json::at(int i) const {
+  if (i < 0) fail(hp::detail::cat("negative index ", i));
+  return at(static_cast<size_t>(i));
+}
+
 std::vector<std::pair<std::string, Json>> Json::items() const {
   if (!node_->is_object()) fail(hp::detail::cat("expected object, got ", type_name()));
   std::vector<std::pair<std::string, Json>> out;

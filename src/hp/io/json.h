@@ -51,8 +51,9 @@ class Json {
   Json operator[](std::string_view key) const { return at(key); }
   // Member `key`, or nullopt when absent (a present null is returned as a null node).
   std::optional<Json> find(std::string_view key) const;
-  // Element i of an array.
+  // Element i of an array (the int overload lets at(0) resolve without a cast).
   Json at(size_t i) const;
+  Json at(int i) const;
   // Members in key order / elements in order.
   std::vector<std::pair<std::string, Json>> items() const;
   std::vector<Json> elements() const;
