@@ -1,0 +1,216 @@
+// tokenizer.json → TokenizerImpl, rejecting every component the encoder does not implement.
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "hp/core/error.h"
+#include "hp/io/json.h"
+#include "hp/io/tokenizer_impl.h"
+#include "hp/io/unicode.h"
+
+namespace hp::io::detail {
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void unsupported(const Json& node, std::string_view what) {
+  node.fail(hp::detail::cat("unsupported ", what, " (hp implements byte-level BPE: ",
+                            "GPT-2 / Llama-3 / Qwen2 pipelines)"));
+}
+
+int32_t token_id(const Json& node) {
+  uint64_t v = node.as_uint();
+  if (v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+    node.fail(hp::detail::cat("token id ", v, " out of range"));
+  return static_cast<int32_t>(v);
+}
+
+std::unique_ptr<BpeModel> load_model(const Json& model) {
+  std::string type = model.get_string_or("type", "BPE");
+  if (type != "BPE") unsupported(model["type"], "model type \"" + type + "\"");
+  if (auto d = model.find("dropout"); d && !d->is_null() && d->as_double() != 0.0)
+    unsupported(*d, "BPE dropout");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (!model.get_string_or(key, "").empty()) unsupported(model[key], key);
+  if (model.get_bool_or("byte_fallback", false))
+    unsupported(model["byte_fallback"], "byte_fallback");
+
+  // The vocab can hold 100k+ entries: walk the raw node and only build paths for errors.
+  Json vocab_node = model.at("vocab");
+  if (!vocab_node.is_object())
+    vocab_node.fail("expected object, got " + std::string(vocab_node.type_name()));
+  TokenMap vocab;
+  vocab.reserve(vocab_node.size());
+  for (auto it = vocab_node.raw().begin(); it != vocab_node.raw().end(); ++it) {
+    const json& v = *it;
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<int32_t>::max())
+      token_id(vocab_node[it.key()]);  // throws with the key path
+    vocab.emplace(it.key(), static_cast<int32_t>(v.get<uint64_t>()));
+  }
+
+  Json merges_node = model.at("merges");
+  if (!merges_node.is_array())
+    merges_node.fail("expected array, got " + std::string(merges_node.type_name()));
+  std::vector<std::pair<std::string, std::string>> merges;
+  merges.reserve(merges_node.size());
+  const json& raw_merges = merges_node.raw();
+  for (size_t i = 0; i < raw_merges.size(); ++i) {
+    const json& m = raw_merges[i];
+    std::pair<std::string, std::string> pair;
+    if (m.is_string()) {
+      // Legacy "a b" form: exactly one space (byte-level tokens never contain a raw space).
+      const std::string& s = m.get_ref<const std::string&>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        merges_node.at(i).fail("merge \"" + s + "\" is not two tokens separated by one space");
+      pair = {s.substr(0, sp), s.substr(sp + 1)};
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      pair = {m[0].get<std::string>(), m[1].get<std::string>()};
+    } else {
+      merges_node.at(i).fail("merge must be \"a b\" or [\"a\", \"b\"], got " + m.dump());
+    }
+    for (const std::string* t : {&pair.first, &pair.second})
+      if (!vocab.count(*t)) merges_node.at(i).fail("token \"" + *t + "\" is not in model.vocab");
+    if (!vocab.count(pair.first + pair.second))
+      merges_node.at(i).fail("merged token \"" + pair.first + pair.second +
+                             "\" is not in model.vocab");
+    merges.push_back(std::move(pair));
+  }
+
+  std::optional<std::string> unk;
+  if (auto u = model.find("unk_token"); u && !u->is_null()) {
+    unk = u->as_string();
+    if (!vocab.count(*unk)) u->fail("unk_token \"" + *unk + "\" is not in model.vocab");
+  }
+  return std::make_unique<BpeModel>(std::move(vocab), merges, unk,
+                                    model.get_bool_or("fuse_unk", false),
+                                    model.get_bool_or("ignore_merges", false));
+}
+
+// NFC, or a Sequence of NFCs (an empty Sequence is the identity); any other normalization would
+// change the ids.
+void load_normalizer(const Json& node, TokenizerImpl& t) {
+  if (node.is_null()) return;
+  std::string type = node.get_string("type");
+  if (type == "Sequence") {
+    for (const Json& n : node.at("normalizers").elements()) load_normalizer(n, t);
+  } else if (type == "NFC") {
+    t.nfc = true;
+  } else {
+    unsupported(node["type"], "normalizer \"" + type + "\"");
+  }
+}
+
+void load_pre_tokenizer(const Json& node, TokenizerImpl& t) {
+  if (node.is_null()) return;
+  std::string type = node.get_string("type");
+  if (type == "Sequence") {
+    for (const Json& step : node.at("pretokenizers").elements()) load_pre_tokenizer(step, t);
+  } else if (type == "Split") {
+    Json pattern = node.at("pattern");
+    auto re = pattern.find("Regex");
+    if (!re) unsupported(pattern, "Split pattern (only known Regex patterns are implemented)");
+    auto known = recognize_split_regex(re->as_string());
+    if (!known) unsupported(*re, "Split regex " + re->dump());
+    if (node.get_string("behavior") != "Isolated")
+      unsupported(node["behavior"], "Split behavior \"" + node.get_string("behavior") + "\"");
+    if (node.get_bool_or("invert", false)) unsupported(node["invert"], "inverted Split");
+    t.pre_tokenize.push_back({PreTokenizeStep::split, *known});
+  } else if (type == "ByteLevel") {
+    PreTokenizeStep s{PreTokenizeStep::byte_level};
+    s.add_prefix_space = node.get_bool_or("add_prefix_space", true);
+    s.use_regex = node.get_bool_or("use_regex", true);
+    t.pre_tokenize.push_back(s);
+    t.byte_level = true;
+  } else {
+    unsupported(node["type"], "pre_tokenizer type \"" + type + "\"");
+  }
+}
+
+void load_post_processor(const Json& node, TokenizerImpl& t) {
+  if (node.is_null()) return;
+  std::string type = node.get_string("type");
+  if (type == "Sequence") {
+    for (const Json& p : node.at("processors").elements()) load_post_processor(p, t);
+  } else if (type == "ByteLevel") {
+    // Only adjusts offsets, which hp does not report.
+  } else if (type == "TemplateProcessing") {
+    if (t.single_template) unsupported(node, "second TemplateProcessing");
+    Json specials = node.at("special_tokens");
+    std::vector<TemplateItem> items;
+    for (const Json& item : node.at("single").elements()) {
+      if (auto seq = item.find("Sequence")) {
+        if (seq->get_string("id") != "A")
+          unsupported(*seq, "single template sequence other than A");
+        items.push_back({true, {}});
+      } else if (auto sp = item.find("SpecialToken")) {
+        Json entry = specials.at(sp->get_string("id"));
+        std::vector<int32_t> ids;
+        for (const Json& id : entry.at("ids").elements()) ids.push_back(token_id(id));
+        items.push_back({false, std::move(ids)});
+      } else {
+        unsupported(item, "template item " + item.dump());
+      }
+    }
+    t.single_template = std::move(items);
+  } else {
+    unsupported(node["type"], "post_processor type \"" + type + "\"");
+  }
+}
+
+void index_added_tokens(TokenizerImpl& t) {
+  for (size_t i = 0; i < t.added.size(); ++i) {
+    const AddedToken& a = t.added[i];
+    t.added_by_id[a.id] = i;
+    t.added_by_content[a.content] = a.id;
+    if (a.content.empty()) continue;
+    AddedMatcher& m = a.normalized ? t.normalized_matcher : t.raw_matcher;
+    m.by_first_byte[static_cast<unsigned char>(a.content[0])].push_back(&a);
+    m.empty = false;
+  }
+  for (AddedMatcher* m : {&t.raw_matcher, &t.normalized_matcher})
+    for (auto& list : m->by_first_byte)
+      std::stable_sort(list.begin(), list.end(), [](const AddedToken* a, const AddedToken* b) {
+        return a->content.size() > b->content.size();
+      });
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenizerImpl> load_tokenizer(std::string_view json_text,
+                                                    std::string source) {
+  Json root = parse_json(json_text, source);
+  auto t = std::make_shared<TokenizerImpl>();
+  t->source = std::move(source);
+  t->model = load_model(root.at("model"));
+
+  if (auto n = root.find("normalizer")) load_normalizer(*n, *t);
+  if (auto p = root.find("pre_tokenizer")) load_pre_tokenizer(*p, *t);
+  if (auto p = root.find("post_processor")) load_post_processor(*p, *t);
+  if (auto d = root.find("decoder"); d && !d->is_null()) {
+    if (d->get_string("type") != "ByteLevel")
+      unsupported(d->at("type"), "decoder \"" + d->get_string("type") + "\"");
+    t->byte_level_decoder = true;
+  }
+
+  if (auto list = root.find("added_tokens"); list && !list->is_null()) {
+    for (const Json& a : list->elements()) {
+      AddedToken tok;
+      tok.id = token_id(a.at("id"));
+      tok.content = a.get_string("content");
+      tok.special = a.get_bool_or("special", false);
+      tok.single_word = a.get_bool_or("single_word", false);
+      tok.lstrip = a.get_bool_or("lstrip", false);
+      tok.rstrip = a.get_bool_or("rstrip", false);
+      tok.normalized = a.get_bool_or("normalized", !tok.special);
+      // Normalized tokens are matched against normalized text, so normalize them too.
+      if (tok.normalized && t->nfc) tok.content = nfc(tok.content);
+      t->added.push_back(std::move(tok));
+    }
+  }
+  index_added_tokens(*t);
+  return t;
+}
+
+}  // namespace hp::io::detail

@@ -1,0 +1,132 @@
+#include "hp/io/tokenizer.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "hp/io/json.h"
+#include "io/io_test_util.h"
+
+namespace hp::io {
+namespace {
+
+using test::fixture;
+
+std::vector<int32_t> ids_of(const Json& node) {
+  std::vector<int32_t> out;
+  for (const Json& v : node.elements()) out.push_back(static_cast<int32_t>(v.as_int()));
+  return out;
+}
+
+// Every encoding and decoding recorded from the Python `tokenizers` library must match exactly.
+// Returns the number of encode cases checked.
+int check_against_python(const Tokenizer& tok, const std::string& expected_file) {
+  Json expected = read_json_file(expected_file);
+  int checked = 0;
+  for (const Json& c : expected.at("encode").elements()) {
+    std::string text = c.get_string("text");
+    SCOPED_TRACE(expected_file + " text: " + c.at("text").dump());
+    std::vector<int32_t> ids = ids_of(c.at("ids"));
+    EXPECT_EQ(tok.encode(text, true), ids);
+    EXPECT_EQ(tok.encode(text, false), ids_of(c.at("ids_no_special")));
+    EXPECT_EQ(tok.decode(ids, false), c.get_string("decoded"));
+    EXPECT_EQ(tok.decode(ids, true), c.get_string("decoded_skip_special"));
+    ++checked;
+  }
+  for (const Json& c : expected.at("decode").elements()) {
+    std::vector<int32_t> ids = ids_of(c.at("ids"));
+    SCOPED_TRACE(expected_file + " decode " + c.at("ids").dump());
+    EXPECT_EQ(tok.decode(ids, c.get_bool("skip_special_tokens")), c.get_string("text"));
+  }
+  return checked;
+}
+
+class TokenizerFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerFixture, MatchesPythonTokenizers) {
+  const std::string name = GetParam();
+  Tokenizer tok = Tokenizer::from_file(fixture("tokenizers/" + name + ".tokenizer.json"));
+  EXPECT_GT(check_against_python(tok, fixture("tokenizers/" + name + ".expected.json")), 40);
+  // Optional random-text comparison: tools/make_tokenizer_fixtures.py --stress DIR.
+  if (const char* dir = std::getenv("HP_TOKENIZER_STRESS_DIR")) {
+    EXPECT_GT(check_against_python(tok, std::string(dir) + "/" + name + ".expected.json"), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Io, TokenizerFixture, ::testing::Values("gpt2", "llama3", "qwen2"));
+
+TEST(Tokenizer, Accessors) {
+  Tokenizer tok = Tokenizer::from_file(fixture("tokenizers/llama3.tokenizer.json"));
+  auto bos = tok.token_to_id("<|begin_of_text|>");
+  ASSERT_TRUE(bos.has_value());
+  EXPECT_TRUE(tok.is_special(*bos));
+  EXPECT_EQ(tok.id_to_token(*bos), "<|begin_of_text|>");
+  EXPECT_EQ(tok.encode("", true), std::vector<int32_t>{*bos});
+  EXPECT_EQ(tok.vocab_size(), 701);
+  EXPECT_FALSE(tok.id_to_token(100000).has_value());
+  EXPECT_EQ(tok.decode(std::vector<int32_t>{-1, 100000}), "");
+  EXPECT_THROW_MSG(tok.encode("bad \xff utf8"), ValueError, "llama3.tokenizer.json", "byte 4");
+}
+
+// Repeated encodes hit the BPE cache and must give the same ids.
+TEST(Tokenizer, CacheIsTransparent) {
+  Tokenizer tok = Tokenizer::from_file(fixture("tokenizers/qwen2.tokenizer.json"));
+  std::string text = "The quick brown fox jumps over the lazy dog. Привет мир 12345";
+  auto first = tok.encode(text);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(tok.encode(text), first);
+  EXPECT_EQ(tok.decode(first), text);
+}
+
+// A minimal valid tokenizer.json with one field replaced.
+std::string spec_with(const std::string& key, const nlohmann::json& value) {
+  nlohmann::json j = {
+      {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", {"a b"}}}},
+      {"pre_tokenizer", nullptr},
+      {"decoder", nullptr}};
+  if (key.rfind("model.", 0) == 0)
+    j["model"][key.substr(6)] = value;
+  else
+    j[key] = value;
+  return j.dump();
+}
+
+TEST(Tokenizer, BadInput) {
+  EXPECT_EQ(Tokenizer::from_json(spec_with("normalizer", nullptr), "t.json").encode("abab"),
+            (std::vector<int32_t>{2, 2}));
+  EXPECT_THROW_MSG(Tokenizer::from_file("/nonexistent/tokenizer.json"), IoError,
+                   "/nonexistent/tokenizer.json", "cannot open");
+  EXPECT_THROW_MSG(Tokenizer::from_json("{\"model\": {", "t.json"), IoError, "t.json", "line 1");
+  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.type", "WordPiece"), "t.json"), IoError,
+                   "t.json", "model.type", "WordPiece");
+  EXPECT_THROW_MSG(Tokenizer::from_json("{}", "t.json"), IoError, "t.json",
+                   "missing key \"model\"");
+  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.merges", {"a c"}), "t.json"), IoError,
+                   "model.merges[0]", "\"c\" is not in model.vocab");
+  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.merges", {"a b c"}), "t.json"), IoError,
+                   "model.merges[0]", "two tokens");
+  EXPECT_THROW_MSG(Tokenizer::from_json(
+                       spec_with("model.merges", nlohmann::json::array({{"b", "a"}})), "t.json"),
+                   IoError, "model.merges[0]", "\"ba\" is not in model.vocab");
+  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.vocab", {{"a", -1}}), "t.json"), IoError,
+                   "model.vocab.a", "non-negative integer");
+  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("normalizer", {{"type", "NFKC"}}), "t.json"),
+                   IoError, "normalizer.type", "NFKC");
+  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("decoder", {{"type", "WordPiece"}}), "t.json"),
+                   IoError, "decoder.type", "WordPiece");
+  nlohmann::json split = {{"type", "Split"},
+                          {"pattern", {{"Regex", "\\w+"}}},
+                          {"behavior", "Isolated"},
+                          {"invert", false}};
+  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("pre_tokenizer", split), "t.json"), IoError,
+                   "pre_tokenizer.pattern.Regex", "unsupported Split regex");
+  EXPECT_THROW_MSG(
+      Tokenizer::from_json(spec_with("pre_tokenizer", {{"type", "Whitespace"}}), "t.json"), IoError,
+      "pre_tokenizer.type", "Whitespace");
+  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("added_tokens", {{{"id", 5}}}), "t.json"),
+                   IoError, "added_tokens[0]", "missing key \"content\"");
+  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.unk_token", "<unk>"), "t.json"), IoError,
+                   "model.unk_token", "not in model.vocab");
+}
+
+}  // namespace
+}  // namespace hp::io

@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Trains small byte-level BPE tokenizers and records reference encodings for tests/io.
+
+No Hub access is needed: each tokenizer is trained here with the Hugging Face `tokenizers` library
+using one of the three pre-tokenizer regexes hp implements (GPT-2, Llama-3, Qwen2), then saved as
+tokenizer.json next to <name>.expected.json, which holds encode/decode results of the Python library
+for a corpus covering Unicode scripts, whitespace runs, digits, contractions, emoji, ZWJ sequences
+and special tokens inside text.
+
+  python tools/make_tokenizer_fixtures.py   # writes tests/io/fixtures/tokenizers/
+  python tools/make_tokenizer_fixtures.py --stress DIR [--count N]
+      # records N random texts per committed tokenizer into DIR/<name>.expected.json (not
+      # committed); run hp_test_io with HP_TOKENIZER_STRESS_DIR=DIR to compare against them.
+"""
+import argparse
+import json
+import os
+import random
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import processors
+from tokenizers import trainers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "tests", "io", "fixtures", "tokenizers")
+
+GPT2 = None  # ByteLevel(use_regex=True) carries the GPT-2 regex itself
+LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+          r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+         r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+TRAIN_SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.", "I'm sure they've said it's fine, haven't they?",
+    "We'll see what you'd do if you're THERE.", "Numbers like 12345, 3.14159 and 2024-06-01 matter.",
+    "Café, naïve, résumé, Ångström, façade, jalapeño, über, Straße.",
+    "Привет, мир! Как дела? Это тестовая строка на русском языке.",
+    "مرحبا بالعالم. هذا نص تجريبي باللغة العربية.", "日本語のテキストです。中文测试句子。한국어 문장입니다.",
+    "def main(x):\n    return x ** 2  # square\n", "Emoji: 👋🏽 😀 👨‍👩‍👧‍👦 ❤️ 🇫🇷 🎉",
+    "   leading spaces and trailing   ", "tabs\tand\t\tnewlines\n\n\nand \r\n windows lines",
+    "Hello world! Hello again, world. HELLO WORLD!!!", "e-mail: someone@example.com, url: https://x.org/a?b=c",
+    "Ελληνικά γράμματα και ελληνικό κείμενο.", "עברית טקסט קצר", "हिन्दी पाठ का उदाहरण",
+]
+SPECIAL_TEXTS = {
+    "gpt2": ["<|endoftext|>"],
+    "llama3": ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>",
+               "<|eot_id|>"],
+    "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+}
+
+TEST_TEXTS = [
+    "", " ", "Hello world", "Hello, world! How are you?", "  two leading, two trailing  ",
+    "a  b   c    d", "line1\nline2\n\nline4\n\n\n", "crlf\r\nline\r\n\r\n", "tab\there\t\t\tx",
+    " \n \n  \t \n", "trailing newline \n", "I'm you're he's they've we'll she'd don't it's",
+    "I'M YOU'RE HE'S THEY'VE WE'LL SHE'D DON'T IT'S", "It'S Ma'Am O'Neil's rock'n'roll",
+    "'s 't 're 've 'm 'll 'd", "1 12 123 1234 12345 123456 1234567", "3.14159 2024-06-01 10:30pm",
+    "x1y22z333w4444", "١٢٣٤ ٥٦ ⅫⅣ ½ ²³", "café naïve résumé Ångström façade über Straße",
+    "e\u0301 a\u0308 combining marks", "Привет, мир! ПРИВЕТ мир", "مرحبا بالعالم ١٢٣",
+    "日本語のテキスト。中文测试！한국어", "Ελληνικά και עברית και हिन्दी",
+    "👋🏽 😀 👨‍👩‍👧‍👦 ❤️ 🇫🇷🇩🇪 🎉🎉🎉", "zero\u200bwidth\u200djoiner\u200c", "\u00a0nbsp\u3000ideographic\u2003em",
+    "def f(x):\n    return x**2  # comment\n", "!!! ??? ...--- ***###", "a<b>c&d\"e'f",
+    "mixed123abc456DEF", "  \n\nHello", "Hello<|endoftext|>world", "<|endoftext|>",
+    "a <|endoftext|> b<|endoftext|><|endoftext|>c", "<|im_start|>user\nHi there!<|im_end|>\n",
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+    "x <tool> y<tool>z", "a [MASK] b [MASK]c", "<word> a<word> <word>b <word>",
+    "\U0001F600\U0001F601 unicode \u2028 sep \u0085 nel", "ſtraße 'ſ 'S 'K",
+    # NFC: jamo compose to syllables, the Angstrom sign is a singleton, marks reorder by class,
+    # U+0958 is excluded from composition, a leading mark has no starter.
+    "\u1100\u1161\u11a8 \uac00\u11a8 \u212b A\u030a \u0041\u0323\u0302 a\u0302\u0323",
+    "\u0915\u093c \u0958 \u0301abc \u1e9b\u0323 \u00c5\u0301",
+]
+
+
+def training_corpus():
+    rng = random.Random(1234)
+    lines = []
+    for _ in range(3000):
+        k = rng.randint(1, 3)
+        lines.append(" ".join(rng.choice(TRAIN_SENTENCES) for _ in range(k)))
+    return lines
+
+
+def build(name):
+    tok = Tokenizer(models.BPE())
+    if name == "qwen2":
+        tok.normalizer = normalizers.NFC()  # as in Qwen2's tokenizer.json
+    if name == "gpt2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    else:
+        pattern = LLAMA3 if name == "llama3" else QWEN2
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False,
+                                     trim_offsets=name == "llama3"),
+        ])
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=SPECIAL_TEXTS[name],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(training_corpus(), trainer)
+    if name == "llama3":
+        bos = tok.token_to_id("<|begin_of_text|>")
+        tok.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A $B",
+                                          special_tokens=[("<|begin_of_text|>", bos)]),
+        ])
+        tok.add_tokens([AddedToken("<word>", single_word=True, normalized=False)])
+    elif name == "gpt2":
+        tok.add_tokens([AddedToken("<tool>", normalized=True)])
+    else:
+        tok.add_special_tokens([AddedToken("[MASK]", lstrip=True, rstrip=True, normalized=False)])
+
+    spec = json.loads(tok.to_str())
+    if name == "gpt2":
+        # Older tokenizer.json files store merges as "a b" strings; cover that format too.
+        spec["model"]["merges"] = [" ".join(m) for m in spec["model"]["merges"]]
+    if name == "llama3":
+        spec["model"]["ignore_merges"] = True  # as in Meta's Llama-3 tokenizer.json
+    return spec
+
+
+STRESS_POOLS = [
+    ["the", "Quick", "BROWN", "fox", "I", "x", "camelCase", "snake_case"],
+    ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'T", "'RE", "'Ve", "'LL", "'D", "'", "''"],
+    ["0", "7", "42", "123", "2024", "1234567", "3.14", "1,000", "٣٤", "²", "Ⅻ", "½"],
+    [" ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0", "\u3000", "\u2028", "\x85",
+     "\x0b", "\x0c", "\x1c", "\u200b", "\u2003"],
+    ["!", "?", "...", "--", "(", ")", "[", "]", "{", "}", "<", ">", "#", "@", "$", "%", "^", "&", "*",
+     "\"", "`", "~", "|", "\\", "/", ";", ":", ",", "."],
+    ["café", "naïve", "Ångström", "e\u0301", "a\u0308\u0301", "Straße", "ǅ", "ﬁ", "\u1100",
+     "\u1161", "\u11a8", "\uac00", "\u212b", "\u0323", "\u0302", "\u0958", "\u093c", "\u0f73"],
+    ["日本語", "中文", "한국어", "テスト", "Привет", "МИР", "مرحبا", "١٢٣", "हिन्दी", "Ελληνικά", "עברית", "ไทย"],
+    ["👋", "👋🏽", "👨‍👩‍👧‍👦", "❤️", "🇫🇷", "🎉", "\U0001F600", "☃", "\u200d", "\ufe0f"],
+]
+
+
+def random_text(rng, specials):
+    parts = []
+    for _ in range(rng.randint(0, 25)):
+        r = rng.random()
+        if r < 0.05:
+            parts.append(rng.choice(specials))
+        elif r < 0.12:
+            cp = rng.randrange(0x20, 0x30000)
+            parts.append(chr(cp) if not 0xD800 <= cp < 0xE000 else "x")
+        elif r < 0.14:
+            parts.append(chr(rng.randrange(0, 0x20)))
+        else:
+            parts.append(rng.choice(rng.choice(STRESS_POOLS)))
+    return "".join(parts)
+
+
+def stress(out_dir, count):
+    os.makedirs(out_dir, exist_ok=True)
+    for name in ("gpt2", "llama3", "qwen2"):
+        tok = Tokenizer.from_file(os.path.join(OUT, name + ".tokenizer.json"))
+        specials = [t.content for t in tok.get_added_tokens_decoder().values()]
+        rng = random.Random(name)
+        texts = [random_text(rng, specials) for _ in range(count)]
+        with open(os.path.join(out_dir, name + ".expected.json"), "w", encoding="utf-8") as f:
+            json.dump(record(tok, texts), f, ensure_ascii=False)
+
+
+def record(tok, texts=TEST_TEXTS):
+    cases = []
+    for text in texts:
+        ids = tok.encode(text, add_special_tokens=True).ids
+        cases.append({
+            "text": text,
+            "ids": ids,
+            "ids_no_special": tok.encode(text, add_special_tokens=False).ids,
+            "decoded": tok.decode(ids, skip_special_tokens=False),
+            "decoded_skip_special": tok.decode(ids, skip_special_tokens=True),
+        })
+    # Decoding arbitrary id runs: single bytes of multi-byte characters give U+FFFD.
+    rng = random.Random(7)
+    decodes = []
+    n = tok.get_vocab_size(with_added_tokens=True)
+    for length in (1, 1, 2, 3, 5, 8, 13):
+        ids = [rng.randrange(n) for _ in range(length)]
+        for skip in (False, True):
+            decodes.append({"ids": ids, "skip_special_tokens": skip,
+                            "text": tok.decode(ids, skip_special_tokens=skip)})
+    e_acute = [tok.token_to_id(t) for t in tok.encode("é", add_special_tokens=False).tokens]
+    decodes.append({"ids": e_acute[:1] if len(e_acute) > 1 else [tok.token_to_id("Ã")],
+                    "skip_special_tokens": False,
+                    "text": tok.decode(e_acute[:1] if len(e_acute) > 1 else [tok.token_to_id("Ã")])})
+    return {"encode": cases, "decode": decodes}
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name in ("gpt2", "llama3", "qwen2"):
+        spec = build(name)
+        path = os.path.join(OUT, name + ".tokenizer.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(spec, f, ensure_ascii=False, separators=(",", ":"))
+        tok = Tokenizer.from_file(path)  # record what the saved file does
+        with open(os.path.join(OUT, name + ".expected.json"), "w", encoding="utf-8") as f:
+            json.dump(record(tok), f, ensure_ascii=False, indent=0)
+        print(name, "vocab", tok.get_vocab_size(), "->", path)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--stress", help="directory for random-text reference encodings")
+    ap.add_argument("--count", type=int, default=2000)
+    args = ap.parse_args()
+    stress(args.stress, args.count) if args.stress else main()
