@@ -1,0 +1,72 @@
+#include "hp/nn/module.h"
+
+#include "hp/ops/ops.h"
+
+namespace hp::nn {
+
+void Module::collect(const std::string& prefix, std::vector<NamedTensor>& out) const {
+  for (const auto& [name, t] : params_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+std::vector<NamedTensor> Module::named_parameters() const {
+  std::vector<NamedTensor> out;
+  collect("", out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+Tensor Module::parameter(const std::string& fqn) const {
+  for (auto& [name, t] : named_parameters())
+    if (name == fqn) return t;
+  HP_THROW(ValueError, "module", "no parameter named '", fqn, "'");
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Module::replace_child(const std::string& name, std::shared_ptr<Module> m) {
+  for (auto& [n, child] : children_)
+    if (n == name) {
+      child = std::move(m);
+      return;
+    }
+  HP_THROW(ValueError, "module", "no child module named '", name, "'");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t) {
+  for (auto& [n, p] : params_)
+    if (n == name) HP_THROW(ValueError, "module", "parameter '", name, "' registered twice");
+  if (!t.requires_grad()) t.requires_grad_();
+  params_.emplace_back(name, t);
+  return t;
+}
+
+Linear::Linear(int64_t in, int64_t out, bool has_bias, DType dt, double init_std) {
+  weight = register_parameter("weight", randn({out, in}, DType::f32, 0.0, init_std).to(dt));
+  if (has_bias) bias = register_parameter("bias", zeros({out}, dt));
+}
+
+Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+
+Embedding::Embedding(int64_t num, int64_t dim, DType dt, double init_std) {
+  weight = register_parameter("weight", randn({num, dim}, DType::f32, 0.0, init_std).to(dt));
+}
+
+Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+
+RMSNorm::RMSNorm(int64_t dim, double eps_, DType dt) : eps(eps_) {
+  weight = register_parameter("weight", ones({dim}, dt));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
+
+}  // namespace hp::nn

@@ -1,0 +1,78 @@
+// Modules: named parameters and submodules with fully-qualified names ("layers.0.mlp.up_proj.weight").
+//
+// FQNs are what sharding plans, checkpoints, optimizer groups and low-precision configs match
+// against, so every parameter lives at a stable path. Parameters are ordinary leaf tensors with
+// requires_grad; a module that replaces another (e.g. an MX linear) takes the same parameter objects.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hp/core/tensor.h"
+
+namespace hp::nn {
+
+using NamedTensor = std::pair<std::string, Tensor>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Every parameter below this module, depth first in registration order, names joined by '.'.
+  std::vector<NamedTensor> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  // Direct children in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+  // The parameter at an FQN; throws ValueError naming it when absent.
+  Tensor parameter(const std::string& fqn) const;
+  int64_t num_parameters() const;
+  // Replaces child `name` (e.g. a Linear by its MX version); throws if there is no such child.
+  void replace_child(const std::string& name, std::shared_ptr<Module> m);
+
+ protected:
+  // Marks t as a trainable leaf and records it under `name`.
+  Tensor register_parameter(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    children_.emplace_back(name, m);
+    return m;
+  }
+
+ private:
+  void collect(const std::string& prefix, std::vector<NamedTensor>& out) const;
+  std::vector<NamedTensor> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+// y = x · weightᵀ (+ bias); weight [out, in].
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, bool bias, DType dt = DType::f32, double init_std = 0.02);
+  virtual Tensor forward(const Tensor& x) const;
+  Tensor weight, bias;
+};
+
+// ids → rows of weight [num, dim].
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim, DType dt = DType::f32, double init_std = 0.02);
+  Tensor forward(const Tensor& ids) const;
+  Tensor weight;
+};
+
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-6, DType dt = DType::f32);
+  Tensor forward(const Tensor& x) const;
+  Tensor weight;
+  double eps;
+};
+
+}  // namespace hp::nn
