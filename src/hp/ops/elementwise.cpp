@@ -1,5 +1,7 @@
 // Elementwise ops: forward through kernels::elementwise, backward as elementwise functors too.
+#include <array>
 #include <cmath>
+#include <functional>
 
 #include "hp/autograd/node.h"
 #include "hp/kernels/cpu/elementwise.h"
@@ -23,24 +25,31 @@ Tensor ew(EwOp op, const Tensor& a, const Tensor& b, DType dt, std::initializer_
   return kernels::elementwise(op, a, b, dt, p);
 }
 
-// y = op(x); dx = bwd(saved, g) where saved is x (from_output=false) or y (from_output=true).
-Tensor unary(const char* name, EwOp op, EwOp bwd, const Tensor& a, bool from_output,
+// What a unary op's backward needs: nothing, its input or its output.
+enum class Keep { none, input, output };
+using UnaryBwd = std::function<Tensor(const Tensor& saved, const Tensor& g)>;
+
+// y = op(x) with dx = bwd(saved, g).
+Tensor unary(const char* name, EwOp op, const Tensor& a, Keep keep, UnaryBwd bwd,
              std::initializer_list<float> p = {}) {
   check_float(a, name);
   Tensor y = ew(op, a, Tensor(), a.dtype(), p);
   if (autograd::needs_grad({a})) {
-    SavedTensor saved(from_output ? y : a);
-    float p0 = 0, p1 = 0, p2 = 0;
-    auto it = p.begin();
-    if (it != p.end()) p0 = *it++;
-    if (it != p.end()) p1 = *it++;
-    if (it != p.end()) p2 = *it++;
-    autograd::record(name, {a}, {y}, [saved, bwd, p0, p1, p2](const std::vector<Tensor>& g) {
-      Tensor s = saved.unpack();
-      return std::vector<Tensor>{ew(bwd, s, g[0], s.dtype(), {p0, p1, p2})};
+    SavedTensor saved(keep == Keep::input ? a : keep == Keep::output ? y : Tensor());
+    autograd::record(name, {a}, {y}, [saved, bwd](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{bwd(saved.unpack(), g[0])};
     });
   }
   return y;
+}
+
+// Backward through a backward functor of ew_ops.h: dx = bwd_op(saved, g; params).
+UnaryBwd functor_bwd(EwOp bwd_op, std::initializer_list<float> p = {}) {
+  std::array<float, 3> pp{};
+  std::copy(p.begin(), p.end(), pp.begin());
+  return [bwd_op, pp](const Tensor& s, const Tensor& g) {
+    return ew(bwd_op, s, g, s.dtype(), {pp[0], pp[1], pp[2]});
+  };
 }
 
 Tensor binary(const char* name, EwOp op, const Tensor& a, const Tensor& b) {
@@ -120,56 +129,28 @@ Tensor mul(const Tensor& a, double s) {
 }
 
 Tensor neg(const Tensor& a) {
-  check_float(a, "neg");
-  Tensor y = ew(EwOp::neg, a, Tensor(), a.dtype());
-  autograd::record("neg", {a}, {y}, [](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{neg(g[0])};
-  });
-  return y;
+  return unary("neg", EwOp::neg, a, Keep::none, [](const Tensor&, const Tensor& g) { return neg(g); });
 }
 
 Tensor abs(const Tensor& a) {
-  check_float(a, "abs");
-  Tensor y = ew(EwOp::abs, a, Tensor(), a.dtype());
-  SavedTensor sa(autograd::needs_grad({a}) ? a : Tensor());
-  autograd::record("abs", {a}, {y}, [sa](const std::vector<Tensor>& g) {
-    Tensor x = sa.unpack();
-    // sign(x) = relu_bwd(x, 1) - relu_bwd(-x, 1); 0 at 0.
-    Tensor one = full({}, 1.0, x.dtype());
-    Tensor sign = sub(ew(EwOp::relu_bwd, x, one, x.dtype()), ew(EwOp::relu_bwd, neg(x), one, x.dtype()));
-    return std::vector<Tensor>{mul(g[0], sign)};
+  return unary("abs", EwOp::abs, a, Keep::input, [](const Tensor& x, const Tensor& g) {
+    // sign(x) as (x > 0) - (0 > x); 0 at 0.
+    Tensor zero = zeros({}, x.dtype());
+    return mul(g, sub(ew(EwOp::gt_mask, x, zero, x.dtype()), ew(EwOp::gt_mask, zero, x, x.dtype())));
   });
-  return y;
 }
 
 Tensor exp(const Tensor& a) {
-  check_float(a, "exp");
-  Tensor y = ew(EwOp::exp, a, Tensor(), a.dtype());
-  SavedTensor sy(autograd::needs_grad({a}) ? y : Tensor());
-  autograd::record("exp", {a}, {y}, [sy](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{mul(g[0], sy.unpack())};
-  });
-  return y;
+  return unary("exp", EwOp::exp, a, Keep::output, [](const Tensor& y, const Tensor& g) { return mul(g, y); });
 }
 
 Tensor log(const Tensor& a) {
-  check_float(a, "log");
-  Tensor y = ew(EwOp::log, a, Tensor(), a.dtype());
-  SavedTensor sa(autograd::needs_grad({a}) ? a : Tensor());
-  autograd::record("log", {a}, {y}, [sa](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{div(g[0], sa.unpack())};
-  });
-  return y;
+  return unary("log", EwOp::log, a, Keep::input, [](const Tensor& x, const Tensor& g) { return div(g, x); });
 }
 
 Tensor sqrt(const Tensor& a) {
-  check_float(a, "sqrt");
-  Tensor y = ew(EwOp::sqrt, a, Tensor(), a.dtype());
-  SavedTensor sy(autograd::needs_grad({a}) ? y : Tensor());
-  autograd::record("sqrt", {a}, {y}, [sy](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{div(mul(g[0], 0.5), sy.unpack())};
-  });
-  return y;
+  return unary("sqrt", EwOp::sqrt, a, Keep::output,
+               [](const Tensor& y, const Tensor& g) { return div(mul(g, 0.5), y); });
 }
 
 Tensor rsqrt(const Tensor& a) { return pow(a, -0.5); }
@@ -178,25 +159,36 @@ Tensor square(const Tensor& a) { return pow(a, 2.0); }
 Tensor pow(const Tensor& a, double e) {
   const bool is_int = std::nearbyint(e) == e;
   const bool is_odd = is_int && std::fmod(std::fabs(e), 2.0) == 1.0;
-  return unary("pow", EwOp::pow_scalar, EwOp::pow_scalar_bwd, a, false,
-               {static_cast<float>(e), is_int ? 1.0f : 0.0f, is_odd ? 1.0f : 0.0f});
+  const std::initializer_list<float> p = {static_cast<float>(e), is_int ? 1.0f : 0.0f,
+                                          is_odd ? 1.0f : 0.0f};
+  return unary("pow", EwOp::pow_scalar, a, Keep::input, functor_bwd(EwOp::pow_scalar_bwd, p), p);
 }
 
-Tensor tanh(const Tensor& a) { return unary("tanh", EwOp::tanh, EwOp::tanh_bwd, a, true); }
-Tensor sigmoid(const Tensor& a) { return unary("sigmoid", EwOp::sigmoid, EwOp::sigmoid_bwd, a, true); }
-Tensor silu(const Tensor& a) { return unary("silu", EwOp::silu, EwOp::silu_bwd, a, false); }
-Tensor relu(const Tensor& a) { return unary("relu", EwOp::relu, EwOp::relu_bwd, a, false); }
+Tensor tanh(const Tensor& a) {
+  return unary("tanh", EwOp::tanh, a, Keep::output, functor_bwd(EwOp::tanh_bwd));
+}
+Tensor sigmoid(const Tensor& a) {
+  return unary("sigmoid", EwOp::sigmoid, a, Keep::output, functor_bwd(EwOp::sigmoid_bwd));
+}
+Tensor silu(const Tensor& a) {
+  return unary("silu", EwOp::silu, a, Keep::input, functor_bwd(EwOp::silu_bwd));
+}
+Tensor relu(const Tensor& a) {
+  return unary("relu", EwOp::relu, a, Keep::input, functor_bwd(EwOp::relu_bwd));
+}
 
 Tensor gelu(const Tensor& a, const std::string& approximate) {
-  if (approximate == "none") return unary("gelu", EwOp::gelu, EwOp::gelu_bwd, a, false);
-  if (approximate == "tanh") return unary("gelu", EwOp::gelu_tanh, EwOp::gelu_tanh_bwd, a, false);
+  if (approximate == "none")
+    return unary("gelu", EwOp::gelu, a, Keep::input, functor_bwd(EwOp::gelu_bwd));
+  if (approximate == "tanh")
+    return unary("gelu", EwOp::gelu_tanh, a, Keep::input, functor_bwd(EwOp::gelu_tanh_bwd));
   HP_THROW(ValueError, "gelu", "approximate must be 'none' or 'tanh', got '", approximate, "'");
 }
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
   if (lo > hi) HP_THROW(ValueError, "clamp", "lo ", lo, " > hi ", hi);
-  return unary("clamp", EwOp::clamp, EwOp::clamp_bwd, a, false,
-               {static_cast<float>(lo), static_cast<float>(hi)});
+  const std::initializer_list<float> p = {static_cast<float>(lo), static_cast<float>(hi)};
+  return unary("clamp", EwOp::clamp, a, Keep::input, functor_bwd(EwOp::clamp_bwd, p), p);
 }
 
 Tensor cast(const Tensor& a, DType dt) {
