@@ -185,6 +185,10 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(1);
   register_all();
   benchmark::Initialize(&argc, argv);
+  // The peaks the trainer's MFU divides by (hp::kernels::gemm_peak_gflops, 2048^3).
+  for (hp::DType dt : {hp::DType::f32, hp::DType::bf16})
+    benchmark::AddCustomContext(std::string("gemm_peak_gflops_") + std::string(hp::dtype_name(dt)),
+                                std::to_string(hp::kernels::gemm_peak_gflops(dt)));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
