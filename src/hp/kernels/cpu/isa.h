@@ -1,7 +1,9 @@
 // Which SIMD instruction set the kernels run with.
 //
-// The best one the CPU supports, unless HP_ISA=scalar|avx2|avx512 asks for a lower one (tests and
-// benchmarks compare paths that way). Asking for an ISA the CPU lacks is an error.
+// By default AVX2 (with FMA) where the CPU has it, else the portable path. HP_ISA=scalar|avx2|avx512
+// selects one by name (tests and benchmarks compare paths that way); AVX-512 is used only when
+// named, because it has not yet been validated on AVX-512 hardware. Asking for an ISA the CPU
+// lacks is an error.
 #pragma once
 
 namespace hp::kernels {
