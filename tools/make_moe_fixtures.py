@@ -32,7 +32,7 @@ def tiny_configs():
                                        decoder_sparse_step=1, mlp_only_layers=[])
     mixtral = transformers.MixtralConfig(**common, num_local_experts=4, num_experts_per_tok=2,
                                          router_jitter_noise=0.0)
-    # v_head_dim != qk head dim on purpose (exercises the padded-v attention path).
+    # v_head_dim != qk head dim on purpose: 6 < 12 pads v, 16 > 12 pads q and k.
     ds = dict(common, num_key_value_heads=4)
     deepseek = transformers.DeepseekV3Config(
         **ds, moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
@@ -42,7 +42,7 @@ def tiny_configs():
     deepseek_noq = transformers.DeepseekV3Config(
         **ds, moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
         n_group=2, topk_group=1, first_k_dense_replace=1, q_lora_rank=None, kv_lora_rank=16,
-        qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=12, rope_interleave=True)
+        qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=16, rope_interleave=True)
     return {
         "qwen3_moe": (transformers.Qwen3MoeForCausalLM, qwen),
         "mixtral": (transformers.MixtralForCausalLM, mixtral),
