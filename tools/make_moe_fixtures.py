@@ -116,9 +116,9 @@ def moe_fixture(name, model, cfg):
         t[f"grad.{prefix}.shared_experts.up_proj.weight"] = block.shared_experts.up_proj.weight.grad.clone()
     if not name.startswith("deepseek"):
         fn = transformers.models.qwen3_moe.modeling_qwen3_moe.load_balancing_loss_func
-        t["aux_loss"] = fn((logits, logits), cfg.num_experts_per_tok and
-                           (cfg.num_experts if hasattr(cfg, "num_experts") else cfg.num_local_experts),
-                           cfg.num_experts_per_tok).detach().reshape(1)
+        experts = cfg.num_experts if hasattr(cfg, "num_experts") else cfg.num_local_experts
+        # Two "layers" of the same logits: exercises the accumulation over layers.
+        t["aux_loss"] = fn((logits, logits), experts, cfg.num_experts_per_tok).detach().reshape(1)
     return t
 
 
@@ -135,11 +135,11 @@ def mla_fixture(model, cfg):
     t = {f"self_attn.{n}": p.detach().clone() for n, p in attn.named_parameters()}
     t.update({"input": x.detach(), "output": out.detach(), "grad_output": gout,
               "grad.input": x.grad.clone()})
+    params = dict(attn.named_parameters())
     for n in ("q_a_proj.weight", "q_proj.weight", "kv_b_proj.weight", "kv_a_proj_with_mqa.weight",
-              "o_proj.weight"):
-        p = attn.get_parameter(n) if hasattr(attn, n.split(".")[0]) and getattr(attn, n.split(".")[0]) is not None else None
-        if p is not None:
-            t[f"grad.self_attn.{n}"] = p.grad.clone()
+              "kv_a_layernorm.weight", "o_proj.weight"):
+        if n in params:
+            t[f"grad.self_attn.{n}"] = params[n].grad.clone()
     return t
 
 

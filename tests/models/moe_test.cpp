@@ -182,6 +182,44 @@ TEST(MoE, BitwiseIdenticalAcrossThreadCounts) {
   for (size_t q = 0; q < one.size(); ++q) EXPECT_TRUE(one[q] == two[q]) << "tensor " << q;
 }
 
+// bf16 parameters and activations run through the f32 kernels and match an f32 block with the same
+// (bf16-rounded) weights to bf16 precision; gradients reach the bf16 parameters in bf16.
+TEST(MoE, Bf16BlockMatchesF32) {
+  manual_seed(5);
+  MoEOptions o = MoEOptions::qwen3_moe(16, 8, 4, 2, true);
+  MoEBlock ref(o);
+  o.dtype = DType::bf16;
+  MoEBlock low(o);
+  auto rp = ref.named_parameters(), lp = low.named_parameters();
+  for (size_t q = 0; q < rp.size(); ++q) {
+    lp[q].second.copy_from(rp[q].second);
+    rp[q].second.copy_from(lp[q].second);
+  }
+  Tensor x = randn({5, 16}).to(DType::bf16);
+  Tensor y_low = low.forward(x);
+  EXPECT_EQ(y_low.dtype(), DType::bf16);
+  EXPECT_LE(rel_diff(y_low, ref.forward(x.to(DType::f32))), 2e-2);
+  sum(cast(y_low, DType::f32)).backward();
+  const Tensor g = low.parameter("experts.0.gate_proj.weight").grad();
+  if (g.defined()) EXPECT_EQ(g.dtype(), DType::bf16);
+}
+
+// Frozen experts get no gradient; the others still do.
+TEST(MoE, FrozenExpertsGetNoGradient) {
+  manual_seed(6);
+  std::vector<Tensor> g, u, d;
+  for (int q = 0; q < 3; ++q) {
+    g.push_back(randn({4, 6}).requires_grad_(q != 1));
+    u.push_back(randn({4, 6}).requires_grad_(q != 1));
+    d.push_back(randn({6, 4}).requires_grad_(q != 1));
+  }
+  Tensor x = randn({4, 6});
+  Tensor idx = from_vector({0, 1, 1, 2, 2, 0, 1, 0}, {4, 2}, DType::i64);
+  sum(grouped_experts(x, ones({4, 2}), idx, g, u, d)).backward();
+  EXPECT_FALSE(g[1].grad().defined());
+  EXPECT_TRUE(g[0].grad().defined() && d[2].grad().defined());
+}
+
 TEST(MoE, FqnsFollowCheckpointNames) {
   MoEBlock mix(MoEOptions::mixtral(8, 16, 2, 1));
   std::vector<std::string> names;

@@ -137,7 +137,10 @@ RouterOutput TopKRouter::route(const Tensor& x) const {
     HP_THROW(ValueError, "moe", "router expects x [tokens, ", opt_.hidden_size, "], got ",
              x.desc());
   RouterOutput r;
-  r.logits = linear(x, weight);  // [N, E]
+  // DeepSeek's router runs in f32 whatever the model dtype (as HF's DeepseekV3TopkRouter).
+  r.logits = opt_.router == RouterKind::sigmoid_group_topk
+                 ? linear(cast(x, DType::f32), cast(weight, DType::f32))
+                 : linear(x, weight);  // [N, E]
   const Tensor logits32 = cast(r.logits, DType::f32);
   if (opt_.router == RouterKind::softmax_topk) {
     auto [vals, idx] = topk(softmax(logits32, -1), opt_.top_k, -1);
@@ -183,13 +186,18 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
              x.desc());
   const Tensor x2 = reshape(x, {-1, opt_.hidden_size});  // [N, hidden]
   RouterOutput r = gate->route(x2);
+  // The grouped kernels are f32; other dtypes go through differentiable casts (a weight copy per
+  // call, until bf16 grouped kernels exist) and the result is cast back to x's dtype.
+  const bool f32 = x.dtype() == DType::f32 && opt_.dtype == DType::f32;
+  auto as_f32 = [&](const Tensor& t) { return f32 ? t : cast(t, DType::f32); };
   std::vector<Tensor> g, u, d;
   for (const auto& e : experts) {
-    g.push_back(e->gate_proj->weight);
-    u.push_back(e->up_proj->weight);
-    d.push_back(e->down_proj->weight);
+    g.push_back(as_f32(e->gate_proj->weight));
+    u.push_back(as_f32(e->up_proj->weight));
+    d.push_back(as_f32(e->down_proj->weight));
   }
-  Tensor out = grouped_experts(x2, r.weights, r.indices, g, u, d);
+  Tensor out = grouped_experts(as_f32(x2), r.weights, r.indices, g, u, d);
+  if (!f32) out = cast(out, x.dtype());
   if (shared_experts) out = out + shared_experts->forward(x2);
   return {reshape(out, x.shape()), r.logits};
 }
@@ -372,17 +380,28 @@ struct GroupedExpertsFn {
     // Weight gradients: one [out, in] matrix per expert, zero for unused experts.
     auto wgrad = [&](int64_t first, int64_t rows, int64_t cols, const float* lhs,
                      const float* rhs) {
+      // Frozen experts (no grad wanted) write into a scratch matrix.
       std::vector<float*> outs(e);
+      Tensor scratch;
       for (int64_t x = 0; x < e; ++x) {
+        if (!ctx.needs_input_grad[first + x]) {
+          if (!scratch.defined()) scratch = empty({rows, cols});
+          outs[x] = scratch.data<float>();
+          continue;
+        }
         grads[first + x] = empty({rows, cols});
         outs[x] = grads[first + x].data<float>();
       }
       kernels::grouped_gemm_wgrad_f32(e, ends, rows, cols, lhs, rows, rhs, cols, 0.0f, outs.data(),
                                       cols);
     };
-    if (ctx.needs_input_grad[3]) wgrad(3, i, h, dgd, xp.data<float>());
-    if (ctx.needs_input_grad[3 + e]) wgrad(3 + e, i, h, dud, xp.data<float>());
-    if (ctx.needs_input_grad[3 + 2 * e]) wgrad(3 + 2 * e, h, i, dyd, ad);
+    auto any_needed = [&](int64_t first) {
+      return std::any_of(ctx.needs_input_grad.begin() + first,
+                         ctx.needs_input_grad.begin() + first + e, [](bool b) { return b; });
+    };
+    if (any_needed(3)) wgrad(3, i, h, dgd, xp.data<float>());
+    if (any_needed(3 + e)) wgrad(3 + e, i, h, dud, xp.data<float>());
+    if (any_needed(3 + 2 * e)) wgrad(3 + 2 * e, h, i, dyd, ad);
     if (ctx.needs_input_grad[0]) {
       Tensor dxp = empty({a, h}), dx = empty({p.tokens, h});
       float* dxpd = dxp.data<float>();
