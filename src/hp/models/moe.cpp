@@ -1,0 +1,460 @@
+// MoE blocks: routers (differentiable ops plus a no-grad selection loop) and the grouped-expert
+// autograd Function (permute by expert → grouped GEMMs → weighted combine, and its backward).
+#include "hp/models/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "hp/autograd/function.h"
+#include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/grouped_gemm.h"
+#include "hp/ops/ops.h"
+
+namespace hp::models {
+
+MoEOptions MoEOptions::qwen3_moe(int64_t hidden, int64_t moe_intermediate, int64_t experts,
+                                 int64_t top_k, bool norm_topk_prob) {
+  MoEOptions o;
+  o.hidden_size = hidden;
+  o.moe_intermediate_size = moe_intermediate;
+  o.num_experts = experts;
+  o.top_k = top_k;
+  o.norm_topk_prob = norm_topk_prob;
+  return o;
+}
+
+MoEOptions MoEOptions::mixtral(int64_t hidden, int64_t intermediate, int64_t experts,
+                               int64_t top_k) {
+  MoEOptions o = qwen3_moe(hidden, intermediate, experts, top_k, true);
+  o.expert_names = {"w1", "w3", "w2"};
+  return o;
+}
+
+MoEOptions MoEOptions::deepseek_v3(int64_t hidden, int64_t moe_intermediate, int64_t experts,
+                                   int64_t top_k, int64_t n_group, int64_t topk_group,
+                                   bool norm_topk_prob, double routed_scaling_factor,
+                                   int64_t n_shared_experts) {
+  MoEOptions o = qwen3_moe(hidden, moe_intermediate, experts, top_k, norm_topk_prob);
+  o.router = RouterKind::sigmoid_group_topk;
+  o.n_group = n_group;
+  o.topk_group = topk_group;
+  o.routed_scaling_factor = routed_scaling_factor;
+  o.n_shared_experts = n_shared_experts;
+  return o;
+}
+
+namespace {
+
+void validate(const MoEOptions& o) {
+  if (o.hidden_size <= 0 || o.moe_intermediate_size <= 0 || o.num_experts <= 0)
+    HP_THROW(ValueError, "moe",
+             "hidden_size, moe_intermediate_size and num_experts must be > 0, got ", o.hidden_size,
+             ", ", o.moe_intermediate_size, ", ", o.num_experts);
+  if (o.top_k <= 0 || o.top_k > o.num_experts)
+    HP_THROW(ValueError, "moe", "num_experts_per_tok must be in [1, num_experts = ", o.num_experts,
+             "], got ", o.top_k);
+  if (o.router == RouterKind::sigmoid_group_topk) {
+    if (o.n_group <= 0 || o.num_experts % o.n_group != 0 || o.num_experts / o.n_group < 2)
+      HP_THROW(ValueError, "moe", "n_group = ", o.n_group,
+               " must divide num_experts = ", o.num_experts, " into groups of at least 2 experts");
+    if (o.topk_group <= 0 || o.topk_group > o.n_group ||
+        o.topk_group * (o.num_experts / o.n_group) < o.top_k)
+      HP_THROW(ValueError, "moe", "topk_group = ", o.topk_group, " (of n_group = ", o.n_group,
+               ") leaves fewer than num_experts_per_tok = ", o.top_k, " experts");
+  }
+}
+
+// Indices of the k largest values (ties: lower index first), in descending order.
+void top_k_of(const float* v, int64_t n, int64_t k, std::vector<int64_t>& idx) {
+  idx.resize(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [v](int64_t a, int64_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+  idx.resize(k);
+}
+
+// DeepSeek-V3 selection on scores + bias: keep the topk_group groups whose top-2 sum is largest,
+// then the top_k experts among them. scores [N, E] f32 contiguous; returns i64 [N, k].
+Tensor group_limited_topk(const Tensor& scores, const Tensor& bias, const MoEOptions& o) {
+  const int64_t n = scores.size(0), e = o.num_experts, per = e / o.n_group, k = o.top_k;
+  Tensor s = scores.contiguous(), b = bias.to(DType::f32);
+  Tensor out = empty({n, k}, DType::i64);
+  const float* sp = s.data<float>();
+  const float* bp = b.data<float>();
+  int64_t* op = out.data<int64_t>();
+  parallel_for(0, n, 16, [&](int64_t lo, int64_t hi) {
+    std::vector<float> choice(e), group_score(o.n_group);
+    std::vector<int64_t> idx;
+    for (int64_t t = lo; t < hi; ++t) {
+      for (int64_t j = 0; j < e; ++j) choice[j] = sp[t * e + j] + bp[j];
+      for (int64_t g = 0; g < o.n_group; ++g) {
+        top_k_of(choice.data() + g * per, per, 2, idx);
+        group_score[g] = choice[g * per + idx[0]] + choice[g * per + idx[1]];
+      }
+      top_k_of(group_score.data(), o.n_group, o.topk_group, idx);
+      std::vector<bool> keep(o.n_group, false);
+      for (int64_t g : idx) keep[g] = true;
+      for (int64_t j = 0; j < e; ++j)
+        if (!keep[j / per]) choice[j] = -std::numeric_limits<float>::infinity();
+      top_k_of(choice.data(), e, k, idx);
+      std::copy(idx.begin(), idx.end(), op + t * k);
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+SwiGLUMLP::SwiGLUMLP(int64_t hidden, int64_t intermediate, const ExpertNames& names, DType dt,
+                     double init_std) {
+  gate_proj = register_module(
+      names.gate, std::make_shared<nn::Linear>(hidden, intermediate, false, dt, init_std));
+  up_proj = register_module(
+      names.up, std::make_shared<nn::Linear>(hidden, intermediate, false, dt, init_std));
+  down_proj = register_module(
+      names.down, std::make_shared<nn::Linear>(intermediate, hidden, false, dt, init_std));
+}
+
+Tensor SwiGLUMLP::forward(const Tensor& x) const {
+  return down_proj->forward(silu(gate_proj->forward(x)) * up_proj->forward(x));
+}
+
+TopKRouter::TopKRouter(const MoEOptions& opt) : opt_(opt) {
+  validate(opt);
+  weight = register_parameter(
+      "weight",
+      randn({opt.num_experts, opt.hidden_size}, DType::f32, 0.0, opt.init_std).to(opt.dtype));
+  if (opt.router == RouterKind::sigmoid_group_topk) {
+    e_score_correction_bias =
+        register_parameter("e_score_correction_bias", zeros({opt.num_experts}, DType::f32));
+  }
+}
+
+RouterOutput TopKRouter::route(const Tensor& x) const {
+  if (x.dim() != 2 || x.size(1) != opt_.hidden_size)
+    HP_THROW(ValueError, "moe", "router expects x [tokens, ", opt_.hidden_size, "], got ",
+             x.desc());
+  RouterOutput r;
+  // DeepSeek's router runs in f32 whatever the model dtype (as HF's DeepseekV3TopkRouter).
+  r.logits = opt_.router == RouterKind::sigmoid_group_topk
+                 ? linear(cast(x, DType::f32), cast(weight, DType::f32))
+                 : linear(x, weight);  // [N, E]
+  const Tensor logits32 = cast(r.logits, DType::f32);
+  if (opt_.router == RouterKind::softmax_topk) {
+    auto [vals, idx] = topk(softmax(logits32, -1), opt_.top_k, -1);
+    if (opt_.norm_topk_prob) vals = vals / sum(vals, {-1}, true);
+    r.weights = vals;
+    r.indices = idx;
+  } else {
+    const Tensor scores = sigmoid(logits32);  // [N, E]
+    r.indices = group_limited_topk(scores.detach(), e_score_correction_bias.detach(), opt_);
+    Tensor w = gather(scores, 1, r.indices);
+    if (opt_.norm_topk_prob) w = w / (sum(w, {-1}, true) + 1e-20);
+    r.weights = w * opt_.routed_scaling_factor;
+  }
+  return r;
+}
+
+namespace {
+class ExpertList : public nn::Module {
+ public:
+  void add(int64_t i, std::shared_ptr<SwiGLUMLP> m) { register_module(std::to_string(i), m); }
+};
+}  // namespace
+
+MoEBlock::MoEBlock(const MoEOptions& opt) : opt_(opt) {
+  validate(opt);
+  gate = register_module("gate", std::make_shared<TopKRouter>(opt));
+  auto list = register_module("experts", std::make_shared<ExpertList>());
+  for (int64_t e = 0; e < opt.num_experts; ++e) {
+    experts.push_back(std::make_shared<SwiGLUMLP>(opt.hidden_size, opt.moe_intermediate_size,
+                                                  opt.expert_names, opt.dtype, opt.init_std));
+    list->add(e, experts.back());
+  }
+  if (opt.n_shared_experts > 0)
+    shared_experts = register_module(
+        "shared_experts", std::make_shared<SwiGLUMLP>(
+                              opt.hidden_size, opt.moe_intermediate_size * opt.n_shared_experts,
+                              ExpertNames{}, opt.dtype, opt.init_std));
+}
+
+MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
+  if (x.dim() < 1 || x.size(-1) != opt_.hidden_size)
+    HP_THROW(ValueError, "moe", "expects x [..., hidden_size = ", opt_.hidden_size, "], got ",
+             x.desc());
+  const Tensor x2 = reshape(x, {-1, opt_.hidden_size});  // [N, hidden]
+  RouterOutput r = gate->route(x2);
+  // The grouped kernels are f32; other dtypes go through differentiable casts (a weight copy per
+  // call, until bf16 grouped kernels exist) and the result is cast back to x's dtype.
+  const bool f32 = x.dtype() == DType::f32 && opt_.dtype == DType::f32;
+  auto as_f32 = [&](const Tensor& t) { return f32 ? t : cast(t, DType::f32); };
+  std::vector<Tensor> g, u, d;
+  for (const auto& e : experts) {
+    g.push_back(as_f32(e->gate_proj->weight));
+    u.push_back(as_f32(e->up_proj->weight));
+    d.push_back(as_f32(e->down_proj->weight));
+  }
+  Tensor out = grouped_experts(as_f32(x2), r.weights, r.indices, g, u, d);
+  if (!f32) out = cast(out, x.dtype());
+  if (shared_experts) out = out + shared_experts->forward(x2);
+  return {reshape(out, x.shape()), r.logits};
+}
+
+Tensor load_balancing_loss(const std::vector<Tensor>& router_logits, int64_t num_experts,
+                           int64_t top_k) {
+  if (router_logits.empty())
+    HP_THROW(ValueError, "moe", "load_balancing_loss needs at least one layer's router logits");
+  std::vector<double> counts(num_experts, 0.0);
+  Tensor prob_sum;  // [E]
+  int64_t rows = 0;
+  for (const Tensor& l : router_logits) {
+    if (l.dim() != 2 || l.size(1) != num_experts)
+      HP_THROW(ValueError, "moe", "router logits must be [tokens, num_experts = ", num_experts,
+               "], got ", l.desc());
+    const Tensor p = softmax(cast(l, DType::f32), -1);
+    for (double id : topk(p.detach(), top_k, -1).second.to_vector())
+      counts[static_cast<int64_t>(id)] += 1.0;
+    const Tensor s = sum(p, {0});
+    prob_sum = prob_sum.defined() ? prob_sum + s : s;
+    rows += l.size(0);
+  }
+  const double r = static_cast<double>(rows);
+  return sum(from_vector(counts, {num_experts}) * prob_sum) *
+         (static_cast<double>(num_experts) / (r * r));
+}
+
+namespace {
+
+// The routing plan shared by forward and backward: assignments (token n, slot j) sorted by expert
+// (stable, so rows of one expert keep token order), A = N·k rows.
+struct Plan {
+  int64_t tokens = 0, hidden = 0, inter = 0, experts = 0, k = 0;
+  std::vector<int32_t> sorted_slot;  // [A] row a → assignment n·k + j
+  std::vector<int32_t> row_of;       // [A] assignment n·k + j → row a
+  std::vector<int32_t> group_end;    // [E] end offsets of each expert's rows
+};
+
+Plan make_plan(const Tensor& indices, int64_t experts, int64_t hidden, int64_t inter) {
+  Plan p;
+  p.tokens = indices.size(0);
+  p.k = indices.size(1);
+  p.hidden = hidden;
+  p.inter = inter;
+  p.experts = experts;
+  const int64_t a = p.tokens * p.k;
+  const std::vector<double> ids = indices.to_vector();
+  p.group_end.assign(experts, 0);
+  for (int64_t i = 0; i < a; ++i) {
+    const auto e = static_cast<int64_t>(ids[i]);
+    if (e < 0 || e >= experts)
+      HP_THROW(IndexError, "moe", "expert index ", e, " out of range [0, ", experts, ")");
+    ++p.group_end[e];
+  }
+  std::vector<int32_t> next(experts, 0);
+  for (int64_t e = 1; e < experts; ++e) next[e] = next[e - 1] + p.group_end[e - 1];
+  for (int64_t e = 1; e < experts; ++e) p.group_end[e] += p.group_end[e - 1];
+  p.sorted_slot.resize(a);
+  p.row_of.resize(a);
+  for (int64_t i = 0; i < a; ++i) {
+    const int32_t row = next[static_cast<int64_t>(ids[i])]++;
+    p.sorted_slot[row] = static_cast<int32_t>(i);
+    p.row_of[i] = row;
+  }
+  return p;
+}
+
+std::vector<const float*> ptrs(const std::vector<Tensor>& ts) {
+  std::vector<const float*> out;
+  for (const Tensor& t : ts) out.push_back(t.data<float>());
+  return out;
+}
+
+float silu_f(float g) {
+  return g / (1.0f + std::exp(-g));
+}
+
+// Inputs: x [N, H], w [N, k], indices [N, k] i64, then E gate [I, H], E up [I, H], E down [H, I]
+// weights.
+struct GroupedExpertsFn {
+  static constexpr const char* kName = "GroupedExperts";
+
+  static std::vector<Tensor> forward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& in) {
+    const int64_t e = (static_cast<int64_t>(in.size()) - 3) / 3;
+    ctx.state = make_plan(in[2], e, in[0].size(1), in[3].size(0));
+    const auto& p = std::any_cast<const Plan&>(ctx.state);
+    const int64_t a = p.tokens * p.k, h = p.hidden, i = p.inter;
+    const std::vector<Tensor> gw(in.begin() + 3, in.begin() + 3 + e),
+        uw(in.begin() + 3 + e, in.begin() + 3 + 2 * e), dw(in.begin() + 3 + 2 * e, in.end());
+    const Tensor x = in[0].contiguous(), w = in[1].contiguous();
+    Tensor xp = empty({a, h}), g = empty({a, i}), u = empty({a, i}), act = empty({a, i}),
+           y = empty({a, h}), out = empty({p.tokens, h});
+    const float* xd = x.data<float>();
+    float* xpd = xp.data<float>();
+    parallel_for(0, a, 64, [&](int64_t lo, int64_t hi) {  // permute rows into expert order
+      for (int64_t r = lo; r < hi; ++r)
+        std::copy_n(xd + (p.sorted_slot[r] / p.k) * h, h, xpd + r * h);
+    });
+    kernels::grouped_gemm_f32(true, e, p.group_end.data(), i, h, xpd, h, ptrs(gw).data(), h, 0.0f,
+                              g.data<float>(), i);
+    kernels::grouped_gemm_f32(true, e, p.group_end.data(), i, h, xpd, h, ptrs(uw).data(), h, 0.0f,
+                              u.data<float>(), i);
+    const float *gd = g.data<float>(), *ud = u.data<float>();
+    float* ad = act.data<float>();
+    parallel_for(0, a * i, 4096, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) ad[j] = silu_f(gd[j]) * ud[j];
+    });
+    kernels::grouped_gemm_f32(true, e, p.group_end.data(), h, i, ad, i, ptrs(dw).data(), i, 0.0f,
+                              y.data<float>(), h);
+    // Combine per token in slot order (a gather, not a scatter): fixed order, no write races.
+    const float *yd = y.data<float>(), *wd = w.data<float>();
+    float* od = out.data<float>();
+    parallel_for(0, p.tokens, 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t n = lo; n < hi; ++n) {
+        float* o = od + n * h;
+        std::fill(o, o + h, 0.0f);
+        for (int64_t j = 0; j < p.k; ++j) {
+          const float c = wd[n * p.k + j];
+          const float* yr = yd + p.row_of[n * p.k + j] * h;
+          for (int64_t d = 0; d < h; ++d) o[d] += c * yr[d];
+        }
+      }
+    });
+    std::vector<Tensor> saved{xp, g, u, y, w};
+    saved.insert(saved.end(), in.begin() + 3, in.end());
+    ctx.save_for_backward(saved);
+    return {out};
+  }
+
+  static std::vector<Tensor> backward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& go) {
+    const auto& p = std::any_cast<const Plan&>(ctx.state);
+    const int64_t a = p.tokens * p.k, h = p.hidden, i = p.inter, e = p.experts, k = p.k;
+    const std::vector<Tensor> s = ctx.saved_tensors();
+    const Tensor &xp = s[0], &g = s[1], &u = s[2], &y = s[3], &w = s[4];
+    const std::vector<Tensor> gw(s.begin() + 5, s.begin() + 5 + e),
+        uw(s.begin() + 5 + e, s.begin() + 5 + 2 * e), dwn(s.begin() + 5 + 2 * e, s.end());
+    const Tensor dout = go[0].to(DType::f32);  // [N, H] contiguous copy
+    const float *dod = dout.data<float>(), *yd = y.data<float>(), *wd = w.data<float>();
+    const float *gd = g.data<float>(), *ud = u.data<float>();
+    std::vector<Tensor> grads(ctx.needs_input_grad.size());
+    if (ctx.needs_input_grad[1]) {  // d weights[n, j] = <dout[n], y[row(n, j)]>
+      Tensor dw = empty({p.tokens, k});
+      float* d = dw.data<float>();
+      parallel_for(0, p.tokens * k, 64, [&](int64_t lo, int64_t hi) {
+        for (int64_t q = lo; q < hi; ++q) {
+          const float *yr = yd + p.row_of[q] * h, *o = dod + (q / k) * h;
+          float acc = 0.0f;
+          for (int64_t c = 0; c < h; ++c) acc += o[c] * yr[c];
+          d[q] = acc;
+        }
+      });
+      grads[1] = dw;
+    }
+    Tensor dy = empty({a, h}), act = empty({a, i}), dact = empty({a, i}), dg = empty({a, i}),
+           du = empty({a, i});
+    float *dyd = dy.data<float>(), *ad = act.data<float>();
+    parallel_for(0, a, 64, [&](int64_t lo, int64_t hi) {  // dy[row] = w[slot] · dout[token]
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t q = p.sorted_slot[r];
+        const float c = wd[q];
+        const float* o = dod + (q / k) * h;
+        for (int64_t d = 0; d < h; ++d) dyd[r * h + d] = c * o[d];
+      }
+    });
+    parallel_for(0, a * i, 4096, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) ad[j] = silu_f(gd[j]) * ud[j];
+    });
+    const int32_t* ends = p.group_end.data();
+    kernels::grouped_gemm_f32(false, e, ends, i, h, dyd, h, ptrs(dwn).data(), i, 0.0f,
+                              dact.data<float>(), i);
+    const float* dad = dact.data<float>();
+    float *dgd = dg.data<float>(), *dud = du.data<float>();
+    parallel_for(0, a * i, 4096, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) {
+        const float sg = 1.0f / (1.0f + std::exp(-gd[j]));
+        dud[j] = dad[j] * gd[j] * sg;
+        dgd[j] = dad[j] * ud[j] * sg * (1.0f + gd[j] * (1.0f - sg));
+      }
+    });
+    // Weight gradients: one [out, in] matrix per expert, zero for unused experts.
+    auto wgrad = [&](int64_t first, int64_t rows, int64_t cols, const float* lhs,
+                     const float* rhs) {
+      // Frozen experts (no grad wanted) write into a scratch matrix.
+      std::vector<float*> outs(e);
+      Tensor scratch;
+      for (int64_t x = 0; x < e; ++x) {
+        if (!ctx.needs_input_grad[first + x]) {
+          if (!scratch.defined()) scratch = empty({rows, cols});
+          outs[x] = scratch.data<float>();
+          continue;
+        }
+        grads[first + x] = empty({rows, cols});
+        outs[x] = grads[first + x].data<float>();
+      }
+      kernels::grouped_gemm_wgrad_f32(e, ends, rows, cols, lhs, rows, rhs, cols, 0.0f, outs.data(),
+                                      cols);
+    };
+    auto any_needed = [&](int64_t first) {
+      return std::any_of(ctx.needs_input_grad.begin() + first,
+                         ctx.needs_input_grad.begin() + first + e, [](bool b) { return b; });
+    };
+    if (any_needed(3)) wgrad(3, i, h, dgd, xp.data<float>());
+    if (any_needed(3 + e)) wgrad(3 + e, i, h, dud, xp.data<float>());
+    if (any_needed(3 + 2 * e)) wgrad(3 + 2 * e, h, i, dyd, ad);
+    if (ctx.needs_input_grad[0]) {
+      Tensor dxp = empty({a, h}), dx = empty({p.tokens, h});
+      float* dxpd = dxp.data<float>();
+      kernels::grouped_gemm_f32(false, e, ends, h, i, dgd, i, ptrs(gw).data(), h, 0.0f, dxpd, h);
+      kernels::grouped_gemm_f32(false, e, ends, h, i, dud, i, ptrs(uw).data(), h, 1.0f, dxpd, h);
+      float* dxd = dx.data<float>();
+      parallel_for(0, p.tokens, 16, [&](int64_t lo, int64_t hi) {  // un-permute: sum the k rows
+        for (int64_t n = lo; n < hi; ++n) {
+          float* o = dxd + n * h;
+          std::fill(o, o + h, 0.0f);
+          for (int64_t j = 0; j < k; ++j) {
+            const float* r = dxpd + p.row_of[n * k + j] * h;
+            for (int64_t d = 0; d < h; ++d) o[d] += r[d];
+          }
+        }
+      });
+      grads[0] = dx;
+    }
+    return grads;
+  }
+};
+
+}  // namespace
+
+Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,
+                       const std::vector<Tensor>& gate_w, const std::vector<Tensor>& up_w,
+                       const std::vector<Tensor>& down_w) {
+  const auto e = static_cast<int64_t>(gate_w.size());
+  if (e == 0 || up_w.size() != gate_w.size() || down_w.size() != gate_w.size())
+    HP_THROW(ValueError, "moe", "need one gate/up/down weight per expert, got ", gate_w.size(), "/",
+             up_w.size(), "/", down_w.size());
+  if (x.dim() != 2 || x.dtype() != DType::f32 || weights.dtype() != DType::f32)
+    HP_THROW(ValueError, "moe",
+             "grouped experts need x [tokens, hidden] f32 and f32 weights, got x ", x.desc(),
+             ", weights ", weights.desc());
+  if (indices.dim() != 2 || weights.shape() != indices.shape() || indices.size(0) != x.size(0))
+    HP_THROW(ValueError, "moe", "weights ", weights.desc(), " and indices ", indices.desc(),
+             " must both be [tokens = ", x.size(0), ", k]");
+  const int64_t h = x.size(1), i = gate_w[0].size(0);
+  for (int64_t q = 0; q < e; ++q) {
+    const Shape in_shape{i, h}, out_shape{h, i};
+    for (const Tensor* t : {&gate_w[q], &up_w[q], &down_w[q]}) {
+      const Shape& want = t == &down_w[q] ? out_shape : in_shape;
+      if (t->shape() != want || t->dtype() != DType::f32 || !t->is_contiguous())
+        HP_THROW(ValueError, "moe", "expert ", q, " weight ", t->desc(), " must be contiguous f32 ",
+                 shape_str(want));
+    }
+  }
+  std::vector<Tensor> in{x, weights, indices};
+  in.insert(in.end(), gate_w.begin(), gate_w.end());
+  in.insert(in.end(), up_w.begin(), up_w.end());
+  in.insert(in.end(), down_w.begin(), down_w.end());
+  return autograd::apply_function<GroupedExpertsFn>(in)[0];
+}
+
+}  // namespace hp::models

@@ -1,0 +1,125 @@
+// Mixture-of-experts feed-forward blocks of Hugging Face architectures: Qwen3-MoE
+// (Qwen3MoeSparseMoeBlock), Mixtral (MixtralSparseMoeBlock) and DeepSeek-V3 (DeepseekV3MoE).
+//
+// Parameter FQNs are those of transformers checkpoints (what `save_pretrained` writes): per-expert
+// 2-D weights `experts.<e>.<gate|up|down>.weight` (Mixtral: w1 = gate, w3 = up, w2 = down), the
+// router `gate.weight` [E, hidden], DeepSeek's `gate.e_score_correction_bias` [E] and
+// `shared_experts.{gate,up,down}_proj.weight`. (transformers >= 5 fuses experts into 3-D
+// `experts.gate_up_proj` / `experts.down_proj` in memory but converts back to these names on save.)
+// The decoder layer registers the block as "mlp" (Mixtral checkpoints: "block_sparse_moe").
+//
+// Experts run as a grouped GEMM over the token-expert assignments sorted by expert (forward and
+// backward in one autograd Function), never as per-expert matmuls over the whole batch.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hp/core/tensor.h"
+#include "hp/nn/module.h"
+
+namespace hp::models {
+
+enum class RouterKind {
+  // softmax over all experts, top-k, optionally renormalized (Qwen3-MoE, Mixtral).
+  softmax_topk,
+  // sigmoid scores; selection by score + e_score_correction_bias, limited to the topk_group best
+  // groups (group score = sum of its top-2); weights from the un-biased scores (DeepSeek-V3).
+  sigmoid_group_topk,
+};
+
+// Checkpoint names of an expert's three projections.
+struct ExpertNames {
+  std::string gate = "gate_proj", up = "up_proj", down = "down_proj";
+};
+
+struct MoEOptions {
+  int64_t hidden_size = 0;
+  int64_t moe_intermediate_size = 0;  // per routed expert
+  int64_t num_experts = 0;
+  int64_t top_k = 0;  // num_experts_per_tok
+  RouterKind router = RouterKind::softmax_topk;
+  bool norm_topk_prob = false;         // renormalize the k selected weights to sum 1
+  int64_t n_group = 1;                 // sigmoid_group_topk only
+  int64_t topk_group = 1;              // sigmoid_group_topk only
+  double routed_scaling_factor = 1.0;  // multiplies the routed weights (DeepSeek)
+  int64_t n_shared_experts = 0;        // > 0: shared SwiGLU of moe_intermediate_size · n
+  ExpertNames expert_names;
+  DType dtype = DType::f32;
+  double init_std = 0.02;
+
+  static MoEOptions qwen3_moe(int64_t hidden, int64_t moe_intermediate, int64_t experts,
+                              int64_t top_k, bool norm_topk_prob);
+  // Mixtral always renormalizes (softmax over the top-k logits) and names experts w1/w3/w2.
+  static MoEOptions mixtral(int64_t hidden, int64_t intermediate, int64_t experts, int64_t top_k);
+  static MoEOptions deepseek_v3(int64_t hidden, int64_t moe_intermediate, int64_t experts,
+                                int64_t top_k, int64_t n_group, int64_t topk_group,
+                                bool norm_topk_prob, double routed_scaling_factor,
+                                int64_t n_shared_experts);
+};
+
+// down(silu(gate(x)) · up(x)), bias-free; child names configurable (Mixtral's w1/w3/w2).
+class SwiGLUMLP : public nn::Module {
+ public:
+  SwiGLUMLP(int64_t hidden, int64_t intermediate, const ExpertNames& names = {},
+            DType dt = DType::f32, double init_std = 0.02);
+  Tensor forward(const Tensor& x) const;  // [..., hidden] → [..., hidden]
+  std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
+};
+
+struct RouterOutput {
+  Tensor logits;   // [N, E] (x's dtype), for the load-balancing loss
+  Tensor weights;  // [N, k] f32, differentiable w.r.t. the router weight and x
+  Tensor indices;  // [N, k] i64 expert ids
+};
+
+// The router ("gate"): weight [E, hidden] and, for sigmoid_group_topk, the non-trainable
+// e_score_correction_bias [E] (a buffer in transformers; listed with the parameters here so loaders
+// find it by FQN; it never receives a gradient — DeepSeek updates it outside backprop).
+class TopKRouter : public nn::Module {
+ public:
+  explicit TopKRouter(const MoEOptions& opt);
+  RouterOutput route(const Tensor& x) const;  // x [N, hidden]
+  Tensor weight, e_score_correction_bias;
+
+ private:
+  MoEOptions opt_;
+};
+
+struct MoEOutput {
+  Tensor output;         // [..., hidden]
+  Tensor router_logits;  // [N, E], N = tokens
+};
+
+class MoEBlock : public nn::Module {
+ public:
+  explicit MoEBlock(const MoEOptions& opt);
+  Tensor forward(const Tensor& x) const { return forward_with_router(x).output; }
+  // x [..., hidden]; also returns the router logits for load_balancing_loss.
+  MoEOutput forward_with_router(const Tensor& x) const;
+  const MoEOptions& options() const { return opt_; }
+
+  std::shared_ptr<TopKRouter> gate;
+  std::vector<std::shared_ptr<SwiGLUMLP>> experts;
+  std::shared_ptr<SwiGLUMLP> shared_experts;  // null unless n_shared_experts > 0
+
+ private:
+  MoEOptions opt_;
+};
+
+// Σ_j weights[n, j] · expert_{indices[n, j]}(x[n]) for x [N, hidden] f32, weights [N, k] f32,
+// indices [N, k] i64, and per-expert SwiGLU weights gate/up [I, hidden], down [hidden, I] (f32,
+// contiguous). Grouped GEMM forward and backward; gradients flow to x, weights and every expert
+// weight (zeros for experts no token chose). Bitwise independent of the thread count.
+Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,
+                       const std::vector<Tensor>& gate_w, const std::vector<Tensor>& up_w,
+                       const std::vector<Tensor>& down_w);
+
+// Switch/Mixtral auxiliary loss (transformers' load_balancing_loss_func without attention mask):
+// with p = softmax(logits) and f_e = (top-k assignments to e) / rows over all layers' logits,
+// num_experts · Σ_e f_e · mean_rows(p_e). Differentiable through p. Returns a 0-d f32 tensor.
+Tensor load_balancing_loss(const std::vector<Tensor>& router_logits, int64_t num_experts,
+                           int64_t top_k);
+
+}  // namespace hp::models
