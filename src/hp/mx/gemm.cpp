@@ -16,6 +16,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -181,18 +182,28 @@ void run_tile(const detail::Kernels& k, const Job& j, const Tile& t, DType c_dty
   }
 }
 
-// Runs every tile of every job over the pool; each C element is owned by one tile.
+// Runs every tile of every job over the pool; each C element is owned by one tile, so which thread
+// runs a tile does not change the result. Tiles are handed out dynamically, largest first: grouped
+// problems have tiles of very different sizes (skewed token counts), and on a shared machine one
+// thread may get less CPU than the other.
 void run_jobs(const std::vector<Job>& jobs, DType c_dtype, float alpha, float beta) {
   std::vector<Tile> tiles;
   for (size_t i = 0; i < jobs.size(); ++i)
     if (jobs[i].M > 0 && jobs[i].N > 0)
       plan_tiles(int64_t(i), jobs[i].M, jobs[i].N, jobs[i].K, tiles);
   if (tiles.empty()) return;
+  auto work = [&](const Tile& t) {
+    return double(t.mt) * double(t.nt) * double(jobs[size_t(t.job)].K + 1);
+  };
+  std::stable_sort(tiles.begin(), tiles.end(),
+                   [&](const Tile& x, const Tile& y) { return work(x) > work(y); });
   // OpenBLAS keeps one global thread count; the pool provides the parallelism.
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   const detail::Kernels& k = detail::active_kernels();
-  parallel_for(0, int64_t(tiles.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
+  const int64_t n = int64_t(tiles.size());
+  std::atomic<int64_t> next{0};
+  parallel_for(0, std::min<int64_t>(n, num_threads()), 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
       const Tile& t = tiles[size_t(i)];
       run_tile(k, jobs[size_t(t.job)], t, c_dtype, alpha, beta);
     }
