@@ -6,6 +6,7 @@
 //                    bf16_GFLOPs  kernels::gemm_bf16 on bf16 operands (the target's reference)
 //                    mx_GFLOPs    mx::mx_gemm on pre-quantized E4M3 operands; mx_vs_bf16
 //                    chain_GFLOPs quantize X and W row-wise from bf16, then mx_gemm; chain_vs_bf16
+//                    cpu_*_vs_bf16 the same ratios from process CPU time (steadier under load)
 //   grouped/T        8 experts, skewed token counts (T tokens), per-expert W [1024, 2048]:
 //                    mx_grouped_gemm vs a loop of mx_gemm per expert vs a loop of gemm_bf16.
 //   mx_linear/M      forward + backward of mx::mx_linear vs ops::linear, both on bf16 x [M, 4096]
@@ -16,6 +17,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,20 @@ double wall_of(const auto& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   fn();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Process CPU seconds (all threads) of one call: what the work costs however many other processes
+// share the cores, so steadier than wall time on this machine.
+double cpu_of(const auto& fn) {
+  const double c0 = cpu_seconds();
+  fn();
+  return cpu_seconds() - c0;
 }
 
 std::vector<uint16_t> bf16_data(int64_t n, int salt) {
@@ -73,14 +89,20 @@ void bm_mx_gemm(benchmark::State& state, int64_t M) {
     qb.quantize(b, N, K);
     mx();
   };
-  double t_bf16 = 1e30, t_mx = 1e30, t_chain = 1e30;
+  double t_bf16 = 1e30, t_mx = 1e30, t_chain = 1e30, c_bf16 = 1e30, c_mx = 1e30, c_chain = 1e30;
   for (auto _ : state) {
-    t_bf16 = std::min(t_bf16, wall_of(bf16));
-    const double t = wall_of(mx);
+    double c = 0;
+    t_bf16 = std::min(t_bf16, wall_of([&] { c = cpu_of(bf16); }));
+    c_bf16 = std::min(c_bf16, c);
+    const double t = wall_of([&] { c = cpu_of(mx); });
+    c_mx = std::min(c_mx, c);
     state.SetIterationTime(t);
     t_mx = std::min(t_mx, t);
-    t_chain = std::min(t_chain, wall_of(chain));
+    t_chain = std::min(t_chain, wall_of([&] { c = cpu_of(chain); }));
+    c_chain = std::min(c_chain, c);
   }
+  state.counters["cpu_mx_vs_bf16"] = c_bf16 / c_mx;
+  state.counters["cpu_chain_vs_bf16"] = c_bf16 / c_chain;
   const double gflop = 2e-9 * double(M) * double(N) * double(K);
   state.counters["bf16_GFLOPs"] = gflop / t_bf16;
   state.counters["mx_GFLOPs"] = gflop / t_mx;
