@@ -1,0 +1,313 @@
+// MX GEMM on this CPU: decode-in-pack to f32 panels, then OpenBLAS sgemm per C tile.
+//
+// Why f32 panels and not bf16 ones (DESIGN.md §4 suggests bf16): the library's bf16 GEMM itself
+// widens bf16 to f32 and runs sgemm (kernels/cpu/gemm.cpp: no bf16 micro-kernel on AVX2), so
+// decoding straight to f32 skips a step, and an FP8 value times any E8M0 scale is exact in f32
+// except where it falls into the f32 subnormal range — exactly as dequantize_* computes it, with
+// the same SIMD decode kernel (kernels.h `dequant`). So no extreme-scale side path is needed.
+//
+// Work per C tile [mt, nt]: for each K chunk of kKChunk, decode the A panel ([mt, kc] for
+// rowwise_k, [kc, mt] for colwise_k) and the B panel ([nt, kc] / [kc, nt]) and accumulate with one
+// sgemm whose transpose flags match the panel layouts, so colwise operands need no transpose
+// either. Tiles and chunks depend on (M, N, K) only: bitwise identical results for any thread
+// count.
+#include "hp/mx/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "hp/core/error.h"
+#include "hp/core/thread_pool.h"
+#include "hp/mx/driver.h"
+#include "hp/mx/quantize.h"
+
+namespace hp::mx {
+namespace {
+
+using detail::ceil_div;
+constexpr int64_t kB = kBlockSize;
+// K chunk decoded per sgemm call (a multiple of 32, so chunks start on block boundaries): panels
+// [tile, 512] f32 stay in L2/L3, as in the bf16 GEMM.
+constexpr int64_t kKChunk = 512;
+// Tile grid constants, the same policy as kernels/cpu/gemm_plan.cpp (not shared: that is internal
+// to the GEMM backend): 2..16 tiles of at least ~724^2 outputs, edges <= 2048, aligned to 32.
+constexpr double kMinParallelFma = double(1 << 21);
+constexpr int64_t kTileArea = int64_t(1) << 19;
+constexpr int64_t kMinTiles = 2, kMaxTiles = 16, kMinTileDim = 64, kMaxTileDim = 2048;
+constexpr int64_t kTileAlign = 32;
+
+// An operand as the packer reads it: codes row stride ld, scales row stride lds (elements).
+struct Src {
+  const uint8_t* codes;
+  const uint8_t* scales;
+  int elem;  // 0 = e4m3, 1 = e5m2 (kernels.h)
+  bool colwise;
+  int64_t ld, lds;
+};
+
+// One dense product C [M, N] (row stride N) = alpha · A [M, K] · B [N, K]ᵀ + beta · C.
+struct Job {
+  Src a, b;
+  int64_t M, N, K;
+  char* c;
+};
+
+struct Tile {
+  int64_t job, m0, n0, mt, nt;
+};
+
+Src make_src(const MxOperand& op, int64_t rows, int64_t K) {
+  const bool col = op.layout == MxLayout::colwise_k;
+  return Src{op.codes, op.scales,      op.elem == ElemFormat::e5m2 ? 1 : 0,
+             col,      col ? rows : K, col ? rows : ceil_div(K, kB)};
+}
+
+// Appends the tile grid of one job (shape-only policy, see above).
+void plan_tiles(int64_t job, int64_t M, int64_t N, int64_t K, std::vector<Tile>& tiles) {
+  int64_t gm = 1, gn = 1;
+  if (double(M) * double(N) * double(K) >= kMinParallelFma) {
+    const double area = double(M) * double(N);
+    int64_t target = kMinTiles;
+    while (target < kMaxTiles && area >= double(2 * target) * double(kTileArea)) target *= 2;
+    while (gm * gn < target) {
+      const int64_t tm = ceil_div(M, gm), tn = ceil_div(N, gn);
+      if (tn >= tm && tn >= 2 * kMinTileDim)
+        gn *= 2;
+      else if (tm >= 2 * kMinTileDim)
+        gm *= 2;
+      else if (tn >= 2 * kMinTileDim)
+        gn *= 2;
+      else
+        break;
+    }
+    gm = std::max(gm, ceil_div(M, kMaxTileDim));
+    gn = std::max(gn, ceil_div(N, kMaxTileDim));
+  }
+  const int64_t tile_m = std::min(M, ceil_div(ceil_div(M, gm), kTileAlign) * kTileAlign);
+  const int64_t tile_n = std::min(N, ceil_div(ceil_div(N, gn), kTileAlign) * kTileAlign);
+  for (int64_t m0 = 0; m0 < M; m0 += tile_m)
+    for (int64_t n0 = 0; n0 < N; n0 += tile_n)
+      tiles.push_back({job, m0, n0, std::min(tile_m, M - m0), std::min(tile_n, N - n0)});
+}
+
+// out [n] f32 = decode(codes[i]) · scale; element i uses scales[i >> shift]. Whole 32-element runs
+// go straight through the SIMD kernel, the tail through zero-padded buffers.
+void decode_run(const detail::Kernels& k, const uint8_t* codes, const uint8_t* scales, int shift,
+                int64_t n, int elem, float* out) {
+  const int64_t full = n / kB * kB;
+  if (full > 0) k.dequant(codes, scales, shift, full, elem, out, 0);
+  if (full == n) return;
+  uint8_t cbuf[kB] = {}, sbuf[kB] = {};
+  std::memcpy(cbuf, codes + full, static_cast<size_t>(n - full));
+  if (shift == 0)
+    std::memcpy(sbuf, scales + full, static_cast<size_t>(n - full));
+  else
+    sbuf[0] = scales[full >> shift];
+  alignas(64) float obuf[kB];
+  k.dequant(cbuf, sbuf, shift, kB, elem, obuf, 0);
+  std::memcpy(out + full, obuf, static_cast<size_t>(n - full) * sizeof(float));
+}
+
+// Decodes operand rows [r0, r0 + nr) × K range [k0, k0 + kc) (k0 % 32 == 0) into out: [nr, kc]
+// for rowwise operands, [kc, nr] for colwise ones (the stored orientation, no transpose).
+void decode_panel(const detail::Kernels& k, const Src& s, int64_t r0, int64_t nr, int64_t k0,
+                  int64_t kc, float* out) {
+  if (!s.colwise) {
+    for (int64_t r = 0; r < nr; ++r)
+      decode_run(k, s.codes + (r0 + r) * s.ld + k0, s.scales + (r0 + r) * s.lds + k0 / kB, 5, kc,
+                 s.elem, out + r * kc);
+  } else {
+    for (int64_t kk = 0; kk < kc; ++kk)
+      decode_run(k, s.codes + (k0 + kk) * s.ld + r0, s.scales + ((k0 + kk) / kB) * s.lds + r0, 0,
+                 nr, s.elem, out + kk * nr);
+  }
+}
+
+void widen_rows(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = bf16_to_f32(src[r * ld + c]);
+}
+
+// C [M, N] = beta · C (beta == 0 writes zeros without reading C): the K == 0 / alpha == 0 cases.
+void scale_c(char* c, int64_t M, int64_t N, DType dt, float beta) {
+  for (int64_t i = 0; i < M * N; ++i) {
+    if (dt == DType::f32) {
+      float* p = reinterpret_cast<float*>(c) + i;
+      *p = beta == 0.0f ? 0.0f : beta * *p;
+    } else {
+      uint16_t* p = reinterpret_cast<uint16_t*>(c) + i;
+      *p = beta == 0.0f ? uint16_t(0) : f32_to_bf16(beta * bf16_to_f32(*p));
+    }
+  }
+}
+
+void run_tile(const detail::Kernels& k, const Job& j, const Tile& t, DType c_dtype, float alpha,
+              float beta) {
+  const size_t osz = dtype_size(c_dtype);
+  char* c = j.c + (t.m0 * j.N + t.n0) * static_cast<int64_t>(osz);
+  if (j.K == 0 || alpha == 0.0f) {
+    for (int64_t r = 0; r < t.mt; ++r) scale_c(c + r * j.N * int64_t(osz), 1, t.nt, c_dtype, beta);
+    return;
+  }
+  thread_local std::vector<float> work;
+  const int64_t kc_max = std::min(j.K, kKChunk);
+  const bool c_bf16 = c_dtype == DType::bf16;
+  work.resize(size_t(t.mt * kc_max + kc_max * t.nt + (c_bf16 ? t.mt * t.nt : 0)));
+  float* a_panel = work.data();              // [mt, kc] or [kc, mt]
+  float* b_panel = a_panel + t.mt * kc_max;  // [nt, kc] or [kc, nt]
+  float* c_out = reinterpret_cast<float*>(c);
+  int64_t ldc = j.N;
+  if (c_bf16) {
+    c_out = b_panel + kc_max * t.nt;  // [mt, nt] f32, rounded to bf16 once at the end
+    ldc = t.nt;
+    if (beta != 0.0f) widen_rows(reinterpret_cast<uint16_t*>(c), j.N, t.mt, t.nt, c_out);
+  }
+  for (int64_t k0 = 0; k0 < j.K; k0 += kKChunk) {
+    const int64_t kc = std::min(kKChunk, j.K - k0);
+    decode_panel(k, j.a, t.m0, t.mt, k0, kc, a_panel);
+    decode_panel(k, j.b, t.n0, t.nt, k0, kc, b_panel);
+    cblas_sgemm(CblasRowMajor, j.a.colwise ? CblasTrans : CblasNoTrans,
+                j.b.colwise ? CblasNoTrans : CblasTrans, t.mt, t.nt, kc, alpha, a_panel,
+                j.a.colwise ? t.mt : kc, b_panel, j.b.colwise ? t.nt : kc, k0 == 0 ? beta : 1.0f,
+                c_out, ldc);
+  }
+  if (c_bf16) {
+    uint16_t* cb = reinterpret_cast<uint16_t*>(c);
+    for (int64_t r = 0; r < t.mt; ++r)
+      for (int64_t n = 0; n < t.nt; ++n) cb[r * j.N + n] = f32_to_bf16(c_out[r * t.nt + n]);
+  }
+}
+
+// Runs every tile of every job over the pool; each C element is owned by one tile, so which thread
+// runs a tile does not change the result. Tiles are handed out dynamically, largest first: grouped
+// problems have tiles of very different sizes (skewed token counts), and on a shared machine one
+// thread may get less CPU than the other.
+void run_jobs(const std::vector<Job>& jobs, DType c_dtype, float alpha, float beta) {
+  std::vector<Tile> tiles;
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (jobs[i].M > 0 && jobs[i].N > 0)
+      plan_tiles(int64_t(i), jobs[i].M, jobs[i].N, jobs[i].K, tiles);
+  if (tiles.empty()) return;
+  auto work = [&](const Tile& t) {
+    return double(t.mt) * double(t.nt) * double(jobs[size_t(t.job)].K + 1);
+  };
+  std::stable_sort(tiles.begin(), tiles.end(),
+                   [&](const Tile& x, const Tile& y) { return work(x) > work(y); });
+  // OpenBLAS keeps one global thread count; the pool provides the parallelism.
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+  const detail::Kernels& k = detail::active_kernels();
+  const int64_t n = int64_t(tiles.size());
+  std::atomic<int64_t> next{0};
+  parallel_for(0, std::min<int64_t>(n, num_threads()), 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      const Tile& t = tiles[size_t(i)];
+      run_tile(k, jobs[size_t(t.job)], t, c_dtype, alpha, beta);
+    }
+  });
+}
+
+void check_common(const char* fn, int64_t M, int64_t N, int64_t K, const void* c, DType c_dtype) {
+  if (M < 0 || N < 0 || K < 0)
+    HP_THROW(ValueError, "mx", fn, ": negative size M=", M, " N=", N, " K=", K);
+  if (c_dtype != DType::f32 && c_dtype != DType::bf16)
+    HP_THROW(ValueError, "mx", fn, ": output dtype must be f32 or bf16, got ", dtype_name(c_dtype));
+  detail::check_ptr(fn, "c", c, M * N);
+}
+
+void check_operand(const char* fn, const char* name, const MxOperand& op, int64_t rows, int64_t K) {
+  detail::check_ptr(fn, name, op.codes, rows * K);
+  detail::check_ptr(fn, name, op.scales, rows * K);
+  if (op.layout != MxLayout::rowwise_k && op.layout != MxLayout::colwise_k)
+    HP_THROW(ValueError, "mx", fn, ": ", name, " has an unknown layout ", int(op.layout));
+  if (op.elem != ElemFormat::e4m3 && op.elem != ElemFormat::e5m2)
+    HP_THROW(ValueError, "mx", fn, ": ", name, " has an unknown element format ", int(op.elem));
+}
+
+// Checks group_ends (non-decreasing, within [0, rows]); returns the group starts.
+std::vector<int64_t> group_starts(const char* fn, const int32_t* group_ends, int64_t num_groups,
+                                  int64_t rows) {
+  if (num_groups < 0) HP_THROW(ValueError, "mx", fn, ": num_groups=", num_groups, " < 0");
+  detail::check_ptr(fn, "group_ends", group_ends, num_groups);
+  std::vector<int64_t> starts(static_cast<size_t>(num_groups));
+  int64_t prev = 0;
+  for (int64_t g = 0; g < num_groups; ++g) {
+    if (group_ends[g] < prev || group_ends[g] > rows)
+      HP_THROW(ValueError, "mx", fn, ": group_ends[", g, "]=", group_ends[g],
+               " must be non-decreasing and within [", prev, ", ", rows, "]");
+    starts[size_t(g)] = prev;
+    prev = group_ends[g];
+  }
+  return starts;
+}
+
+}  // namespace
+
+void mx_gemm(const MxOperand& a, const MxOperand& b, int64_t M, int64_t N, int64_t K, void* c,
+             DType c_dtype, float alpha, float beta) {
+  const char* fn = "mx_gemm";
+  check_common(fn, M, N, K, c, c_dtype);
+  check_operand(fn, "a", a, M, K);
+  check_operand(fn, "b", b, N, K);
+  run_jobs({Job{make_src(a, M, K), make_src(b, N, K), M, N, K, static_cast<char*>(c)}}, c_dtype,
+           alpha, beta);
+}
+
+void mx_grouped_gemm(const MxOperand& a, const MxOperand& b, const int32_t* group_ends,
+                     int64_t num_groups, int64_t M, int64_t N, int64_t K, void* c, DType c_dtype,
+                     float alpha, float beta) {
+  const char* fn = "mx_grouped_gemm";
+  check_common(fn, M, N, K, c, c_dtype);
+  if (a.layout != MxLayout::rowwise_k)
+    HP_THROW(ValueError, "mx", fn, ": a (the token rows) must be rowwise_k");
+  check_operand(fn, "a", a, M, K);
+  check_operand(fn, "b", b, num_groups * N, K);
+  const std::vector<int64_t> starts = group_starts(fn, group_ends, num_groups, M);
+  const int64_t nbk = ceil_div(K, kB);
+  const int64_t b_scale_stride = b.layout == MxLayout::rowwise_k ? N * nbk : nbk * N;
+  const size_t osz = dtype_size(c_dtype);
+  std::vector<Job> jobs;
+  for (int64_t g = 0; g < num_groups; ++g) {
+    const int64_t s = starts[size_t(g)], mg = group_ends[g] - s;
+    MxOperand ag = a, bg = b;
+    ag.codes = a.codes + s * K;
+    ag.scales = a.scales + s * nbk;
+    bg.codes = b.codes + g * N * K;
+    bg.scales = b.scales + g * b_scale_stride;
+    jobs.push_back(Job{make_src(ag, mg, K), make_src(bg, N, K), mg, N, K,
+                       static_cast<char*>(c) + s * N * int64_t(osz)});
+  }
+  run_jobs(jobs, c_dtype, alpha, beta);
+}
+
+void mx_grouped_gemm_wgrad(const MxOperand& a, const MxOperand& b, const int32_t* group_ends,
+                           int64_t num_groups, int64_t T, int64_t M, int64_t N, void* c,
+                           DType c_dtype, float alpha, float beta) {
+  const char* fn = "mx_grouped_gemm_wgrad";
+  check_common(fn, num_groups * M, N, T, c, c_dtype);
+  if (a.layout != MxLayout::colwise_k || b.layout != MxLayout::colwise_k)
+    HP_THROW(ValueError, "mx", fn, ": a and b must be colwise_k (grouped column-wise)");
+  check_operand(fn, "a", a, M, T);
+  check_operand(fn, "b", b, N, T);
+  const std::vector<int64_t> starts = group_starts(fn, group_ends, num_groups, T);
+  const size_t osz = dtype_size(c_dtype);
+  std::vector<Job> jobs;
+  int64_t scale_row = 0;  // first scale row of group g in the stacked grouped layout
+  for (int64_t g = 0; g < num_groups; ++g) {
+    const int64_t s = starts[size_t(g)], kg = group_ends[g] - s;
+    MxOperand ag = a, bg = b;
+    ag.codes = a.codes + s * M;
+    ag.scales = a.scales + scale_row * M;
+    bg.codes = b.codes + s * N;
+    bg.scales = b.scales + scale_row * N;
+    jobs.push_back(Job{make_src(ag, M, kg), make_src(bg, N, kg), M, N, kg,
+                       static_cast<char*>(c) + g * M * N * int64_t(osz)});
+    scale_row += ceil_div(kg, kB);
+  }
+  run_jobs(jobs, c_dtype, alpha, beta);
+}
+
+}  // namespace hp::mx
