@@ -17,6 +17,7 @@
 
 #include "bench_common.h"
 #include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/isa.h"
 #include "hp/mx/quantize.h"
 
 namespace {
@@ -101,7 +102,7 @@ void BM_quant(benchmark::State& state) {
   if (gbps > best_result.gbps) best_result = {gbps, ceiling};
   state.SetLabel(std::string(axis_name(axis)) + " " + std::string(dtype_name(dt)) +
                  " [4096,4096] best-of, threads=" + std::to_string(num_threads()) +
-                 " isa=" + std::string(mx::active_isa()));
+                 " isa=" + std::string(kernels::isa_name(kernels::active_isa())));
 }
 BENCHMARK(BM_quant)
     ->ArgsProduct({{kRow, kCol, kDual}, {0, 1}})

@@ -148,3 +148,24 @@ TEST(ElementwiseDriver, OneAndTwoThreadsGiveIdenticalBits) {
 
 }  // namespace
 }  // namespace hp::kernels
+
+namespace hp::kernels {
+namespace {
+
+TEST(Isa, NamesAndOverrides) {
+  EXPECT_EQ(isa_from_name("avx2"), Isa::avx2);
+  try {
+    isa_from_name("neon");
+    FAIL() << "no throw";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("[isa] unknown ISA 'neon'"), std::string::npos) << e.what();
+  }
+  const Isa before = active_isa();
+  set_active_isa(Isa::scalar);
+  EXPECT_EQ(active_isa(), Isa::scalar);
+  reset_active_isa();
+  EXPECT_EQ(active_isa(), before);
+}
+
+}  // namespace
+}  // namespace hp::kernels

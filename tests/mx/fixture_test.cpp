@@ -28,6 +28,7 @@ namespace hp::mx {
 namespace {
 
 namespace fs = std::filesystem;
+using test::set_isa;
 
 fs::path fixture_path() {
   const fs::path rel = fs::path("tests") / "mx" / "fixtures" / "mx_conformance.bin";

@@ -1,11 +1,11 @@
 #include "hp/mx/driver.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <string>
 
 #include "hp/core/error.h"
+#include "hp/kernels/cpu/isa.h"
 #include "hp/mx/quantize.h"
 
 namespace hp::mx {
@@ -14,45 +14,16 @@ namespace detail {
 
 namespace {
 
-bool cpu_has(std::string_view isa) {
-  if (isa == "scalar") return true;
-  if (isa == "avx2")
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-  if (isa == "avx512")
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  return false;
-}
-
-const Kernels* table_for(std::string_view isa) {
-  if (isa == "avx512") return &avx512::kernels();
-  if (isa == "avx2") return &avx2::kernels();
+// The kernel set of the process-wide ISA (kernels/cpu/isa.h): one switch for every SIMD kernel.
+const Kernels* table_for(kernels::Isa isa) {
+  if (isa == kernels::Isa::avx512) return &avx512::kernels();
+  if (isa == kernels::Isa::avx2) return &avx2::kernels();
   return &scalar_kernels();
-}
-
-const Kernels* choose(std::string_view isa) {
-  if (isa.empty()) {
-    const char* env = std::getenv("HP_MX_ISA");
-    if (env && *env) isa = env;
-  }
-  if (isa.empty()) return cpu_has("avx2") ? table_for("avx2") : table_for("scalar");
-  if (isa != "scalar" && isa != "avx2" && isa != "avx512")
-    HP_THROW(ValueError, "mx", "unknown ISA '", isa, "' (expected scalar, avx2 or avx512)");
-  if (!cpu_has(isa)) HP_THROW(ValueError, "mx", "ISA '", isa, "' is not supported by this CPU");
-  return table_for(isa);
-}
-
-const Kernels*& current() {
-  static const Kernels* k = choose("");
-  return k;
 }
 
 }  // namespace
 
-const Kernels& active_kernels() {
-  return *current();
-}
+const Kernels& active_kernels() { return *table_for(kernels::active_isa()); }
 
 std::vector<RowBlock> plain_row_blocks(int64_t rows) {
   std::vector<RowBlock> out;
@@ -103,14 +74,6 @@ int64_t check_float_dtype(const char* fn, const char* name, DType dt) {
 }
 
 }  // namespace detail
-
-std::string_view active_isa() {
-  return detail::active_kernels().name;
-}
-
-void set_isa(std::string_view isa) {
-  detail::current() = detail::choose(isa);
-}
 
 int64_t grouped_colwise_scale_rows(const int32_t* group_ends, int64_t num_groups, int64_t rows) {
   return static_cast<int64_t>(

@@ -76,12 +76,4 @@ void dequantize_grouped_colwise(const uint8_t* codes, const uint8_t* scales, int
                                 int64_t cols, const int32_t* group_ends, int64_t num_groups,
                                 ElemFormat elem, void* out, DType out_dtype);
 
-// Kernel set in use: "avx512", "avx2" or "scalar". Chosen once from CPUID; the environment
-// variable HP_MX_ISA=scalar|avx2|avx512 overrides. AVX-512 is used only when asked for by name
-// (it has not yet been verified on AVX-512 hardware); the default is AVX2 where available.
-std::string_view active_isa();
-// Selects the kernel set ("scalar", "avx2", "avx512"; "" = default). Throws ValueError when the CPU
-// lacks it. For tests and benchmarks; not thread-safe against running kernels.
-void set_isa(std::string_view isa);
-
 }  // namespace hp::mx

@@ -25,9 +25,7 @@ Isa from_env() {
   // AVX-512 hardware: until they have, they are used only when asked for by name.
   if (!env || !*env) return best == Isa::avx512 ? Isa::avx2 : best;
   std::string s(env);
-  Isa want = s == "scalar" ? Isa::scalar : s == "avx2" ? Isa::avx2 : s == "avx512" ? Isa::avx512 : best;
-  if (s != "scalar" && s != "avx2" && s != "avx512")
-    HP_THROW(ValueError, "isa", "HP_ISA='", s, "' is not one of scalar, avx2, avx512");
+  const Isa want = isa_from_name(s);
   if (!isa_supported(want))
     HP_THROW(ValueError, "isa", "HP_ISA='", s, "' is not supported by this CPU (best: ",
              isa_name(best), ")");
@@ -53,6 +51,15 @@ const char* isa_name(Isa isa) {
 bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(detect()); }
 
 Isa active_isa() { return static_cast<Isa>(active().load()); }
+
+Isa isa_from_name(std::string_view name) {
+  if (name == "scalar") return Isa::scalar;
+  if (name == "avx2") return Isa::avx2;
+  if (name == "avx512") return Isa::avx512;
+  HP_THROW(ValueError, "isa", "unknown ISA '", name, "' (expected scalar, avx2 or avx512)");
+}
+
+void reset_active_isa() { active().store(static_cast<int>(from_env())); }
 
 void set_active_isa(Isa isa) {
   if (!isa_supported(isa))

@@ -6,6 +6,8 @@
 // lacks is an error.
 #pragma once
 
+#include <string_view>
+
 namespace hp::kernels {
 
 enum class Isa { scalar, avx2, avx512 };
@@ -16,5 +18,9 @@ bool isa_supported(Isa isa);
 Isa active_isa();
 // Overrides the ISA for this process (tests); throws ValueError if unsupported.
 void set_active_isa(Isa isa);
+// Back to the default (HP_ISA, else the CPU's best validated ISA).
+void reset_active_isa();
+// "scalar" | "avx2" | "avx512"; throws ValueError "[isa] unknown ISA '…'" otherwise.
+Isa isa_from_name(std::string_view name);
 
 }  // namespace hp::kernels
