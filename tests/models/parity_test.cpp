@@ -1,0 +1,102 @@
+// Logits, loss and gradients of tiny HF checkpoints against transformers
+// (tests/models/fixtures, made by tools/make_model_fixtures.py).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "hp/io/safetensors.h"
+#include "hp/models/registry.h"
+#include "hp/models/weights.h"
+#include "hp/ops/ops.h"
+
+namespace hp::models {
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string(HP_TEST_DIR) + "/fixtures/" + name;
+}
+
+Tensor load_ref(const io::SafetensorsFile& f, const std::string& name) {
+  const auto& t = f.tensor(name);
+  return from_blob(const_cast<std::byte*>(t.data), t.shape, t.dtype, nullptr).clone();
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const auto x = a.to_vector(), y = b.to_vector();
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+double rel_err(const Tensor& a, const Tensor& ref) {
+  const auto x = a.to_vector(), y = ref.to_vector();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (x[i] - y[i]) * (x[i] - y[i]);
+    den += y[i] * y[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+class Parity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Parity, LogitsLossAndGradientsMatchTransformers) {
+  const std::string dir = fixture(GetParam());
+  auto model = load_model(dir);
+  const auto ref = io::SafetensorsFile::open(dir + "/reference.safetensors");
+  const Tensor ids = load_ref(ref, "input_ids");
+
+  const Tensor logits = model->forward(ids);
+  EXPECT_LE(max_abs_diff(logits, load_ref(ref, "logits")), 1e-4) << GetParam();
+
+  const Tensor loss = model->loss(ids);
+  EXPECT_NEAR(loss.item(), load_ref(ref, "loss").item(), 1e-5);
+  loss.backward();
+  int checked = 0;
+  for (const auto& t : ref.tensors()) {
+    if (t.name.rfind("grad.", 0) != 0) continue;
+    const std::string fqn = t.name.substr(5);
+    const Tensor g = model->parameter(fqn).grad();
+    ASSERT_TRUE(g.defined()) << fqn;
+    EXPECT_LE(rel_err(g, load_ref(ref, t.name)), 1e-3) << GetParam() << " " << fqn;
+    ++checked;
+  }
+  EXPECT_GE(checked, 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
+                         ::testing::Values("llama", "llama_tied", "llama_rope_llama3",
+                                           "llama_rope_yarn", "llama_rope_linear", "qwen2",
+                                           "qwen3"));
+
+TEST(Models, ParameterNamesAreHuggingFaceNames) {
+  auto model = load_model(fixture("qwen3"));
+  const auto ckpt = io::SafetensorsCheckpoint::open(fixture("qwen3"));
+  std::vector<std::string> names;
+  for (const auto& [n, p] : model->named_parameters()) names.push_back(n);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, ckpt.names());
+}
+
+TEST(Models, KvCacheDecodeMatchesFullForward) {
+  auto model = load_model(fixture("qwen3"));
+  const auto ref = io::SafetensorsFile::open(fixture("qwen3") + "/reference.safetensors");
+  const Tensor ids = narrow(load_ref(ref, "input_ids"), 0, 0, 1);  // [1, T]
+  const Tensor full = model->forward(ids);                         // [1, T, V]
+  KVCache cache = model->new_cache();
+  const int64_t t = ids.size(1), prompt = 5;
+  Tensor first = model->forward(narrow(ids, 1, 0, prompt).contiguous(), &cache);
+  EXPECT_LE(max_abs_diff(first, narrow(full, 1, 0, prompt).contiguous()), 1e-5);
+  for (int64_t i = prompt; i < t; ++i) {
+    Tensor step = model->forward(narrow(ids, 1, i, 1).contiguous(), &cache);
+    EXPECT_LE(max_abs_diff(step, narrow(full, 1, i, 1).contiguous()), 1e-5) << "position " << i;
+  }
+  EXPECT_EQ(cache.length, t);
+  EXPECT_THROW(model->forward(narrow(ids, 1, 0, 2).contiguous(), &cache), ValueError);
+}
+
+}  // namespace
+}  // namespace hp::models
