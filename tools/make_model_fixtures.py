@@ -59,6 +59,9 @@ ARCHITECTURES = [
      ["lm_head.weight"]),
     ("llama_rope_linear", tf.LlamaConfig, tf.LlamaForCausalLM,
      dict(rope_scaling=dict(rope_type="linear", factor=2.0)), []),
+    # max_position_embeddings 8 < SEQ, so the dynamic NTK base stretch is active.
+    ("llama_rope_dynamic", tf.LlamaConfig, tf.LlamaForCausalLM,
+     dict(max_position_embeddings=8, rope_scaling=dict(rope_type="dynamic", factor=2.0)), []),
     ("qwen2", tf.Qwen2Config, tf.Qwen2ForCausalLM, dict(rope_theta=1000000.0),
      ["lm_head.weight", "model.layers.0.self_attn.q_proj.bias"]),
     ("qwen3", tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(rope_theta=1000000.0),

@@ -69,8 +69,20 @@ TEST_P(Parity, LogitsLossAndGradientsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                          ::testing::Values("llama", "llama_tied", "llama_rope_llama3",
-                                           "llama_rope_yarn", "llama_rope_linear", "qwen2",
-                                           "qwen3"));
+                                           "llama_rope_yarn", "llama_rope_linear",
+                                           "llama_rope_dynamic", "qwen2", "qwen3"));
+
+TEST(Models, RopeTablesFromInvFreqMatchTheDefaultOp) {
+  const ModelConfig c = read_model_config(fixture("llama"));
+  const RopeFrequencies f = rope_frequencies(c, c.head_dim);
+  ASSERT_EQ(f.inv_freq.size(), static_cast<size_t>(c.head_dim / 2));
+  auto [c1, s1] = rope_cos_sin(20, c.head_dim, c.rope_theta);
+  auto [c2, s2] = rope_cos_sin_from_inv_freq(f.inv_freq, 4, 16);
+  // Rows 4.. of the full table; inv_freq is rounded to f32 like transformers, hence the tolerance.
+  EXPECT_LE(max_abs_diff(narrow(c1, 0, 4, 16).contiguous(), c2), 1e-5);
+  EXPECT_LE(max_abs_diff(narrow(s1, 0, 4, 16).contiguous(), s2), 1e-5);
+  EXPECT_THROW(rope_cos_sin_from_inv_freq({}, 0, 4), ValueError);
+}
 
 TEST(Models, ParameterNamesAreHuggingFaceNames) {
   auto model = load_model(fixture("qwen3"));
