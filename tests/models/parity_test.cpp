@@ -110,5 +110,33 @@ TEST(Models, KvCacheDecodeMatchesFullForward) {
   EXPECT_THROW(model->forward(narrow(ids, 1, 0, 2).contiguous(), &cache), ValueError);
 }
 
+TEST(Models, RandomInitFollowsHuggingFace) {
+  ModelConfig c = read_model_config(fixture("qwen2"));
+  c.initializer_range = 0.05;
+  auto m = build_model(c);
+  for (const auto& [name, p] : m->named_parameters()) {
+    const auto v = p.to_vector();
+    double s = 0, ss = 0;
+    for (double x : v) s += x, ss += x * x;
+    const double mean = s / double(v.size()), var = ss / double(v.size()) - mean * mean;
+    if (name.find("norm") != std::string::npos) {
+      EXPECT_EQ(mean, 1.0) << name;
+    } else if (name.size() > 5 && name.substr(name.size() - 5) == ".bias") {
+      EXPECT_EQ(ss, 0.0) << name;
+    } else {
+      EXPECT_NEAR(std::sqrt(var), 0.05, 0.005) << name;
+    }
+  }
+}
+
+TEST(Models, LoadsIntoBf16) {
+  auto f32 = load_model(fixture("llama"));
+  auto bf16 = load_model(fixture("llama"), DType::bf16);
+  EXPECT_EQ(bf16->parameter("model.embed_tokens.weight").dtype(), DType::bf16);
+  const Tensor ids = from_vector({1, 5, 9, 2, 7, 3}, {1, 6}, DType::i64);
+  const Tensor a = f32->forward(ids), b = bf16->forward(ids).to(DType::f32);
+  EXPECT_LE(max_abs_diff(a, b), 0.1);
+}
+
 }  // namespace
 }  // namespace hp::models
