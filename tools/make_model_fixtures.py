@@ -111,7 +111,8 @@ def make(row):
     params = dict(model.named_parameters())
     tensors = {"input_ids": ids, "logits": out.logits.detach().contiguous(),
                "loss": out.loss.detach().reshape([])}
-    for fqn in COMMON_GRADS + extra:
+    # COMMON_GRADS entries an architecture lacks (e.g. mlp.down_proj in an MoE layer) are skipped.
+    for fqn in [f for f in COMMON_GRADS if f in params] + extra:
         tensors["grad." + fqn] = params[fqn].grad.detach().contiguous()
     save_file(tensors, os.path.join(d, "reference.safetensors"))
     for f in os.listdir(d):

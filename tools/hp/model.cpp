@@ -156,13 +156,17 @@ int run_model(const Args& argv) {
       total += t.numel();
     }
   } else {
-    auto m = models::build_model(c);
-    for (const auto& [n, p] : m->named_parameters()) {
-      auto& e = by_dtype[std::string(io::safetensors_dtype_name(p.dtype()))];
-      e.first += p.numel();
-      e.second += static_cast<double>(p.nbytes());
-      total += p.numel();
-    }
+    // One decoder layer at a time (memory bounded by the largest layer), embeddings and head from
+    // their shapes.
+    const auto& factory = models::architecture(c.architecture);
+    const int64_t io_params =
+        c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) + c.hidden_size;
+    auto& e = by_dtype[std::string(io::safetensors_dtype_name(c.dtype))];
+    e.first += io_params;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      e.first += models::DecoderLayer(c, factory, i).num_parameters();
+    e.second = static_cast<double>(e.first) * static_cast<double>(dtype_size(c.dtype));
+    total = e.first;
   }
   std::printf("parameters    %lld (%.1fM)%s\n", (long long)total, static_cast<double>(total) / 1e6,
               has_weights ? "" : " [no weights: from config]");
