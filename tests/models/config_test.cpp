@@ -58,6 +58,7 @@ TEST(Config, ParsesDenseFamiliesAndDefaults) {
   EXPECT_EQ(q.head_dim, 16);
   EXPECT_EQ(q.dtype, DType::bf16);
   EXPECT_EQ(q.eos_token_ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(parse(cfg("Qwen3ForCausalLM")).head_dim, 128);  // Qwen3Config's default
 }
 
 TEST(Config, ParsesRopeScalingInBothSpellings) {
