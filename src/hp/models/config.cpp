@@ -125,8 +125,9 @@ ModelConfig parse_model_config(const io::Json& j) {
     fail(j, "num_key_value_heads",
          "must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + "), got " +
              std::to_string(c.num_key_value_heads));
-  // Qwen3Config defaults head_dim to 128 (not hidden / heads) when config.json omits it.
-  const bool qwen3 = c.model_type == "qwen3" || c.model_type == "qwen3_moe";
+  // Qwen3Config defaults head_dim to 128 (not hidden / heads) when config.json omits it;
+  // Qwen3MoeConfig has no default (hidden / heads).
+  const bool qwen3 = c.model_type == "qwen3";
   c.head_dim = positive(j, "head_dim", false, qwen3 ? 128 : 0);
   if (c.head_dim == 0) {
     if (c.hidden_size % c.num_attention_heads != 0)
