@@ -56,7 +56,10 @@ int main(int argc, char** argv) {
   c.max_position_embeddings = 2048;
   c.rope_theta = 1e6;
   manual_seed(0);
+  const auto t_build0 = std::chrono::steady_clock::now();
   auto model = models::build_model(c);
+  const double t_build =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_build0).count();
   const double params = static_cast<double>(model->num_parameters());
 
   autograd::NoGradGuard no_grad;
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
       "hp forward        %8.1f ms  %8.0f tokens/s  %6.1f GFLOP/s  (%.2f of sgemm %.1f GFLOP/s)\n",
       t_hp * 1e3, static_cast<double>(seq) / t_hp, flops / t_hp / 1e9,
       flops / t_hp / 1e9 / gemm_rate, gemm_rate);
+  std::printf("build_model (random HF init) %.0f ms\n", t_build * 1e3);
   if (t_peer > 0)
     std::printf("torch eager       %8.1f ms  %8.0f tokens/s  -> hp %s faster\n", t_peer * 1e3,
                 static_cast<double>(seq) / t_peer, hp::bench::ratio_str(t_peer, t_hp).c_str());

@@ -83,7 +83,12 @@ std::shared_ptr<CausalLM> load_model(const std::string& dir) {
 std::shared_ptr<CausalLM> load_model(const std::string& dir, DType dtype) {
   ModelConfig c = read_model_config(dir);
   c.dtype = dtype;
-  auto m = build_model(c);
+  std::shared_ptr<CausalLM> m;
+  {
+    // Every parameter is overwritten by load_weights (which fails on any missing one).
+    nn::SkipInitGuard skip;
+    m = build_model(c);
+  }
   load_weights(*m, dir);
   return m;
 }

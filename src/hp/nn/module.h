@@ -1,8 +1,10 @@
-// Modules: named parameters and submodules with fully-qualified names ("layers.0.mlp.up_proj.weight").
+// Modules: named parameters and submodules with fully-qualified names
+// ("layers.0.mlp.up_proj.weight").
 //
 // FQNs are what sharding plans, checkpoints, optimizer groups and low-precision configs match
 // against, so every parameter lives at a stable path. Parameters are ordinary leaf tensors with
-// requires_grad; a module that replaces another (e.g. an MX linear) takes the same parameter objects.
+// requires_grad; a module that replaces another (e.g. an MX linear) takes the same parameter
+// objects.
 #pragma once
 
 #include <memory>
@@ -50,6 +52,21 @@ class Module {
   std::vector<NamedTensor> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
+
+// While alive, Linear and Embedding built on this thread leave their weights uninitialized instead
+// of drawing them (the draw costs seconds per 100M parameters): for modules whose weights are
+// loaded right after construction (models::load_model).
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+bool init_skipped();
 
 // y = x · weightᵀ (+ bias); weight [out, in].
 class Linear : public Module {
