@@ -1,10 +1,8 @@
-// Modules: named parameters and submodules with fully-qualified names
-// ("layers.0.mlp.up_proj.weight").
+// Modules: named parameters and submodules with fully-qualified names ("layers.0.mlp.up_proj.weight").
 //
 // FQNs are what sharding plans, checkpoints, optimizer groups and low-precision configs match
 // against, so every parameter lives at a stable path. Parameters are ordinary leaf tensors with
-// requires_grad; a module that replaces another (e.g. an MX linear) takes the same parameter
-// objects.
+// requires_grad; a module that replaces another (e.g. an MX linear) takes the same parameter objects.
 #pragma once
 
 #include <memory>
@@ -66,6 +64,7 @@ class SkipInitGuard {
  private:
   bool prev_;
 };
+// True inside a SkipInitGuard on this thread.
 bool init_skipped();
 
 // y = x · weightᵀ (+ bias); weight [out, in].
