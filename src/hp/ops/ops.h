@@ -48,36 +48,16 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // Differentiable dtype conversion (gradient converted back).
 Tensor cast(const Tensor& a, DType dt);
 
-inline Tensor operator+(const Tensor& a, const Tensor& b) {
-  return add(a, b);
-}
-inline Tensor operator-(const Tensor& a, const Tensor& b) {
-  return sub(a, b);
-}
-inline Tensor operator*(const Tensor& a, const Tensor& b) {
-  return mul(a, b);
-}
-inline Tensor operator/(const Tensor& a, const Tensor& b) {
-  return div(a, b);
-}
-inline Tensor operator-(const Tensor& a) {
-  return neg(a);
-}
-inline Tensor operator+(const Tensor& a, double s) {
-  return add(a, s);
-}
-inline Tensor operator-(const Tensor& a, double s) {
-  return add(a, -s);
-}
-inline Tensor operator*(const Tensor& a, double s) {
-  return mul(a, s);
-}
-inline Tensor operator*(double s, const Tensor& a) {
-  return mul(a, s);
-}
-inline Tensor operator/(const Tensor& a, double s) {
-  return mul(a, 1.0 / s);
-}
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+inline Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
+inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
 
 // ---------- views and shape ops (share storage where possible) ----------
 Tensor reshape(const Tensor& a, const Shape& shape);  // one dim may be -1; copies if needed
@@ -87,7 +67,7 @@ Tensor transpose(const Tensor& a, int64_t d0, int64_t d1);
 Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
 Tensor select(const Tensor& a, int64_t dim, int64_t index);  // removes dim
-Tensor expand(const Tensor& a, const Shape& shape);          // broadcast view (-1 keeps a dim)
+Tensor expand(const Tensor& a, const Shape& shape);           // broadcast view (-1 keeps a dim)
 Tensor unsqueeze(const Tensor& a, int64_t dim);
 Tensor squeeze(const Tensor& a, int64_t dim);
 Tensor flatten(const Tensor& a, int64_t start_dim = 0, int64_t end_dim = -1);
@@ -129,11 +109,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // seq_dim holds the T positions — by cos/sin [T, D/2] (cos/sin of the angle of position t and
 // frequency i, e.g. from rope_cos_sin). interleaved=false is HF's rotate_half convention (pairs
 // (i, i + D/2)), true the GPT-J one (pairs (2i, 2i + 1)). Gradient flows to x only.
-Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin,
-                        bool interleaved = false, int64_t seq_dim = 2);
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false,
+                        int64_t seq_dim = 2);
 // {cos, sin} [T, D/2] of t · base^(-2i/D), computed in double and rounded to dt.
-std::pair<Tensor, Tensor> rope_cos_sin(int64_t seq_len, int64_t head_dim,
-                                       double theta_base = 10000.0, DType dt = DType::f32);
+std::pair<Tensor, Tensor> rope_cos_sin(int64_t seq_len, int64_t head_dim, double theta_base = 10000.0,
+                                       DType dt = DType::f32);
 // {cos, sin} [T, D/2] of positions start..start+T-1 times inv_freq[i] (D/2 entries, e.g. a
 // scaled-RoPE frequency vector), multiplied by `scale` (YaRN's attention factor); double math.
 std::pair<Tensor, Tensor> rope_cos_sin_from_inv_freq(const std::vector<double>& inv_freq,
