@@ -22,11 +22,20 @@ struct UsageError {
 
 int run_demo(const Args& args);
 int run_mx(const Args& args);
+int run_forward(const Args& args);
+int run_generate(const Args& args);
+int run_model(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
       {"demo", "train a tiny transformer LM on the bundled corpus and print a sample", run_demo},
       {"mx", "MXFP8 quantize / dequantize / stats on raw float32 files", run_mx},
+      {"forward", "--model DIR --tokens FILE --out LOGITS.f32: logits of a HF model", run_forward},
+      {"generate",
+       "--model DIR --prompt TEXT [--max-new-tokens N] [--greedy | --temperature T "
+       "--top-p P] [--seed S]",
+       run_generate},
+      {"model", "info DIR: architecture, parameter count and memory by dtype", run_model},
   };
   return k;
 }

@@ -50,15 +50,28 @@ Tensor Module::register_parameter(const std::string& name, Tensor t) {
   return t;
 }
 
+namespace {
+thread_local bool skip_init_ = false;
+
+Tensor init_normal(const Shape& shape, DType dt, double std) {
+  if (skip_init_) return empty(shape, dt);
+  return randn(shape, DType::f32, 0.0, std).to(dt);
+}
+}  // namespace
+
+SkipInitGuard::SkipInitGuard() : prev_(skip_init_) { skip_init_ = true; }
+SkipInitGuard::~SkipInitGuard() { skip_init_ = prev_; }
+bool init_skipped() { return skip_init_; }
+
 Linear::Linear(int64_t in, int64_t out, bool has_bias, DType dt, double init_std) {
-  weight = register_parameter("weight", randn({out, in}, DType::f32, 0.0, init_std).to(dt));
+  weight = register_parameter("weight", init_normal({out, in}, dt, init_std));
   if (has_bias) bias = register_parameter("bias", zeros({out}, dt));
 }
 
 Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
 
 Embedding::Embedding(int64_t num, int64_t dim, DType dt, double init_std) {
-  weight = register_parameter("weight", randn({num, dim}, DType::f32, 0.0, init_std).to(dt));
+  weight = register_parameter("weight", init_normal({num, dim}, dt, init_std));
 }
 
 Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }

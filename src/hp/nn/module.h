@@ -51,6 +51,22 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
+// While alive, Linear and Embedding built on this thread leave their weights uninitialized instead
+// of drawing them (the draw costs seconds per 100M parameters): for modules whose weights are
+// loaded right after construction (models::load_model).
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+// True inside a SkipInitGuard on this thread.
+bool init_skipped();
+
 // y = x · weightᵀ (+ bias); weight [out, in].
 class Linear : public Module {
  public:

@@ -114,6 +114,11 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, b
 // {cos, sin} [T, D/2] of t · base^(-2i/D), computed in double and rounded to dt.
 std::pair<Tensor, Tensor> rope_cos_sin(int64_t seq_len, int64_t head_dim, double theta_base = 10000.0,
                                        DType dt = DType::f32);
+// {cos, sin} [T, D/2] of positions start..start+T-1 times inv_freq[i] (D/2 entries, e.g. a
+// scaled-RoPE frequency vector), multiplied by `scale` (YaRN's attention factor); double math.
+std::pair<Tensor, Tensor> rope_cos_sin_from_inv_freq(const std::vector<double>& inv_freq,
+                                                     int64_t start, int64_t seq_len,
+                                                     double scale = 1.0, DType dt = DType::f32);
 // q [B, Hq, T, D], k/v [B, Hkv, S, D]; grouped-query when Hq > Hkv; flash-style blocked kernel.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal = true, std::optional<double> scale = std::nullopt);

@@ -68,4 +68,22 @@ std::pair<Tensor, Tensor> rope_cos_sin(int64_t seq_len, int64_t head_dim, double
   return {from_vector(c, {seq_len, half}, dt), from_vector(s, {seq_len, half}, dt)};
 }
 
+std::pair<Tensor, Tensor> rope_cos_sin_from_inv_freq(const std::vector<double>& inv_freq,
+                                                     int64_t start, int64_t seq_len, double scale,
+                                                     DType dt) {
+  if (start < 0 || seq_len < 0 || inv_freq.empty())
+    HP_THROW(ValueError, "rope_cos_sin",
+             "needs start >= 0, seq_len >= 0 and a non-empty inv_freq; got ", start, ", ", seq_len,
+             ", ", inv_freq.size(), " frequencies");
+  const auto half = static_cast<int64_t>(inv_freq.size());
+  std::vector<double> c(static_cast<size_t>(seq_len * half)), s(c.size());
+  for (int64_t t = 0; t < seq_len; ++t)
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = static_cast<double>(start + t) * inv_freq[static_cast<size_t>(i)];
+      c[static_cast<size_t>(t * half + i)] = std::cos(a) * scale;
+      s[static_cast<size_t>(t * half + i)] = std::sin(a) * scale;
+    }
+  return {from_vector(c, {seq_len, half}, dt), from_vector(s, {seq_len, half}, dt)};
+}
+
 }  // namespace hp

@@ -1,0 +1,276 @@
+#include "hp/models/config.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "hp/core/error.h"
+#include "hp/io/json.h"
+
+namespace hp::models {
+
+namespace {
+
+// The architectures whose config fields this parser knows; building one also needs a registered
+// builder (models/registry.h).
+const std::vector<std::pair<std::string, std::string>>& known_architectures() {
+  static const std::vector<std::pair<std::string, std::string>> k = {
+      {"LlamaForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
+      {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3_moe"},
+      {"MixtralForCausalLM", "mixtral"}, {"DeepseekV3ForCausalLM", "deepseek_v3"},
+  };
+  return k;
+}
+
+[[noreturn]] void fail(const io::Json& j, const std::string& key, const std::string& what) {
+  HP_THROW(IoError, "config", j.file(), ": ", key, ": ", what);
+}
+
+int64_t positive(const io::Json& j, const char* key, bool required, int64_t def) {
+  if (!j.contains(key) || j.at(key).is_null()) {
+    if (required) fail(j, key, "missing required key");
+    return def;
+  }
+  const int64_t v = j.at(key).as_int();
+  if (v <= 0) fail(j, key, "must be > 0, got " + std::to_string(v));
+  return v;
+}
+
+DType parse_dtype(const io::Json& j, const std::string& key) {
+  const std::string s = j.get_string(key);
+  if (s == "float32") return DType::f32;
+  if (s == "bfloat16") return DType::bf16;
+  if (s == "float16") return DType::f16;
+  fail(j, key, "unsupported dtype '" + s + "' (float32, bfloat16, float16)");
+}
+
+RopeScaling parse_rope(const io::Json& r, const std::string& key, ModelConfig& c) {
+  RopeScaling s;
+  if (auto t = r.find("rope_type"); t && !t->is_null())
+    s.type = t->as_string();
+  else if (auto t2 = r.find("type"); t2 && !t2->is_null())
+    s.type = t2->as_string();
+  if (r.contains("rope_theta")) c.rope_theta = r.get_double("rope_theta");
+  if (s.type == "default") return s;
+  if (s.type != "linear" && s.type != "dynamic" && s.type != "yarn" && s.type != "llama3")
+    fail(r, key + ".rope_type",
+         "unsupported rope type '" + s.type + "' (default, linear, dynamic, yarn, llama3)");
+  s.factor = r.get_double_or("factor", 0.0);
+  if (!(s.factor >= 1.0) && !(s.type == "yarn" && s.factor == 0.0))
+    fail(r, key + ".factor", "must be >= 1 for rope type " + s.type);
+  s.original_max_position_embeddings =
+      r.get_int_or("original_max_position_embeddings", c.max_position_embeddings);
+  if (s.type == "yarn" && s.factor == 0.0)
+    s.factor = static_cast<double>(c.max_position_embeddings) /
+               static_cast<double>(s.original_max_position_embeddings);
+  if (s.type == "llama3") {
+    s.low_freq_factor = r.get_double("low_freq_factor");
+    s.high_freq_factor = r.get_double("high_freq_factor");
+    if (!(s.high_freq_factor > s.low_freq_factor))
+      fail(r, key + ".high_freq_factor", "must exceed low_freq_factor");
+  }
+  if (s.type == "yarn") {
+    if (auto a = r.find("attention_factor"); a && !a->is_null())
+      s.attention_factor = a->as_double();
+    s.beta_fast = r.get_double_or("beta_fast", 32.0);
+    s.beta_slow = r.get_double_or("beta_slow", 1.0);
+    s.mscale = r.get_double_or("mscale", 0.0);
+    s.mscale_all_dim = r.get_double_or("mscale_all_dim", 0.0);
+    s.truncate = r.get_bool_or("truncate", true);
+  }
+  return s;
+}
+
+std::vector<int64_t> int_list(const io::Json& j, const char* key) {
+  std::vector<int64_t> out;
+  if (auto v = j.find(key); v && !v->is_null()) {
+    if (v->is_array())
+      for (const auto& e : v->elements()) out.push_back(e.as_int());
+    else
+      out.push_back(v->as_int());
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const io::Json& j) {
+  ModelConfig c;
+  c.file = j.file();
+  if (!j.is_object()) fail(j, "<root>", "expected an object");
+  if (auto a = j.find("architectures"); a && a->is_array() && a->size() > 0)
+    c.architecture = a->at(0).as_string();
+  c.model_type = j.get_string_or("model_type", "");
+  if (c.architecture.empty()) {
+    for (const auto& [arch, type] : known_architectures())
+      if (type == c.model_type) c.architecture = arch;
+    if (c.architecture.empty()) fail(j, "architectures", "missing (and no known model_type)");
+  }
+  bool known = false;
+  std::string list;
+  for (const auto& [arch, type] : known_architectures()) {
+    known |= arch == c.architecture;
+    if (c.model_type.empty() && arch == c.architecture) c.model_type = type;
+    list += (list.empty() ? "" : ", ") + arch;
+  }
+  if (!known)
+    fail(j, "architectures", "unknown architecture '" + c.architecture + "' (" + list + ")");
+
+  c.vocab_size = positive(j, "vocab_size", true, 0);
+  c.hidden_size = positive(j, "hidden_size", true, 0);
+  c.intermediate_size = positive(j, "intermediate_size", true, 0);
+  c.num_hidden_layers = positive(j, "num_hidden_layers", true, 0);
+  c.num_attention_heads = positive(j, "num_attention_heads", true, 0);
+  c.num_key_value_heads = positive(j, "num_key_value_heads", false, c.num_attention_heads);
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(j, "num_key_value_heads",
+         "must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + "), got " +
+             std::to_string(c.num_key_value_heads));
+  // Qwen3Config defaults head_dim to 128 (not hidden / heads) when config.json omits it;
+  // Qwen3MoeConfig has no default (hidden / heads).
+  const bool qwen3 = c.model_type == "qwen3";
+  c.head_dim = positive(j, "head_dim", false, qwen3 ? 128 : 0);
+  if (c.head_dim == 0) {
+    if (c.hidden_size % c.num_attention_heads != 0)
+      fail(j, "hidden_size", "not divisible by num_attention_heads and no head_dim given");
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) fail(j, "head_dim", "must be even for RoPE");
+  c.max_position_embeddings = positive(j, "max_position_embeddings", false, 2048);
+  c.rms_norm_eps = j.get_double_or("rms_norm_eps", 1e-6);
+  if (!(c.rms_norm_eps > 0)) fail(j, "rms_norm_eps", "must be > 0");
+  c.initializer_range = j.get_double_or("initializer_range", 0.02);
+  c.rope_theta = j.get_double_or("rope_theta", 10000.0);
+  if (auto r = j.find("rope_parameters"); r && r->is_object())
+    c.rope_scaling = parse_rope(*r, "rope_parameters", c);
+  else if (auto r2 = j.find("rope_scaling"); r2 && r2->is_object())
+    c.rope_scaling = parse_rope(*r2, "rope_scaling", c);
+  if (!(c.rope_theta > 0)) fail(j, "rope_theta", "must be > 0");
+  c.tie_word_embeddings = j.get_bool_or("tie_word_embeddings", false);
+  c.attention_bias = j.get_bool_or("attention_bias", false);
+  c.mlp_bias = j.get_bool_or("mlp_bias", false);
+  c.hidden_act = j.get_string_or("hidden_act", "silu");
+  if (c.hidden_act != "silu") fail(j, "hidden_act", "only silu is supported, got " + c.hidden_act);
+  if (j.get_bool_or("use_sliding_window", false))
+    fail(j, "use_sliding_window", "sliding-window attention is not supported");
+  if (j.contains("dtype") && !j.at("dtype").is_null())
+    c.dtype = parse_dtype(j, "dtype");
+  else if (j.contains("torch_dtype") && !j.at("torch_dtype").is_null())
+    c.dtype = parse_dtype(j, "torch_dtype");
+  if (auto b = j.find("bos_token_id"); b && !b->is_null()) c.bos_token_id = b->as_int();
+  c.eos_token_ids = int_list(j, "eos_token_id");
+
+  // MoE: the three families name the expert count differently.
+  for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"})
+    if (j.contains(key) && !j.at(key).is_null()) c.num_experts = positive(j, key, true, 0);
+  c.num_experts_per_tok = j.get_int_or("num_experts_per_tok", 0);
+  c.moe_intermediate_size = j.get_int_or("moe_intermediate_size", 0);
+  c.norm_topk_prob = j.get_bool_or("norm_topk_prob", false);
+  c.decoder_sparse_step = j.get_int_or("decoder_sparse_step", 1);
+  c.mlp_only_layers = int_list(j, "mlp_only_layers");
+  c.router_aux_loss_coef = j.get_double_or("router_aux_loss_coef", 0.0);
+  c.n_shared_experts = j.get_int_or("n_shared_experts", 0);
+  c.kv_lora_rank = j.get_int_or("kv_lora_rank", 0);
+  c.q_lora_rank = j.get_int_or("q_lora_rank", 0);
+  c.qk_nope_head_dim = j.get_int_or("qk_nope_head_dim", 0);
+  c.qk_rope_head_dim = j.get_int_or("qk_rope_head_dim", 0);
+  c.v_head_dim = j.get_int_or("v_head_dim", 0);
+  c.n_group = j.get_int_or("n_group", 1);
+  c.topk_group = j.get_int_or("topk_group", 1);
+  c.first_k_dense_replace = j.get_int_or("first_k_dense_replace", 0);
+  c.routed_scaling_factor = j.get_double_or("routed_scaling_factor", 1.0);
+  c.scoring_func = j.get_string_or("scoring_func", "softmax");
+  c.topk_method = j.get_string_or("topk_method", "greedy");
+  if (c.is_moe()) {
+    if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts)
+      fail(j, "num_experts_per_tok",
+           "must be in [1, " + std::to_string(c.num_experts) + "], got " +
+               std::to_string(c.num_experts_per_tok));
+  } else if (c.architecture != "LlamaForCausalLM" && c.architecture != "Qwen2ForCausalLM" &&
+             c.architecture != "Qwen3ForCausalLM") {
+    fail(j, "num_experts", c.architecture + " needs an expert count");
+  }
+  return c;
+}
+
+ModelConfig read_model_config(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string file =
+      fs::is_directory(path) ? (fs::path(path) / "config.json").string() : path;
+  if (!fs::exists(file)) HP_THROW(IoError, "config", file, ": file not found");
+  return parse_model_config(io::read_json_file(file));
+}
+
+std::string model_config_to_json(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {c.architecture};
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["initializer_range"] = c.initializer_range;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  j["mlp_bias"] = c.mlp_bias;
+  j["hidden_act"] = c.hidden_act;
+  j["torch_dtype"] = c.dtype == DType::bf16  ? "bfloat16"
+                     : c.dtype == DType::f16 ? "float16"
+                                             : "float32";
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
+  const RopeScaling& r = c.rope_scaling;
+  if (r.type != "default") {
+    nlohmann::ordered_json s;
+    s["rope_type"] = r.type;
+    s["factor"] = r.factor;
+    if (r.type == "llama3" || r.type == "yarn")
+      s["original_max_position_embeddings"] = r.original_max_position_embeddings;
+    if (r.type == "llama3") {
+      s["low_freq_factor"] = r.low_freq_factor;
+      s["high_freq_factor"] = r.high_freq_factor;
+    }
+    if (r.type == "yarn") {
+      if (r.attention_factor) s["attention_factor"] = *r.attention_factor;
+      s["beta_fast"] = r.beta_fast;
+      s["beta_slow"] = r.beta_slow;
+      if (r.mscale != 0) s["mscale"] = r.mscale;
+      if (r.mscale_all_dim != 0) s["mscale_all_dim"] = r.mscale_all_dim;
+    }
+    j["rope_scaling"] = s;
+  }
+  if (c.is_moe()) {
+    j[c.architecture == "MixtralForCausalLM"      ? "num_local_experts"
+      : c.architecture == "DeepseekV3ForCausalLM" ? "n_routed_experts"
+                                                  : "num_experts"] = c.num_experts;
+    j["num_experts_per_tok"] = c.num_experts_per_tok;
+    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+    j["decoder_sparse_step"] = c.decoder_sparse_step;
+    j["mlp_only_layers"] = c.mlp_only_layers;
+    j["router_aux_loss_coef"] = c.router_aux_loss_coef;
+  }
+  if (c.architecture == "DeepseekV3ForCausalLM") {
+    j["n_shared_experts"] = c.n_shared_experts;
+    j["kv_lora_rank"] = c.kv_lora_rank;
+    if (c.q_lora_rank > 0) j["q_lora_rank"] = c.q_lora_rank;
+    j["qk_nope_head_dim"] = c.qk_nope_head_dim;
+    j["qk_rope_head_dim"] = c.qk_rope_head_dim;
+    j["v_head_dim"] = c.v_head_dim;
+    j["n_group"] = c.n_group;
+    j["topk_group"] = c.topk_group;
+    j["first_k_dense_replace"] = c.first_k_dense_replace;
+    j["routed_scaling_factor"] = c.routed_scaling_factor;
+    j["scoring_func"] = c.scoring_func;
+    j["topk_method"] = c.topk_method;
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace hp::models

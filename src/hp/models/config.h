@@ -1,0 +1,84 @@
+// Hugging Face config.json → a typed ModelConfig (DESIGN.md §1 "Models").
+//
+// One struct covers the decoder-only families hp builds: Llama, Qwen2, Qwen3 (dense) and the
+// MoE / MLA fields of Qwen3-MoE, Mixtral and DeepSeek-V3 (read here, used by models/moe and
+// models/mla). Both the transformers v4 spelling (rope_theta + rope_scaling, torch_dtype) and the
+// v5 one (rope_parameters, dtype) are accepted. Errors: "[config] <file>: <key>: <what>".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hp/core/dtype.h"
+
+namespace hp::io {
+class Json;
+}
+
+namespace hp::models {
+
+// RoPE frequency scaling, as transformers' modeling_rope_utils computes inv_freq.
+struct RopeScaling {
+  // "default", "linear", "dynamic", "yarn" or "llama3".
+  std::string type = "default";
+  double factor = 1.0;
+  // llama3
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;
+  // llama3 and yarn: the pre-training context length.
+  int64_t original_max_position_embeddings = 0;
+  // yarn: cos/sin scale (nullopt → derived from factor / mscale / mscale_all_dim), ramp bounds.
+  std::optional<double> attention_factor;
+  double beta_fast = 32.0, beta_slow = 1.0;
+  double mscale = 0.0, mscale_all_dim = 0.0;
+  bool truncate = true;
+};
+
+struct ModelConfig {
+  // Source file, for error messages.
+  std::string file;
+  // architectures[0] (e.g. "Qwen3ForCausalLM") and model_type ("qwen3").
+  std::string architecture, model_type;
+
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_hidden_layers = 0;
+  int64_t num_attention_heads = 0, num_key_value_heads = 0;
+  // Explicit in Qwen3 (may differ from hidden / heads); else hidden_size / num_attention_heads.
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 2048;
+  double rms_norm_eps = 1e-6, rope_theta = 10000.0, initializer_range = 0.02;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  // Bias on q/k/v (and o for Llama/Qwen3); Qwen2 always has q/k/v bias and never o bias.
+  bool attention_bias = false, mlp_bias = false;
+  std::string hidden_act = "silu";
+  // Parameter dtype: torch_dtype / dtype ("float32", "bfloat16", "float16").
+  DType dtype = DType::f32;
+  std::optional<int64_t> bos_token_id;
+  std::vector<int64_t> eos_token_ids;
+
+  // --- MoE (Qwen3-MoE: num_experts; Mixtral: num_local_experts; DeepSeek: n_routed_experts) ---
+  int64_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  // Qwen3-MoE: every decoder_sparse_step-th layer is sparse, except those in mlp_only_layers.
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  double router_aux_loss_coef = 0.0;
+  // --- DeepSeek-V3 (MLA + shared experts + grouped routing) ---
+  int64_t n_shared_experts = 0, kv_lora_rank = 0, q_lora_rank = 0;  // q_lora_rank 0 = none
+  int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  int64_t n_group = 1, topk_group = 1, first_k_dense_replace = 0;
+  double routed_scaling_factor = 1.0;
+  std::string scoring_func = "softmax", topk_method = "greedy";
+
+  bool is_moe() const { return num_experts > 0; }
+};
+
+// Parses a config.json document (`j` root). Throws IoError "[config] <file>: <key>: ...".
+ModelConfig parse_model_config(const io::Json& j);
+// Reads <dir>/config.json (or a path to the json file itself).
+ModelConfig read_model_config(const std::string& path);
+// The config.json text for `c` (v4 spelling, which both transformers 4 and 5 read).
+std::string model_config_to_json(const ModelConfig& c);
+
+}  // namespace hp::models

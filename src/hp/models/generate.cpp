@@ -1,0 +1,74 @@
+#include "hp/models/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "hp/autograd/grad_mode.h"
+#include "hp/ops/ops.h"
+
+namespace hp::models {
+
+int64_t pick_token(const std::vector<float>& logits, const GenerateOptions& opt, double uniform) {
+  if (logits.empty()) HP_THROW(ValueError, "generate", "empty logits");
+  const auto argmax =
+      static_cast<int64_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  if (opt.greedy || opt.temperature <= 0) return argmax;
+  if (!(opt.top_p > 0 && opt.top_p <= 1))
+    HP_THROW(ValueError, "generate", "top_p must be in (0, 1], got ", opt.top_p);
+  // Softmax of logits / T in double, then the smallest prefix (by probability) whose mass reaches
+  // top_p, renormalized.
+  const double mx = logits[static_cast<size_t>(argmax)];
+  std::vector<double> p(logits.size());
+  double z = 0;
+  for (size_t i = 0; i < p.size(); ++i) z += p[i] = std::exp((logits[i] - mx) / opt.temperature);
+  std::vector<int64_t> order(p.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)];
+  });
+  double mass = 0;
+  size_t keep = 0;
+  while (keep < order.size()) {
+    mass += p[static_cast<size_t>(order[keep++])] / z;
+    if (mass >= opt.top_p) break;
+  }
+  double target = uniform * mass * z, acc = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += p[static_cast<size_t>(order[i])];
+    if (target < acc) return order[i];
+  }
+  return order[keep - 1];
+}
+
+std::vector<int64_t> generate(CausalLM& model, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt) {
+  if (prompt.empty()) HP_THROW(ValueError, "generate", "empty prompt");
+  const int64_t vocab = model.config().vocab_size;
+  for (int64_t id : prompt)
+    if (id < 0 || id >= vocab)
+      HP_THROW(ValueError, "generate", "prompt token ", id, " outside the vocabulary [0, ", vocab,
+               ")");
+  autograd::NoGradGuard no_grad;
+  std::mt19937_64 rng(opt.seed);
+  KVCache cache = model.new_cache();
+  std::vector<int64_t> out;
+  std::vector<double> ids(prompt.begin(), prompt.end());
+  Tensor input = from_vector(ids, {1, static_cast<int64_t>(ids.size())}, DType::i64);
+  for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
+    const Tensor h = model.hidden_states(input, &cache);  // [1, T, hidden]
+    // Only the last position's logits are needed: [1, hidden] · headᵀ → [1, V].
+    const Tensor last = narrow(h, 1, h.size(1) - 1, 1).contiguous();
+    const std::vector<float> logits =
+        linear(reshape(last, {1, last.size(2)}), model.head_weight()).to_vector_as<float>();
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    const int64_t next = pick_token(logits, opt, u);
+    out.push_back(next);
+    if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next) != opt.stop_ids.end()) break;
+    input = from_vector({static_cast<double>(next)}, {1, 1}, DType::i64);
+  }
+  return out;
+}
+
+}  // namespace hp::models

@@ -1,0 +1,31 @@
+// Autoregressive generation with a per-layer KV cache: the prompt in one causal forward, then one
+// token per step attending over the whole cache (causal=false: a single query may see every
+// cached key, which sidesteps the flash kernel's top-left causal alignment).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hp/models/transformer.h"
+
+namespace hp::models {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 32;
+  // Greedy (argmax) when true, else temperature + nucleus (top-p) sampling.
+  bool greedy = true;
+  double temperature = 1.0, top_p = 1.0;
+  uint64_t seed = 0;
+  // Generation stops after any of these (e.g. the config's eos_token_id).
+  std::vector<int64_t> stop_ids;
+};
+
+// Next-token id from logits [V] (f32 values): argmax, or a sample by temperature / top-p using
+// `uniform` ∈ [0, 1). Exposed for tests.
+int64_t pick_token(const std::vector<float>& logits, const GenerateOptions& opt, double uniform);
+
+// The new tokens (not the prompt) for `prompt` ids; inference only (no tape).
+std::vector<int64_t> generate(CausalLM& model, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt);
+
+}  // namespace hp::models

@@ -1,0 +1,166 @@
+#include "hp/models/transformer.h"
+
+#include "hp/ops/ops.h"
+
+namespace hp::models {
+
+Attention::Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm)
+    : heads_(c.num_attention_heads), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
+  const double s = c.initializer_range;
+  q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.hidden_size, heads_ * head_dim_,
+                                                                  qkv_bias, c.dtype, s));
+  k_proj = register_module(
+      "k_proj",
+      std::make_shared<nn::Linear>(c.hidden_size, kv_heads_ * head_dim_, qkv_bias, c.dtype, s));
+  v_proj = register_module(
+      "v_proj",
+      std::make_shared<nn::Linear>(c.hidden_size, kv_heads_ * head_dim_, qkv_bias, c.dtype, s));
+  o_proj = register_module("o_proj", std::make_shared<nn::Linear>(heads_ * head_dim_, c.hidden_size,
+                                                                  o_bias, c.dtype, s));
+  if (qk_norm) {
+    q_norm = register_module("q_norm",
+                             std::make_shared<nn::RMSNorm>(head_dim_, c.rms_norm_eps, c.dtype));
+    k_norm = register_module("k_norm",
+                             std::make_shared<nn::RMSNorm>(head_dim_, c.rms_norm_eps, c.dtype));
+  }
+}
+
+Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
+  const int64_t b = x.size(0), t = x.size(1);
+  // Projections viewed per head: [B, T, H, D] (rotary over seq_dim 1, then a strided
+  // [B, H, T, D] view that attention reads with unit last stride).
+  Tensor q = view(q_proj->forward(x), {b, t, heads_, head_dim_});
+  Tensor k = view(k_proj->forward(x), {b, t, kv_heads_, head_dim_});
+  Tensor v = view(v_proj->forward(x), {b, t, kv_heads_, head_dim_});
+  if (q_norm) {
+    q = q_norm->forward(q);
+    k = k_norm->forward(k);
+  }
+  auto [cos, sin] = ctx.rope->get(ctx.start, t, DType::f32);
+  q = transpose(rotary_embedding(q, cos, sin, false, 1), 1, 2);  // [B, Hq, T, D]
+  k = transpose(rotary_embedding(k, cos, sin, false, 1), 1, 2);  // [B, Hkv, T, D]
+  v = transpose(v, 1, 2);
+  bool causal = true;
+  if (ctx.cache) {
+    LayerCache& lc = *ctx.cache;
+    if (lc.k.defined()) {
+      // The flash kernel aligns the causal mask top-left (query i sees keys <= i), which is only
+      // right when queries and keys start together; a single new query may see the whole cache.
+      if (t != 1)
+        HP_THROW(ValueError, "models",
+                 "incremental decoding feeds one token per step after the "
+                 "prompt; got ",
+                 t, " tokens with ", lc.k.size(2), " cached");
+      k = cat({lc.k, k}, 2);
+      v = cat({lc.v, v}, 2);
+      causal = false;
+    }
+    lc.k = k.is_contiguous() ? k : contiguous(k);
+    lc.v = v.is_contiguous() ? v : contiguous(v);
+    k = lc.k;
+    v = lc.v;
+  }
+  Tensor o = scaled_dot_product_attention(q, k, v, causal);  // [B, Hq, T, D]
+  o = reshape(transpose(o, 1, 2), {b, t, heads_ * head_dim_});
+  return o_proj->forward(o);
+}
+
+GatedMLP::GatedMLP(const ModelConfig& c, int64_t intermediate, bool bias) {
+  const double s = c.initializer_range;
+  gate_proj = register_module(
+      "gate_proj", std::make_shared<nn::Linear>(c.hidden_size, intermediate, bias, c.dtype, s));
+  up_proj = register_module(
+      "up_proj", std::make_shared<nn::Linear>(c.hidden_size, intermediate, bias, c.dtype, s));
+  down_proj = register_module(
+      "down_proj", std::make_shared<nn::Linear>(intermediate, c.hidden_size, bias, c.dtype, s));
+}
+
+Tensor GatedMLP::forward(const Tensor& x) const {
+  return down_proj->forward(mul(silu(gate_proj->forward(x)), up_proj->forward(x)));
+}
+
+DecoderLayer::DecoderLayer(const ModelConfig& c, const LayerFactory& f, int64_t layer) {
+  self_attn = register_module("self_attn", f.attention(c, layer));
+  mlp = register_module("mlp", f.mlp(c, layer));
+  input_layernorm = register_module(
+      "input_layernorm", std::make_shared<nn::RMSNorm>(c.hidden_size, c.rms_norm_eps, c.dtype));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm",
+                      std::make_shared<nn::RMSNorm>(c.hidden_size, c.rms_norm_eps, c.dtype));
+}
+
+Tensor DecoderLayer::forward(const Tensor& x, AttentionContext& ctx) const {
+  Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), ctx));
+  return add(h, mlp->forward(post_attention_layernorm->forward(h)));
+}
+
+DecoderModel::DecoderModel(const ModelConfig& c, const LayerFactory& f) {
+  embed_tokens = register_module(
+      "embed_tokens",
+      std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size, c.dtype, c.initializer_range));
+  auto list = register_module("layers", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    layers.push_back(std::make_shared<DecoderLayer>(c, f, i));
+    list->append(layers.back());
+  }
+  norm = register_module("norm",
+                         std::make_shared<nn::RMSNorm>(c.hidden_size, c.rms_norm_eps, c.dtype));
+}
+
+CausalLM::CausalLM(const ModelConfig& c, const LayerFactory& f)
+    : config_(c), rope_(c, c.qk_rope_head_dim > 0 ? c.qk_rope_head_dim : c.head_dim) {
+  model = register_module("model", std::make_shared<DecoderModel>(c, f));
+  if (!c.tie_word_embeddings)
+    lm_head =
+        register_module("lm_head", std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false,
+                                                                c.dtype, c.initializer_range));
+}
+
+Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
+  if (ids.dim() != 2) HP_THROW(ValueError, "models", "input ids must be [B, T], got ", ids.desc());
+  if (cache && cache->layers.size() != model->layers.size())
+    HP_THROW(ValueError, "models", "KV cache has ", cache->layers.size(), " layers, model has ",
+             model->layers.size(), " (use new_cache())");
+  AttentionContext ctx;
+  ctx.start = cache ? cache->length : 0;
+  ctx.rope = &rope_;
+  Tensor h = model->embed_tokens->forward(ids);  // [B, T, hidden]
+  for (size_t i = 0; i < model->layers.size(); ++i) {
+    ctx.cache = cache ? &cache->layers[i] : nullptr;
+    h = model->layers[i]->forward(h, ctx);
+  }
+  if (cache) cache->length += ids.size(1);
+  return model->norm->forward(h);
+}
+
+Tensor CausalLM::forward(const Tensor& ids, KVCache* cache) {
+  return linear(hidden_states(ids, cache), head_weight());
+}
+
+Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
+  const Tensor lab = labels.defined() ? labels : ids;
+  if (lab.shape() != ids.shape())
+    HP_THROW(ValueError, "models", "labels ", lab.desc(), " must match ids ", ids.desc());
+  const int64_t b = ids.size(0), t = ids.size(1);
+  if (t < 2)
+    HP_THROW(ValueError, "models", "loss needs at least 2 tokens per row, got ", ids.desc());
+  const Tensor logits = forward(ids);  // [B, T, V]
+  Tensor shifted = reshape(narrow(logits, 1, 0, t - 1), {b * (t - 1), config_.vocab_size});
+  Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
+  Tensor l = cross_entropy(shifted, targets, -100, "mean");
+  for (const auto& layer : model->layers)
+    if (Tensor aux = layer->mlp->aux_loss(); aux.defined()) l = add(l, aux);
+  return l;
+}
+
+Tensor CausalLM::head_weight() const {
+  return lm_head ? lm_head->weight : model->embed_tokens->weight;
+}
+
+KVCache CausalLM::new_cache() const {
+  KVCache c;
+  c.layers.resize(model->layers.size());
+  return c;
+}
+
+}  // namespace hp::models

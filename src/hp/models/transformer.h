@@ -1,0 +1,138 @@
+// Decoder-only causal LMs in Hugging Face layout: LlamaForCausalLM, Qwen2ForCausalLM,
+// Qwen3ForCausalLM (and, through the extension points below, the MoE / MLA families).
+//
+// Parameter FQNs are exactly HF's (model.embed_tokens.weight, model.layers.N.self_attn.q_proj.
+// weight, ..., model.norm.weight, lm_head.weight unless tied), so loading is a name match.
+//
+// Extension points (models/registry.h): a decoder layer owns an AttentionBlock ("self_attn") and a
+// FeedForward ("mlp"); an architecture supplies factories for both per layer index, so Qwen3-MoE /
+// Mixtral plug in a sparse FeedForward (which may add a router loss via aux_loss) and DeepSeek-V3
+// an MLA AttentionBlock, while embeddings, norms, head, loss, KV cache and loading stay shared.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "hp/models/config.h"
+#include "hp/models/rope.h"
+#include "hp/nn/module.h"
+
+namespace hp::models {
+
+// K/V of one layer for incremental decoding: [B, Hkv, S, D] each (MLA may store its latent in k
+// and leave v undefined).
+struct LayerCache {
+  Tensor k, v;
+};
+
+// Per-forward context handed to every attention block.
+struct AttentionContext {
+  int64_t start = 0;             // position of the first token of x (the cache length)
+  RotaryTables* rope = nullptr;  // the model's shared tables
+  LayerCache* cache = nullptr;   // null: no cache (training / plain forward)
+};
+
+class AttentionBlock : public nn::Module {
+ public:
+  // x [B, T, hidden] → [B, T, hidden].
+  virtual Tensor forward(const Tensor& x, AttentionContext& ctx) const = 0;
+};
+
+class FeedForward : public nn::Module {
+ public:
+  // x [B, T, hidden] → [B, T, hidden].
+  virtual Tensor forward(const Tensor& x) const = 0;
+  // Auxiliary loss of the last forward (MoE load balancing); undefined when none.
+  virtual Tensor aux_loss() const { return Tensor(); }
+};
+
+// Llama / Qwen2 / Qwen3 grouped-query attention with RoPE (rotate_half) and, for Qwen3, per-head
+// RMSNorm of q and k before RoPE. Bias: q/k/v (`qkv_bias`), o (`o_bias`).
+class Attention : public AttentionBlock {
+ public:
+  Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm);
+  Tensor forward(const Tensor& x, AttentionContext& ctx) const override;
+  std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
+  std::shared_ptr<nn::RMSNorm> q_norm, k_norm;  // null unless qk_norm
+
+ private:
+  int64_t heads_, kv_heads_, head_dim_;
+};
+
+// SwiGLU: down(silu(gate(x)) · up(x)).
+class GatedMLP : public FeedForward {
+ public:
+  GatedMLP(const ModelConfig& c, int64_t intermediate, bool bias);
+  Tensor forward(const Tensor& x) const override;
+  std::shared_ptr<nn::Linear> gate_proj, up_proj, down_proj;
+};
+
+// Builds the attention / feed-forward of layer `layer` for an architecture.
+struct LayerFactory {
+  std::function<std::shared_ptr<AttentionBlock>(const ModelConfig&, int64_t layer)> attention;
+  std::function<std::shared_ptr<FeedForward>(const ModelConfig&, int64_t layer)> mlp;
+};
+
+// Pre-norm residual block: x + attn(norm(x)), then h + mlp(norm(h)).
+class DecoderLayer : public nn::Module {
+ public:
+  DecoderLayer(const ModelConfig& c, const LayerFactory& f, int64_t layer);
+  Tensor forward(const Tensor& x, AttentionContext& ctx) const;
+  std::shared_ptr<nn::RMSNorm> input_layernorm, post_attention_layernorm;
+  std::shared_ptr<AttentionBlock> self_attn;
+  std::shared_ptr<FeedForward> mlp;
+};
+
+// A numbered list of submodules ("layers.0", "layers.1", ...).
+class ModuleList : public nn::Module {
+ public:
+  void append(std::shared_ptr<nn::Module> m) {
+    register_module(std::to_string(size_++), std::move(m));
+  }
+
+ private:
+  int64_t size_ = 0;
+};
+
+// "model": embed_tokens, layers, norm.
+class DecoderModel : public nn::Module {
+ public:
+  DecoderModel(const ModelConfig& c, const LayerFactory& f);
+  std::shared_ptr<nn::Embedding> embed_tokens;
+  std::vector<std::shared_ptr<DecoderLayer>> layers;
+  std::shared_ptr<nn::RMSNorm> norm;
+};
+
+// Per-layer K/V caches for generation.
+struct KVCache {
+  std::vector<LayerCache> layers;
+  int64_t length = 0;  // tokens already cached
+};
+
+class CausalLM : public nn::Module {
+ public:
+  CausalLM(const ModelConfig& c, const LayerFactory& f);
+  const ModelConfig& config() const { return config_; }
+  // ids [B, T] (i32/i64) → last hidden state [B, T, hidden] (after the final norm). With a cache,
+  // ids are the next tokens after cache->length cached ones; the cache is extended. Incremental
+  // steps (cache->length > 0) must feed one token at a time (see Attention::forward).
+  Tensor hidden_states(const Tensor& ids, KVCache* cache = nullptr);
+  // ids [B, T] → logits [B, T, vocab].
+  Tensor forward(const Tensor& ids, KVCache* cache = nullptr);
+  // HF's causal-LM loss: mean cross-entropy of logits[:, :-1] against labels[:, 1:] (labels
+  // default to ids; -100 is ignored), plus the feed-forward aux losses.
+  Tensor loss(const Tensor& ids, const Tensor& labels = Tensor());
+  // lm_head weight [vocab, hidden] (the embedding when tied).
+  Tensor head_weight() const;
+  KVCache new_cache() const;
+
+  std::shared_ptr<DecoderModel> model;
+  std::shared_ptr<nn::Linear> lm_head;  // null when tied
+
+ private:
+  ModelConfig config_;
+  RotaryTables rope_;
+};
+
+}  // namespace hp::models

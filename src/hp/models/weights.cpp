@@ -1,0 +1,123 @@
+#include "hp/models/weights.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "hp/autograd/grad_mode.h"
+#include "hp/io/safetensors.h"
+
+namespace hp::models {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool ignorable(const std::string& name, bool tied) {
+  if (tied && name == "lm_head.weight") return true;
+  return name.size() >= 9 && name.compare(name.size() - 9, 9, ".inv_freq") == 0;
+}
+
+std::string list_some(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 3; ++i) s += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > 3) s += " and " + std::to_string(names.size() - 3) + " more";
+  return s;
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+  if (!f) HP_THROW(IoError, "models", p.string(), ": cannot write");
+}
+
+}  // namespace
+
+void load_weights(nn::Module& model, const std::string& path) {
+  const auto ckpt = io::SafetensorsCheckpoint::open(path);
+  const auto params = model.named_parameters();
+  bool tied = true;
+  std::set<std::string> wanted;
+  for (const auto& [name, p] : params) {
+    wanted.insert(name);
+    if (name == "lm_head.weight") tied = false;
+  }
+  std::vector<std::string> missing, unexpected;
+  for (const auto& [name, p] : params)
+    if (!ckpt.contains(name)) missing.push_back(name);
+  for (const auto& name : ckpt.names())
+    if (!wanted.count(name) && !ignorable(name, tied)) unexpected.push_back(name);
+  if (!missing.empty()) HP_THROW(IoError, "models", path, ": missing tensor ", list_some(missing));
+  if (!unexpected.empty())
+    HP_THROW(IoError, "models", path, ": unexpected tensor ", list_some(unexpected),
+             " (not a parameter of the model)");
+  autograd::NoGradGuard no_grad;
+  for (const auto& [name, p] : params) {
+    const io::SafetensorsTensor& t = ckpt.tensor(name);
+    if (Shape(t.shape) != p.shape())
+      HP_THROW(IoError, "models", path, ": tensor '", name, "' has shape ", shape_str(t.shape),
+               " in the checkpoint but ", shape_str(p.shape()), " in the model");
+    // Zero-copy view of the mapped bytes (ckpt keeps them mapped for this loop); copy_from
+    // converts to the parameter's dtype.
+    const Tensor src = from_blob(const_cast<std::byte*>(t.data), t.shape, t.dtype, nullptr);
+    p.copy_from(src);
+  }
+}
+
+void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t max_shard_bytes,
+                     const std::string& tokenizer_dir) {
+  if (max_shard_bytes <= 0)
+    HP_THROW(ValueError, "models", "max_shard_bytes must be > 0, got ", max_shard_bytes);
+  const fs::path dir(out_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) HP_THROW(IoError, "models", out_dir, ": cannot create directory: ", ec.message());
+  write_text(dir / "config.json", model_config_to_json(model.config()));
+
+  // Greedy sharding in parameter order, as transformers does.
+  std::vector<std::vector<std::pair<std::string, Tensor>>> shards(1);
+  int64_t cur = 0, total = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const auto bytes = static_cast<int64_t>(p.nbytes());
+    if (cur > 0 && cur + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().emplace_back(name, p.contiguous());
+    cur += bytes;
+    total += bytes;
+  }
+  const size_t n = shards.size();
+  nlohmann::ordered_json weight_map;
+  for (size_t i = 0; i < n; ++i) {
+    char fname[64];
+    std::snprintf(fname, sizeof fname, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+    const std::string file = n == 1 ? "model.safetensors" : fname;
+    std::vector<io::SafetensorsEntry> entries;
+    for (const auto& [name, t] : shards[i]) {
+      entries.push_back({name, t.dtype(), t.shape(), t.raw_data(), t.nbytes()});
+      weight_map[name] = file;
+    }
+    io::write_safetensors((dir / file).string(), entries, {{"format", "pt"}});
+  }
+  if (n > 1) {
+    nlohmann::ordered_json index;
+    index["metadata"] = {{"total_size", total}};
+    index["weight_map"] = weight_map;
+    write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  if (!tokenizer_dir.empty()) {
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                          "generation_config.json"}) {
+      const fs::path src = fs::path(tokenizer_dir) / f;
+      if (!fs::exists(src)) continue;
+      fs::copy_file(src, dir / f, fs::copy_options::overwrite_existing, ec);
+      if (ec) HP_THROW(IoError, "models", src.string(), ": cannot copy: ", ec.message());
+    }
+  }
+}
+
+}  // namespace hp::models

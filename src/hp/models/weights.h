@@ -1,0 +1,26 @@
+// Hugging Face safetensors weights in and out of a model (name match on parameter FQNs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hp/models/transformer.h"
+
+namespace hp::models {
+
+// Copies every parameter of `model` from the checkpoint at `path` (a directory with
+// model.safetensors or model.safetensors.index.json + shards, or a file), converting dtypes.
+// Throws IoError "[models] <path>: ..." naming a missing tensor, an unexpected tensor or a
+// shape mismatch (both shapes). lm_head.weight in a tied checkpoint and rotary inv_freq buffers
+// are ignored, as transformers does.
+void load_weights(nn::Module& model, const std::string& path);
+
+// Writes `out_dir`/config.json and the weights: model.safetensors when they fit in
+// `max_shard_bytes`, else model-0000i-of-0000N.safetensors + model.safetensors.index.json
+// (transformers' layout). `tokenizer_dir` (optional) supplies tokenizer.json,
+// tokenizer_config.json, special_tokens_map.json and generation_config.json, copied when present.
+void save_pretrained(const CausalLM& model, const std::string& out_dir,
+                     int64_t max_shard_bytes = int64_t(5) << 30,
+                     const std::string& tokenizer_dir = "");
+
+}  // namespace hp::models

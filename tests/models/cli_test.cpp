@@ -1,0 +1,111 @@
+// The `hp forward` / `hp generate` / `hp model info` paths on fixture models (runs the hp binary
+// built next to this test; skipped when it is not there).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "hp/io/safetensors.h"
+#include "hp/io/tokenizer.h"
+#include "hp/models/registry.h"
+#include "hp/models/weights.h"
+
+namespace hp::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture(const std::string& name) {
+  return std::string(HP_TEST_DIR) + "/fixtures/" + name;
+}
+
+std::string hp_binary() {
+  const fs::path p = fs::read_symlink("/proc/self/exe").parent_path() / "hp";
+  return fs::exists(p) ? p.string() : "";
+}
+
+// Runs a command, returning its exit code and (stdout + stderr) text.
+std::pair<int, std::string> run(const std::string& cmd) {
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
+  const int rc = f ? pclose(f) : -1;
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+}
+
+TEST(Cli, ForwardMatchesRecordedLogits) {
+  const std::string hp = hp_binary();
+  if (hp.empty()) GTEST_SKIP() << "hp binary not built";
+  const std::string dir = fixture("qwen3");
+  const auto ref = io::SafetensorsFile::open(dir + "/reference.safetensors");
+  const auto& ids = ref.tensor("input_ids");  // [2, 12] i64
+  const auto* id = reinterpret_cast<const int64_t*>(ids.data);
+  const fs::path tmp = fs::path(::testing::TempDir()) / "hp_cli_forward";
+  fs::create_directories(tmp);
+  {
+    std::ofstream tok(tmp / "tokens.txt");
+    for (int64_t b = 0; b < ids.shape[0]; ++b) {
+      for (int64_t t = 0; t < ids.shape[1]; ++t) tok << id[b * ids.shape[1] + t] << ' ';
+      tok << '\n';
+    }
+  }
+  const std::string out = (tmp / "logits.f32").string();
+  auto [rc, text] = run(hp + " forward --model " + dir + " --tokens " +
+                        (tmp / "tokens.txt").string() + " --out " + out);
+  ASSERT_EQ(rc, 0) << text;
+  const auto& want = ref.tensor("logits");
+  ASSERT_EQ(fs::file_size(out), want.nbytes);
+  std::vector<float> got(want.nbytes / 4);
+  std::ifstream(out, std::ios::binary).read(reinterpret_cast<char*>(got.data()), want.nbytes);
+  const auto* w = reinterpret_cast<const float*>(want.data);
+  double m = 0;
+  for (size_t i = 0; i < got.size(); ++i) m = std::max(m, std::abs(double(got[i]) - w[i]));
+  EXPECT_LE(m, 1e-4);
+}
+
+TEST(Cli, ErrorsAreOneLineExitTwo) {
+  const std::string hp = hp_binary();
+  if (hp.empty()) GTEST_SKIP() << "hp binary not built";
+  auto [rc, text] = run(hp + " forward --model /nonexistent --tokens x --out y");
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  std::tie(rc, text) = run(hp + " model info " + std::string(HP_TEST_DIR));
+  EXPECT_EQ(rc, 2) << text;
+  EXPECT_NE(text.find("config.json"), std::string::npos) << text;
+  std::tie(rc, text) = run(hp + " generate --model " + fixture("qwen3") + " --prompt hi");
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(text.find("tokenizer.json"), std::string::npos) << text;
+}
+
+TEST(Cli, GenerateAndInfoOnASavedRandomModel) {
+  const std::string hp = hp_binary();
+  if (hp.empty()) GTEST_SKIP() << "hp binary not built";
+  const std::string tok_json =
+      std::string(HP_TEST_DIR) + "/../io/fixtures/tokenizers/qwen2.tokenizer.json";
+  const fs::path tok_dir = fs::path(::testing::TempDir()) / "hp_cli_tok";
+  fs::create_directories(tok_dir);
+  fs::copy_file(tok_json, tok_dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  ModelConfig c = read_model_config(fixture("qwen3"));
+  c.vocab_size = io::Tokenizer::from_file(tok_json).vocab_size();
+  const std::string dir = (fs::path(::testing::TempDir()) / "hp_cli_model").string();
+  save_pretrained(*build_model(c), dir, int64_t(1) << 30, tok_dir.string());
+  auto [rc, text] = run(hp + " generate --model " + dir + " --prompt 'Hello' --max-new-tokens 5");
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_EQ(text.rfind("Hello", 0), 0u) << text;
+  auto [rc2, text2] =
+      run(hp + " generate --model " + dir +
+          " --prompt 'Hello' --max-new-tokens 5 --temperature 0.8 --top-p 0.9 --seed 3");
+  EXPECT_EQ(rc2, 0) << text2;
+  auto [rc3, text3] = run(hp + " model info " + dir);
+  ASSERT_EQ(rc3, 0) << text3;
+  EXPECT_NE(text3.find("Qwen3ForCausalLM"), std::string::npos) << text3;
+  EXPECT_NE(text3.find("F32"), std::string::npos) << text3;
+}
+
+}  // namespace
+}  // namespace hp::models

@@ -1,0 +1,195 @@
+// config.json parsing and validation, weight loading errors, save_pretrained round trips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "hp/io/json.h"
+#include "hp/io/safetensors.h"
+#include "hp/models/generate.h"
+#include "hp/models/registry.h"
+#include "hp/models/rope.h"
+#include "hp/models/weights.h"
+#include "hp/ops/ops.h"
+
+namespace hp::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture(const std::string& name) {
+  return std::string(HP_TEST_DIR) + "/fixtures/" + name;
+}
+
+ModelConfig parse(const std::string& text) {
+  return parse_model_config(io::parse_json(text, "cfg.json"));
+}
+
+const char* kBase =
+    R"("vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+       "num_attention_heads": 4)";
+
+std::string cfg(const std::string& arch, const std::string& extra = "") {
+  return std::string("{\"architectures\": [\"") + arch + "\"], " + kBase +
+         (extra.empty() ? "" : ", ") + extra + "}";
+}
+
+void expect_error(const std::string& text, const std::string& needle) {
+  try {
+    parse(text);
+    FAIL() << "no error for " << text;
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cfg.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, ParsesDenseFamiliesAndDefaults) {
+  const ModelConfig c = parse(cfg("LlamaForCausalLM", R"("rope_theta": 500000.0)"));
+  EXPECT_EQ(c.model_type, "llama");
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.dtype, DType::f32);
+  const ModelConfig q = parse(cfg("Qwen3ForCausalLM", R"("head_dim": 16, "num_key_value_heads": 2,
+      "torch_dtype": "bfloat16", "eos_token_id": [1, 2])"));
+  EXPECT_EQ(q.head_dim, 16);
+  EXPECT_EQ(q.dtype, DType::bf16);
+  EXPECT_EQ(q.eos_token_ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(parse(cfg("Qwen3ForCausalLM")).head_dim, 128);  // Qwen3Config's default
+}
+
+TEST(Config, ParsesRopeScalingInBothSpellings) {
+  const ModelConfig v4 = parse(cfg("LlamaForCausalLM", R"("rope_theta": 5e5, "rope_scaling": {
+      "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192})"));
+  EXPECT_EQ(v4.rope_scaling.type, "llama3");
+  EXPECT_EQ(v4.rope_scaling.original_max_position_embeddings, 8192);
+  const ModelConfig v5 = parse(cfg("LlamaForCausalLM", R"("rope_parameters": {"rope_type": "yarn",
+      "factor": 4.0, "rope_theta": 1e4, "original_max_position_embeddings": 16})"));
+  EXPECT_EQ(v5.rope_scaling.type, "yarn");
+  EXPECT_EQ(v5.rope_theta, 1e4);
+  // YaRN's default attention factor: 0.1 ln(4) + 1.
+  EXPECT_NEAR(rope_frequencies(v5, 8).attention_factor, 0.1 * std::log(4.0) + 1, 1e-12);
+}
+
+TEST(Config, ParsesMoeFields) {
+  const ModelConfig m =
+      parse(cfg("MixtralForCausalLM", R"("num_local_experts": 8, "num_experts_per_tok": 2)"));
+  EXPECT_EQ(m.num_experts, 8);
+  const ModelConfig d = parse(cfg("DeepseekV3ForCausalLM", R"("n_routed_experts": 16,
+      "num_experts_per_tok": 4, "n_shared_experts": 1, "kv_lora_rank": 32, "q_lora_rank": null,
+      "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "n_group": 4,
+      "topk_group": 2, "routed_scaling_factor": 2.5, "first_k_dense_replace": 1,
+      "scoring_func": "sigmoid", "topk_method": "noaux_tc")"));
+  EXPECT_EQ(d.num_experts, 16);
+  EXPECT_EQ(d.q_lora_rank, 0);
+  EXPECT_EQ(d.scoring_func, "sigmoid");
+  EXPECT_THROW(build_model(d), ValueError);  // parsed, not (yet) buildable here
+}
+
+TEST(Config, RejectsBadConfigsNamingTheKey) {
+  expect_error(cfg("GPT2LMHeadModel"), "unknown architecture 'GPT2LMHeadModel'");
+  expect_error(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 8})",
+               "hidden_size: missing");
+  expect_error(cfg("LlamaForCausalLM", R"("num_key_value_heads": 3)"), "num_key_value_heads");
+  expect_error(cfg("LlamaForCausalLM", R"("rms_norm_eps": -1)"), "rms_norm_eps");
+  expect_error(cfg("LlamaForCausalLM", R"("torch_dtype": "int8")"), "torch_dtype");
+  expect_error(cfg("LlamaForCausalLM", R"("rope_scaling": {"rope_type": "longrope", "factor": 2})"),
+               "rope_scaling.rope_type");
+  expect_error(cfg("Qwen3MoeForCausalLM"), "num_experts");
+  expect_error(R"({"architectures": ["LlamaForCausalLM"], "vocab_size": 8, "hidden_size": 0})",
+               "hidden_size: must be > 0");
+  EXPECT_THROW(read_model_config("/nonexistent/dir"), IoError);
+}
+
+TEST(Config, JsonRoundTrip) {
+  const ModelConfig c = read_model_config(fixture("llama_rope_llama3"));
+  const ModelConfig r = parse_model_config(io::parse_json(model_config_to_json(c), "rt"));
+  EXPECT_EQ(r.architecture, c.architecture);
+  EXPECT_EQ(r.head_dim, c.head_dim);
+  EXPECT_EQ(r.rope_scaling.type, "llama3");
+  EXPECT_EQ(rope_frequencies(r, r.head_dim).inv_freq, rope_frequencies(c, c.head_dim).inv_freq);
+}
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::path(::testing::TempDir()) / ("hp_models_" + name);
+  fs::remove_all(p);
+  return p.string();
+}
+
+TEST(Weights, LoadErrorsNameTensorAndShapes) {
+  ModelConfig c = read_model_config(fixture("llama"));
+  c.intermediate_size = 48;
+  auto m = build_model(c);
+  try {
+    load_weights(*m, fixture("llama"));
+    FAIL();
+  } catch (const IoError& e) {
+    const std::string s = e.what();
+    EXPECT_NE(s.find("model.layers.0.mlp.gate_proj.weight"), std::string::npos) << s;
+    EXPECT_NE(s.find("[64, 32]"), std::string::npos) << s;
+    EXPECT_NE(s.find("[48, 32]"), std::string::npos) << s;
+  }
+  c = read_model_config(fixture("llama"));
+  c.num_hidden_layers = 3;
+  EXPECT_THROW(load_weights(*build_model(c), fixture("llama")), IoError);  // missing layer 2
+  c.num_hidden_layers = 1;
+  EXPECT_THROW(load_weights(*build_model(c), fixture("llama")), IoError);  // unexpected layer 1
+}
+
+TEST(Weights, SavePretrainedShardsAndReloads) {
+  auto m = load_model(fixture("qwen2"));
+  const char* keep = std::getenv("HP_MODELS_EXPORT_DIR");  // for the transformers check
+  const std::string dir = keep ? keep : temp_dir("qwen2");
+  save_pretrained(*m, dir, 40000);
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "model.safetensors.index.json"));
+  EXPECT_GT(io::SafetensorsCheckpoint::open(dir).files().size(), 1u);
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "model.safetensors"));
+  if (keep)
+    save_pretrained(*load_model(fixture("llama_rope_llama3")), std::string(keep) + "_llama3");
+  auto r = load_model(dir);
+  const Tensor ids = from_vector({1, 5, 9, 2, 7}, {1, 5}, DType::i64);
+  EXPECT_EQ(r->forward(ids).to_vector(), m->forward(ids).to_vector());
+  // Tied: no lm_head in the file; single file when it fits.
+  auto t = load_model(fixture("llama_tied"));
+  const std::string tdir = temp_dir("tied");
+  save_pretrained(*t, tdir);
+  EXPECT_TRUE(fs::exists(fs::path(tdir) / "model.safetensors"));
+  EXPECT_FALSE(io::SafetensorsCheckpoint::open(tdir).contains("lm_head.weight"));
+  EXPECT_EQ(load_model(tdir)->forward(ids).to_vector(), t->forward(ids).to_vector());
+}
+
+TEST(Generate, PickTokenGreedyAndTopP) {
+  GenerateOptions g;
+  EXPECT_EQ(pick_token({0.f, 3.f, 1.f}, g, 0.99), 1);
+  GenerateOptions s;
+  s.greedy = false;
+  s.top_p = 0.5;  // only the top token survives
+  EXPECT_EQ(pick_token({0.f, 3.f, 1.f}, s, 0.99), 1);
+  s.top_p = 1.0;
+  EXPECT_EQ(pick_token({0.f, 0.f}, s, 0.25), 0);
+  EXPECT_EQ(pick_token({0.f, 0.f}, s, 0.75), 1);
+}
+
+TEST(Generate, CachedGreedyMatchesRecomputation) {
+  auto m = load_model(fixture("llama"));
+  GenerateOptions opt;
+  opt.max_new_tokens = 6;
+  const std::vector<int64_t> prompt = {3, 14, 15, 92};
+  const auto out = generate(*m, prompt, opt);
+  ASSERT_EQ(out.size(), 6u);
+  std::vector<double> seq(prompt.begin(), prompt.end());
+  for (int64_t tok : out) {
+    const int64_t t = static_cast<int64_t>(seq.size());
+    const Tensor logits = m->forward(from_vector(seq, {1, t}, DType::i64));
+    const auto row = narrow(logits, 1, t - 1, 1).contiguous().to_vector_as<float>();
+    EXPECT_EQ(pick_token(row, opt, 0), tok);
+    seq.push_back(static_cast<double>(tok));
+  }
+}
+
+}  // namespace
+}  // namespace hp::models
