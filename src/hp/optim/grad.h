@@ -1,0 +1,42 @@
+// Gradient utilities for the trainer loop: global-norm clipping and gradient accumulation.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hp/core/tensor.h"
+
+namespace hp::optim {
+
+// The L2 norm over every defined .grad of `params` (computed in double: fixed blocks per tensor,
+// combined in parameter order, so it is the same for any thread count). When the norm exceeds
+// max_norm (> 0), every grad is scaled by max_norm / (norm + 1e-6), as torch's
+// clip_grad_norm_. Returns the norm before clipping; a non-finite norm scales nothing, so the
+// caller can detect it and skip the step. max_norm <= 0 only measures.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// Multiplies every defined .grad by `factor` in place (f32 grads; others are converted).
+void scale_grads(const std::vector<Tensor>& params, double factor);
+
+// One optimizer step split into micro-batches. Each micro-batch backpropagates the SUM of its token
+// losses (the engine adds into .grad across backward calls); finish() divides the gradients by
+// the total valid tokens of the whole step, so the result is the gradient of
+// loss = Σ token losses / global valid tokens (DESIGN.md §4 Metrics) whatever the split.
+class GradAccumulator {
+ public:
+  explicit GradAccumulator(std::vector<Tensor> params) : params_(std::move(params)) {}
+  // loss_sum: one-element tensor, the sum of this micro-batch's token losses.
+  void backward(const Tensor& loss_sum, int64_t valid_tokens);
+  // Scales the gradients by 1/total tokens, returns the step's mean loss, and resets the counters.
+  // Throws ValueError("[optim] ...") when no token was seen.
+  double finish();
+  int64_t micro_batches() const { return micro_batches_; }
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  std::vector<Tensor> params_;
+  double loss_sum_ = 0;
+  int64_t tokens_ = 0, micro_batches_ = 0;
+};
+
+}  // namespace hp::optim

@@ -1,0 +1,205 @@
+#include "hp/optim/optimizer.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "hp/core/thread_pool.h"
+#include "hp/optim/kernels.h"
+
+namespace hp::optim {
+
+bool glob_match(std::string_view pattern, std::string_view text) {
+  // Greedy matching with one backtrack point (the last '*'): linear in practice.
+  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+Algorithm algorithm_from_name(std::string_view name) {
+  if (name == "adamw") return Algorithm::adamw;
+  if (name == "muon") return Algorithm::muon;
+  if (name == "auto") return Algorithm::auto_select;
+  HP_THROW(ValueError, "optim", "unknown optimizer '", name, "' (expected adamw|muon|auto)");
+}
+
+std::string_view algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::adamw:
+      return "adamw";
+    case Algorithm::muon:
+      return "muon";
+    case Algorithm::auto_select:
+      return "auto";
+  }
+  return "?";
+}
+
+MuonScale muon_scale_from_name(std::string_view name) {
+  if (name == "rms_match") return MuonScale::rms_match;
+  if (name == "shape") return MuonScale::shape;
+  HP_THROW(ValueError, "optim", "unknown muon update_scale '", name,
+           "' (expected rms_match|shape)");
+}
+
+std::string_view muon_scale_name(MuonScale s) {
+  return s == MuonScale::rms_match ? "rms_match" : "shape";
+}
+
+double muon_update_scale(MuonScale s, int64_t rows, int64_t cols) {
+  const double r = static_cast<double>(rows), c = static_cast<double>(cols);
+  if (s == MuonScale::rms_match) return 0.2 * std::sqrt(std::max(r, c));
+  return std::sqrt(std::max(1.0, r / c));
+}
+
+Optimizer::Optimizer(std::vector<NamedTensor> params, OptimizerOptions options)
+    : options_(std::move(options)) {
+  std::set<std::string> seen;
+  for (size_t gi = 0; gi < options_.groups.size(); ++gi)
+    if (options_.groups[gi].name.empty())
+      options_.groups[gi].name = "groups[" + std::to_string(gi) + "]";
+  for (auto& [fqn, t] : params) {
+    if (!t.defined()) HP_THROW(ValueError, "optim", fqn, ": undefined parameter");
+    if (!seen.insert(fqn).second) HP_THROW(ValueError, "optim", fqn, ": duplicate parameter FQN");
+    if (t.dtype() != DType::f32 || !t.is_contiguous())
+      HP_THROW(ValueError, "optim", fqn, ": parameters must be contiguous f32 master weights, got ",
+               t.desc());
+    Entry e;
+    e.fqn = fqn;
+    e.param = t;
+    e.group = "default";
+    Algorithm algo = options_.default_algorithm;
+    const ParamGroup* group = nullptr;
+    for (const auto& g : options_.groups) {
+      for (const auto& pat : g.globs)
+        if (glob_match(pat, fqn)) group = &g;
+      if (group) break;
+    }
+    if (group) {
+      algo = group->algorithm;
+      e.group = group->name;
+      e.lr_scale = group->lr_scale;
+    }
+    if (algo == Algorithm::auto_select) algo = t.dim() >= 2 ? Algorithm::muon : Algorithm::adamw;
+    if (algo == Algorithm::muon && t.dim() < 2)
+      HP_THROW(ValueError, "optim", fqn, ": muon (group ", e.group, ") needs a matrix, got ",
+               t.desc(), "; route it to adamw with a group glob");
+    e.algorithm = algo;
+    e.weight_decay =
+        algo == Algorithm::muon ? options_.muon.weight_decay : options_.adamw.weight_decay;
+    if (group && group->weight_decay) e.weight_decay = *group->weight_decay;
+    entries_.push_back(std::move(e));
+  }
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> out;
+  out.reserve(entries_.size());
+  for (const auto& e : entries_) out.push_back(e.param);
+  return out;
+}
+
+void Optimizer::zero_grad() {
+  for (auto& e : entries_) e.param.zero_grad();
+}
+
+void Optimizer::step(double lr) {
+  if (!std::isfinite(lr) || lr < 0) HP_THROW(ValueError, "optim", "step: bad lr ", lr);
+  std::vector<size_t> adamw_ids;
+  std::vector<Tensor> adamw_grads;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    Entry& e = entries_[i];
+    Tensor g = e.param.grad();
+    if (!g.defined()) continue;
+    if (g.shape() != e.param.shape())
+      HP_THROW(ValueError, "optim", e.fqn, ": gradient ", g.desc(), " does not match parameter ",
+               e.param.desc());
+    if (g.dtype() != DType::f32 || !g.is_contiguous()) g = g.to(DType::f32);
+    if (e.algorithm == Algorithm::muon) {
+      step_muon(e, g, lr * e.lr_scale);
+    } else {
+      adamw_ids.push_back(i);
+      adamw_grads.push_back(g);
+    }
+  }
+  step_adamw(adamw_ids, adamw_grads, lr);
+}
+
+void Optimizer::step_adamw(const std::vector<size_t>& ids, const std::vector<Tensor>& grads,
+                           double lr) {
+  // One parallel pass over fixed-size chunks of every parameter: many small tensors (norms,
+  // biases) share the threads instead of each paying a parallel_for.
+  constexpr int64_t kChunk = 1 << 14;
+  struct Chunk {
+    size_t k;  // index into ids
+    int64_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  std::vector<AdamWStep> scalars;
+  const AdamWOptions& o = options_.adamw;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    Entry& e = entries_[ids[k]];
+    if (!e.exp_avg.defined()) {
+      e.exp_avg = zeros(e.param.shape());
+      e.exp_avg_sq = zeros(e.param.shape());
+    }
+    ++e.step;
+    scalars.push_back(
+        adamw_scalars(lr * e.lr_scale, o.beta1, o.beta2, o.eps, e.weight_decay, e.step));
+    const int64_t n = e.param.numel();
+    for (int64_t b = 0; b < n; b += kChunk) chunks.push_back({k, b, std::min(n, b + kChunk)});
+  }
+  parallel_for(0, static_cast<int64_t>(chunks.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      const Chunk& ch = chunks[static_cast<size_t>(c)];
+      Entry& e = entries_[ids[ch.k]];
+      adamw_update(e.param.data<float>() + ch.begin, grads[ch.k].data<float>() + ch.begin,
+                   e.exp_avg.data<float>() + ch.begin, e.exp_avg_sq.data<float>() + ch.begin,
+                   ch.end - ch.begin, scalars[ch.k]);
+    }
+  });
+}
+
+void Optimizer::step_muon(Entry& e, const Tensor& grad, double lr) {
+  const MuonOptions& o = options_.muon;
+  const int64_t n = e.param.numel();
+  const int64_t rows = e.param.size(-2), cols = e.param.size(-1);
+  if (!e.momentum_buffer.defined()) e.momentum_buffer = zeros(e.param.shape());
+  ++e.step;
+  const float mu = static_cast<float>(o.momentum);
+  const float* g = grad.data<float>();
+  float* buf = e.momentum_buffer.data<float>();
+  std::vector<float> u(static_cast<size_t>(n)), ortho(static_cast<size_t>(n));
+  constexpr int64_t kGrain = 1 << 14;
+  parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      buf[i] = mu * buf[i] + g[i];
+      u[static_cast<size_t>(i)] = o.nesterov ? g[i] + mu * buf[i] : buf[i];
+    }
+  });
+  // [..., rows, cols]: each trailing matrix is orthogonalized on its own.
+  for (int64_t off = 0; off < n; off += rows * cols)
+    newton_schulz(u.data() + off, ortho.data() + off, rows, cols, o.ns_steps);
+  const float decay = static_cast<float>(1.0 - lr * e.weight_decay);
+  const float alpha = static_cast<float>(lr * muon_update_scale(o.update_scale, rows, cols));
+  float* p = e.param.data<float>();
+  parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) p[i] = p[i] * decay - alpha * ortho[static_cast<size_t>(i)];
+  });
+}
+
+}  // namespace hp::optim

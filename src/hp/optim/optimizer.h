@@ -1,0 +1,124 @@
+// The optimizer: AdamW and Muon over named f32 master weights, grouped by FQN globs.
+//
+// Usage by the trainer loop:
+//   Optimizer opt(model.named_parameters(), options);
+//   for step: zero_grad(); forward/backward (GradAccumulator); clip_grad_norm(opt.parameters(), c);
+//             opt.step(peak_lr * lr_factor(schedule, step));
+//   checkpoint: opt.state_dict() / opt.load_state_dict(named tensors)
+//
+// Each parameter is assigned once, at construction, to the first ParamGroup with a glob matching
+// its FQN (else to `default_algorithm`); the group fixes its algorithm, lr scale and weight decay.
+// Muon follows DESIGN.md §4 (Moonlight form of Nesterov momentum: buf = μ·buf + g,
+// u = g + μ·buf; Newton–Schulz on u; p *= 1 - lr·wd; p -= lr·scale·NS(u)); tensors with more than
+// two dims are a stack of [rows, cols] matrices over their last two dims (stacked experts).
+// State is created lazily on a parameter's first step; parameters whose .grad is undefined are
+// skipped entirely (no decay, no state change), as in torch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "hp/core/tensor.h"
+
+namespace hp::optim {
+
+using NamedTensor = std::pair<std::string, Tensor>;
+
+enum class Algorithm {
+  adamw,
+  muon,
+  auto_select,  // muon for tensors with >= 2 dims, adamw otherwise
+};
+
+enum class MuonScale {
+  rms_match,  // 0.2·sqrt(max(rows, cols)): matches AdamW's update RMS, so both share one lr
+  shape,      // sqrt(max(1, rows/cols)) (Keller Jordan)
+};
+
+struct AdamWOptions {
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+struct MuonOptions {
+  double momentum = 0.95;
+  bool nesterov = true;
+  int ns_steps = 5;
+  MuonScale update_scale = MuonScale::rms_match;
+  double weight_decay = 0.01;
+};
+
+struct ParamGroup {
+  std::string name;                // for messages ("groups[0]" by default)
+  std::vector<std::string> globs;  // matched against the whole FQN ('*' any run, '?' one char)
+  Algorithm algorithm = Algorithm::adamw;
+  double lr_scale = 1.0;               // this group's lr = step lr · lr_scale
+  std::optional<double> weight_decay;  // overrides the algorithm's weight decay
+};
+
+struct OptimizerOptions {
+  AdamWOptions adamw;
+  MuonOptions muon;
+  std::vector<ParamGroup> groups;  // first match wins
+  Algorithm default_algorithm = Algorithm::adamw;
+};
+
+// '*' matches any (possibly empty) run of characters, dots included; '?' matches one character.
+bool glob_match(std::string_view pattern, std::string_view text);
+
+Algorithm algorithm_from_name(std::string_view name);  // "adamw" | "muon" | "auto"
+std::string_view algorithm_name(Algorithm a);
+MuonScale muon_scale_from_name(std::string_view name);  // "rms_match" | "shape"
+std::string_view muon_scale_name(MuonScale s);
+// The Muon update scale for a [rows, cols] matrix.
+double muon_update_scale(MuonScale s, int64_t rows, int64_t cols);
+
+class Optimizer {
+ public:
+  // params: (FQN, f32 contiguous leaf) pairs, e.g. nn::Module::named_parameters(). Throws
+  // ValueError("[optim] ...") naming the FQN for a non-f32 or non-contiguous parameter, a
+  // duplicate FQN, or a muon group matching a tensor with fewer than 2 dims.
+  Optimizer(std::vector<NamedTensor> params, OptimizerOptions options);
+
+  // One update of every parameter that has a gradient; `lr` is the scheduled peak-group lr.
+  void step(double lr);
+  // Drops every gradient (set to undefined, so unused parameters are skipped next step).
+  void zero_grad();
+
+  // "state.<fqn>.step" (i64 []), and "state.<fqn>.exp_avg" / "exp_avg_sq" (AdamW) or
+  // "state.<fqn>.momentum_buffer" (Muon), f32 with the parameter's shape; parameters never
+  // stepped have no entries. Tensors are copies.
+  std::vector<NamedTensor> state_dict() const;
+  // Replaces the state from such entries. Throws ValueError naming the key for an unknown FQN or
+  // state name, a wrong shape/dtype, or a parameter whose entries are incomplete.
+  void load_state_dict(const std::vector<NamedTensor>& state);
+
+  struct Entry {
+    std::string fqn;
+    Tensor param;         // f32 master weight, updated in place
+    Algorithm algorithm;  // adamw or muon (resolved)
+    std::string group;    // name of the matching group ("default" if none)
+    double lr_scale = 1.0;
+    double weight_decay = 0.0;
+    int64_t step = 0;            // number of updates applied
+    Tensor exp_avg, exp_avg_sq;  // AdamW moments (undefined until the first step)
+    Tensor momentum_buffer;      // Muon momentum (undefined until the first step)
+  };
+  const std::vector<Entry>& entries() const { return entries_; }
+  std::vector<Tensor> parameters() const;
+  const OptimizerOptions& options() const { return options_; }
+
+ private:
+  void step_adamw(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr);
+  void step_muon(Entry& e, const Tensor& grad, double lr);
+
+  OptimizerOptions options_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace hp::optim

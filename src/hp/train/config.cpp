@@ -1,0 +1,285 @@
+// Config sections: field registration (one line per field), cross-field checks, load and save.
+#include "hp/train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include "hp/core/error.h"
+#include "hp/io/json.h"
+#include "hp/train/schema.h"
+
+namespace hp::train {
+
+void ModelConfig::describe(Schema& s) {
+  s.add("path", &path, "Hugging Face model directory (config.json + safetensors); or use arch");
+  s.add("arch", &arch, "architecture of a freshly initialized model (instead of path)")
+      .choices({"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3"});
+  s.add("hidden", &hidden, "hidden size (with arch)").min(0);
+  s.add("layers", &layers, "number of decoder layers (with arch)").min(0);
+  s.add("heads", &heads, "attention heads (with arch)").min(0);
+  s.add("kv_heads", &kv_heads, "key/value heads, divides heads (with arch)").min(0);
+  s.add("intermediate", &intermediate, "MLP intermediate size (with arch)").min(0);
+  s.add("vocab", &vocab, "vocabulary size (with arch)").min(0);
+}
+
+void DataConfig::describe(Schema& s) {
+  s.add("path", &path, "training corpus file").non_empty();
+  s.add("format", &format, "text (tokenized on load) or pre-tokenized little-endian ids")
+      .choices({"text", "tokens_u16", "tokens_u32"});
+  s.add("tokenizer", &tokenizer, "tokenizer.json for text data (\"\" = model.path's)");
+}
+
+void MuonConfig::describe(Schema& s) {
+  s.add("momentum", &momentum, "momentum coefficient").min(0).below(1);
+  s.add("nesterov", &nesterov, "Nesterov momentum (update = g + momentum·buf)");
+  s.add("ns_steps", &ns_steps, "Newton–Schulz iterations").min(1).max(20);
+  s.add("update_scale", &update_scale,
+        "rms_match: 0.2·sqrt(max(rows, cols)) (shares AdamW's lr); shape: sqrt(max(1, rows/cols))")
+      .choices({"rms_match", "shape"});
+  s.add("adamw_params", &adamw_params,
+        "FQN globs of matrices kept on AdamW under muon (embeddings, output head)");
+}
+
+void ParamGroupConfig::describe(Schema& s) {
+  s.add("params", &params, "FQN globs of this group's parameters (first matching group wins)")
+      .non_empty();
+  s.add("optimizer", &optimizer, "auto (the run's rule) | adamw | muon")
+      .choices({"auto", "adamw", "muon"});
+  s.add("lr", &lr, "peak lr of this group (null = optimizer.lr)").above(0);
+  s.add("weight_decay", &weight_decay, "weight decay of this group (null = optimizer's)").min(0);
+}
+
+void OptimizerConfig::describe(Schema& s) {
+  s.add("name", &name, "adamw for all, or muon for 2-D hidden matrices + AdamW for the rest")
+      .choices({"adamw", "muon"});
+  s.add("lr", &lr, "peak learning rate (the schedule scales it)").above(0);
+  s.add("betas", &betas, "AdamW (beta1, beta2)").size(2).min(0).below(1);
+  s.add("eps", &eps, "AdamW denominator epsilon").above(0);
+  s.add("weight_decay", &weight_decay, "decoupled weight decay (lr·wd per step)").min(0);
+  s.section("muon", muon);
+  s.add_list("groups", &groups, "parameter groups by FQN glob, checked before the defaults");
+}
+
+void LrSchedulerConfig::describe(Schema& s) {
+  s.add("name", &name, "constant | cosine | linear | wsd (warmup-stable-decay)")
+      .choices({"constant", "cosine", "linear", "wsd"});
+  s.add("warmup_steps", &warmup_steps, "linear warmup steps").min(0);
+  s.add("decay_fraction", &decay_fraction, "wsd: fraction of training.steps spent decaying")
+      .above(0)
+      .max(1);
+  s.add("min_lr_ratio", &min_lr_ratio, "final lr as a fraction of the peak").min(0).max(1);
+}
+
+void TrainingConfig::describe(Schema& s) {
+  s.add("steps", &steps, "number of optimizer steps").min(1);
+  s.add("seed", &seed, "seed of parameter init, data order and dropout").min(0);
+  s.add("batch_size", &batch_size, "global batch in sequences per optimizer step").min(1);
+  s.add("seq_len", &seq_len, "tokens per sequence").min(1);
+  s.add("grad_accum", &grad_accum, "micro-batches per optimizer step").min(1);
+  s.add("grad_clip", &grad_clip, "max global gradient norm (0 = no clipping)").min(0);
+}
+
+void FsdpConfig::describe(Schema& s) {
+  s.add("reshard_after_forward", &reshard_after_forward,
+        "free gathered parameters after forward (re-gather in backward)");
+  s.add("param_dtype", &param_dtype, "dtype parameters are gathered and computed in")
+      .choices({"f32", "bf16"});
+  s.add("reduce_dtype", &reduce_dtype, "dtype gradients are reduce-scattered in")
+      .choices({"f32", "bf16"});
+}
+
+void ParallelConfig::describe(Schema& s) {
+  s.add("dp_shard", &dp_shard, "FSDP degree (ranks sharding parameters)").min(1);
+  s.add("dp_replicate", &dp_replicate, "replicated data-parallel degree (HSDP when > 1)").min(1);
+  s.add("tp", &tp, "tensor-parallel degree").min(1);
+  s.section("fsdp", fsdp);
+}
+
+void LowPrecisionConfig::describe(Schema& s) {
+  s.add("recipe", &recipe, "none or mxfp8 (MX linear layers)").choices({"none", "mxfp8"});
+  s.add("elem", &elem, "MX element format").choices({"e4m3", "e5m2"});
+  s.add("scale_mode", &scale_mode, "MX scale rounding (rceil never saturates)")
+      .choices({"floor", "rceil"});
+  s.add("modules", &modules, "FQN globs of linear modules to run in MX");
+  s.add("exclude", &exclude, "FQN globs excluded from modules");
+}
+
+void RecomputeConfig::describe(Schema& s) {
+  s.add("mode", &mode, "activation recompute: none | full | selective")
+      .choices({"none", "full", "selective"});
+  s.add("every_k_layers", &every_k_layers, "selective: recompute every k-th layer").min(1);
+}
+
+void CheckpointConfig::describe(Schema& s) {
+  s.add("interval", &interval, "save every N steps (0 = only at the end)").min(0);
+  s.add("keep", &keep, "checkpoints kept in run.dir (0 = all)").min(0);
+  s.add("resume", &resume, "resume from run.dir's latest checkpoint when present");
+}
+
+void MetricsConfig::describe(Schema& s) {
+  s.add("log_every", &log_every, "print metrics every N steps").min(1);
+  s.add("jsonl", &jsonl, "also append every step's metrics to run.dir/metrics.jsonl");
+}
+
+void RunConfig::describe(Schema& s) {
+  s.add("dir", &dir, "run directory: resolved config, metrics, checkpoints").non_empty();
+}
+
+void Config::describe(Schema& s) {
+  s.section("model", model);
+  s.section("data", data);
+  s.section("optimizer", optimizer);
+  s.section("lr_scheduler", lr_scheduler);
+  s.section("training", training);
+  s.section("parallel", parallel);
+  s.section("low_precision", low_precision);
+  s.section("recompute", recompute);
+  s.section("checkpoint", checkpoint);
+  s.section("metrics", metrics);
+  s.section("run", run);
+}
+
+namespace {
+
+// Cross-field consistency; each error is reported at the field the user should change.
+void check_consistency(const Config& c, Schema& s, const std::string& file,
+                       std::vector<std::string>* errors) {
+  auto fail = [&](const std::string& path, const std::string& what) {
+    const Field* f = s.find(path);
+    const std::string& origin = f && !f->origin.empty() ? f->origin : file;
+    errors->push_back("[config] " + origin + ": " + path + ": " + what);
+  };
+  const ModelConfig& m = c.model;
+  if (m.path.empty() && m.arch.empty())
+    fail("model.path", "required (or model.arch with the size fields)");
+  if (!m.path.empty() && !m.arch.empty())
+    fail("model.arch", "give model.path or model.arch, not both");
+  if (!m.arch.empty()) {
+    const std::pair<const char*, int64_t> sizes[] = {{"hidden", m.hidden},
+                                                     {"layers", m.layers},
+                                                     {"heads", m.heads},
+                                                     {"kv_heads", m.kv_heads},
+                                                     {"intermediate", m.intermediate},
+                                                     {"vocab", m.vocab}};
+    bool complete = true;
+    for (auto [name, v] : sizes)
+      if (v < 1) {
+        fail(std::string("model.") + name,
+             "must be >= 1 with model.arch, got " + std::to_string(v));
+        complete = false;
+      }
+    if (complete && m.hidden % m.heads != 0)
+      fail("model.heads", std::to_string(m.heads) + " does not divide model.hidden (" +
+                              std::to_string(m.hidden) + ")");
+    if (complete && m.heads % m.kv_heads != 0)
+      fail("model.kv_heads", std::to_string(m.kv_heads) + " does not divide model.heads (" +
+                                 std::to_string(m.heads) + ")");
+    if (complete && (m.heads % c.parallel.tp != 0 || m.kv_heads % c.parallel.tp != 0))
+      fail("parallel.tp",
+           std::to_string(c.parallel.tp) + " does not divide model.heads and model.kv_heads");
+  }
+  const TrainingConfig& t = c.training;
+  if (c.lr_scheduler.warmup_steps > t.steps)
+    fail("lr_scheduler.warmup_steps", std::to_string(c.lr_scheduler.warmup_steps) +
+                                          " exceeds training.steps (" + std::to_string(t.steps) +
+                                          ")");
+  const int64_t split = t.grad_accum * c.parallel.dp_shard * c.parallel.dp_replicate;
+  if (t.batch_size % split != 0)
+    fail("training.batch_size",
+         std::to_string(t.batch_size) +
+             " does not divide into grad_accum × dp_shard × dp_replicate = " +
+             std::to_string(split) + " equal micro-batches");
+  if (c.low_precision.recipe == "mxfp8" && c.low_precision.modules.empty())
+    fail("low_precision.modules", "must not be empty with recipe mxfp8");
+  if (c.recompute.mode == "selective" && m.layers > 0 && c.recompute.every_k_layers > m.layers)
+    fail("recompute.every_k_layers", std::to_string(c.recompute.every_k_layers) +
+                                         " exceeds model.layers (" + std::to_string(m.layers) +
+                                         ")");
+}
+
+void throw_if_any(const std::vector<std::string>& errors) {
+  if (errors.empty()) return;
+  std::string all;
+  for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
+  throw ValueError(all);
+}
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& source,
+                    const std::vector<std::string>& sets) {
+  Config c;
+  Schema s;
+  c.describe(s);
+  std::vector<std::string> errors;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    HP_THROW(ValueError, "config", source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
+  }
+  Source src(source, true, &errors);
+  // An empty file is an empty mapping (every field at its default).
+  if (!root.IsNull()) s.apply(root, src);
+  for (const auto& set : sets) s.apply_override(set, &errors);
+  throw_if_any(errors);
+  s.validate(source, &errors);
+  check_consistency(c, s, source, &errors);
+  throw_if_any(errors);
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& sets) {
+  return parse_config(io::read_text_file(path, "config"), path, sets);
+}
+
+std::string to_yaml(const Config& config) {
+  Config copy = config;
+  Schema s;
+  copy.describe(s);
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  s.emit(out);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string schema_text() {
+  Config c;
+  Schema s;
+  c.describe(s);
+  return s.describe_text();
+}
+
+optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
+  optim::OptimizerOptions o;
+  o.adamw = {c.betas.at(0), c.betas.at(1), c.eps, c.weight_decay};
+  o.muon.momentum = c.muon.momentum;
+  o.muon.nesterov = c.muon.nesterov;
+  o.muon.ns_steps = static_cast<int>(c.muon.ns_steps);
+  o.muon.update_scale = optim::muon_scale_from_name(c.muon.update_scale);
+  o.muon.weight_decay = c.weight_decay;
+  const bool muon = c.name == "muon";
+  const auto run_rule = muon ? optim::Algorithm::auto_select : optim::Algorithm::adamw;
+  for (size_t i = 0; i < c.groups.size(); ++i) {
+    const ParamGroupConfig& g = c.groups[i];
+    optim::ParamGroup pg;
+    pg.name = "optimizer.groups[" + std::to_string(i) + "]";
+    pg.globs = g.params;
+    pg.algorithm = g.optimizer == "auto" ? run_rule : optim::algorithm_from_name(g.optimizer);
+    pg.lr_scale = g.lr ? *g.lr / c.lr : 1.0;
+    pg.weight_decay = g.weight_decay;
+    o.groups.push_back(std::move(pg));
+  }
+  if (muon)
+    o.groups.push_back({"optimizer.muon.adamw_params", c.muon.adamw_params, optim::Algorithm::adamw,
+                        1.0, std::nullopt});
+  o.default_algorithm = run_rule;
+  return o;
+}
+
+optim::ScheduleSpec schedule_spec(const Config& c) {
+  return {optim::schedule_kind_from_name(c.lr_scheduler.name), c.training.steps,
+          c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_fraction, c.lr_scheduler.min_lr_ratio};
+}
+
+}  // namespace hp::train

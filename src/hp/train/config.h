@@ -1,0 +1,165 @@
+// The typed config tree of a training run (`hp train CONFIG.yaml [--set key=value ...]`).
+//
+// YAML is only its serialized form: every field is a struct member with a default and a one-line
+// doc, registered in its section's describe(Schema&) (see schema.h). `hp config schema` lists them.
+// load_config reads a file, applies --set overrides, checks types, ranges and cross-field
+// consistency, and throws one ValueError whose lines each read
+//   [config] run.yaml:12: training.stpes: unknown key (did you mean training.steps?)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hp/optim/optimizer.h"
+#include "hp/optim/schedule.h"
+
+namespace hp::train {
+
+class Schema;
+
+struct ModelConfig {
+  std::string path;  // Hugging Face directory (config.json + safetensors), or "" with arch
+  std::string arch;  // architecture for a freshly initialized model, or "" with path
+  int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, intermediate = 0, vocab = 0;
+  void describe(Schema& s);
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct DataConfig {
+  std::string path;             // corpus file
+  std::string format = "text";  // text | tokens_u16 | tokens_u32
+  std::string tokenizer;        // tokenizer.json ("" = the one in model.path)
+  void describe(Schema& s);
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct MuonConfig {
+  double momentum = 0.95;
+  bool nesterov = true;
+  int64_t ns_steps = 5;
+  std::string update_scale = "rms_match";  // rms_match | shape
+  std::vector<std::string> adamw_params = {"*embed*", "*lm_head*"};
+  void describe(Schema& s);
+  bool operator==(const MuonConfig&) const = default;
+};
+
+struct ParamGroupConfig {
+  std::vector<std::string> params;  // FQN globs
+  std::string optimizer = "auto";   // auto | adamw | muon
+  std::optional<double> lr;         // absolute peak lr (scaled by the schedule)
+  std::optional<double> weight_decay;
+  void describe(Schema& s);
+  bool operator==(const ParamGroupConfig&) const = default;
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";  // adamw | muon
+  double lr = 3e-4;
+  std::vector<double> betas = {0.9, 0.95};
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  MuonConfig muon;
+  std::vector<ParamGroupConfig> groups;
+  void describe(Schema& s);
+  bool operator==(const OptimizerConfig&) const = default;
+};
+
+struct LrSchedulerConfig {
+  std::string name = "cosine";  // constant | cosine | linear | wsd
+  int64_t warmup_steps = 0;
+  double decay_fraction = 0.1;
+  double min_lr_ratio = 0.0;
+  void describe(Schema& s);
+  bool operator==(const LrSchedulerConfig&) const = default;
+};
+
+struct TrainingConfig {
+  int64_t steps = 1000, seed = 0, batch_size = 8, seq_len = 2048, grad_accum = 1;
+  double grad_clip = 1.0;
+  void describe(Schema& s);
+  bool operator==(const TrainingConfig&) const = default;
+};
+
+struct FsdpConfig {
+  bool reshard_after_forward = true;
+  std::string param_dtype = "bf16", reduce_dtype = "f32";
+  void describe(Schema& s);
+  bool operator==(const FsdpConfig&) const = default;
+};
+
+struct ParallelConfig {
+  int64_t dp_shard = 1, dp_replicate = 1, tp = 1;
+  FsdpConfig fsdp;
+  void describe(Schema& s);
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+struct LowPrecisionConfig {
+  std::string recipe = "none", elem = "e4m3", scale_mode = "rceil";
+  std::vector<std::string> modules = {"*"};
+  std::vector<std::string> exclude = {"*lm_head*"};
+  void describe(Schema& s);
+  bool operator==(const LowPrecisionConfig&) const = default;
+};
+
+struct RecomputeConfig {
+  std::string mode = "none";  // none | full | selective
+  int64_t every_k_layers = 1;
+  void describe(Schema& s);
+  bool operator==(const RecomputeConfig&) const = default;
+};
+
+struct CheckpointConfig {
+  int64_t interval = 0, keep = 3;
+  bool resume = true;
+  void describe(Schema& s);
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+struct MetricsConfig {
+  int64_t log_every = 10;
+  bool jsonl = true;
+  void describe(Schema& s);
+  bool operator==(const MetricsConfig&) const = default;
+};
+
+struct RunConfig {
+  std::string dir = "runs/default";
+  void describe(Schema& s);
+  bool operator==(const RunConfig&) const = default;
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  OptimizerConfig optimizer;
+  LrSchedulerConfig lr_scheduler;
+  TrainingConfig training;
+  ParallelConfig parallel;
+  LowPrecisionConfig low_precision;
+  RecomputeConfig recompute;
+  CheckpointConfig checkpoint;
+  MetricsConfig metrics;
+  RunConfig run;
+  void describe(Schema& s);
+  bool operator==(const Config&) const = default;
+};
+
+// Parses YAML text (`source` names it in messages: the file path), applies `sets` ("key=value",
+// from --set) and validates. Throws ValueError with every problem found, one per line.
+Config parse_config(const std::string& yaml_text, const std::string& source,
+                    const std::vector<std::string>& sets = {});
+// Reads the file, then as parse_config.
+Config load_config(const std::string& path, const std::vector<std::string>& sets = {});
+// The resolved config as YAML; parse_config of it gives back an equal Config.
+std::string to_yaml(const Config& config);
+// `hp config schema`: every field with its type, default and doc.
+std::string schema_text();
+
+// What the trainer loop builds from the config.
+optim::OptimizerOptions optimizer_options(const OptimizerConfig& c);
+optim::ScheduleSpec schedule_spec(const Config& c);
+
+}  // namespace hp::train

@@ -1,0 +1,158 @@
+// The config schema: one registration mechanism for every config field (DESIGN.md §3 "Config").
+//
+// Each section struct binds its members with a one-line doc in `describe(Schema&)`:
+//   s.add("steps", &steps, "number of optimizer steps").min(1);
+// The schema then does everything by field, never by hand: YAML loading with type checks, unknown
+// keys with a did-you-mean, --set overrides, range validation, writing the resolved YAML and
+// printing `hp config schema`. Every value remembers where it was set ("run.yaml:12" or
+// "--set training.steps=10") so errors name it. A Schema points into the config it was built on, so
+// that config must outlive it and not move.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace YAML {
+class Node;
+class Emitter;
+}  // namespace YAML
+
+namespace hp::train {
+
+class Schema;
+
+// One origin of values (a YAML file or one --set flag) and the errors collected while reading it.
+class Source {
+ public:
+  // name: the file path (marks give line numbers) or "--set k=v" (no line numbers).
+  Source(std::string name, bool has_lines, std::vector<std::string>* errors)
+      : name_(std::move(name)), has_lines_(has_lines), errors_(errors) {}
+  // "run.yaml:12" for a node of a file, the flag itself for --set.
+  std::string where(const YAML::Node& at) const;
+  const std::string& name() const { return name_; }
+  // Records "[config] <where>: <path>: <what>".
+  void error(const YAML::Node& at, std::string_view path, std::string_view what);
+
+ private:
+  std::string name_;
+  bool has_lines_;
+  std::vector<std::string>* errors_;
+};
+
+struct Field {
+  std::string path;          // "training.steps"; list items: "optimizer.groups[0].lr"
+  std::string type;          // "int", "float", "bool", "string", "[float]", "a|b", "float?", ...
+  std::string doc;           // one line
+  std::string default_text;  // the default as YAML flow text
+  std::string origin;        // where the value was last set; "" = default
+  // Parses and stores a YAML value, reporting type errors to `src`.
+  std::function<void(const YAML::Node&, Source&)> assign;
+  // Writes the value (flow style for lists).
+  std::function<void(YAML::Emitter&)> emit;
+  // Numeric values that min/max/range apply to (elementwise for lists, none for null).
+  std::function<std::vector<double>()> numbers;
+  // Value checks: each returns "" when fine, else what is wrong ("must be >= 1, got 0").
+  std::vector<std::function<std::string()>> checks;
+  // List-of-sections fields: one schema per element, and an empty element's schema for docs.
+  std::vector<std::unique_ptr<Schema>> items;
+  std::function<std::unique_ptr<Schema>()> item_template;
+};
+
+// Chained validators on the field just added.
+class FieldRef {
+ public:
+  explicit FieldRef(Field& f) : f_(f) {}
+  FieldRef& min(double lo);                             // value >= lo
+  FieldRef& above(double lo);                           // value > lo
+  FieldRef& max(double hi);                             // value <= hi
+  FieldRef& below(double hi);                           // value < hi
+  FieldRef& choices(std::vector<std::string> allowed);  // string fields; "" allowed if default
+  FieldRef& size(size_t n);                             // list fields: exactly n elements
+  FieldRef& non_empty();                                // strings and lists
+  FieldRef& check(std::function<std::string()> fn);
+  Field& field() { return f_; }
+
+ private:
+  Field& f_;
+};
+
+class Schema {
+ public:
+  // prefix: "" for the root, "optimizer.groups[0]" for a list element.
+  explicit Schema(std::string prefix = "") : prefix_(std::move(prefix)) {}
+
+  FieldRef add(std::string_view name, bool* v, std::string doc);
+  FieldRef add(std::string_view name, int64_t* v, std::string doc);
+  FieldRef add(std::string_view name, double* v, std::string doc);
+  FieldRef add(std::string_view name, std::string* v, std::string doc);
+  FieldRef add(std::string_view name, std::optional<double>* v, std::string doc);
+  FieldRef add(std::string_view name, std::vector<double>* v, std::string doc);
+  FieldRef add(std::string_view name, std::vector<std::string>* v, std::string doc);
+
+  // Fields of `obj` (obj.describe(*this)) under "<prefix>.<name>".
+  template <class T>
+  void section(std::string_view name, T& obj) {
+    scope_.emplace_back(name);
+    obj.describe(*this);
+    scope_.pop_back();
+  }
+  // A list of sections (e.g. optimizer.groups): a YAML sequence of mappings, each element
+  // described by T::describe.
+  template <class T>
+  FieldRef add_list(std::string_view name, std::vector<T>* v, std::string doc) {
+    Field& f = add_field(name, "[{...}]", std::move(doc));
+    const std::string path = f.path;
+    f.item_template = [path] {
+      auto s = std::make_unique<Schema>(path + "[]");
+      auto obj = std::make_shared<T>();
+      s->keep_alive_ = obj;
+      obj->describe(*s);
+      return s;
+    };
+    bind_list(
+        f, [v](size_t n) { v->assign(n, T{}); }, [v](size_t i, Schema& s) { (*v)[i].describe(s); },
+        [v] { return v->size(); });
+    return FieldRef(f);
+  }
+
+  const std::vector<std::unique_ptr<Field>>& fields() const { return fields_; }
+  Field* find(std::string_view path);
+  const std::string& prefix() const { return prefix_; }
+
+  // Applies a YAML mapping (the root of a file, or one list element) field by field; unknown
+  // keys, duplicates and type errors go to src.
+  void apply(const YAML::Node& map, Source& src);
+  // Applies one "path=value" override (value parsed as YAML flow text).
+  void apply_override(const std::string& assignment, std::vector<std::string>* errors);
+  // Runs every field's checks, recording "[config] <origin>: <path>: <what>".
+  void validate(const std::string& default_origin, std::vector<std::string>* errors) const;
+  // Writes the current values as nested YAML mappings (the body of the enclosing map).
+  void emit(YAML::Emitter& out) const;
+  // One line per field: path, type, default, doc (list elements as "groups[].lr").
+  std::string describe_text() const;
+  // Every field and section path, for did-you-mean.
+  std::vector<std::string> known_paths() const;
+
+ private:
+  Field& add_field(std::string_view name, std::string type, std::string doc);
+  void bind_list(Field& f, std::function<void(size_t)> resize,
+                 std::function<void(size_t, Schema&)> describe_item, std::function<size_t()> size);
+  void apply_map(const YAML::Node& map, const std::string& prefix, Source& src);
+  void collect_lines(std::vector<std::vector<std::string>>& rows) const;
+
+  std::string prefix_;
+  std::vector<std::string> scope_;
+  std::vector<std::unique_ptr<Field>> fields_;
+  std::shared_ptr<void> keep_alive_;  // the element an item_template schema points into
+};
+
+// Damerau–Levenshtein (optimal string alignment) distance, for did-you-mean.
+size_t edit_distance(std::string_view a, std::string_view b);
+// The closest of `candidates` to `wrong` (by edit distance, then same last component), or "".
+std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates);
+
+}  // namespace hp::train

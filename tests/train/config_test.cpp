@@ -1,0 +1,223 @@
+// Config tree: defaults, YAML loading, --set, round trip, and one golden message per error kind.
+#include "hp/train/config.h"
+
+#include <gtest/gtest.h>
+
+#include "hp/core/error.h"
+#include "hp/train/schema.h"
+
+namespace hp::train {
+namespace {
+
+const char* kValid = R"(model:
+  arch: llama
+  hidden: 64
+  layers: 2
+  heads: 4
+  kv_heads: 2
+  intermediate: 128
+  vocab: 256
+data:
+  path: corpus.txt
+optimizer:
+  name: muon
+  lr: 0.02
+  groups:
+    - params: ["*norm*", "*.bias"]
+      weight_decay: 0
+training:
+  steps: 100
+  batch_size: 8
+)";
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  try {
+    parse_config(yaml, "run.yaml", sets);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Config, LoadsValuesAndKeepsDefaults) {
+  Config c = parse_config(kValid, "run.yaml");
+  EXPECT_EQ(c.model.arch, "llama");
+  EXPECT_EQ(c.model.hidden, 64);
+  EXPECT_EQ(c.optimizer.name, "muon");
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.02);
+  ASSERT_EQ(c.optimizer.groups.size(), 1u);
+  EXPECT_EQ(c.optimizer.groups[0].params, (std::vector<std::string>{"*norm*", "*.bias"}));
+  EXPECT_EQ(c.optimizer.groups[0].weight_decay, 0.0);
+  EXPECT_FALSE(c.optimizer.groups[0].lr.has_value());
+  EXPECT_EQ(c.training.steps, 100);
+  EXPECT_EQ(c.training.seq_len, 2048);  // default
+  EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.9, 0.95}));
+  EXPECT_EQ(c.lr_scheduler.name, "cosine");
+  // A section with every key commented out is empty, not null.
+  EXPECT_EQ(parse_config("training:\nmodel:\n  path: m\ndata:\n  path: d\n", "r.yaml").training,
+            TrainingConfig{});
+}
+
+TEST(Config, SetOverridesAreTypedAndValidated) {
+  Config c = parse_config(kValid, "run.yaml",
+                          {"training.steps=10", "optimizer.betas=[0.8, 0.99]",
+                           "parallel.fsdp.param_dtype=f32", "lr_scheduler.name=wsd"});
+  EXPECT_EQ(c.training.steps, 10);
+  EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.8, 0.99}));
+  EXPECT_EQ(c.parallel.fsdp.param_dtype, "f32");
+  EXPECT_EQ(c.lr_scheduler.name, "wsd");
+  EXPECT_EQ(error_of(kValid, {"training.steps=ten"}),
+            "[config] --set training.steps=ten: training.steps: expected an integer, got 'ten'");
+  EXPECT_EQ(error_of(kValid, {"training.stpes=10"}),
+            "[config] --set training.stpes=10: training.stpes: unknown key (did you mean "
+            "training.steps?)");
+  EXPECT_EQ(error_of(kValid, {"training.steps=0"}),
+            "[config] --set training.steps=0: training.steps: must be >= 1, got 0");
+  EXPECT_EQ(error_of(kValid, {"training"}),
+            "[config] --set training: training: expected key=value");
+  EXPECT_EQ(error_of(kValid, {"training=3"}),
+            "[config] --set training=3: training: is a section; set one of its keys "
+            "(training.<key>=value)");
+}
+
+TEST(Config, RoundTripThroughYaml) {
+  Config c =
+      parse_config(kValid, "run.yaml", {"data.tokenizer=true", "low_precision.recipe=mxfp8"});
+  const std::string y = to_yaml(c);
+  Config back = parse_config(y, "resolved.yaml");
+  EXPECT_TRUE(back == c) << y;
+  EXPECT_EQ(to_yaml(back), y);
+  EXPECT_EQ(back.data.tokenizer, "true");  // a string that looks like a bool stays a string
+  EXPECT_NE(y.find("lr: 0.02\n"), std::string::npos) << y;
+}
+
+// --- golden messages, one per error kind ---
+
+TEST(ConfigErrors, UnknownKeyWithDidYouMean) {
+  EXPECT_EQ(error_of(std::string(kValid) + "  stpes: 5\n"),
+            "[config] run.yaml:20: training.stpes: unknown key (did you mean training.steps?)");
+  EXPECT_EQ(error_of(std::string(kValid) + "trainig:\n  steps: 5\n"),
+            "[config] run.yaml:20: trainig: unknown key (did you mean training?)");
+  // Right key, wrong section.
+  EXPECT_EQ(error_of(std::string(kValid) + "  lr: 0.1\n"),
+            "[config] run.yaml:20: training.lr: unknown key (did you mean optimizer.lr?)");
+  EXPECT_EQ(error_of(std::string(kValid) + "  zzzzzz: 1\n"),
+            "[config] run.yaml:20: training.zzzzzz: unknown key");
+}
+
+TEST(ConfigErrors, WrongTypes) {
+  EXPECT_EQ(error_of("training:\n  steps: 1.5\n"),
+            "[config] run.yaml:2: training.steps: expected an integer, got '1.5'");
+  EXPECT_EQ(error_of("optimizer:\n  lr: fast\n"),
+            "[config] run.yaml:2: optimizer.lr: expected a number, got 'fast'");
+  EXPECT_EQ(error_of("optimizer:\n  muon:\n    nesterov: yes\n"),
+            "[config] run.yaml:3: optimizer.muon.nesterov: expected true or false, got 'yes'");
+  EXPECT_EQ(error_of("optimizer:\n  betas: [0.9, x]\n"),
+            "[config] run.yaml:2: optimizer.betas[1]: expected a number, got 'x'");
+  EXPECT_EQ(error_of("data:\n  path: [a, b]\n"),
+            "[config] run.yaml:2: data.path: expected a string, got a list");
+  EXPECT_EQ(error_of("training: 5\n"),
+            "[config] run.yaml:1: training: expected a mapping of keys, got '5'");
+  EXPECT_EQ(error_of("optimizer:\n  groups:\n    - params: [a]\n      lr: x\n"),
+            "[config] run.yaml:4: optimizer.groups[0].lr: expected a number or null, got 'x'");
+}
+
+TEST(ConfigErrors, OutOfRange) {
+  EXPECT_EQ(error_of(std::string(kValid) + "  grad_clip: -1\n"),
+            "[config] run.yaml:20: training.grad_clip: must be >= 0, got -1");
+  EXPECT_EQ(error_of(std::string(kValid) + "lr_scheduler:\n  min_lr_ratio: 1.5\n"),
+            "[config] run.yaml:21: lr_scheduler.min_lr_ratio: must be <= 1, got 1.5");
+  EXPECT_EQ(error_of(kValid, {"optimizer.betas=[0.9, 1.0]"}),
+            "[config] --set optimizer.betas=[0.9, 1.0]: optimizer.betas: must be < 1, got 1");
+  EXPECT_EQ(error_of(kValid, {"optimizer.betas=[0.9]"}),
+            "[config] --set optimizer.betas=[0.9]: optimizer.betas: must have 2 elements, got 1");
+  EXPECT_EQ(error_of(kValid, {"optimizer.name=sgd"}),
+            "[config] --set optimizer.name=sgd: optimizer.name: must be one of adamw|muon, got "
+            "'sgd'");
+  EXPECT_EQ(error_of(kValid, {"optimizer.groups=[{params: []}]"}),
+            "[config] --set optimizer.groups=[{params: []}]: optimizer.groups[0].params: must "
+            "not be empty");
+}
+
+TEST(ConfigErrors, InconsistentCombinations) {
+  EXPECT_EQ(error_of(std::string(kValid) + "lr_scheduler:\n  warmup_steps: 200\n"),
+            "[config] run.yaml:21: lr_scheduler.warmup_steps: 200 exceeds training.steps (100)");
+  EXPECT_EQ(error_of(kValid, {"model.kv_heads=3"}),
+            "[config] --set model.kv_heads=3: model.kv_heads: 3 does not divide model.heads (4)");
+  EXPECT_EQ(error_of(kValid, {"model.path=/models/llama"}),
+            "[config] run.yaml:2: model.arch: give model.path or model.arch, not both");
+  EXPECT_EQ(error_of("data:\n  path: c.txt\n"),
+            "[config] run.yaml: model.path: required (or model.arch with the size fields)");
+  EXPECT_EQ(error_of(kValid, {"training.grad_accum=3"}),
+            "[config] run.yaml:19: training.batch_size: 8 does not divide into grad_accum × "
+            "dp_shard × dp_replicate = 3 equal micro-batches");
+}
+
+TEST(ConfigErrors, SyntaxDuplicatesAndSeveralAtOnce) {
+  EXPECT_EQ(error_of("training:\n  steps: [1\n"),
+            "[config] run.yaml:3: invalid YAML: end of sequence flow not found");
+  EXPECT_EQ(error_of("training:\n  steps: 1\n  steps: 2\n"),
+            "[config] run.yaml:3: training.steps: duplicate key");
+  EXPECT_EQ(error_of("training:\n  stepz: 1\n  seed: -1\nmodel:\n  path: m\ndata:\n  path: d\n"),
+            "[config] run.yaml:2: training.stepz: unknown key (did you mean training.steps?)");
+  EXPECT_EQ(error_of("training:\n  seed: -1\n  steps: 0\nmodel:\n  path: m\ndata:\n  path: d\n"),
+            "[config] run.yaml:3: training.steps: must be >= 1, got 0\n"
+            "[config] run.yaml:2: training.seed: must be >= 0, got -1");
+}
+
+TEST(Config, SchemaListsEveryFieldWithTypeDefaultAndDoc) {
+  const std::string s = schema_text();
+  for (const char* key : {"run.dir",
+                          "training.steps",
+                          "training.seed",
+                          "training.batch_size",
+                          "training.seq_len",
+                          "training.grad_accum",
+                          "training.grad_clip",
+                          "checkpoint.interval",
+                          "checkpoint.keep",
+                          "metrics.log_every",
+                          "model.path",
+                          "model.arch",
+                          "model.kv_heads",
+                          "data.format",
+                          "optimizer.betas",
+                          "optimizer.muon.update_scale",
+                          "optimizer.groups[].params",
+                          "lr_scheduler.decay_fraction",
+                          "parallel.fsdp.reshard_after_forward",
+                          "low_precision.exclude",
+                          "recompute.every_k_layers"})
+    EXPECT_NE(s.find(std::string(key) + " "), std::string::npos) << key;
+  EXPECT_NE(s.find("training.steps"), std::string::npos);
+  EXPECT_NE(s.find("int"), std::string::npos);
+  EXPECT_NE(s.find("rms_match|shape"), std::string::npos);
+  EXPECT_NE(s.find("# number of optimizer steps"), std::string::npos) << s;
+}
+
+TEST(Config, BuildsOptimizerOptionsAndSchedule) {
+  Config c = parse_config(kValid, "run.yaml", {"lr_scheduler.warmup_steps=10"});
+  optim::OptimizerOptions o = optimizer_options(c.optimizer);
+  ASSERT_EQ(o.groups.size(), 2u);
+  EXPECT_EQ(o.groups[0].weight_decay, 0.0);
+  EXPECT_EQ(o.groups[1].algorithm, optim::Algorithm::adamw);  // embeddings and head
+  EXPECT_EQ(o.default_algorithm, optim::Algorithm::auto_select);
+  std::vector<optim::NamedTensor> params = {{"embed_tokens.weight", zeros({8, 4})},
+                                            {"layers.0.mlp.up.weight", zeros({8, 4})},
+                                            {"layers.0.norm.weight", zeros({4})},
+                                            {"lm_head.weight", zeros({8, 4})}};
+  optim::Optimizer opt(params, o);
+  const auto& e = opt.entries();
+  EXPECT_EQ(e[0].algorithm, optim::Algorithm::adamw);
+  EXPECT_EQ(e[1].algorithm, optim::Algorithm::muon);
+  EXPECT_EQ(e[2].algorithm, optim::Algorithm::adamw);
+  EXPECT_EQ(e[2].weight_decay, 0.0);
+  EXPECT_EQ(e[3].algorithm, optim::Algorithm::adamw);
+  auto spec = schedule_spec(c);
+  EXPECT_EQ(spec.total_steps, 100);
+  EXPECT_EQ(spec.warmup_steps, 10);
+  EXPECT_DOUBLE_EQ(optim::lr_factor(spec, 99), 0.0);
+}
+
+}  // namespace
+}  // namespace hp::train
