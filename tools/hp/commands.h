@@ -22,10 +22,13 @@ struct UsageError {
 
 int run_demo(const Args& args);
 int run_mx(const Args& args);
+int run_launch(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
       {"demo", "train a tiny transformer LM on the bundled corpus and print a sample", run_demo},
+      {"launch", "run a command as N MPI ranks: hp launch -n N [--hosts h1,h2] [--dry-run] -- CMD",
+       run_launch},
       {"mx", "MXFP8 quantize / dequantize / stats on raw float32 files", run_mx},
   };
   return k;
