@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake ninja-build ccache pkg-config libgtest-dev libgmock-dev
-      libbenchmark-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev libyaml-cpp-dev)
+      libbenchmark-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev libyaml-cpp-dev
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

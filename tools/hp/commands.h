@@ -26,11 +26,14 @@ int run_forward(const Args& args);
 int run_generate(const Args& args);
 int run_model(const Args& args);
 int run_config(const Args& args);
+int run_launch(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
       {"demo", "train a tiny transformer LM on the bundled corpus and print a sample", run_demo},
       {"config", "print the config schema, or the resolved YAML of a run config", run_config},
+      {"launch", "run a command as N MPI ranks: hp launch -n N [--hosts h1,h2] [--dry-run] -- CMD",
+       run_launch},
       {"mx", "MXFP8 quantize / dequantize / stats on raw float32 files", run_mx},
       {"forward", "--model DIR --tokens FILE --out LOGITS.f32: logits of a HF model", run_forward},
       {"generate",
