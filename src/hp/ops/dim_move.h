@@ -3,6 +3,7 @@
 #pragma once
 
 #include "hp/core/tensor.h"
+#include "hp/ops/checks.h"
 
 namespace hp::detail {
 
@@ -23,14 +24,6 @@ inline Tensor last_to_dim(const Tensor& t, int64_t d) {
   shape.insert(shape.begin() + d, t.shape().back());
   strides.insert(strides.begin() + d, t.strides().back());
   return t.as_strided(shape, strides, t.offset());
-}
-
-// Throws ValueError unless t is a defined f64/f32/bf16/f16 tensor.
-inline void check_float_tensor(const Tensor& t, const char* op, const char* what = "input") {
-  if (!t.defined()) HP_THROW(ValueError, op, "undefined ", what);
-  const DType dt = t.dtype();
-  if (dt != DType::f64 && dt != DType::f32 && dt != DType::bf16 && dt != DType::f16)
-    HP_THROW(ValueError, op, "expects an f64/f32/bf16/f16 ", what, ", got ", t.desc());
 }
 
 }  // namespace hp::detail

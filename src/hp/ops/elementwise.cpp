@@ -5,6 +5,7 @@
 
 #include "hp/autograd/node.h"
 #include "hp/kernels/cpu/elementwise.h"
+#include "hp/ops/checks.h"
 #include "hp/ops/ops.h"
 
 namespace hp {
@@ -14,12 +15,7 @@ using kernels::EwOp;
 
 namespace {
 
-void check_float(const Tensor& t, const char* op) {
-  if (!t.defined()) HP_THROW(ValueError, op, "undefined input");
-  if (!is_floating(t.dtype()) || t.dtype() == DType::e8m0 || t.dtype() == DType::f8e4m3 ||
-      t.dtype() == DType::f8e5m2)
-    HP_THROW(ValueError, op, "expects f64/f32/bf16/f16 input, got ", t.desc());
-}
+void check_float(const Tensor& t, const char* op) { detail::check_float_tensor(t, op); }
 
 Tensor ew(EwOp op, const Tensor& a, const Tensor& b, DType dt, std::initializer_list<float> p = {}) {
   return kernels::elementwise(op, a, b, dt, p);

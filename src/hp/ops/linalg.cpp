@@ -9,6 +9,7 @@
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/kernels/cpu/gemm.h"
+#include "hp/ops/checks.h"
 #include "hp/ops/ops.h"
 
 namespace hp {
@@ -123,10 +124,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 }
 
 void check_matmul_input(const Tensor& t) {
-  if (!t.defined()) HP_THROW(ValueError, "matmul", "undefined operand");
+  detail::check_float_tensor(t, "matmul", "operand");
   if (t.dim() == 0) HP_THROW(ValueError, "matmul", "0-d operand ", t.desc());
-  if (!is_floating(t.dtype()) || dtype_size(t.dtype()) == 1)
-    HP_THROW(ValueError, "matmul", "expects f64/f32/bf16/f16 operands, got ", t.desc());
 }
 
 }  // namespace

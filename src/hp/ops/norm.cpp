@@ -3,6 +3,7 @@
 #include "hp/kernels/cpu/norm.h"
 
 #include "hp/autograd/node.h"
+#include "hp/ops/checks.h"
 #include "hp/ops/ops.h"
 
 namespace hp {
@@ -13,10 +14,7 @@ using kernels::NormKind;
 namespace {
 
 void check_norm_input(const Tensor& x, const char* op) {
-  if (!x.defined()) HP_THROW(ValueError, op, "undefined input");
-  const DType dt = x.dtype();
-  if (dt != DType::f64 && dt != DType::f32 && dt != DType::bf16 && dt != DType::f16)
-    HP_THROW(ValueError, op, "expects f64/f32/bf16/f16 input, got ", x.desc());
+  detail::check_float_tensor(x, op);
   if (x.dim() < 1) HP_THROW(ValueError, op, "expects at least 1 dim, got ", x.desc());
 }
 
@@ -25,8 +23,7 @@ void check_param(const Tensor& p, const Tensor& x, const char* op, const char* w
   if (p.dim() != 1 || p.shape()[0] != x.shape().back())
     HP_THROW(ValueError, op, what, " must be [", x.shape().back(), "] to match x ", x.desc(),
              ", got ", p.desc());
-  if (!is_floating(p.dtype()) || dtype_size(p.dtype()) < 2)
-    HP_THROW(ValueError, op, what, " must be f64/f32/bf16/f16, got ", p.desc());
+  detail::check_float_tensor(p, op, what);
 }
 
 Tensor norm(NormKind kind, const char* op, const Tensor& x, const Tensor& w, const Tensor& b,

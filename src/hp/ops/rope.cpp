@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "hp/autograd/node.h"
+#include "hp/ops/checks.h"
 #include "hp/ops/ops.h"
 
 namespace hp {
@@ -13,10 +14,9 @@ using autograd::SavedTensor;
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved,
                         int64_t seq_dim) {
   const char* op = "rotary_embedding";
-  if (!x.defined() || !cos.defined() || !sin.defined()) HP_THROW(ValueError, op, "undefined input");
+  detail::check_float_tensor(x, op, "x");
+  if (!cos.defined() || !sin.defined()) HP_THROW(ValueError, op, "undefined cos/sin");
   const DType dt = x.dtype();
-  if (dt != DType::f64 && dt != DType::f32 && dt != DType::bf16 && dt != DType::f16)
-    HP_THROW(ValueError, op, "expects f64/f32/bf16/f16 x, got ", x.desc());
   if (x.dim() < 2) HP_THROW(ValueError, op, "x must have at least 2 dims, got ", x.desc());
   const int64_t sd = wrap_dim(seq_dim, x.dim(), "seq_dim");
   if (sd == x.dim() - 1)
