@@ -10,12 +10,15 @@ Run: /work/venv/bin/python tools/make_model_fixtures.py [--check DIR NAME]
 `--check DIR NAME` instead loads a checkpoint written by `hp` (save_pretrained) with transformers
 and prints max |Δlogit| against fixture NAME's reference — the export round-trip check.
 
-Adding an architecture (e.g. Qwen3-MoE, Mixtral, DeepSeek-V3): append a row with its config class,
-model class, config overrides and the parameters whose gradients the test compares.
+Adding an architecture: append a row with its config class, model class, config overrides and the
+parameters whose gradients the test compares, named as in the checkpoint (per-expert
+`experts.<e>.<proj>.weight`, Mixtral's `block_sparse_moe`); `param_grad` maps those names onto
+transformers' in-memory modules (fused 3-D experts, Mixtral's `mlp`).
 """
 import argparse
 import json
 import os
+import re
 import sys
 
 import torch
@@ -69,7 +72,63 @@ ARCHITECTURES = [
       "model.layers.1.self_attn.k_norm.weight"]),
 ]
 
+# The MoE / MLA rows. Qwen3-MoE: 3 layers with layer 1 dense (mlp_only_layers); Qwen3-MoE and
+# Mixtral train with the router aux loss (output_router_logits, a visible coefficient), so the
+# reference loss includes it. DeepSeek-V3: layer 0 dense (first_k_dense_replace), grouped sigmoid
+# routing, a shared expert, MLA with q/kv LoRA and v_head_dim != qk head dim (padding path).
+QWEN3_MOE = dict(num_hidden_layers=3, moe_intermediate_size=16, num_experts=8,
+                 num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
+                 mlp_only_layers=[1], output_router_logits=True, router_aux_loss_coef=0.1)
+MIXTRAL = dict(head_dim=8, intermediate_size=24, num_local_experts=4, num_experts_per_tok=2,
+               router_jitter_noise=0.0, output_router_logits=True, router_aux_loss_coef=0.05)
+DEEPSEEK_V3 = dict(num_key_value_heads=4, head_dim=4, intermediate_size=48,
+                   moe_intermediate_size=16, n_routed_experts=8, num_experts_per_tok=2,
+                   n_shared_experts=1, n_group=2, topk_group=1, first_k_dense_replace=1,
+                   norm_topk_prob=True, routed_scaling_factor=2.5, q_lora_rank=16,
+                   kv_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=8,
+                   rope_interleave=True)
+# No q LoRA, v_head_dim > qk head dim, YaRN with mscale_all_dim (changes the softmax scale).
+DEEPSEEK_V3_YARN = dict(DEEPSEEK_V3, q_lora_rank=None, v_head_dim=16,
+                        rope_scaling=dict(rope_type="yarn", factor=4.0,
+                                          original_max_position_embeddings=16, mscale=1.0,
+                                          mscale_all_dim=1.0, beta_fast=32.0, beta_slow=1.0))
+ARCHITECTURES += [
+    ("qwen3_moe", tf.Qwen3MoeConfig, tf.Qwen3MoeForCausalLM, QWEN3_MOE,
+     ["model.layers.0.mlp.gate.weight", "model.layers.2.mlp.experts.3.gate_proj.weight",
+      "model.layers.2.mlp.experts.1.down_proj.weight", "model.layers.0.self_attn.k_norm.weight"]),
+    ("mixtral", tf.MixtralConfig, tf.MixtralForCausalLM, MIXTRAL,
+     ["model.layers.0.block_sparse_moe.gate.weight",
+      "model.layers.1.block_sparse_moe.experts.2.w1.weight",
+      "model.layers.1.block_sparse_moe.experts.0.w2.weight", "lm_head.weight"]),
+    ("deepseek_v3", tf.DeepseekV3Config, tf.DeepseekV3ForCausalLM, DEEPSEEK_V3,
+     ["model.layers.0.self_attn.q_a_proj.weight", "model.layers.1.self_attn.kv_b_proj.weight",
+      "model.layers.1.self_attn.kv_a_layernorm.weight", "model.layers.1.mlp.gate.weight",
+      "model.layers.1.mlp.experts.5.up_proj.weight",
+      "model.layers.1.mlp.shared_experts.down_proj.weight",
+      "model.layers.0.mlp.down_proj.weight"]),
+    ("deepseek_v3_yarn", tf.DeepseekV3Config, tf.DeepseekV3ForCausalLM, DEEPSEEK_V3_YARN,
+     ["model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.kv_a_proj_with_mqa.weight",
+      "model.layers.1.mlp.gate.weight", "model.layers.1.mlp.experts.2.gate_proj.weight"]),
+]
+
 BATCH, SEQ = 2, 12
+
+EXPERT_RE = re.compile(r"(.*)\.(?:mlp|block_sparse_moe)\.experts\.(\d+)\."
+                       r"(gate_proj|up_proj|down_proj|w1|w3|w2)\.weight")
+
+
+def param_grad(params, fqn):
+    """The gradient of checkpoint parameter `fqn`: per-expert slices of transformers 5's fused
+    experts.gate_up_proj [E, 2I, H] (gate rows first) / experts.down_proj [E, H, I]."""
+    m = EXPERT_RE.fullmatch(fqn)
+    if m:
+        prefix, e, proj = m.group(1), int(m.group(2)), m.group(3)
+        if proj in ("down_proj", "w2"):
+            return params[f"{prefix}.mlp.experts.down_proj"].grad[e]
+        g = params[f"{prefix}.mlp.experts.gate_up_proj"].grad[e]
+        inter = g.shape[0] // 2
+        return g[:inter] if proj in ("gate_proj", "w1") else g[inter:]
+    return params[fqn.replace(".block_sparse_moe.", ".mlp.")].grad
 
 
 def build(row):
@@ -89,6 +148,10 @@ def build(row):
         for n, p in model.named_parameters():
             if "norm" in n or n.endswith(".bias"):
                 p.add_(0.1 * torch.randn_like(p))
+        # DeepSeek's selection bias starts at zero; make it matter.
+        for n, b in model.named_buffers():
+            if n.endswith("e_score_correction_bias"):
+                b.copy_(0.1 * torch.randn_like(b))
     return model
 
 
@@ -113,7 +176,7 @@ def make(row):
                "loss": out.loss.detach().reshape([])}
     # COMMON_GRADS entries an architecture lacks (e.g. mlp.down_proj in an MoE layer) are skipped.
     for fqn in [f for f in COMMON_GRADS if f in params] + extra:
-        tensors["grad." + fqn] = params[fqn].grad.detach().contiguous()
+        tensors["grad." + fqn] = param_grad(params, fqn).detach().contiguous()
     save_file(tensors, os.path.join(d, "reference.safetensors"))
     for f in os.listdir(d):
         if f not in ("config.json", "model.safetensors", "reference.safetensors"):
@@ -134,11 +197,13 @@ def check(directory, name):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--check", nargs=2, metavar=("DIR", "NAME"))
+    ap.add_argument("names", nargs="*", help="only these rows (default: all)")
     args = ap.parse_args()
     if args.check:
         sys.exit(0 if check(*args.check) <= 1e-4 else 1)
     for row in ARCHITECTURES:
-        make(row)
+        if not args.names or row[0] in args.names:
+            make(row)
 
 
 if __name__ == "__main__":

@@ -70,32 +70,26 @@ TEST_P(Parity, LogitsLossAndGradientsMatchTransformers) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                          ::testing::Values("llama", "llama_tied", "llama_rope_llama3",
                                            "llama_rope_yarn", "llama_rope_linear",
-                                           "llama_rope_dynamic", "qwen2", "qwen3"));
+                                           "llama_rope_dynamic", "qwen2", "qwen3", "qwen3_moe",
+                                           "mixtral", "deepseek_v3", "deepseek_v3_yarn"));
 
-TEST(Models, RopeTablesFromInvFreqMatchTheDefaultOp) {
-  const ModelConfig c = read_model_config(fixture("llama"));
-  const RopeFrequencies f = rope_frequencies(c, c.head_dim);
-  ASSERT_EQ(f.inv_freq.size(), static_cast<size_t>(c.head_dim / 2));
-  auto [c1, s1] = rope_cos_sin(20, c.head_dim, c.rope_theta);
-  auto [c2, s2] = rope_cos_sin_from_inv_freq(f.inv_freq, 4, 16);
-  // Rows 4.. of the full table; inv_freq is rounded to f32 like transformers, hence the tolerance.
-  EXPECT_LE(max_abs_diff(narrow(c1, 0, 4, 16).contiguous(), c2), 1e-5);
-  EXPECT_LE(max_abs_diff(narrow(s1, 0, 4, 16).contiguous(), s2), 1e-5);
-  EXPECT_THROW(rope_cos_sin_from_inv_freq({}, 0, 4), ValueError);
-}
+class Checkpoint : public ::testing::TestWithParam<std::string> {};
 
-TEST(Models, ParameterNamesAreHuggingFaceNames) {
-  auto model = load_model(fixture("qwen3"));
-  const auto ckpt = io::SafetensorsCheckpoint::open(fixture("qwen3"));
+// Every parameter hp builds is a checkpoint tensor and vice versa (DeepSeek's
+// e_score_correction_bias included, Mixtral's block_sparse_moe, per-expert names).
+TEST_P(Checkpoint, ParameterNamesAreHuggingFaceNames) {
+  auto model = load_model(fixture(GetParam()));
+  const auto ckpt = io::SafetensorsCheckpoint::open(fixture(GetParam()));
   std::vector<std::string> names;
   for (const auto& [n, p] : model->named_parameters()) names.push_back(n);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, ckpt.names());
 }
 
-TEST(Models, KvCacheDecodeMatchesFullForward) {
-  auto model = load_model(fixture("qwen3"));
-  const auto ref = io::SafetensorsFile::open(fixture("qwen3") + "/reference.safetensors");
+// Incremental decoding reproduces the full forward (MLA caches per-head K/V).
+TEST_P(Checkpoint, KvCacheDecodeMatchesFullForward) {
+  auto model = load_model(fixture(GetParam()));
+  const auto ref = io::SafetensorsFile::open(fixture(GetParam()) + "/reference.safetensors");
   const Tensor ids = narrow(load_ref(ref, "input_ids"), 0, 0, 1);  // [1, T]
   const Tensor full = model->forward(ids);                         // [1, T, V]
   KVCache cache = model->new_cache();
@@ -108,6 +102,48 @@ TEST(Models, KvCacheDecodeMatchesFullForward) {
   }
   EXPECT_EQ(cache.length, t);
   EXPECT_THROW(model->forward(narrow(ids, 1, 0, 2).contiguous(), &cache), ValueError);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Checkpoint,
+                         ::testing::Values("qwen3", "qwen3_moe", "mixtral", "deepseek_v3",
+                                           "deepseek_v3_yarn"));
+
+// HF adds router_aux_loss_coef · load-balancing loss only with output_router_logits; the fixtures
+// set it, so turning it off must leave the plain cross-entropy, smaller by a positive aux term.
+TEST(Models, RouterAuxLossFollowsOutputRouterLogits) {
+  const std::string dir = fixture("qwen3_moe");
+  ModelConfig c = read_model_config(dir);
+  ASSERT_TRUE(c.output_router_logits);
+  EXPECT_DOUBLE_EQ(c.router_aux_loss_coef, 0.1);
+  auto with_aux = load_model(dir);
+  c.output_router_logits = false;
+  std::shared_ptr<CausalLM> plain;
+  {
+    nn::SkipInitGuard skip;
+    plain = build_model(c);
+  }
+  load_weights(*plain, dir);
+  const auto ref = io::SafetensorsFile::open(dir + "/reference.safetensors");
+  const Tensor ids = load_ref(ref, "input_ids");
+  const double a = with_aux->loss(ids).item(), p = plain->loss(ids).item();
+  // The balancing loss is top_k (2) at perfect balance and at most num_experts · top_k; ×0.1.
+  EXPECT_GT(a - p, 0.1);
+  EXPECT_LE(a - p, 0.1 * 8 * 2);
+  // DeepSeek-V3 has no router loss whatever the config says.
+  ModelConfig d = read_model_config(fixture("deepseek_v3"));
+  EXPECT_FALSE(d.output_router_logits);
+}
+
+TEST(Models, RopeTablesFromInvFreqMatchTheDefaultOp) {
+  const ModelConfig c = read_model_config(fixture("llama"));
+  const RopeFrequencies f = rope_frequencies(c, c.head_dim);
+  ASSERT_EQ(f.inv_freq.size(), static_cast<size_t>(c.head_dim / 2));
+  auto [c1, s1] = rope_cos_sin(20, c.head_dim, c.rope_theta);
+  auto [c2, s2] = rope_cos_sin_from_inv_freq(f.inv_freq, 4, 16);
+  // Rows 4.. of the full table; inv_freq is rounded to f32 like transformers, hence the tolerance.
+  EXPECT_LE(max_abs_diff(narrow(c1, 0, 4, 16).contiguous(), c2), 1e-5);
+  EXPECT_LE(max_abs_diff(narrow(s1, 0, 4, 16).contiguous(), s2), 1e-5);
+  EXPECT_THROW(rope_cos_sin_from_inv_freq({}, 0, 4), ValueError);
 }
 
 TEST(Models, RandomInitFollowsHuggingFace) {

@@ -167,7 +167,9 @@ ModelConfig parse_model_config(const io::Json& j) {
   c.norm_topk_prob = j.get_bool_or("norm_topk_prob", false);
   c.decoder_sparse_step = j.get_int_or("decoder_sparse_step", 1);
   c.mlp_only_layers = int_list(j, "mlp_only_layers");
-  c.router_aux_loss_coef = j.get_double_or("router_aux_loss_coef", 0.0);
+  c.output_router_logits = j.get_bool_or("output_router_logits", false);
+  const bool hf_aux_default = c.model_type == "qwen3_moe" || c.model_type == "mixtral";
+  c.router_aux_loss_coef = j.get_double_or("router_aux_loss_coef", hf_aux_default ? 0.001 : 0.0);
   c.n_shared_experts = j.get_int_or("n_shared_experts", 0);
   c.kv_lora_rank = j.get_int_or("kv_lora_rank", 0);
   c.q_lora_rank = j.get_int_or("q_lora_rank", 0);
@@ -180,6 +182,7 @@ ModelConfig parse_model_config(const io::Json& j) {
   c.routed_scaling_factor = j.get_double_or("routed_scaling_factor", 1.0);
   c.scoring_func = j.get_string_or("scoring_func", "softmax");
   c.topk_method = j.get_string_or("topk_method", "greedy");
+  c.rope_interleave = j.get_bool_or("rope_interleave", true);
   if (c.is_moe()) {
     if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts)
       fail(j, "num_experts_per_tok",
@@ -254,6 +257,7 @@ std::string model_config_to_json(const ModelConfig& c) {
     j["norm_topk_prob"] = c.norm_topk_prob;
     j["decoder_sparse_step"] = c.decoder_sparse_step;
     j["mlp_only_layers"] = c.mlp_only_layers;
+    j["output_router_logits"] = c.output_router_logits;
     j["router_aux_loss_coef"] = c.router_aux_loss_coef;
   }
   if (c.architecture == "DeepseekV3ForCausalLM") {
@@ -269,6 +273,7 @@ std::string model_config_to_json(const ModelConfig& c) {
     j["routed_scaling_factor"] = c.routed_scaling_factor;
     j["scoring_func"] = c.scoring_func;
     j["topk_method"] = c.topk_method;
+    j["rope_interleave"] = c.rope_interleave;
   }
   return j.dump(2) + "\n";
 }

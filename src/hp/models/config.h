@@ -63,6 +63,10 @@ struct ModelConfig {
   // Qwen3-MoE: every decoder_sparse_step-th layer is sparse, except those in mlp_only_layers.
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
+  // HF semantics: the load-balancing loss joins the training loss (CausalLM::loss) only when
+  // output_router_logits is true, scaled by router_aux_loss_coef (HF default 0.001 for Qwen3-MoE /
+  // Mixtral). DeepSeek-V3 has no router loss (its bias-based balancing is outside backprop).
+  bool output_router_logits = false;
   double router_aux_loss_coef = 0.0;
   // --- DeepSeek-V3 (MLA + shared experts + grouped routing) ---
   int64_t n_shared_experts = 0, kv_lora_rank = 0, q_lora_rank = 0;  // q_lora_rank 0 = none
@@ -70,6 +74,8 @@ struct ModelConfig {
   int64_t n_group = 1, topk_group = 1, first_k_dense_replace = 0;
   double routed_scaling_factor = 1.0;
   std::string scoring_func = "softmax", topk_method = "greedy";
+  // MLA RoPE pairs (2i, 2i+1) (DeepSeek checkpoints) rather than rotate_half halves.
+  bool rope_interleave = true;
 
   bool is_moe() const { return num_experts > 0; }
 };

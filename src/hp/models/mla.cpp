@@ -61,7 +61,20 @@ Tensor pad_last(const Tensor& t, int64_t extra) {
 }
 }  // namespace
 
-Tensor MLAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
+Tensor MLAttention::forward(const Tensor& x, AttentionContext& ctx) const {
+  if (x.dim() != 3)
+    HP_THROW(ValueError, "mla", "expects x [batch, seq, hidden_size = ", opt_.hidden_size,
+             "], got ", x.desc());
+  if (!ctx.rope || ctx.rope->dim() != opt_.qk_rope_head_dim)
+    HP_THROW(ValueError, "mla",
+             "needs rotary tables over qk_rope_head_dim = ", opt_.qk_rope_head_dim, ", got ",
+             ctx.rope ? ctx.rope->dim() : 0);
+  auto [cos, sin] = ctx.rope->get(ctx.start, x.size(1), DType::f32);
+  return attend(x, cos, sin, ctx.cache);
+}
+
+Tensor MLAttention::attend(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                           LayerCache* cache) const {
   const MLAOptions& o = opt_;
   if (x.dim() != 3 || x.size(2) != o.hidden_size)
     HP_THROW(ValueError, "mla", "expects x [batch, seq, hidden_size = ", o.hidden_size, "], got ",
@@ -88,10 +101,28 @@ Tensor MLAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& si
 
   const int64_t d = std::max(qk, dv);
   const Tensor qf = pad_last(cat({q_parts[0], q_rot}, -1), d - qk);
-  const Tensor kf = pad_last(cat({kv_split[0], k_rot}, -1), d - qk);
-  const Tensor vf = pad_last(contiguous(kv_split[1]), d - dv);
+  Tensor kf = pad_last(cat({kv_split[0], k_rot}, -1), d - qk);
+  Tensor vf = pad_last(contiguous(kv_split[1]), d - dv);
+  bool causal = true;
+  if (cache) {
+    if (cache->k.defined()) {
+      // The flash kernel's causal mask is aligned top-left, right only when queries and keys start
+      // together; one new query may see the whole cache.
+      if (t != 1)
+        HP_THROW(ValueError, "mla",
+                 "incremental decoding feeds one token per step after the prompt; got ", t,
+                 " tokens with ", cache->k.size(2), " cached");
+      kf = cat({cache->k, kf}, 2);
+      vf = cat({cache->v, vf}, 2);
+      causal = false;
+    }
+    cache->k = kf.is_contiguous() ? kf : contiguous(kf);
+    cache->v = vf.is_contiguous() ? vf : contiguous(vf);
+    kf = cache->k;
+    vf = cache->v;
+  }
   const double scale = o.softmax_scale > 0.0 ? o.softmax_scale : mla_softmax_scale(qk);
-  Tensor attn = scaled_dot_product_attention(qf, kf, vf, true, scale);  // [B, nh, T, d]
+  Tensor attn = scaled_dot_product_attention(qf, kf, vf, causal, scale);  // [B, nh, T, d]
   if (d != dv) attn = narrow(attn, -1, 0, dv);
   attn = reshape(transpose(attn, 1, 2), {b, t, nh * dv});
   return o_proj->forward(attn);

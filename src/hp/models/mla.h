@@ -2,7 +2,9 @@
 // q_proj (q_lora_rank = 0) or q_a_proj → q_a_layernorm → q_b_proj; kv_a_proj_with_mqa →
 // [compressed kv (kv_lora_rank) | k_pe (qk_rope_head_dim)]; kv_a_layernorm; kv_b_proj → per head
 // [k_nope (qk_nope_head_dim) | v (v_head_dim)]; o_proj. RoPE touches only the rope parts; k_pe is
-// one head shared by all heads. Causal self-attention without a KV cache (training / prefill).
+// one head shared by all heads. Causal self-attention; as a decoder layer's AttentionBlock it also
+// decodes with a KV cache, which holds the per-head (padded) K and V, not the compressed latent —
+// simple and exact, but nh·2·d floats per token instead of kv_lora_rank + qk_rope_head_dim.
 //
 // RoPE layout: with rope_interleave (DeepSeek checkpoints) pairs are (2i, 2i+1), as HF's
 // apply_rotary_pos_emb_interleave; HF also de-interleaves the rotated q/k parts into halves, a
@@ -15,6 +17,7 @@
 #include <memory>
 
 #include "hp/core/tensor.h"
+#include "hp/models/transformer.h"
 #include "hp/nn/module.h"
 
 namespace hp::models {
@@ -42,13 +45,18 @@ double yarn_get_mscale(double scale, double mscale);
 double mla_softmax_scale(int64_t qk_head_dim, double yarn_factor = 1.0,
                          double mscale_all_dim = 0.0);
 
-class MLAttention : public nn::Module {
+class MLAttention : public AttentionBlock {
  public:
   explicit MLAttention(const MLAOptions& opt);
   // x [B, T, hidden]; cos/sin [T, qk_rope_head_dim / 2] for positions 0..T-1 (rope_cos_sin with
   // the model's rope_theta; for yarn, the yarn frequencies with cos/sin already multiplied by the
   // rope's attention factor, as HF's rotary embedding does). Returns [B, T, hidden].
-  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const;
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
+    return attend(x, cos, sin, nullptr);
+  }
+  // Decoder-layer entry: cos/sin from ctx.rope (built over qk_rope_head_dim) at ctx.start; with
+  // ctx.cache, steps after the prompt feed one token each (as Attention::forward).
+  Tensor forward(const Tensor& x, AttentionContext& ctx) const override;
   const MLAOptions& options() const { return opt_; }
   int64_t qk_head_dim() const { return opt_.qk_nope_head_dim + opt_.qk_rope_head_dim; }
 
@@ -56,6 +64,7 @@ class MLAttention : public nn::Module {
   std::shared_ptr<nn::RMSNorm> q_a_layernorm, kv_a_layernorm;
 
  private:
+  Tensor attend(const Tensor& x, const Tensor& cos, const Tensor& sin, LayerCache* cache) const;
   MLAOptions opt_;
 };
 

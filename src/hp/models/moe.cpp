@@ -180,6 +180,12 @@ MoEBlock::MoEBlock(const MoEOptions& opt) : opt_(opt) {
                               ExpertNames{}, opt.dtype, opt.init_std));
 }
 
+Tensor MoEBlock::forward(const Tensor& x) const {
+  MoEOutput o = forward_with_router(x);
+  last_router_logits_ = o.router_logits;
+  return o.output;
+}
+
 MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
   if (x.dim() < 1 || x.size(-1) != opt_.hidden_size)
     HP_THROW(ValueError, "moe", "expects x [..., hidden_size = ", opt_.hidden_size, "], got ",

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hp/core/tensor.h"
+#include "hp/models/transformer.h"
 #include "hp/nn/module.h"
 
 namespace hp::models {
@@ -92,10 +93,13 @@ struct MoEOutput {
   Tensor router_logits;  // [N, E], N = tokens
 };
 
-class MoEBlock : public nn::Module {
+// A decoder layer's sparse FeedForward; remembers the router logits of its last forward so
+// CausalLM::loss can add the load-balancing loss.
+class MoEBlock : public FeedForward {
  public:
   explicit MoEBlock(const MoEOptions& opt);
-  Tensor forward(const Tensor& x) const { return forward_with_router(x).output; }
+  Tensor forward(const Tensor& x) const override;
+  Tensor router_logits() const override { return last_router_logits_; }
   // x [..., hidden]; also returns the router logits for load_balancing_loss.
   MoEOutput forward_with_router(const Tensor& x) const;
   const MoEOptions& options() const { return opt_; }
@@ -106,6 +110,7 @@ class MoEBlock : public nn::Module {
 
  private:
   MoEOptions opt_;
+  mutable Tensor last_router_logits_;
 };
 
 // Σ_j weights[n, j] · expert_{indices[n, j]}(x[n]) for x [N, hidden] f32, weights [N, k] f32,

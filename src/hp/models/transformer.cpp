@@ -1,5 +1,6 @@
 #include "hp/models/transformer.h"
 
+#include "hp/models/moe.h"
 #include "hp/ops/ops.h"
 
 namespace hp::models {
@@ -81,7 +82,7 @@ Tensor GatedMLP::forward(const Tensor& x) const {
 
 DecoderLayer::DecoderLayer(const ModelConfig& c, const LayerFactory& f, int64_t layer) {
   self_attn = register_module("self_attn", f.attention(c, layer));
-  mlp = register_module("mlp", f.mlp(c, layer));
+  mlp = register_module(f.mlp_name, f.mlp(c, layer));
   input_layernorm = register_module(
       "input_layernorm", std::make_shared<nn::RMSNorm>(c.hidden_size, c.rms_norm_eps, c.dtype));
   post_attention_layernorm =
@@ -150,6 +151,14 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
   Tensor l = cross_entropy(shifted, targets, -100, "mean");
   for (const auto& layer : model->layers)
     if (Tensor aux = layer->mlp->aux_loss(); aux.defined()) l = add(l, aux);
+  if (config_.output_router_logits && config_.router_aux_loss_coef != 0.0) {
+    std::vector<Tensor> router;
+    for (const auto& layer : model->layers)
+      if (Tensor r = layer->mlp->router_logits(); r.defined()) router.push_back(r);
+    if (!router.empty())
+      l = add(l, load_balancing_loss(router, config_.num_experts, config_.num_experts_per_tok) *
+                     config_.router_aux_loss_coef);
+  }
   return l;
 }
 

@@ -43,8 +43,12 @@ class FeedForward : public nn::Module {
  public:
   // x [B, T, hidden] → [B, T, hidden].
   virtual Tensor forward(const Tensor& x) const = 0;
-  // Auxiliary loss of the last forward (MoE load balancing); undefined when none.
+  // Auxiliary loss of the last forward, added to CausalLM::loss as is; undefined when none.
   virtual Tensor aux_loss() const { return Tensor(); }
+  // Router logits [tokens, num_experts] of the last forward of a sparse block; undefined for dense
+  // ones. CausalLM::loss joins all layers' logits into one load-balancing loss (as HF does, over
+  // the concatenation, not a per-layer sum).
+  virtual Tensor router_logits() const { return Tensor(); }
 };
 
 // Llama / Qwen2 / Qwen3 grouped-query attention with RoPE (rotate_half) and, for Qwen3, per-head
@@ -72,6 +76,8 @@ class GatedMLP : public FeedForward {
 struct LayerFactory {
   std::function<std::shared_ptr<AttentionBlock>(const ModelConfig&, int64_t layer)> attention;
   std::function<std::shared_ptr<FeedForward>(const ModelConfig&, int64_t layer)> mlp;
+  // The feed-forward's checkpoint module name (Mixtral: "block_sparse_moe").
+  std::string mlp_name = "mlp";
 };
 
 // Pre-norm residual block: x + attn(norm(x)), then h + mlp(norm(h)).
@@ -121,7 +127,9 @@ class CausalLM : public nn::Module {
   // ids [B, T] → logits [B, T, vocab].
   Tensor forward(const Tensor& ids, KVCache* cache = nullptr);
   // HF's causal-LM loss: mean cross-entropy of logits[:, :-1] against labels[:, 1:] (labels
-  // default to ids; -100 is ignored), plus the feed-forward aux losses.
+  // default to ids; -100 is ignored), plus the feed-forward aux losses and, when
+  // config.output_router_logits, router_aux_loss_coef · load_balancing_loss over all sparse
+  // layers' router logits (HF's MoE ForCausalLM, without attention mask).
   Tensor loss(const Tensor& ids, const Tensor& labels = Tensor());
   // lm_head weight [vocab, hidden] (the embedding when tied).
   Tensor head_weight() const;
