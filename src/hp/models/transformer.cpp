@@ -28,11 +28,18 @@ Attention::Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_n
 
 Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
   const int64_t b = x.size(0), t = x.size(1);
+  // Head counts come from the projection weights, not the config: under a tensor-parallel plan
+  // (shard/plan.h) q/k/v hold this rank's heads only.
+  const int64_t heads = q_proj->weight.size(0) / head_dim_;
+  const int64_t kv_heads = k_proj->weight.size(0) / head_dim_;
+  HP_CHECK(heads * head_dim_ == q_proj->weight.size(0) && kv_heads > 0 && heads % kv_heads == 0,
+           "q/k projections of ", q_proj->weight.size(0), "/", k_proj->weight.size(0),
+           " rows for head_dim ", head_dim_);
   // Projections viewed per head: [B, T, H, D] (rotary over seq_dim 1, then a strided
   // [B, H, T, D] view that attention reads with unit last stride).
-  Tensor q = view(q_proj->forward(x), {b, t, heads_, head_dim_});
-  Tensor k = view(k_proj->forward(x), {b, t, kv_heads_, head_dim_});
-  Tensor v = view(v_proj->forward(x), {b, t, kv_heads_, head_dim_});
+  Tensor q = view(q_proj->forward(x), {b, t, heads, head_dim_});
+  Tensor k = view(k_proj->forward(x), {b, t, kv_heads, head_dim_});
+  Tensor v = view(v_proj->forward(x), {b, t, kv_heads, head_dim_});
   if (q_norm) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
@@ -62,7 +69,7 @@ Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
     v = lc.v;
   }
   Tensor o = scaled_dot_product_attention(q, k, v, causal);  // [B, Hq, T, D]
-  o = reshape(transpose(o, 1, 2), {b, t, heads_ * head_dim_});
+  o = reshape(transpose(o, 1, 2), {b, t, heads * head_dim_});
   return o_proj->forward(o);
 }
 

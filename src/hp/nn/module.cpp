@@ -42,6 +42,16 @@ void Module::replace_child(const std::string& name, std::shared_ptr<Module> m) {
   HP_THROW(ValueError, "module", "no child module named '", name, "'");
 }
 
+Tensor Module::set_parameter(const std::string& name, Tensor t) {
+  for (auto& [n, p] : params_)
+    if (n == name) {
+      if (!t.requires_grad()) t.requires_grad_();
+      p = t;
+      return t;
+    }
+  HP_THROW(ValueError, "module", "no parameter named '", name, "' to replace");
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
   for (auto& [n, p] : params_)
     if (n == name) HP_THROW(ValueError, "module", "parameter '", name, "' registered twice");
@@ -59,27 +69,39 @@ Tensor init_normal(const Shape& shape, DType dt, double std) {
 }
 }  // namespace
 
-SkipInitGuard::SkipInitGuard() : prev_(skip_init_) { skip_init_ = true; }
-SkipInitGuard::~SkipInitGuard() { skip_init_ = prev_; }
-bool init_skipped() { return skip_init_; }
+SkipInitGuard::SkipInitGuard() : prev_(skip_init_) {
+  skip_init_ = true;
+}
+SkipInitGuard::~SkipInitGuard() {
+  skip_init_ = prev_;
+}
+bool init_skipped() {
+  return skip_init_;
+}
 
 Linear::Linear(int64_t in, int64_t out, bool has_bias, DType dt, double init_std) {
   weight = register_parameter("weight", init_normal({out, in}, dt, init_std));
   if (has_bias) bias = register_parameter("bias", zeros({out}, dt));
 }
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  return wrapped_forward(x, [this](const Tensor& t) { return linear(t, weight, bias); });
+}
 
 Embedding::Embedding(int64_t num, int64_t dim, DType dt, double init_std) {
   weight = register_parameter("weight", init_normal({num, dim}, dt, init_std));
 }
 
-Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+Tensor Embedding::forward(const Tensor& ids) const {
+  return wrapped_forward(ids, [this](const Tensor& t) { return embedding(weight, t); });
+}
 
 RMSNorm::RMSNorm(int64_t dim, double eps_, DType dt) : eps(eps_) {
   weight = register_parameter("weight", ones({dim}, dt));
 }
 
-Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
+Tensor RMSNorm::forward(const Tensor& x) const {
+  return wrapped_forward(x, [this](const Tensor& t) { return rms_norm(t, weight, eps); });
+}
 
 }  // namespace hp::nn

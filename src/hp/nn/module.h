@@ -1,10 +1,13 @@
-// Modules: named parameters and submodules with fully-qualified names ("layers.0.mlp.up_proj.weight").
+// Modules: named parameters and submodules with fully-qualified names
+// ("layers.0.mlp.up_proj.weight").
 //
 // FQNs are what sharding plans, checkpoints, optimizer groups and low-precision configs match
 // against, so every parameter lives at a stable path. Parameters are ordinary leaf tensors with
-// requires_grad; a module that replaces another (e.g. an MX linear) takes the same parameter objects.
+// requires_grad; a module that replaces another (e.g. an MX linear) takes the same parameter
+// objects.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,11 +37,30 @@ class Module {
   Tensor parameter(const std::string& fqn) const;
   int64_t num_parameters() const;
   // Replaces child `name` (e.g. a Linear by its MX version); throws if there is no such child.
+  // Parents that call a typed member pointer (GatedMLP::gate_proj) keep calling the old object, so
+  // changes that must reach forward go through set_parameter / set_forward_wrapper instead.
   void replace_child(const std::string& name, std::shared_ptr<Module> m);
+  // Replaces this module's own parameter `name` by t (same slot and order; t becomes a trainable
+  // leaf), e.g. by its local shard; throws ValueError naming it when absent. Returns t so typed
+  // members can follow: `lin.weight = lin.set_parameter("weight", shard)`.
+  Tensor set_parameter(const std::string& name, Tensor t);
+
+  // Single-tensor forward of this module without the wrapper (x → y).
+  using ForwardFn = std::function<Tensor(const Tensor&)>;
+  // Runs instead of a single-tensor forward (Linear, RMSNorm, Embedding): gets the input and the
+  // module's own computation, so tensor-parallel styles wrap redistributions around a module that
+  // parents already hold, without replacing it. One wrapper per module; null removes it.
+  using ForwardWrapper = std::function<Tensor(const Tensor& x, const ForwardFn& inner)>;
+  void set_forward_wrapper(ForwardWrapper w) { wrapper_ = std::move(w); }
+  bool has_forward_wrapper() const { return static_cast<bool>(wrapper_); }
 
  protected:
   // Marks t as a trainable leaf and records it under `name`.
   Tensor register_parameter(const std::string& name, Tensor t);
+  // inner(x), or the wrapper around it when one is set.
+  Tensor wrapped_forward(const Tensor& x, const ForwardFn& inner) const {
+    return wrapper_ ? wrapper_(x, inner) : inner(x);
+  }
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);
@@ -49,6 +71,7 @@ class Module {
   void collect(const std::string& prefix, std::vector<NamedTensor>& out) const;
   std::vector<NamedTensor> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  ForwardWrapper wrapper_;
 };
 
 // While alive, Linear and Embedding built on this thread leave their weights uninitialized instead
@@ -67,7 +90,8 @@ class SkipInitGuard {
 // True inside a SkipInitGuard on this thread.
 bool init_skipped();
 
-// y = x · weightᵀ (+ bias); weight [out, in].
+// y = x · weightᵀ (+ bias); weight [out, in]. forward runs the forward wrapper when one is set;
+// subclasses that override it bypass the wrapper (sharding plans accept plain Linear only).
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias, DType dt = DType::f32, double init_std = 0.02);

@@ -1,0 +1,230 @@
+#include "hp/shard/plan.h"
+
+#include "hp/autograd/grad_mode.h"
+#include "hp/autograd/node.h"
+#include "hp/ops/ops.h"
+
+namespace hp::shard {
+
+namespace detail {
+namespace {
+
+// Megatron's f: identity forward, all-reduce (sum) of the gradient over the axis backward.
+Tensor copy_to_region(const Tensor& x, const dist::CommPtr& comm) {
+  if (comm->size() == 1 || !autograd::needs_grad({x})) return x;
+  Tensor y = x.detach();
+  autograd::record("CopyToTpRegion", {x}, {y}, [comm](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{comm->all_reduce(g[0].contiguous())};
+  });
+  return y;
+}
+
+// Megatron's g: all-reduce (sum) forward, identity backward.
+Tensor reduce_from_region(const Tensor& x, const dist::CommPtr& comm) {
+  if (comm->size() == 1) return x;
+  Tensor y;
+  {
+    autograd::NoGradGuard ng;
+    y = comm->all_reduce(x.contiguous());
+  }
+  autograd::record("ReduceFromTpRegion", {x}, {y},
+                   [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  return y;
+}
+
+// Placements over the whole mesh: Replicate except p on `axis`.
+Placements on_axis(const DeviceMesh& mesh, int64_t axis, Placement p) {
+  Placements out(static_cast<size_t>(mesh.ndim()), Replicate{});
+  out[static_cast<size_t>(axis)] = p;
+  return out;
+}
+
+// Replaces parameter `name` of m (typed member `slot`) by this rank's Shard(dim) chunk and
+// records it; a Replicate placement keeps the tensor and only records it.
+void shard_parameter(nn::Module& m, Tensor& slot, const std::string& name, Placement p,
+                     const StyleContext& ctx, ShardedParameters& out) {
+  if (!slot.defined()) return;
+  const Shape global = slot.shape();
+  Tensor local = slot;
+  if (is_shard(p)) {
+    const int64_t d = std::get<Shard>(p).dim;
+    ChunkRange r = chunk_range(global[static_cast<size_t>(d)], ctx.mesh->size(ctx.axis),
+                               ctx.mesh->coordinate(ctx.axis));
+    // A new leaf: the shard must not keep the full tensor alive through a view.
+    local = narrow(slot.detach(), d, r.start, r.length).contiguous().clone();
+    slot = m.set_parameter(name, local);
+  }
+  DTensor t = DTensor::from_local(slot, ctx.mesh, on_axis(*ctx.mesh, ctx.axis, p), global);
+  out.add(ctx.fqn.empty() ? name : ctx.fqn + "." + name, std::move(t));
+}
+
+nn::Linear& as_linear(nn::Module& m, const std::string& style, const std::string& fqn) {
+  if (typeid(m) != typeid(nn::Linear))
+    HP_THROW(ValueError, "shard", style, " applies to nn::Linear modules; '", fqn, "' is ",
+             typeid(m).name(), " (a Linear subclass may override the forward the style wraps)");
+  return static_cast<nn::Linear&>(m);
+}
+
+// Whole heads of head_dim along a dim of size n must split evenly over the degree.
+void check_heads(int64_t n, int64_t head_dim, const std::string& style, const StyleContext& ctx) {
+  if (head_dim <= 0) return;
+  const int64_t degree = ctx.mesh->size(ctx.axis);
+  if (n % head_dim != 0 || (n / head_dim) % degree != 0)
+    HP_THROW(ValueError, "shard", style, " on '", ctx.fqn, "': ", n / head_dim,
+             " attention heads (", n, " / head_dim ", head_dim, ") do not divide by the ",
+             ctx.mesh->axis_names()[static_cast<size_t>(ctx.axis)], " degree ", degree);
+}
+
+void walk(const std::string& prefix, nn::Module& m,
+          std::vector<std::pair<std::string, nn::Module*>>& out) {
+  out.emplace_back(prefix, &m);
+  for (const auto& [name, child] : m.children())
+    walk(prefix.empty() ? name : prefix + "." + name, *child, out);
+}
+
+}  // namespace
+}  // namespace detail
+
+const DTensor& ShardedParameters::at(const std::string& fqn) const {
+  for (const auto& p : items_)
+    if (p.fqn == fqn) return p.tensor;
+  HP_THROW(ValueError, "shard", "no sharded parameter named '", fqn, "'");
+}
+
+bool ShardedParameters::contains(const std::string& fqn) const {
+  for (const auto& p : items_)
+    if (p.fqn == fqn) return true;
+  return false;
+}
+
+void ColwiseParallel::check(nn::Module& m, const StyleContext& ctx) const {
+  detail::check_heads(detail::as_linear(m, name(), ctx.fqn).weight.size(0), head_dim_, name(), ctx);
+}
+
+void ColwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const {
+  check(m, ctx);
+  nn::Linear& lin = static_cast<nn::Linear&>(m);
+  detail::shard_parameter(lin, lin.weight, "weight", Shard{0}, ctx, out);  // [out/tp, in]
+  detail::shard_parameter(lin, lin.bias, "bias", Shard{0}, ctx, out);      // [out/tp]
+  dist::CommPtr comm = ctx.mesh->axis_comm(ctx.axis);
+  // x replicated [..., in] → this rank's columns [..., out/tp].
+  lin.set_forward_wrapper([comm](const Tensor& x, const nn::Module::ForwardFn& inner) {
+    return inner(detail::copy_to_region(x, comm));
+  });
+}
+
+void RowwiseParallel::check(nn::Module& m, const StyleContext& ctx) const {
+  detail::check_heads(detail::as_linear(m, name(), ctx.fqn).weight.size(1), head_dim_, name(), ctx);
+}
+
+void RowwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const {
+  check(m, ctx);
+  nn::Linear& lin = static_cast<nn::Linear&>(m);
+  detail::shard_parameter(lin, lin.weight, "weight", Shard{1}, ctx, out);  // [out, in/tp]
+  detail::shard_parameter(lin, lin.bias, "bias", Replicate{}, ctx, out);   // [out]
+  dist::CommPtr comm = ctx.mesh->axis_comm(ctx.axis);
+  nn::Linear* self = &lin;  // the wrapper lives in lin, so the pointer outlives it
+  // x: this rank's columns [..., in/tp] → partial sums [..., out] → all-reduced, then the bias
+  // (added once, not once per rank).
+  lin.set_forward_wrapper([comm, self](const Tensor& x, const nn::Module::ForwardFn&) {
+    Tensor y = detail::reduce_from_region(linear(x, self->weight, Tensor()), comm);
+    return self->bias.defined() ? add(y, self->bias) : y;
+  });
+}
+
+void LocalNormParallel::check(nn::Module& m, const StyleContext& ctx) const {
+  if (!dynamic_cast<nn::RMSNorm*>(&m))
+    HP_THROW(ValueError, "shard", name(), " applies to nn::RMSNorm modules; '", ctx.fqn, "' is ",
+             typeid(m).name());
+}
+
+void LocalNormParallel::apply(nn::Module& m, const StyleContext& ctx,
+                              ShardedParameters& out) const {
+  check(m, ctx);
+  auto* norm = dynamic_cast<nn::RMSNorm*>(&m);
+  detail::shard_parameter(*norm, norm->weight, "weight", Replicate{}, ctx, out);
+  dist::CommPtr comm = ctx.mesh->axis_comm(ctx.axis);
+  // The weight enters through f, so its per-rank gradient is summed over the axis.
+  norm->set_forward_wrapper([comm, norm](const Tensor& x, const nn::Module::ForwardFn&) {
+    return rms_norm(x, detail::copy_to_region(norm->weight, comm), norm->eps);
+  });
+}
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  // Iterative wildcard match with backtracking to the last '*'.
+  size_t p = 0, t = 0, star = std::string::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (p < pattern.size() && pattern[p] == text[t]) {
+      ++p;
+      ++t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+ShardedParameters parallelize_module(nn::Module& root, const MeshPtr& mesh, const std::string& axis,
+                                     const ShardingPlan& plan) {
+  HP_CHECK(mesh != nullptr);
+  const int64_t a = mesh->axis(axis);
+  std::vector<std::pair<std::string, nn::Module*>> modules;
+  detail::walk("", root, modules);
+  // Resolve every rule before touching anything, so a bad plan leaves the module as it was.
+  std::vector<std::pair<size_t, size_t>> todo;  // (module, rule)
+  std::vector<size_t> rule_of(modules.size(), plan.size());
+  for (size_t r = 0; r < plan.size(); ++r) {
+    HP_CHECK(plan[r].second != nullptr, "null style for pattern '", plan[r].first, "'");
+    bool hit = false;
+    for (size_t i = 0; i < modules.size(); ++i) {
+      if (!glob_match(plan[r].first, modules[i].first)) continue;
+      hit = true;
+      if (rule_of[i] != plan.size())
+        HP_THROW(ValueError, "shard", "module '", modules[i].first, "' matches both '",
+                 plan[rule_of[i]].first, "' and '", plan[r].first, "'");
+      if (modules[i].second->has_forward_wrapper())
+        HP_THROW(ValueError, "shard", "module '", modules[i].first,
+                 "' already has a forward wrapper (a plan applied twice?)");
+      plan[r].second->check(*modules[i].second, StyleContext{mesh, a, modules[i].first});
+      rule_of[i] = r;
+      todo.emplace_back(i, r);
+    }
+    if (!hit)
+      HP_THROW(ValueError, "shard", "plan pattern '", plan[r].first, "' (", plan[r].second->name(),
+               ") matches no module");
+  }
+  ShardedParameters out;
+  for (auto [i, r] : todo)
+    plan[r].second->apply(*modules[i].second, StyleContext{mesh, a, modules[i].first}, out);
+  return out;
+}
+
+ShardingPlan llama_tp_plan(const models::ModelConfig& c) {
+  const int64_t hd = c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_attention_heads;
+  auto heads_col = std::make_shared<ColwiseParallel>(hd);
+  auto col = std::make_shared<ColwiseParallel>();
+  ShardingPlan plan{
+      {"*self_attn.q_proj", heads_col},
+      {"*self_attn.k_proj", heads_col},
+      {"*self_attn.v_proj", heads_col},
+      {"*self_attn.o_proj", std::make_shared<RowwiseParallel>(hd)},
+      {"*mlp.gate_proj", col},
+      {"*mlp.up_proj", col},
+      {"*mlp.down_proj", std::make_shared<RowwiseParallel>()},
+  };
+  if (c.model_type == "qwen3") {
+    auto norm = std::make_shared<LocalNormParallel>();
+    plan.emplace_back("*self_attn.q_norm", norm);
+    plan.emplace_back("*self_attn.k_norm", norm);
+  }
+  return plan;
+}
+
+}  // namespace hp::shard

@@ -1,0 +1,139 @@
+// Declarative sharding plans (HyperShard): module-name patterns → parallel styles, applied to an
+// nn::Module over one mesh axis without touching model code.
+//
+// Patterns match module FQNs ("layers.0.mlp.gate_proj"; the root is ""), whole string, with `*`
+// matching any run of characters including dots ("*.mlp.*_proj", "layers.*.self_attn.q_proj").
+// Every pattern must match at least one module, and a module may match one pattern only.
+//
+// Applying a style to a module:
+//   - replaces each of its parameters by this rank's shard (set_parameter: the shard is a new
+//     leaf tensor, so optimizers must be built after the plan is applied), recorded with its
+//     placement and global shape in the returned ShardedParameters (checkpoints gather from it);
+//   - installs a forward wrapper (nn::Module::set_forward_wrapper) doing the redistributions at
+//     the module boundary. A wrapper rather than a replacing subclass because parents call their
+//     typed member pointers (GatedMLP::gate_proj), which replace_child does not rebind.
+//
+// Styles (Megatron's f / g operators):
+//   ColwiseParallel   weight [out, in] Shard(0), bias Shard(0); input Replicate whose gradient is
+//                     Partial (f: identity forward, all-reduce backward); output this rank's
+//                     Shard(-1) columns of the activation, kept local.
+//   RowwiseParallel   weight Shard(1), bias replicated; input this rank's Shard(-1) columns (what
+//                     a colwise module produced); output Partial → Replicate (g: all-reduce
+//                     forward, identity backward); the bias is added after the reduction.
+//   SequenceParallel  norms (RMSNorm): input and output this rank's Shard(seq_dim) rows; the
+//                     weight stays replicated and its gradient is all-reduced over the axis.
+// Uneven sizes follow the torch.chunk rule (shard/placement.h). With head_dim set, colwise /
+// rowwise shard whole attention heads and require the head count to divide by the degree.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hp/models/config.h"
+#include "hp/nn/module.h"
+#include "hp/shard/dtensor.h"
+
+namespace hp::shard {
+
+// A parameter after a plan: the module's tensor is local(); placements over the whole mesh.
+struct ShardedParameter {
+  std::string fqn;
+  DTensor tensor;
+};
+
+class ShardedParameters {
+ public:
+  const std::vector<ShardedParameter>& items() const { return items_; }
+  // The entry for a parameter FQN; throws ValueError naming it when the plan did not touch it.
+  const DTensor& at(const std::string& fqn) const;
+  bool contains(const std::string& fqn) const;
+  void add(std::string fqn, DTensor t) { items_.push_back({std::move(fqn), std::move(t)}); }
+
+ private:
+  std::vector<ShardedParameter> items_;
+};
+
+// Where a style applies: the mesh, the axis it shards over, and the module's FQN (for errors).
+struct StyleContext {
+  MeshPtr mesh;
+  int64_t axis = 0;
+  std::string fqn;
+};
+
+class ParallelStyle {
+ public:
+  virtual ~ParallelStyle() = default;
+  // Throws ValueError when the style cannot take m (wrong type, heads not dividing the degree);
+  // parallelize_module checks every match before it applies any.
+  virtual void check(nn::Module& m, const StyleContext& ctx) const = 0;
+  // Shards m's parameters in place, installs its forward wrapper and records the parameters.
+  virtual void apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const = 0;
+  virtual std::string name() const = 0;
+};
+using StylePtr = std::shared_ptr<const ParallelStyle>;
+
+class ColwiseParallel : public ParallelStyle {
+ public:
+  // head_dim > 0: rows are attention heads of that size, split whole and evenly.
+  explicit ColwiseParallel(int64_t head_dim = 0) : head_dim_(head_dim) {}
+  void check(nn::Module& m, const StyleContext& ctx) const override;
+  void apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const override;
+  std::string name() const override { return "ColwiseParallel"; }
+
+ private:
+  int64_t head_dim_;
+};
+
+class RowwiseParallel : public ParallelStyle {
+ public:
+  // head_dim > 0: input columns are attention heads of that size, split whole and evenly.
+  explicit RowwiseParallel(int64_t head_dim = 0) : head_dim_(head_dim) {}
+  void check(nn::Module& m, const StyleContext& ctx) const override;
+  void apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const override;
+  std::string name() const override { return "RowwiseParallel"; }
+
+ private:
+  int64_t head_dim_;
+};
+
+// An RMSNorm that sees only this rank's part of the activation (its heads for Qwen3's q_norm /
+// k_norm after colwise q/k, its sequence rows under SequenceParallel): the weight stays
+// replicated and its gradient, partial per rank, is all-reduced over the axis.
+class LocalNormParallel : public ParallelStyle {
+ public:
+  void check(nn::Module& m, const StyleContext& ctx) const override;
+  void apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const override;
+  std::string name() const override { return "LocalNormParallel"; }
+};
+
+// Norms between tensor-parallel regions: input and output are this rank's Shard(seq_dim) rows of
+// [B, T, hidden], kept local (the sequence-parallel region's entry / exit redistributions belong
+// to the neighbouring colwise / rowwise modules and are not wired yet).
+class SequenceParallel : public LocalNormParallel {
+ public:
+  std::string name() const override { return "SequenceParallel"; }
+};
+
+// Ordered (pattern, style) rules.
+using ShardingPlan = std::vector<std::pair<std::string, StylePtr>>;
+
+// Applies plan to root over mesh axis `axis`; returns the parameters it sharded or replicated.
+// Throws ValueError ("[shard] ...") naming the pattern that matched nothing, the module matched
+// twice, a module a style cannot take, or heads that do not divide by the degree; every rank
+// sees the same modules, so every rank throws the same error before any communication.
+ShardedParameters parallelize_module(nn::Module& root, const MeshPtr& mesh, const std::string& axis,
+                                     const ShardingPlan& plan);
+
+// Tensor parallelism for every Llama / Qwen2 / Qwen3 decoder layer (models/transformer.h):
+// q/k/v/gate/up colwise, o/down rowwise; attention split by whole heads (num_attention_heads and
+// num_key_value_heads must divide by the degree), the MLP by the torch.chunk rule; Qwen3's q_norm /
+// k_norm (model_type "qwen3") as LocalNormParallel. Patterns start with `*`, so the plan applies to
+// a CausalLM, a DecoderModel or a single DecoderLayer.
+ShardingPlan llama_tp_plan(const models::ModelConfig& c);
+
+// Whole-string glob match, `*` = any run of characters (dots included).
+bool glob_match(const std::string& pattern, const std::string& text);
+
+}  // namespace hp::shard
