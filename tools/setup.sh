@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian packages HyperParallel needs (when missing) and builds it into ./build.
-# Usage: bash tools/setup.sh [extra cmake args]
+# Installs the Debian packages HyperParallel needs (tools/debian-packages.txt, when missing) and
+# builds it into ./build. Usage: bash tools/setup.sh [extra cmake args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(build-essential cmake ninja-build ccache pkg-config libgtest-dev libgmock-dev
-      libbenchmark-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev libyaml-cpp-dev
-      libopenmpi-dev openmpi-bin)
+mapfile -t PKGS < tools/debian-packages.txt
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
