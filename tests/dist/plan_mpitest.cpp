@@ -92,12 +92,15 @@ TEST(ShardPlan, TensorParallelMlpMatchesOneRank) {
   expect_grads_equal(ref, tp, sp);
 }
 
-// A whole decoder layer (GQA attention with q/k/v bias + MLP) under llama_tp_plan; Qwen3 adds
-// per-head q/k norms whose weight gradients are all-reduced.
-void check_decoder_layer(const std::string& model_type) {
+// A whole decoder layer (GQA attention with q/k/v/o bias + MLP) under llama_tp_plan; Qwen3 adds
+// per-head q/k norms whose weight gradients are all-reduced. With sequence_parallel the layer
+// sees this rank's torch.chunk rows of T (10: uneven over 3 and 4 ranks), MLP biases on so the
+// rowwise bias on local rows is covered, and non-trivial layer norm weights.
+void check_decoder_layer(const std::string& model_type, bool sequence_parallel = false) {
   auto mesh = make_mesh({{"tp", -1}});
   auto c = small_config(24, 12);  // heads and kv heads divide by 1..4 ranks
   c.model_type = model_type;
+  c.mlp_bias = sequence_parallel;
   auto factory = model_type == "qwen3" ? models::qwen3_layers() : models::llama_layers();
   manual_seed(5);
   models::DecoderLayer ref(c, factory, 0);
@@ -112,18 +115,50 @@ void check_decoder_layer(const std::string& model_type) {
     attn->q_norm->weight.copy_from(w);
     attn_tp->q_norm->weight.copy_from(w);
   }
-  ShardedParameters sp = parallelize_module(tp, mesh, "tp", llama_tp_plan(c));
+  if (sequence_parallel) {
+    autograd::NoGradGuard ng;
+    for (auto norms : {std::make_pair(ref.input_layernorm, tp.input_layernorm),
+                       std::make_pair(ref.post_attention_layernorm, tp.post_attention_layernorm)}) {
+      Tensor w = rand({16}, DType::f32, 0.5, 1.5);
+      norms.first->weight.copy_from(w);
+      norms.second->weight.copy_from(w);
+    }
+  }
+  ShardedParameters sp = parallelize_module(tp, mesh, "tp", llama_tp_plan(c, sequence_parallel));
   EXPECT_EQ(sp.at("self_attn.k_proj.weight").local().size(0), 12 / mesh->size(0) * 2);
+  if (sequence_parallel) {
+    EXPECT_EQ(sp.at("input_layernorm.weight").placements(), (Placements{Replicate{}}));
+    EXPECT_TRUE(tp.post_attention_layernorm->has_forward_wrapper());
+  }
 
-  Tensor x = randn({2, 5, 16}), target = randn({2, 5, 16});
+  const int64_t T = sequence_parallel ? 10 : 5;
+  Tensor x = randn({2, T, 16}), target = randn({2, T, 16});
+  // With sequence parallelism the loss is per token (target / (B·T)), keeping gradients O(1)
+  // for the tolerance (which is absolute below magnitude 1): 2x the tokens and non-unit norm
+  // weights otherwise give gradients up to ~40 whose f32 reduction-order differences reach
+  // 1e-5 absolute on elements near zero.
+  if (sequence_parallel) target = mul(target, 1.0 / static_cast<double>(2 * T));
   models::RotaryTables rope(c, c.head_dim);
   models::AttentionContext ctx_r{0, &rope, nullptr}, ctx_t{0, &rope, nullptr};
-  Tensor xr = x.clone().requires_grad_(), xt = x.clone().requires_grad_();
+  // This rank's rows of a [B, T, ...] tensor (all of them without sequence parallelism).
+  const auto r =
+      sequence_parallel ? chunk_range(T, mesh->size(0), mesh->coordinate(0)) : ChunkRange{0, T};
+  auto rows = [&](const Tensor& a) { return narrow(a, 1, r.start, r.length).contiguous(); };
+  Tensor xr = x.clone().requires_grad_(), xt = rows(x).requires_grad_();
   Tensor yr = ref.forward(xr, ctx_r), yt = tp.forward(xt, ctx_t);
+  ASSERT_EQ(yt.shape(), (Shape{2, r.length, 16}));
   sum(yr * target).backward();
-  sum(yt * target).backward();
-  expect_near(yt.detach(), yr.detach(), "forward");
-  expect_near(xt.grad(), xr.grad(), "dx");
+  sum(yt * rows(target)).backward();
+  expect_near(yt.detach(), rows(yr.detach()), "forward");
+  expect_near(xt.grad(), rows(xr.grad()), "dx");
+  if (sequence_parallel) {
+    // The gathered forward output and input gradient are the one-rank ones.
+    const Placements seq{Shard{1}};
+    expect_near(DTensor::from_local(yt.detach(), mesh, seq, {2, T, 16}).full_tensor(), yr.detach(),
+                "gathered forward");
+    expect_near(DTensor::from_local(xt.grad(), mesh, seq, {2, T, 16}).full_tensor(), xr.grad(),
+                "gathered dx");
+  }
   expect_grads_equal(ref, tp, sp);
 }
 
@@ -132,6 +167,40 @@ TEST(ShardPlan, LlamaDecoderLayerMatchesOneRank) {
 }
 TEST(ShardPlan, Qwen3DecoderLayerMatchesOneRank) {
   check_decoder_layer("qwen3");
+}
+TEST(ShardPlan, SequenceParallelLlamaDecoderLayerMatchesOneRank) {
+  check_decoder_layer("llama", true);
+}
+TEST(ShardPlan, SequenceParallelQwen3DecoderLayerMatchesOneRank) {
+  check_decoder_layer("qwen3", true);
+}
+
+// Rowwise with output Shard(1) / colwise with input Shard(1) directly on an MLP with biases:
+// T = 7 over 1..4 ranks (torch.chunk: 4,3 / 3,3,1 / 2,2,2,1).
+TEST(ShardPlan, SequenceParallelMlpMatchesOneRank) {
+  auto mesh = make_mesh({{"tp", -1}});
+  auto c = small_config(4, 4);
+  manual_seed(13);
+  models::GatedMLP ref(c, c.intermediate_size, true);
+  manual_seed(13);
+  models::GatedMLP tp(c, c.intermediate_size, true);
+  auto col = std::make_shared<ColwiseParallel>(0, Shard{1});
+  ShardedParameters sp =
+      parallelize_module(tp, mesh, "tp",
+                         {{"gate_proj", col},
+                          {"up_proj", col},
+                          {"down_proj", std::make_shared<RowwiseParallel>(0, Shard{1})}});
+  const int64_t T = 7;
+  Tensor x = randn({2, T, 16}), target = randn({2, T, 16});
+  const auto r = chunk_range(T, mesh->size(0), mesh->coordinate(0));
+  auto rows = [&](const Tensor& a) { return narrow(a, 1, r.start, r.length).contiguous(); };
+  Tensor xr = x.clone().requires_grad_(), xt = rows(x).requires_grad_();
+  Tensor yr = ref.forward(xr), yt = tp.forward(xt);
+  sum(yr * target).backward();
+  sum(yt * rows(target)).backward();
+  expect_near(yt.detach(), rows(yr.detach()), "forward");
+  expect_near(xt.grad(), rows(xr.grad()), "dx");
+  expect_grads_equal(ref, tp, sp);
 }
 
 // Sequence parallel norm: each rank normalizes its rows; the weight gradient sums over ranks.
@@ -190,6 +259,12 @@ TEST(ShardPlan, BadPlansFailOnEveryRank) {
     parallelize_module(mlp, mesh, "tp", {{"*", std::make_shared<ColwiseParallel>()}});
   });
   EXPECT_NE(e.find("applies to nn::Linear"), std::string::npos) << e;
+
+  e = error_of([&] {
+    parallelize_module(mlp, mesh, "tp",
+                       {{"down_proj", std::make_shared<RowwiseParallel>(0, Partial{})}});
+  });
+  EXPECT_NE(e.find("output layout must be Replicate or Shard"), std::string::npos) << e;
 
   e = error_of([&] {
     parallelize_module(mlp, mesh, "tp",

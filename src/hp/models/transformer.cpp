@@ -27,7 +27,7 @@ Attention::Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_n
 }
 
 Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
-  const int64_t b = x.size(0), t = x.size(1);
+  const int64_t b = x.size(0);
   // Head counts come from the projection weights, not the config: under a tensor-parallel plan
   // (shard/plan.h) q/k/v hold this rank's heads only.
   const int64_t heads = q_proj->weight.size(0) / head_dim_;
@@ -37,7 +37,11 @@ Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
            " rows for head_dim ", head_dim_);
   // Projections viewed per head: [B, T, H, D] (rotary over seq_dim 1, then a strided
   // [B, H, T, D] view that attention reads with unit last stride).
-  Tensor q = view(q_proj->forward(x), {b, t, heads, head_dim_});
+  // The sequence length comes from the projections: under sequence parallelism (shard/plan.h)
+  // x holds this rank's rows only and q/k/v all-gather the rest.
+  Tensor qp = q_proj->forward(x);
+  const int64_t t = qp.size(1);
+  Tensor q = view(qp, {b, t, heads, head_dim_});
   Tensor k = view(k_proj->forward(x), {b, t, kv_heads, head_dim_});
   Tensor v = view(v_proj->forward(x), {b, t, kv_heads, head_dim_});
   if (q_norm) {

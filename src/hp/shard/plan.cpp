@@ -32,6 +32,80 @@ Tensor reduce_from_region(const Tensor& x, const dist::CommPtr& comm) {
   return y;
 }
 
+int64_t wrap_dim(int64_t d, int64_t ndim) {
+  const int64_t w = d < 0 ? d + ndim : d;
+  HP_CHECK(w >= 0 && w < ndim, "sequence dim ", d, " out of range for a ", ndim, "-d activation");
+  return w;
+}
+
+// Every rank's length along a dim (the counts of the _v collectives).
+std::vector<int64_t> gather_lengths(int64_t n, const dist::CommPtr& comm) {
+  return comm->all_gather(from_data<int64_t>({n}, {1})).to_vector_as<int64_t>();
+}
+
+// The communicator collectives work on dim 0: move `d` there and back.
+Tensor all_gather_dim(const Tensor& x, int64_t d, const std::vector<int64_t>& counts,
+                      const dist::CommPtr& comm) {
+  if (d == 0) return comm->all_gather_v(x.contiguous(), counts);
+  return transpose(comm->all_gather_v(transpose(x, 0, d).contiguous(), counts), 0, d).contiguous();
+}
+Tensor reduce_scatter_dim(const Tensor& x, int64_t d, const std::vector<int64_t>& counts,
+                          const dist::CommPtr& comm) {
+  if (d == 0) return comm->reduce_scatter_v(x.contiguous(), counts);
+  return transpose(comm->reduce_scatter_v(transpose(x, 0, d).contiguous(), counts), 0, d)
+      .contiguous();
+}
+
+// Sequence-parallel exit into a tensor-parallel region (Megatron-SP's g-bar): this rank's
+// Shard(d) rows → all rows; backward reduce-scatters the gradient (partial on each rank: its
+// output columns only) back to this rank's rows. Lengths are exchanged, so any split works; the
+// torch.chunk split of a plan's inputs comes back as the same split.
+Tensor gather_from_seq_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm) {
+  if (comm->size() == 1) return x;
+  const int64_t d = wrap_dim(dim, x.dim());
+  const std::vector<int64_t> counts = gather_lengths(x.size(d), comm);
+  Tensor y;
+  {
+    autograd::NoGradGuard ng;
+    y = all_gather_dim(x, d, counts, comm);
+  }
+  autograd::record("GatherFromSeqRegion", {x}, {y},
+                   [comm, d, counts](const std::vector<Tensor>& g) {
+                     autograd::NoGradGuard ng;
+                     return std::vector<Tensor>{reduce_scatter_dim(g[0], d, counts, comm)};
+                   });
+  return y;
+}
+
+// Tensor-parallel region's exit into sequence parallelism (Megatron-SP's g): partial sums over
+// all rows → this rank's torch.chunk rows of the sum; backward all-gathers the gradient.
+Tensor reduce_scatter_to_seq_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm) {
+  if (comm->size() == 1) return x;
+  const int64_t d = wrap_dim(dim, x.dim());
+  std::vector<int64_t> counts;
+  for (int r = 0; r < comm->size(); ++r)
+    counts.push_back(chunk_range(x.size(d), comm->size(), r).length);
+  Tensor y;
+  {
+    autograd::NoGradGuard ng;
+    y = reduce_scatter_dim(x, d, counts, comm);
+  }
+  autograd::record("ReduceScatterToSeqRegion", {x}, {y},
+                   [comm, d, counts](const std::vector<Tensor>& g) {
+                     autograd::NoGradGuard ng;
+                     return std::vector<Tensor>{all_gather_dim(g[0], d, counts, comm)};
+                   });
+  return y;
+}
+
+// Activation layouts a Linear style accepts at its sharded boundary: Replicate or Shard(dim).
+void check_layout(const Placement& p, const char* which, const std::string& style,
+                  const StyleContext& ctx) {
+  if (std::holds_alternative<Partial>(p))
+    HP_THROW(ValueError, "shard", style, " on '", ctx.fqn, "': ", which,
+             " layout must be Replicate or Shard(seq_dim), got Partial");
+}
+
 // Placements over the whole mesh: Replicate except p on `axis`.
 Placements on_axis(const DeviceMesh& mesh, int64_t axis, Placement p) {
   Placements out(static_cast<size_t>(mesh.ndim()), Replicate{});
@@ -98,6 +172,7 @@ bool ShardedParameters::contains(const std::string& fqn) const {
 }
 
 void ColwiseParallel::check(nn::Module& m, const StyleContext& ctx) const {
+  detail::check_layout(input_layout_, "input", name(), ctx);
   detail::check_heads(detail::as_linear(m, name(), ctx.fqn).weight.size(0), head_dim_, name(), ctx);
 }
 
@@ -107,6 +182,14 @@ void ColwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParam
   detail::shard_parameter(lin, lin.weight, "weight", Shard{0}, ctx, out);  // [out/tp, in]
   detail::shard_parameter(lin, lin.bias, "bias", Shard{0}, ctx, out);      // [out/tp]
   dist::CommPtr comm = ctx.mesh->axis_comm(ctx.axis);
+  if (is_shard(input_layout_)) {
+    // x: this rank's Shard(seq) rows → all rows (all-gather) → this rank's columns.
+    const int64_t d = std::get<Shard>(input_layout_).dim;
+    lin.set_forward_wrapper([comm, d](const Tensor& x, const nn::Module::ForwardFn& inner) {
+      return inner(detail::gather_from_seq_region(x, d, comm));
+    });
+    return;
+  }
   // x replicated [..., in] → this rank's columns [..., out/tp].
   lin.set_forward_wrapper([comm](const Tensor& x, const nn::Module::ForwardFn& inner) {
     return inner(detail::copy_to_region(x, comm));
@@ -114,6 +197,7 @@ void ColwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParam
 }
 
 void RowwiseParallel::check(nn::Module& m, const StyleContext& ctx) const {
+  detail::check_layout(output_layout_, "output", name(), ctx);
   detail::check_heads(detail::as_linear(m, name(), ctx.fqn).weight.size(1), head_dim_, name(), ctx);
 }
 
@@ -124,6 +208,17 @@ void RowwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParam
   detail::shard_parameter(lin, lin.bias, "bias", Replicate{}, ctx, out);   // [out]
   dist::CommPtr comm = ctx.mesh->axis_comm(ctx.axis);
   nn::Linear* self = &lin;  // the wrapper lives in lin, so the pointer outlives it
+  if (is_shard(output_layout_)) {
+    // x: this rank's columns → partial sums over all rows → reduce-scattered to this rank's
+    // Shard(seq) rows, then the bias on those rows. Each rank's bias gradient covers its rows
+    // only, so the bias enters through f (gradient all-reduced over the axis).
+    const int64_t d = std::get<Shard>(output_layout_).dim;
+    lin.set_forward_wrapper([comm, self, d](const Tensor& x, const nn::Module::ForwardFn&) {
+      Tensor y = detail::reduce_scatter_to_seq_region(linear(x, self->weight, Tensor()), d, comm);
+      return self->bias.defined() ? add(y, detail::copy_to_region(self->bias, comm)) : y;
+    });
+    return;
+  }
   // x: this rank's columns [..., in/tp] → partial sums [..., out] → all-reduced, then the bias
   // (added once, not once per rank).
   lin.set_forward_wrapper([comm, self](const Tensor& x, const nn::Module::ForwardFn&) {
@@ -206,19 +301,26 @@ ShardedParameters parallelize_module(nn::Module& root, const MeshPtr& mesh, cons
   return out;
 }
 
-ShardingPlan llama_tp_plan(const models::ModelConfig& c) {
+ShardingPlan llama_tp_plan(const models::ModelConfig& c, bool sequence_parallel) {
   const int64_t hd = c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_attention_heads;
-  auto heads_col = std::make_shared<ColwiseParallel>(hd);
-  auto col = std::make_shared<ColwiseParallel>();
+  // Activations [B, T, hidden]: under sequence parallelism the norms' side is Shard(1).
+  const Placement region = sequence_parallel ? Placement{Shard{1}} : Placement{Replicate{}};
+  auto heads_col = std::make_shared<ColwiseParallel>(hd, region);
+  auto col = std::make_shared<ColwiseParallel>(0, region);
   ShardingPlan plan{
       {"*self_attn.q_proj", heads_col},
       {"*self_attn.k_proj", heads_col},
       {"*self_attn.v_proj", heads_col},
-      {"*self_attn.o_proj", std::make_shared<RowwiseParallel>(hd)},
+      {"*self_attn.o_proj", std::make_shared<RowwiseParallel>(hd, region)},
       {"*mlp.gate_proj", col},
       {"*mlp.up_proj", col},
-      {"*mlp.down_proj", std::make_shared<RowwiseParallel>()},
+      {"*mlp.down_proj", std::make_shared<RowwiseParallel>(0, region)},
   };
+  if (sequence_parallel) {
+    auto sp = std::make_shared<SequenceParallel>();
+    plan.emplace_back("*input_layernorm", sp);
+    plan.emplace_back("*post_attention_layernorm", sp);
+  }
   if (c.model_type == "qwen3") {
     auto norm = std::make_shared<LocalNormParallel>();
     plan.emplace_back("*self_attn.q_norm", norm);

@@ -22,6 +22,10 @@
 //                     forward, identity backward); the bias is added after the reduction.
 //   SequenceParallel  norms (RMSNorm): input and output this rank's Shard(seq_dim) rows; the
 //                     weight stays replicated and its gradient is all-reduced over the axis.
+// Sequence parallelism (Megatron-SP, torch input_layouts / output_layouts = Shard(1)): colwise
+// with input layout Shard(seq_dim) all-gathers the rows instead of f; rowwise with output layout
+// Shard(seq_dim) reduce-scatters them instead of g (bias added on the local rows, its gradient
+// all-reduced).
 // Uneven sizes follow the torch.chunk rule (shard/placement.h). With head_dim set, colwise /
 // rowwise shard whole attention heads and require the head count to divide by the degree.
 #pragma once
@@ -77,25 +81,35 @@ using StylePtr = std::shared_ptr<const ParallelStyle>;
 class ColwiseParallel : public ParallelStyle {
  public:
   // head_dim > 0: rows are attention heads of that size, split whole and evenly.
-  explicit ColwiseParallel(int64_t head_dim = 0) : head_dim_(head_dim) {}
+  // input_layout: Replicate (f: identity forward, all-reduce backward) or Shard(seq_dim) (this
+  // rank's rows of the activation, all-gathered forward, gradient reduce-scattered backward).
+  explicit ColwiseParallel(int64_t head_dim = 0, Placement input_layout = Replicate{})
+      : head_dim_(head_dim), input_layout_(input_layout) {}
   void check(nn::Module& m, const StyleContext& ctx) const override;
   void apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const override;
   std::string name() const override { return "ColwiseParallel"; }
+  const Placement& input_layout() const { return input_layout_; }
 
  private:
   int64_t head_dim_;
+  Placement input_layout_;
 };
 
 class RowwiseParallel : public ParallelStyle {
  public:
   // head_dim > 0: input columns are attention heads of that size, split whole and evenly.
-  explicit RowwiseParallel(int64_t head_dim = 0) : head_dim_(head_dim) {}
+  // output_layout: Replicate (g: all-reduce forward, identity backward) or Shard(seq_dim) (partial
+  // sums reduce-scattered to this rank's torch.chunk rows forward, gradient all-gathered backward).
+  explicit RowwiseParallel(int64_t head_dim = 0, Placement output_layout = Replicate{})
+      : head_dim_(head_dim), output_layout_(output_layout) {}
   void check(nn::Module& m, const StyleContext& ctx) const override;
   void apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const override;
   std::string name() const override { return "RowwiseParallel"; }
+  const Placement& output_layout() const { return output_layout_; }
 
  private:
   int64_t head_dim_;
+  Placement output_layout_;
 };
 
 // An RMSNorm that sees only this rank's part of the activation (its heads for Qwen3's q_norm /
@@ -109,8 +123,9 @@ class LocalNormParallel : public ParallelStyle {
 };
 
 // Norms between tensor-parallel regions: input and output are this rank's Shard(seq_dim) rows of
-// [B, T, hidden], kept local (the sequence-parallel region's entry / exit redistributions belong
-// to the neighbouring colwise / rowwise modules and are not wired yet).
+// [B, T, hidden], kept local; the weight gradient is all-reduced over the axis. The region's
+// entry / exit redistributions belong to the neighbouring modules: ColwiseParallel with input
+// layout Shard(seq_dim) and RowwiseParallel with output layout Shard(seq_dim).
 class SequenceParallel : public LocalNormParallel {
  public:
   std::string name() const override { return "SequenceParallel"; }
@@ -131,7 +146,13 @@ ShardedParameters parallelize_module(nn::Module& root, const MeshPtr& mesh, cons
 // num_key_value_heads must divide by the degree), the MLP by the torch.chunk rule; Qwen3's q_norm /
 // k_norm (model_type "qwen3") as LocalNormParallel. Patterns start with `*`, so the plan applies to
 // a CausalLM, a DecoderModel or a single DecoderLayer.
-ShardingPlan llama_tp_plan(const models::ModelConfig& c);
+// sequence_parallel (Megatron-SP): the decoder layers' input and output, the residual stream and
+// input_layernorm / post_attention_layernorm (SequenceParallel) are this rank's Shard(1) rows of
+// [B, T, hidden] (torch.chunk split of T); q/k/v/gate/up take input layout Shard(1) (all-gather
+// of T), o/down give output layout Shard(1) (reduce-scatter instead of all-reduce). The layer's
+// caller scatters T before the first layer and gathers it after the last; the final norm,
+// embeddings and lm_head are not in the plan.
+ShardingPlan llama_tp_plan(const models::ModelConfig& c, bool sequence_parallel = false);
 
 // Whole-string glob match, `*` = any run of characters (dots included).
 bool glob_match(const std::string& pattern, const std::string& text);
