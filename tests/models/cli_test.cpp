@@ -40,7 +40,7 @@ std::pair<int, std::string> run(const std::string& cmd) {
 
 TEST(Cli, ForwardMatchesRecordedLogits) {
   const std::string hp = hp_binary();
-  if (hp.empty()) GTEST_SKIP() << "hp binary not built";
+  ASSERT_FALSE(hp.empty()) << "hp binary not built (target hp_cli)";
   const std::string dir = fixture("qwen3");
   const auto ref = io::SafetensorsFile::open(dir + "/reference.safetensors");
   const auto& ids = ref.tensor("input_ids");  // [2, 12] i64
@@ -70,7 +70,7 @@ TEST(Cli, ForwardMatchesRecordedLogits) {
 
 TEST(Cli, ErrorsAreOneLineExitTwo) {
   const std::string hp = hp_binary();
-  if (hp.empty()) GTEST_SKIP() << "hp binary not built";
+  ASSERT_FALSE(hp.empty()) << "hp binary not built (target hp_cli)";
   auto [rc, text] = run(hp + " forward --model /nonexistent --tokens x --out y");
   EXPECT_EQ(rc, 2);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
@@ -84,7 +84,7 @@ TEST(Cli, ErrorsAreOneLineExitTwo) {
 
 TEST(Cli, GenerateAndInfoOnASavedRandomModel) {
   const std::string hp = hp_binary();
-  if (hp.empty()) GTEST_SKIP() << "hp binary not built";
+  ASSERT_FALSE(hp.empty()) << "hp binary not built (target hp_cli)";
   const std::string tok_json =
       std::string(HP_TEST_DIR) + "/../io/fixtures/tokenizers/qwen2.tokenizer.json";
   const fs::path tok_dir = fs::path(::testing::TempDir()) / "hp_cli_tok";
