@@ -11,35 +11,17 @@
 #include <string>
 
 #include "hp/io/safetensors.h"
+#include "models/compare.h"
 #include "hp/ops/ops.h"
 
 namespace hp::models {
 namespace {
 
-std::map<std::string, Tensor> load_fixture(const std::string& name) {
-  auto f = io::SafetensorsFile::open(std::string(HP_TEST_DIR) + "/fixtures/moe/" + name);
-  std::map<std::string, Tensor> out;
-  for (const auto& t : f.tensors()) {
-    Tensor x = empty(t.shape, t.dtype);
-    std::memcpy(x.raw_data(), t.data, t.nbytes);
-    out[t.name] = x;
-  }
-  return out;
-}
+using testing::load_fixture;
+using testing::max_abs_diff;
+using testing::rel_diff;
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto x = a.to_vector(), y = b.to_vector();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
 
-double rel_diff(const Tensor& a, const Tensor& b) {
-  double scale = 0;
-  for (double v : b.to_vector()) scale = std::max(scale, std::abs(v));
-  return max_abs_diff(a, b) / std::max(scale, 1e-12);
-}
 
 struct Layer : nn::Module {
   explicit Layer(const MLAOptions& o) {
@@ -62,7 +44,7 @@ MLAOptions tiny(int64_t q_lora_rank, int64_t v_head_dim) {
 }
 
 void check_parity(const MLAOptions& o, const std::string& file) {
-  auto fx = load_fixture(file);
+  auto fx = load_fixture("moe/" + file);
   Layer layer(o);
   size_t n_weights = 0;
   for (const auto& [k, v] : fx) n_weights += k.rfind("self_attn.", 0) == 0;

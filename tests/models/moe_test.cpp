@@ -12,40 +12,21 @@
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
 #include "hp/io/safetensors.h"
+#include "models/compare.h"
 #include "hp/ops/ops.h"
 
 namespace hp::models {
 namespace {
 
-std::map<std::string, Tensor> load_fixture(const std::string& name) {
-  auto f = io::SafetensorsFile::open(std::string(HP_TEST_DIR) + "/fixtures/moe/" + name);
-  std::map<std::string, Tensor> out;
-  for (const auto& t : f.tensors()) {
-    Tensor x = empty(t.shape, t.dtype);
-    std::memcpy(x.raw_data(), t.data, t.nbytes);
-    out[t.name] = x;
-  }
-  return out;
-}
+using testing::load_fixture;
+using testing::max_abs_diff;
+using testing::rel_diff;
+
 
 bool is_weight_key(const std::string& k) {
   return k.find('.') != std::string::npos && k.rfind("grad.", 0) != 0;
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  auto x = a.to_vector(), y = b.to_vector();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
-// max |a - b| / max |b|: robust for gradients with many near-zero entries.
-double rel_diff(const Tensor& a, const Tensor& b) {
-  double scale = 0;
-  for (double v : b.to_vector()) scale = std::max(scale, std::abs(v));
-  return max_abs_diff(a, b) / std::max(scale, 1e-12);
-}
 
 // A decoder layer's view of the block: registered under the checkpoint prefix.
 struct Layer : nn::Module {
@@ -70,7 +51,7 @@ void load_weights(const Layer& layer, const std::map<std::string, Tensor>& fx) {
 }
 
 void check_parity(const MoEOptions& o, const std::string& prefix, const std::string& file) {
-  auto fx = load_fixture(file);
+  auto fx = load_fixture("moe/" + file);
   Layer layer(o, prefix);
   load_weights(layer, fx);
   Tensor x = fx.at("input").clone();

@@ -7,12 +7,15 @@
 #include <string>
 
 #include "hp/io/safetensors.h"
+#include "models/compare.h"
 #include "hp/models/registry.h"
 #include "hp/models/weights.h"
 #include "hp/ops/ops.h"
 
 namespace hp::models {
 namespace {
+
+using testing::max_abs_diff;
 
 std::string fixture(const std::string& name) {
   return std::string(HP_TEST_DIR) + "/fixtures/" + name;
@@ -23,13 +26,6 @@ Tensor load_ref(const io::SafetensorsFile& f, const std::string& name) {
   return from_blob(const_cast<std::byte*>(t.data), t.shape, t.dtype, nullptr).clone();
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  const auto x = a.to_vector(), y = b.to_vector();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
 
 double rel_err(const Tensor& a, const Tensor& ref) {
   const auto x = a.to_vector(), y = ref.to_vector();
