@@ -8,28 +8,32 @@
 
 namespace hp::mx {
 
-namespace {
+namespace detail {
 
-using detail::ceil_div;
-constexpr int64_t kB = kBlockSize;
-
-// One row of n elements: whole 32-element runs straight through the kernel, the tail through
-// zero-padded code and scale buffers. shift 5: scales[i / 32] (row-wise); shift 0: scales[i].
-void dequant_row(const detail::Kernels& k, const uint8_t* codes, const uint8_t* scales, int shift,
+void dequant_row(const Kernels& k, const uint8_t* codes, const uint8_t* scales, int shift,
                  int64_t n, int elem, char* out, int64_t osz) {
-  const int64_t full = n / kB * kB;
+  const int64_t full = n / kBlockSize * kBlockSize;
   k.dequant(codes, scales, shift, full, elem, out, osz == 2);
   if (full == n) return;
-  uint8_t cbuf[kB] = {}, sbuf[kB] = {};
+  uint8_t cbuf[kBlockSize] = {}, sbuf[kBlockSize] = {};
   std::memcpy(cbuf, codes + full, static_cast<size_t>(n - full));
   if (shift == 0)
     std::memcpy(sbuf, scales + full, static_cast<size_t>(n - full));
   else
     sbuf[0] = scales[full >> shift];
-  alignas(64) float obuf[kB];  // f32 or bf16 lanes
-  k.dequant(cbuf, sbuf, shift, kB, elem, obuf, osz == 2);
+  alignas(64) float obuf[kBlockSize];  // f32 or bf16 lanes
+  k.dequant(cbuf, sbuf, shift, kBlockSize, elem, obuf, osz == 2);
   std::memcpy(out + full * osz, obuf, static_cast<size_t>((n - full) * osz));
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::ceil_div;
+using detail::dequant_row;
+constexpr int64_t kB = kBlockSize;
+
 
 int64_t check_args(const char* fn, const uint8_t* codes, int64_t rows, int64_t cols, void* out,
                    DType out_dtype) {

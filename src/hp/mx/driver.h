@@ -36,6 +36,12 @@ int64_t check_float_dtype(const char* fn, const char* name, DType dt);
 // lower it to cover that path on small inputs. Not thread-safe against running kernels.
 void set_stream_bytes(int64_t bytes);
 
+// Decodes one run of n elements (codes × scale) to f32 (osz 4) or bf16 (osz 2): whole 32-element
+// runs straight through the kernel, the tail through zero-padded buffers. shift 5: scales[i / 32]
+// (row-wise); shift 0: scales[i] (column-wise).
+void dequant_row(const Kernels& k, const uint8_t* codes, const uint8_t* scales, int shift,
+                 int64_t n, int elem, char* out, int64_t osz);
+
 inline int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }

@@ -94,22 +94,10 @@ void plan_tiles(int64_t job, int64_t M, int64_t N, int64_t K, std::vector<Tile>&
       tiles.push_back({job, m0, n0, std::min(tile_m, M - m0), std::min(tile_n, N - n0)});
 }
 
-// out [n] f32 = decode(codes[i]) · scale; element i uses scales[i >> shift]. Whole 32-element runs
-// go straight through the SIMD kernel, the tail through zero-padded buffers.
+// out [n] f32 = decode(codes[i]) · scale, element i using scales[i >> shift].
 void decode_run(const detail::Kernels& k, const uint8_t* codes, const uint8_t* scales, int shift,
                 int64_t n, int elem, float* out) {
-  const int64_t full = n / kB * kB;
-  if (full > 0) k.dequant(codes, scales, shift, full, elem, out, 0);
-  if (full == n) return;
-  uint8_t cbuf[kB] = {}, sbuf[kB] = {};
-  std::memcpy(cbuf, codes + full, static_cast<size_t>(n - full));
-  if (shift == 0)
-    std::memcpy(sbuf, scales + full, static_cast<size_t>(n - full));
-  else
-    sbuf[0] = scales[full >> shift];
-  alignas(64) float obuf[kB];
-  k.dequant(cbuf, sbuf, shift, kB, elem, obuf, 0);
-  std::memcpy(out + full, obuf, static_cast<size_t>(n - full) * sizeof(float));
+  detail::dequant_row(k, codes, scales, shift, n, elem, reinterpret_cast<char*>(out), 4);
 }
 
 // Decodes operand rows [r0, r0 + nr) × K range [k0, k0 + kc) (k0 % 32 == 0) into out: [nr, kc]
