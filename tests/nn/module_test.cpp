@@ -48,5 +48,27 @@ TEST(Module, LinearForwardAndBackwardReachParameters) {
   EXPECT_EQ(lin.bias.grad().to_vector(), (std::vector<double>{4, 4}));
 }
 
+TEST(Module, ForwardWrappersComposeOutermostLast) {
+  Linear lin(3, 2, false);
+  std::string order;
+  lin.add_forward_wrapper([&order](const Tensor& x, const Module::ForwardFn& inner) {
+    order += "a(";
+    Tensor y = inner(x);
+    order += ")";
+    return y;
+  });
+  lin.add_forward_wrapper([&order](const Tensor& x, const Module::ForwardFn& inner) {
+    order += "b(";
+    Tensor y = mul(inner(x), 2.0);
+    order += ")";
+    return y;
+  });
+  Tensor x = ones({1, 3});
+  Tensor y = lin.forward(x);
+  EXPECT_EQ(order, "b(a())");
+  Tensor ref = mul(linear(x, lin.weight), 2.0);
+  EXPECT_EQ(sum(y).item(), sum(ref).item());
+}
+
 }  // namespace
 }  // namespace hp::nn

@@ -102,8 +102,20 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, const LayerFactory& f, int64_t 
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, AttentionContext& ctx) const {
-  Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), ctx));
-  return add(h, mlp->forward(post_attention_layernorm->forward(h)));
+  // Each block runs through its module's forward wrappers (recompute, FSDP gathering). The
+  // closures copy the context (pointers and a position): a recompute wrapper keeps them and runs
+  // them again in backward, after this call has returned.
+  const AttentionContext c = ctx;
+  return wrapped_forward(x, [this, c](const Tensor& in) {
+    Tensor a = self_attn->wrapped_forward(input_layernorm->forward(in), [this, c](const Tensor& y) {
+      AttentionContext cc = c;
+      return self_attn->forward(y, cc);
+    });
+    Tensor h = add(in, a);
+    Tensor m = mlp->wrapped_forward(post_attention_layernorm->forward(h),
+                                    [this](const Tensor& y) { return mlp->forward(y); });
+    return add(h, m);
+  });
 }
 
 DecoderModel::DecoderModel(const ModelConfig& c, const LayerFactory& f) {

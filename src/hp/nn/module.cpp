@@ -52,6 +52,17 @@ Tensor Module::set_parameter(const std::string& name, Tensor t) {
   HP_THROW(ValueError, "module", "no parameter named '", name, "' to replace");
 }
 
+void Module::add_forward_wrapper(ForwardWrapper w) {
+  if (!wrapper_) {
+    wrapper_ = std::move(w);
+    return;
+  }
+  wrapper_ = [outer = std::move(w), prev = std::move(wrapper_)](const Tensor& x,
+                                                                 const ForwardFn& inner) {
+    return outer(x, [prev, inner](const Tensor& y) { return prev(y, inner); });
+  };
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
   for (auto& [n, p] : params_)
     if (n == name) HP_THROW(ValueError, "module", "parameter '", name, "' registered twice");

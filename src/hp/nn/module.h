@@ -52,15 +52,22 @@ class Module {
   // parents already hold, without replacing it. One wrapper per module; null removes it.
   using ForwardWrapper = std::function<Tensor(const Tensor& x, const ForwardFn& inner)>;
   void set_forward_wrapper(ForwardWrapper w) { wrapper_ = std::move(w); }
+  // Composes: w runs outermost and gets the previously installed wrapper (around the module's own
+  // computation) as its inner, so independent features (recompute, FSDP gathering, low precision)
+  // each add theirs without knowing about the others.
+  void add_forward_wrapper(ForwardWrapper w);
   bool has_forward_wrapper() const { return static_cast<bool>(wrapper_); }
+
+  // inner(x), or the wrapper around it when one is set. Parents call it for children whose forward
+  // takes more than a tensor (DecoderLayer → attention with its context); inner must own what it
+  // captures, since a recompute wrapper keeps it and runs it again in backward.
+  Tensor wrapped_forward(const Tensor& x, const ForwardFn& inner) const {
+    return wrapper_ ? wrapper_(x, inner) : inner(x);
+  }
 
  protected:
   // Marks t as a trainable leaf and records it under `name`.
   Tensor register_parameter(const std::string& name, Tensor t);
-  // inner(x), or the wrapper around it when one is set.
-  Tensor wrapped_forward(const Tensor& x, const ForwardFn& inner) const {
-    return wrapper_ ? wrapper_(x, inner) : inner(x);
-  }
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);
