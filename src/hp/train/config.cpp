@@ -18,14 +18,26 @@ void ModelConfig::describe(Schema& s) {
   s.add("heads", &heads, "attention heads (with arch)").min(0);
   s.add("kv_heads", &kv_heads, "key/value heads, divides heads (with arch)").min(0);
   s.add("intermediate", &intermediate, "MLP intermediate size (with arch)").min(0);
-  s.add("vocab", &vocab, "vocabulary size (with arch)").min(0);
+  s.add("vocab", &vocab, "vocabulary size (with arch; 0 = the data tokenizer's)").min(0);
+  s.add("head_dim", &head_dim, "attention head size (with arch; 0 = hidden / heads)").min(0);
+  s.add("tie_embeddings", &tie_embeddings, "output head shares the embedding matrix (with arch)");
+  s.add("rope_theta", &rope_theta, "RoPE base frequency (with arch)").above(0);
+  s.add("experts", &experts, "routed experts per MoE layer (qwen3_moe, mixtral)").min(0);
+  s.add("experts_per_token", &experts_per_token, "experts each token is routed to (top-k)").min(0);
+  s.add("moe_intermediate", &moe_intermediate, "expert intermediate size (0 = intermediate)").min(0);
+  s.add("router_aux_loss_coef", &router_aux_loss_coef, "load-balancing loss weight (MoE)").min(0);
 }
 
 void DataConfig::describe(Schema& s) {
   s.add("path", &path, "training corpus file").non_empty();
   s.add("format", &format, "text (tokenized on load) or pre-tokenized little-endian ids")
       .choices({"text", "tokens_u16", "tokens_u32"});
-  s.add("tokenizer", &tokenizer, "tokenizer.json for text data (\"\" = model.path's)");
+  s.add("tokenizer", &tokenizer,
+        "tokenizer.json for text data (\"\" = model.path's, else bytes: 256 ids + separator)");
+  s.add("doc_separator", &doc_separator, "text: string splitting files into documents");
+  s.add("separator_token", &separator_token,
+        "token appended after each document (\"\" = the tokenizer's end-of-text)");
+  s.add("shuffle", &shuffle, "visit sequences in a seeded random order each epoch");
 }
 
 void MuonConfig::describe(Schema& s) {
@@ -76,6 +88,8 @@ void TrainingConfig::describe(Schema& s) {
   s.add("seq_len", &seq_len, "tokens per sequence").min(1);
   s.add("grad_accum", &grad_accum, "micro-batches per optimizer step").min(1);
   s.add("grad_clip", &grad_clip, "max global gradient norm (0 = no clipping)").min(0);
+  s.add("sample_prompt", &sample_prompt, "prompt of the sample generated at the end");
+  s.add("sample_tokens", &sample_tokens, "tokens generated at the end (0 = no sample)").min(0);
 }
 
 void FsdpConfig::describe(Schema& s) {
@@ -112,12 +126,16 @@ void RecomputeConfig::describe(Schema& s) {
 void CheckpointConfig::describe(Schema& s) {
   s.add("interval", &interval, "save every N steps (0 = only at the end)").min(0);
   s.add("keep", &keep, "checkpoints kept in run.dir (0 = all)").min(0);
-  s.add("resume", &resume, "resume from run.dir's latest checkpoint when present");
+  s.add("save_final", &save_final, "save a checkpoint after the last step");
 }
 
 void MetricsConfig::describe(Schema& s) {
   s.add("log_every", &log_every, "print metrics every N steps").min(1);
-  s.add("jsonl", &jsonl, "also append every step's metrics to run.dir/metrics.jsonl");
+  s.add("jsonl", &jsonl, "also append every logged step's metrics to run.dir/metrics.jsonl");
+  s.add("peak_tflops", &peak_tflops, "MFU denominator (0 = measure the GEMM peak at start-up)")
+      .min(0);
+  s.add("progress", &progress, "auto (a bar on a terminal, else lines) | bar | lines | none")
+      .choices({"auto", "bar", "lines", "none"});
 }
 
 void RunConfig::describe(Schema& s) {
@@ -158,8 +176,7 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                                                      {"layers", m.layers},
                                                      {"heads", m.heads},
                                                      {"kv_heads", m.kv_heads},
-                                                     {"intermediate", m.intermediate},
-                                                     {"vocab", m.vocab}};
+                                                     {"intermediate", m.intermediate}};
     bool complete = true;
     for (auto [name, v] : sizes)
       if (v < 1) {
@@ -190,6 +207,13 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
              std::to_string(split) + " equal micro-batches");
   if (c.low_precision.recipe == "mxfp8" && c.low_precision.modules.empty())
     fail("low_precision.modules", "must not be empty with recipe mxfp8");
+  if ((m.arch == "qwen3_moe" || m.arch == "mixtral") && m.experts < 1)
+    fail("model.experts", "must be >= 1 with model.arch " + m.arch);
+  if (m.experts > 0 && (m.experts_per_token < 1 || m.experts_per_token > m.experts))
+    fail("model.experts_per_token", "must be in [1, model.experts = " + std::to_string(m.experts) +
+                                        "], got " + std::to_string(m.experts_per_token));
+  if (m.experts > 0 && m.arch != "qwen3_moe" && m.arch != "mixtral")
+    fail("model.experts", "needs model.arch qwen3_moe or mixtral, got '" + m.arch + "'");
   if (c.recompute.mode == "selective" && m.layers > 0 && c.recompute.every_k_layers > m.layers)
     fail("recompute.every_k_layers", std::to_string(c.recompute.every_k_layers) +
                                          " exceeds model.layers (" + std::to_string(m.layers) +

@@ -23,6 +23,12 @@ struct ModelConfig {
   std::string path;  // Hugging Face directory (config.json + safetensors), or "" with arch
   std::string arch;  // architecture for a freshly initialized model, or "" with path
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, intermediate = 0, vocab = 0;
+  int64_t head_dim = 0;  // 0 = hidden / heads
+  bool tie_embeddings = false;
+  double rope_theta = 10000.0;
+  // Mixture of experts (qwen3_moe, mixtral): experts > 0.
+  int64_t experts = 0, experts_per_token = 0, moe_intermediate = 0;
+  double router_aux_loss_coef = 0.001;
   void describe(Schema& s);
   bool operator==(const ModelConfig&) const = default;
 };
@@ -30,7 +36,10 @@ struct ModelConfig {
 struct DataConfig {
   std::string path;             // corpus file
   std::string format = "text";  // text | tokens_u16 | tokens_u32
-  std::string tokenizer;        // tokenizer.json ("" = the one in model.path)
+  std::string tokenizer;        // tokenizer.json ("" = the one in model.path, else byte-level)
+  std::string doc_separator;    // text: splits files into documents ("" = one per file)
+  std::string separator_token;  // token after each document ("" = the tokenizer's end-of-text)
+  bool shuffle = true;
   void describe(Schema& s);
   bool operator==(const DataConfig&) const = default;
 };
@@ -78,6 +87,8 @@ struct LrSchedulerConfig {
 struct TrainingConfig {
   int64_t steps = 1000, seed = 0, batch_size = 8, seq_len = 2048, grad_accum = 1;
   double grad_clip = 1.0;
+  std::string sample_prompt = "The";  // generated from at the end of the run (rank 0)
+  int64_t sample_tokens = 0;          // 0 = no sample
   void describe(Schema& s);
   bool operator==(const TrainingConfig&) const = default;
 };
@@ -113,7 +124,7 @@ struct RecomputeConfig {
 
 struct CheckpointConfig {
   int64_t interval = 0, keep = 3;
-  bool resume = true;
+  bool save_final = true;
   void describe(Schema& s);
   bool operator==(const CheckpointConfig&) const = default;
 };
@@ -121,6 +132,8 @@ struct CheckpointConfig {
 struct MetricsConfig {
   int64_t log_every = 10;
   bool jsonl = true;
+  double peak_tflops = 0;         // MFU denominator; 0 = measure the GEMM peak at start-up
+  std::string progress = "auto";  // auto (bar on a terminal) | bar | lines | none
   void describe(Schema& s);
   bool operator==(const MetricsConfig&) const = default;
 };

@@ -1,0 +1,62 @@
+// The training loop behind `hp train CONFIG.yaml [--set key=value ...] [--resume auto|PATH]`.
+//
+// One step, as data flows (DESIGN.md §2): loader → this rank's slice of the global batch, split
+// into training.grad_accum micro-batches → CausalLM::loss (modules run through their forward
+// wrappers: FSDP gathering in parallel.fsdp.param_dtype, MX linears, recompute) → backward of
+// (mean loss · local tokens / global tokens), so the summed gradients are those of
+// Σ token losses / global tokens → FSDP reduce-scatter into f32 shards → global-norm clipping →
+// optimizer step on the shards → metrics → a DCP checkpoint every checkpoint.interval steps.
+//
+// Determinism: the same config gives bitwise the same losses for any HP_NUM_THREADS, and a run
+// resumed from a checkpoint continues exactly as the uninterrupted one (parameters, optimizer
+// state, loader position and RNG are restored).
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "hp/train/config.h"
+
+namespace hp::train {
+
+struct TrainOptions {
+  // "" = start fresh; "auto" = the latest checkpoint in run.dir (fresh when there is none); else
+  // a step directory or a run directory.
+  std::string resume;
+  // Stop (saving a checkpoint, as on SIGINT) once this many steps ran in this call; 0 = never.
+  // Lets tests and benchmarks interrupt a run at a chosen step.
+  int64_t stop_after = 0;
+  // Where the run log goes (rank 0 only); null = std::cout.
+  std::ostream* log = nullptr;
+};
+
+struct StepRecord {
+  int64_t step = 0;  // 1-based optimizer step
+  double loss = 0, grad_norm = 0, lr = 0;
+  double step_s = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
+  int64_t peak_mem_bytes = 0;
+};
+
+struct TrainResult {
+  std::vector<StepRecord> steps;    // every step run in this call, in order
+  int64_t first_step = 1;           // step number of steps[0] (> 1 after a resume)
+  std::string run_dir;
+  std::string last_checkpoint;      // step directory, or "" when none was saved
+  bool interrupted = false;         // stopped by a signal or stop_after
+  double tokens_per_s = 0;          // mean over the steps after the first (warm-up) one
+  double mfu = 0;
+  double peak_tflops = 0;           // the MFU denominator used
+  int64_t num_parameters = 0;
+  int64_t peak_mem_bytes = 0;
+  std::vector<std::string> mx_modules;         // modules switched to MXFP8
+  std::vector<std::string> recompute_modules;  // modules recomputed in backward
+  std::string sample;                          // generated text (training.sample_tokens > 0)
+};
+
+// Runs (or resumes) the training described by `config`. Collective when launched on several
+// ranks. Throws the typed errors of the components (config, data, checkpoint) on bad input.
+TrainResult train(const Config& config, const TrainOptions& options = {});
+
+}  // namespace hp::train
