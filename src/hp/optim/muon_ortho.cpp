@@ -26,14 +26,13 @@ uint64_t fingerprint(uint64_t h, std::string_view s) {
 }
 }  // namespace detail
 
-namespace {
-
-// A 2-D shard whose rows live on more than one rank; anything else is whole where it is.
 bool split_across_ranks(const Optimizer::Entry& e) {
   if (!e.shard || e.param.dim() != 2) return false;
   return std::count_if(e.shard_rows.begin(), e.shard_rows.end(), [](int64_t r) { return r > 0; }) >
          1;
 }
+
+namespace {
 
 void orthogonalize_local(const OrthoTask& t, int steps) {
   const Tensor& p = t.entry->param;
@@ -56,7 +55,6 @@ struct Group {
   std::vector<const OrthoTask*> tasks;
   std::vector<int> owner;
   std::vector<int64_t> to_peer, from_peer;  // gather: elements sent to / received from each rank
-  std::vector<std::vector<float>> full_in, full_out;  // [rows, cols] of the matrices owned here
   dist::WorkPtr work;
 
   int64_t cols(size_t k) const { return tasks[k]->entry->param.size(1); }
@@ -92,17 +90,16 @@ struct Group {
   }
 };
 
-std::vector<Group> split_groups(const std::vector<OrthoTask>& tasks) {
-  std::vector<Group> groups;
+std::vector<Group> split_groups(const std::vector<OrthoTask>& tasks,
+                                const std::vector<dist::Communicator*>& comms) {
+  std::vector<Group> groups(comms.size());
+  for (size_t i = 0; i < comms.size(); ++i) groups[i].comm = comms[i];
   for (const auto& t : tasks) {
     if (!split_across_ranks(*t.entry)) continue;
     dist::Communicator* c = t.entry->shard->comm.get();
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.comm == c; });
-    if (it == groups.end()) {
-      groups.emplace_back();
-      it = std::prev(groups.end());
-      it->comm = c;
-    }
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.comm == c; });
+    HP_CHECK(it != groups.end(), "split matrix ", t.entry->fqn, " on an unlisted communicator");
     it->tasks.push_back(&t);
   }
   return groups;
@@ -118,6 +115,7 @@ void check_same_matrices(std::vector<Group>& groups) {
     works.push_back(g.comm->iall_gather(from_data<int64_t>(
         {static_cast<int64_t>(g.tasks.size()), static_cast<int64_t>(h)}, {1, 2})));
   }
+  for (auto& w : works) w->wait();  // all of them before any throw: no request left in flight
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const Tensor all = works[gi]->result();  // [size, 2]: count, hash of the FQNs
     const int64_t* v = all.data<int64_t>();
@@ -132,11 +130,12 @@ void check_same_matrices(std::vector<Group>& groups) {
   }
 }
 
-// Sends this rank's rows of every split matrix to its owner.
+// Assigns the owners and sends this rank's rows of every split matrix to its owner.
 void start_gather(Group& g) {
   const int w = g.comm->size(), me = g.comm->rank();
   std::vector<int64_t> sizes;
-  for (const auto* t : g.tasks) sizes.push_back(t->entry->shard->global_shape[0] * t->entry->param.size(1));
+  for (const auto* t : g.tasks)
+    sizes.push_back(t->entry->shard->global_shape[0] * t->entry->param.size(1));
   g.owner = muon_owners(sizes, w);
   g.to_peer.assign(static_cast<size_t>(w), 0);
   g.from_peer.assign(static_cast<size_t>(w), 0);
@@ -147,9 +146,7 @@ void start_gather(Group& g) {
     }
   Tensor send = empty({std::accumulate(g.to_peer.begin(), g.to_peer.end(), int64_t{0})});
   float* s = send.data<float>();
-  g.walk_mine([&](size_t k, int64_t pos, int64_t n) {
-    copy_floats(s + pos, g.tasks[k]->u, n);
-  });
+  g.walk_mine([&](size_t k, int64_t pos, int64_t n) { copy_floats(s + pos, g.tasks[k]->u, n); });
   g.work = g.comm->iall_to_all_v(send, g.to_peer, g.from_peer);
 }
 
@@ -157,25 +154,25 @@ void start_gather(Group& g) {
 void orthogonalize_owned(Group& g, int steps) {
   const Tensor recv = g.work->result();
   const float* r = recv.data<float>();
-  g.full_in.assign(g.tasks.size(), {});
-  g.full_out.assign(g.tasks.size(), {});
+  // [rows, cols] of the matrices owned here (empty for the others).
+  std::vector<std::vector<float>> full_in(g.tasks.size()), full_out(g.tasks.size());
   for (size_t k = 0; k < g.tasks.size(); ++k)
     if (g.owner[k] == g.comm->rank()) {
       const size_t n = static_cast<size_t>(g.tasks[k]->entry->shard->global_shape[0] * g.cols(k));
-      g.full_in[k].resize(n);
-      g.full_out[k].resize(n);
+      full_in[k].resize(n);
+      full_out[k].resize(n);
     }
   g.walk_owned([&](size_t k, int64_t pos, int64_t at, int64_t n) {
-    copy_floats(g.full_in[k].data() + at, r + pos, n);
+    copy_floats(full_in[k].data() + at, r + pos, n);
   });
   for (size_t k = 0; k < g.tasks.size(); ++k)
     if (g.owner[k] == g.comm->rank())
-      newton_schulz(g.full_in[k].data(), g.full_out[k].data(),
+      newton_schulz(full_in[k].data(), full_out[k].data(),
                     g.tasks[k]->entry->shard->global_shape[0], g.cols(k), steps);
   Tensor send = empty({std::accumulate(g.from_peer.begin(), g.from_peer.end(), int64_t{0})});
   float* s = send.data<float>();
   g.walk_owned([&](size_t k, int64_t pos, int64_t at, int64_t n) {
-    copy_floats(s + pos, g.full_out[k].data() + at, n);
+    copy_floats(s + pos, full_out[k].data() + at, n);
   });
   g.work = g.comm->iall_to_all_v(send, g.from_peer, g.to_peer);
 }
@@ -183,16 +180,17 @@ void orthogonalize_owned(Group& g, int steps) {
 void finish_scatter(Group& g) {
   const Tensor recv = g.work->result();
   const float* r = recv.data<float>();
-  g.walk_mine([&](size_t k, int64_t pos, int64_t n) {
-    copy_floats(g.tasks[k]->out, r + pos, n);
-  });
+  g.walk_mine([&](size_t k, int64_t pos, int64_t n) { copy_floats(g.tasks[k]->out, r + pos, n); });
 }
 
 }  // namespace
 
-void orthogonalize(const std::vector<OrthoTask>& tasks, int ns_steps) {
-  std::vector<Group> groups = split_groups(tasks);
+void orthogonalize(const std::vector<OrthoTask>& tasks,
+                   const std::vector<dist::Communicator*>& split_comms, int ns_steps) {
+  std::vector<Group> groups = split_groups(tasks, split_comms);
   check_same_matrices(groups);
+  // Groups with nothing to exchange (the same on every rank of them, as just checked) drop out.
+  std::erase_if(groups, [](const Group& g) { return g.tasks.empty(); });
   for (auto& g : groups) start_gather(g);
   for (const auto& t : tasks)
     if (!split_across_ranks(*t.entry)) orthogonalize_local(t, ns_steps);

@@ -31,10 +31,16 @@ struct OrthoTask {
   float* out;
 };
 
-// out = newton_schulz(u) for every [rows, cols] matrix of every task. Collective over the
-// communicators of the tasks whose matrices are split across ranks: every rank of such a group
-// must pass the same split parameters in the same order (checked; ValueError naming the ranks).
-void orthogonalize(const std::vector<OrthoTask>& tasks, int ns_steps);
+// Whether e is a 2-D shard whose rows live on more than one rank (then Muon gathers it); every
+// other parameter holds whole matrices where it is.
+bool split_across_ranks(const Optimizer::Entry& e);
+
+// out = newton_schulz(u) for every [rows, cols] matrix of every task. Collective over
+// `split_comms`, the communicators of every split Muon parameter of the optimizer (first-use
+// order, the same on every rank), whether or not this rank has tasks on them: the ranks of each
+// check that they step the same split parameters (ValueError naming the ranks otherwise).
+void orthogonalize(const std::vector<OrthoTask>& tasks,
+                   const std::vector<dist::Communicator*>& split_comms, int ns_steps);
 
 namespace detail {
 // FNV-1a over `s` plus a terminator, chained from h (start: kFingerprintSeed): a fingerprint the

@@ -205,7 +205,7 @@ void Optimizer::step_muon(const std::vector<size_t>& ids, const std::vector<Tens
     });
     tasks.push_back({&e, u[k].data(), ortho[k].data()});
   }
-  orthogonalize(tasks, o.ns_steps);
+  orthogonalize(tasks, muon_split_comms_, o.ns_steps);
   for (size_t k = 0; k < ids.size(); ++k) {
     Entry& e = entries_[ids[k]];
     const Shape& shape = e.shard ? e.shard->global_shape : e.param.shape();

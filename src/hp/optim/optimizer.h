@@ -113,6 +113,8 @@ class Optimizer {
             std::map<std::string, ShardSpec> shards);
 
   // One update of every parameter that has a gradient; `lr` is the scheduled peak-group lr.
+  // With Muon matrices split across ranks, collective over their shard groups: every rank steps,
+  // with gradients for the same sharded parameters (checked: ValueError on every rank).
   void step(double lr);
   // Drops every gradient (set to undefined, so unused parameters are skipped next step).
   void zero_grad();
@@ -132,9 +134,9 @@ class Optimizer {
     std::string group;    // name of the matching group ("default" if none)
     double lr_scale = 1.0;
     double weight_decay = 0.0;
-    int64_t step = 0;            // number of updates applied
-    Tensor exp_avg, exp_avg_sq;  // AdamW moments (undefined until the first step)
-    Tensor momentum_buffer;      // Muon momentum (undefined until the first step)
+    int64_t step = 0;                 // number of updates applied
+    Tensor exp_avg, exp_avg_sq;       // AdamW moments (undefined until the first step)
+    Tensor momentum_buffer;           // Muon momentum (undefined until the first step)
     std::optional<ShardSpec> shard;   // set for a dim-0 shard (param holds the local rows)
     std::vector<int64_t> shard_rows;  // rows held by each rank of shard->comm
   };
@@ -149,6 +151,9 @@ class Optimizer {
 
   OptimizerOptions options_;
   std::vector<Entry> entries_;
+  // Communicators of the Muon matrices split across ranks, in first-use order (every Muon step
+  // is collective over each of them).
+  std::vector<dist::Communicator*> muon_split_comms_;
 };
 
 }  // namespace hp::optim

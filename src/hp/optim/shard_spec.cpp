@@ -39,21 +39,21 @@ void exchange_rows(dist::Communicator& comm, std::vector<Optimizer::Entry*> grou
     h = detail::fingerprint(h, algorithm_name(e->algorithm));
     if (error.empty()) error = local_shard_error(*e);
   }
-  const Tensor head = comm.all_gather(from_data<int64_t>(
-      {n, static_cast<int64_t>(h), error.empty() ? 0 : 1}, {1, 3}));  // [w, 3]
+  const Tensor head = comm.all_gather(
+      from_data<int64_t>({n, static_cast<int64_t>(h), error.empty() ? 0 : 1}, {1, 3}));  // [w, 3]
   const int64_t* hv = head.data<int64_t>();
   for (int r = 0; r < w; ++r) {
     if (hv[3 * r + 2] == 0) continue;
     if (!error.empty()) HP_THROW(ValueError, "optim", error);
-    HP_THROW(ValueError, "optim", "rank ", r, " of the shard group rejected its shard spec of ",
-             group.empty() ? std::string("?") : group[0]->fqn, " or a later parameter");
+    HP_THROW(ValueError, "optim", "rank ", r,
+             " of the shard group rejected its shard specs (its error names the parameter)");
   }
   for (int r = 1; r < w; ++r)
     if (hv[3 * r] != hv[0] || hv[3 * r + 1] != hv[1])
       HP_THROW(ValueError, "optim", "ranks 0 and ", r, " of a shard group disagree on its ",
                "sharded parameters (", hv[0], " vs ", hv[3 * r],
-               " FQNs; names, global shapes, algorithms and order must match); rank ",
-               comm.rank(), " has ", n, (n ? " starting with " + group[0]->fqn : std::string()));
+               " FQNs; names, global shapes, algorithms and order must match); rank ", comm.rank(),
+               " has ", n, (n ? " starting with " + group[0]->fqn : std::string()));
   std::vector<int64_t> mine;  // [n, 2]: row offset, local rows
   for (const auto* e : group) {
     mine.push_back(e->shard->row_offset);
@@ -86,7 +86,8 @@ void Optimizer::attach_shards(std::map<std::string, ShardSpec> shards) {
   for (size_t i = 0; i < entries_.size(); ++i) index[entries_[i].fqn] = i;
   for (auto& [fqn, spec] : shards) {
     auto it = index.find(fqn);
-    if (it == index.end()) HP_THROW(ValueError, "optim", "shard spec for unknown parameter '", fqn, "'");
+    if (it == index.end())
+      HP_THROW(ValueError, "optim", "shard spec for unknown parameter '", fqn, "'");
     if (!spec.comm) HP_THROW(ValueError, "optim", fqn, ": shard spec without a communicator");
     entries_[it->second].shard = std::move(spec);
   }
@@ -95,11 +96,18 @@ void Optimizer::attach_shards(std::map<std::string, ShardSpec> shards) {
   for (auto& e : entries_) {
     if (!e.shard) continue;
     dist::Communicator* c = e.shard->comm.get();
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == c; });
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == c; });
     if (it == groups.end()) it = groups.insert(groups.end(), {c, {}});
     it->second.push_back(&e);
   }
   for (auto& [comm, group] : groups) exchange_rows(*comm, std::move(group));
+  for (const auto& e : entries_) {
+    dist::Communicator* c = e.shard ? e.shard->comm.get() : nullptr;
+    if (e.algorithm == Algorithm::muon && split_across_ranks(e) &&
+        std::find(muon_split_comms_.begin(), muon_split_comms_.end(), c) == muon_split_comms_.end())
+      muon_split_comms_.push_back(c);
+  }
 }
 
 }  // namespace hp::optim
