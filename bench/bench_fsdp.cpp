@@ -78,7 +78,8 @@ Result run(bool prefetch) {
   r.step_s = std::chrono::duration<double>(Clock::now() - t0).count() / kSteps;
   const auto end = f.stats();
   r.per_step.all_gather_bytes = (end.all_gather_bytes - start.all_gather_bytes) / kSteps;
-  r.per_step.reduce_scatter_bytes = (end.reduce_scatter_bytes - start.reduce_scatter_bytes) / kSteps;
+  r.per_step.reduce_scatter_bytes =
+      (end.reduce_scatter_bytes - start.reduce_scatter_bytes) / kSteps;
   r.per_step.exposed_wait_s = (end.exposed_wait_s - start.exposed_wait_s) / kSteps;
   r.per_step.comm_s = (end.comm_s - start.comm_s) / kSteps;
   return r;
@@ -114,10 +115,11 @@ int main() {
       if (r.step_s < best->step_s) *best = r;
     }
   if (world->rank() != 0) return 0;
-  std::printf("bench_fsdp: %lld ranks, %.0f parameters (%.0f padded), bf16 gather, f32 reduce, "
-              "%lld x %lld tokens per rank, %lld layers + root\n",
-              (long long)w, layer_raw + root_raw, layer_padded + root_padded, (long long)kRows,
-              (long long)kSeq, (long long)bench_config().num_hidden_layers);
+  std::printf(
+      "bench_fsdp: %lld ranks, %.0f parameters (%.0f padded), bf16 gather, f32 reduce, "
+      "%lld x %lld tokens per rank, %lld layers + root\n",
+      (long long)w, layer_raw + root_raw, layer_padded + root_padded, (long long)kRows,
+      (long long)kSeq, (long long)bench_config().num_hidden_layers);
   std::printf("%-16s %14s %14s %8s\n", "bytes per step", "measured", "theory", "ratio");
   auto row = [](const char* name, double got, double want) {
     std::printf("%-16s %14.0f %14.0f %8.4f\n", name, got, want, want > 0 ? got / want : 1.0);
@@ -131,7 +133,7 @@ int main() {
               raw > 0 ? 100.0 * (padded - raw) / raw : 0.0);
   std::printf("%-16s %10s %12s %12s\n", "prefetch", "step ms", "exposed ms", "in-flight ms");
   for (auto [name, r] : {std::pair{"on", with}, std::pair{"off", without}})
-    std::printf("%-16s %10.2f %12.3f %12.3f\n", name, r.step_s * 1e3, r.per_step.exposed_wait_s * 1e3,
-                r.per_step.comm_s * 1e3);
+    std::printf("%-16s %10.2f %12.3f %12.3f\n", name, r.step_s * 1e3,
+                r.per_step.exposed_wait_s * 1e3, r.per_step.comm_s * 1e3);
   return 0;
 }

@@ -42,8 +42,8 @@ TEST(AutogradHooks, CallbacksRunAfterTheOutermostBackward) {
   });
   Tensor x = from_vector({1, 1, 1}, {3}).requires_grad_();
   // The hook fires inside the checkpoint's nested backward; the callback waits for the outer one.
-  Tensor y = checkpoint([&w](const std::vector<Tensor>& in) { return std::vector<Tensor>{mul(in[0], w)}; },
-                        {x})[0];
+  Tensor y = checkpoint(
+      [&w](const std::vector<Tensor>& in) { return std::vector<Tensor>{mul(in[0], w)}; }, {x})[0];
   sum(mul(y, y)).backward();
   EXPECT_EQ(log, (std::vector<std::string>{"grad", "end", "end2"}));
   EXPECT_EQ(x.grad().to_vector(), (std::vector<double>{2, 8, 18}));

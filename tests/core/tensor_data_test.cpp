@@ -1,8 +1,8 @@
 // set_data / meta_tensor (core/tensor_data.h): every holder of a handle sees new data; views
 // keep the old; autograd fields stay.
-#include <gtest/gtest.h>
-
 #include "hp/core/tensor_data.h"
+
+#include <gtest/gtest.h>
 
 namespace hp {
 namespace {

@@ -63,7 +63,8 @@ TEST(FsdpDist, UnevenShardsRoundTripExactly) {
     // Shards: this rank's torch.chunk rows, possibly none (5 rows over 4 ranks: 2, 2, 1, 0).
     auto info = f.shard_info();
     ASSERT_EQ(info.size(), 3u);
-    const std::vector<std::pair<int64_t, std::vector<double>>> want = {{5, full_c}, {7, full_a}, {5, full_b}};
+    const std::vector<std::pair<int64_t, std::vector<double>>> want = {
+        {5, full_c}, {7, full_a}, {5, full_b}};
     for (size_t k = 0; k < 3; ++k) {
       const auto [rows, values] = want[k];
       const int64_t row_numel = static_cast<int64_t>(values.size()) / rows;
@@ -78,7 +79,8 @@ TEST(FsdpDist, UnevenShardsRoundTripExactly) {
     EXPECT_EQ(info[1].fqn, "blk.a");
     // Gradient of every element = (rank + 1) · (index + 1): the reduced sum is W(W+1)/2 · (i + 1).
     auto coef = [&](int64_t n, const Shape& s) {
-      return mul(reshape(arange(1, static_cast<double>(n) + 1, 1, dt), s), static_cast<double>(me + 1));
+      return mul(reshape(arange(1, static_cast<double>(n) + 1, 1, dt), s),
+                 static_cast<double>(me + 1));
     };
     for (int mb = 0; mb < 2; ++mb) {  // two micro-batches: the sums accumulate
       Tensor x = ones({1}, dt).requires_grad_();
@@ -115,9 +117,9 @@ constexpr double kLr = 1e-2;
 const double kScale = 1.0 / static_cast<double>(kRows * (kSeq - 1));  // 1 / global tokens
 
 struct TrainResult {
-  std::vector<double> losses;                 // global loss per step
-  std::vector<FsdpModel::ShardInfo> shards;   // final masters
-  std::vector<Tensor> grads0;                 // their gradients at the first step
+  std::vector<double> losses;                // global loss per step
+  std::vector<FsdpModel::ShardInfo> shards;  // final masters
+  std::vector<Tensor> grads0;                // their gradients at the first step
   FsdpModel::Stats stats;
 };
 
@@ -158,7 +160,8 @@ TrainResult fsdp_run(const RunSetup& su) {
   if (su.hsdp) {
     const int64_t w = world->size(), shards = w == 4 ? 2 : 1;
     mesh = std::make_shared<shard::DeviceMesh>(
-        std::vector<std::pair<std::string, int64_t>>{{"dp_replicate", w / shards}, {"dp_shard", shards}},
+        std::vector<std::pair<std::string, int64_t>>{{"dp_replicate", w / shards},
+                                                     {"dp_shard", shards}},
         world);
     shard_comm = mesh->axis_comm("dp_shard");
     replicate_comm = mesh->axis_comm("dp_replicate");
@@ -198,7 +201,8 @@ double rel_rows_diff(const Tensor& got, int64_t row_offset, const Tensor& full) 
   double scale = 1e-30, diff = 0;
   for (double v : want) scale = std::max(scale, std::abs(v));
   for (size_t i = 0; i < have.size(); ++i)
-    diff = std::max(diff, std::abs(have[i] - want[static_cast<size_t>(row_offset * row_numel) + i]));
+    diff =
+        std::max(diff, std::abs(have[i] - want[static_cast<size_t>(row_offset * row_numel) + i]));
   return diff / scale;
 }
 
@@ -213,7 +217,8 @@ void expect_matches(const TrainResult& got, const TrainResult& ref, double tol, 
     if (bitwise)
       EXPECT_EQ(got.losses[s], ref.losses[s]) << what << " step " << s;
     else
-      EXPECT_NEAR(got.losses[s], ref.losses[s], tol * std::abs(ref.losses[s])) << what << " step " << s;
+      EXPECT_NEAR(got.losses[s], ref.losses[s], tol * std::abs(ref.losses[s]))
+          << what << " step " << s;
   }
   ASSERT_EQ(got.shards.size(), ref.shards.size());
   ASSERT_EQ(got.grads0.size(), ref.grads0.size());
@@ -223,7 +228,8 @@ void expect_matches(const TrainResult& got, const TrainResult& ref, double tol, 
     EXPECT_LE(rel_rows_diff(got.grads0[k], g.row_offset, ref.grads0[k]), bitwise ? 0.0 : tol)
         << what << " grad " << g.fqn;
     if (param_tol > 0) {
-      EXPECT_LE(rel_rows_diff(g.shard, g.row_offset, ref.shards[k].shard), bitwise ? 0.0 : param_tol)
+      EXPECT_LE(rel_rows_diff(g.shard, g.row_offset, ref.shards[k].shard),
+                bitwise ? 0.0 : param_tol)
           << what << " " << g.fqn;
     }
   }

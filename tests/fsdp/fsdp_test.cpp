@@ -1,11 +1,12 @@
 // FSDP over a world of one — the trainer's mixed precision: bf16 compute on f32 masters equals a
 // plain bf16-weight model bit for bit; f32 changes nothing (no copies); micro-batch accumulation
 // in f32; recompute inside the FSDP wrapper; gathered parameters really freed after forward.
+#include "hp/fsdp/fsdp.h"
+
 #include <gtest/gtest.h>
 
 #include "fsdp/tiny_model.h"
 #include "hp/core/tensor_data.h"
-#include "hp/fsdp/fsdp.h"
 
 namespace hp::fsdp {
 namespace {
@@ -57,9 +58,10 @@ TEST(Fsdp, RejectsBadGroupsAndDtypes) {
   EXPECT_THROW(FsdpModel(*m, {{"model.layer.0", m->model->layers[0].get()}}, nullptr, nullptr,
                          options(DType::bf16)),
                ValueError);
-  EXPECT_THROW(FsdpModel(*m, {{"model", m->model.get()}, {"model.layers.0", m->model->layers[0].get()}},
-                         nullptr, nullptr, options(DType::bf16)),
-               ValueError);
+  EXPECT_THROW(
+      FsdpModel(*m, {{"model", m->model.get()}, {"model.layers.0", m->model->layers[0].get()}},
+                nullptr, nullptr, options(DType::bf16)),
+      ValueError);
   auto b = tiny_model(1, DType::bf16);
   EXPECT_THROW(FsdpModel(*b, {}, nullptr, nullptr, options(DType::bf16)), ValueError);
 }

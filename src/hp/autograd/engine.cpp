@@ -93,7 +93,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
 
 uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
   if (!leaf.defined() || !leaf.is_leaf())
-    HP_THROW(ValueError, "autograd", "post-accumulate-grad hook on a non-leaf tensor ", leaf.desc());
+    HP_THROW(ValueError, "autograd", "post-accumulate-grad hook on a non-leaf tensor ",
+             leaf.desc());
   const uint64_t id = g_next_hook_id.fetch_add(1);
   std::lock_guard<std::mutex> lk(g_hooks_mu);
   g_hooks[leaf.impl()].push_back({id, leaf.impl_ptr(), std::move(hook)});

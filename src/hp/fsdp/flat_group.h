@@ -19,22 +19,21 @@ namespace hp::fsdp::detail {
 
 struct FlatParam {
   std::string fqn;
-  Tensor handle;          // the module's tensor: unsharded data while gathered, no data otherwise
-  Shape shape;            // global shape
-  int64_t rows = 0;       // dim 0 of the global shape
-  int64_t row_numel = 0;  // elements per row
-  int64_t chunk = 0;      // rows per rank, padded
-  int64_t offset = 0;     // element offset of this parameter's chunk rows in every segment
+  Tensor handle;           // the module's tensor: unsharded data while gathered, no data otherwise
+  Shape shape;             // global shape
+  int64_t rows = 0;        // dim 0 of the global shape
+  int64_t row_numel = 0;   // elements per row
+  int64_t chunk = 0;       // rows per rank, padded
+  int64_t offset = 0;      // element offset of this parameter's chunk rows in every segment
   int64_t row_offset = 0;  // this rank's first row
-  Tensor master;          // f32 [this rank's rows, ...], a view into FlatGroup::master()
+  Tensor master;           // f32 [this rank's rows, ...], a view into FlatGroup::master()
 };
 
 class FlatGroup {
  public:
   // params: (FQN, module tensor with the full f32 value, the same on every rank). Copies this
   // rank's rows into the master segment; the tensors themselves are left as they are.
-  FlatGroup(const std::vector<std::pair<std::string, Tensor>>& params, int64_t world,
-            int64_t rank);
+  FlatGroup(const std::vector<std::pair<std::string, Tensor>>& params, int64_t world, int64_t rank);
 
   int64_t world() const { return world_; }
   int64_t segment() const { return segment_; }  // S

@@ -112,8 +112,8 @@ class FsdpModel::Impl : public std::enable_shared_from_this<FsdpModel::Impl> {
   std::unique_ptr<detail::Reducer> reducer_;
 };
 
-FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard,
-                      dist::CommPtr replicate, FsdpOptions opt)
+FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard, dist::CommPtr replicate,
+                      FsdpOptions opt)
     : root_(root), group_modules_(std::move(groups)), opt_(opt) {
   if (!reducible(opt_.param_dtype) || !reducible(opt_.reduce_dtype))
     HP_THROW(ValueError, "fsdp", "param_dtype (", dtype_name(opt_.param_dtype),
@@ -179,7 +179,8 @@ FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard,
     add_group(static_cast<int64_t>(k), group_modules_[k].first);
   add_group(-1, "root");
   if (!groups_.empty() && groups_.back()->root) root_group_ = groups_.size() - 1;
-  if (shard_ || replicate_) reducer_ = std::make_unique<detail::Reducer>(shard_, replicate_, stats_);
+  if (shard_ || replicate_)
+    reducer_ = std::make_unique<detail::Reducer>(shard_, replicate_, stats_);
 }
 
 FsdpModel::Impl::~Impl() {
@@ -206,11 +207,10 @@ void FsdpModel::Impl::install() {
           }));
     if (G.root) continue;
     group_set.insert(G.module);
-    G.module->add_forward_wrapper(
-        [weak, g](const Tensor& x, const nn::Module::ForwardFn& inner) {
-          auto self = weak.lock();
-          return self ? self->group_forward(g, x, inner) : inner(x);
-        });
+    G.module->add_forward_wrapper([weak, g](const Tensor& x, const nn::Module::ForwardFn& inner) {
+      auto self = weak.lock();
+      return self ? self->group_forward(g, x, inner) : inner(x);
+    });
   }
   if (!root_group_) return;
   // Modules that own root parameters gather the root before they run (it stays gathered).
@@ -311,7 +311,8 @@ autograd::SavedTensorHooks FsdpModel::Impl::saved_hooks(size_t g) {
     if (auto self = weak.lock()) {
       const Group& G = *self->groups_[g];
       auto it = G.by_storage.find(t.storage().get());
-      if (it != G.by_storage.end()) return SavedParamView{g, it->second, t.shape(), t.strides(), t.offset()};
+      if (it != G.by_storage.end())
+        return SavedParamView{g, it->second, t.shape(), t.strides(), t.offset()};
     }
     return t;
   };
@@ -322,7 +323,8 @@ autograd::SavedTensorHooks FsdpModel::Impl::saved_hooks(size_t g) {
     if (!self) HP_THROW(ValueError, "fsdp", "backward through a graph whose FsdpModel is gone");
     const FlatParam& p = self->groups_[v->group]->flat.params()[v->param];
     if (!has_data(p.handle))
-      HP_THROW(ValueError, "fsdp", p.fqn, ": saved for backward but not gathered now (used "
+      HP_THROW(ValueError, "fsdp", p.fqn,
+               ": saved for backward but not gathered now (used "
                "outside the group's forward, or its gradient was reduced before this use)");
     return p.handle.as_strided(v->shape, v->strides, v->offset);
   };
@@ -335,11 +337,10 @@ Tensor FsdpModel::Impl::attach_pre_backward(size_t g, const Tensor& y) {
   if (!y.defined() || !y.requires_grad() || !autograd::grad_enabled()) return y;
   Tensor out = y.detach();
   std::weak_ptr<Impl> weak = weak_from_this();
-  autograd::record("FsdpPreBackward", {y}, {out},
-                   [weak, g](const std::vector<Tensor>& grads) {
-                     if (auto self = weak.lock()) self->pre_backward(g);
-                     return std::vector<Tensor>{grads[0]};
-                   });
+  autograd::record("FsdpPreBackward", {y}, {out}, [weak, g](const std::vector<Tensor>& grads) {
+    if (auto self = weak.lock()) self->pre_backward(g);
+    return std::vector<Tensor>{grads[0]};
+  });
   return out;
 }
 
@@ -440,11 +441,21 @@ std::vector<std::pair<std::string, Tensor>> FsdpModel::sharded_parameters() cons
   return out;
 }
 
-std::vector<FsdpModel::ShardInfo> FsdpModel::shard_info() const { return impl_->shard_info(); }
-void FsdpModel::finish_grads() { impl_->finish_grads(); }
-void FsdpModel::reshard() { impl_->reshard_all(); }
-FsdpModel::Stats FsdpModel::stats() const { return impl_->stats(); }
-bool FsdpModel::passthrough() const { return impl_->passthrough(); }
+std::vector<FsdpModel::ShardInfo> FsdpModel::shard_info() const {
+  return impl_->shard_info();
+}
+void FsdpModel::finish_grads() {
+  impl_->finish_grads();
+}
+void FsdpModel::reshard() {
+  impl_->reshard_all();
+}
+FsdpModel::Stats FsdpModel::stats() const {
+  return impl_->stats();
+}
+bool FsdpModel::passthrough() const {
+  return impl_->passthrough();
+}
 
 Groups groups_by_glob(nn::Module& root, const std::vector<std::string>& globs) {
   Groups out;

@@ -23,7 +23,8 @@
 // seed or the same checkpoint). Each group module's forward must run through its forward wrappers
 // (nn::Module::wrapped_forward, as DecoderLayer does); wrappers added before FSDP (recompute) run
 // inside FSDP's. Module tensors hold no data outside their group's forward/backward: read
-// parameters through sharded_parameters() / shard_info(), not the module.
+// parameters through sharded_parameters() / shard_info(), not the module. The module cannot run
+// once its FsdpModel is gone (its wrappers then pass through, but its tensors hold no data).
 #pragma once
 
 #include <cstdint>
@@ -57,8 +58,8 @@ class FsdpModel {
   // "<prefix>.<name>"); root's remaining parameters form the root group. shard_comm: the dp_shard
   // axis (null = a world of one); replicate_comm: the dp_replicate axis for HSDP (null = none).
   // Parameters must be f32 (the masters). Throws ValueError naming the group or FQN at fault.
-  FsdpModel(nn::Module& root, Groups groups, dist::CommPtr shard_comm,
-            dist::CommPtr replicate_comm, FsdpOptions opt);
+  FsdpModel(nn::Module& root, Groups groups, dist::CommPtr shard_comm, dist::CommPtr replicate_comm,
+            FsdpOptions opt);
   ~FsdpModel();
   FsdpModel(const FsdpModel&) = delete;
   FsdpModel& operator=(const FsdpModel&) = delete;

@@ -21,8 +21,8 @@ void Reducer::push(FlatGroup* group, const Tensor& flat) {
   Job j{group, Stage::reduce_scatter, nullptr, Clock::now(), Tensor()};
   if (shard_) {
     j.work = shard_->ireduce_scatter(flat, dist::ReduceOp::sum);
-    stats_.reduce_scatter_bytes += (shard_->size() - 1) * group->segment() *
-                                   static_cast<int64_t>(flat.itemsize());
+    stats_.reduce_scatter_bytes +=
+        (shard_->size() - 1) * group->segment() * static_cast<int64_t>(flat.itemsize());
   } else {
     start_all_reduce(j, flat);
   }
@@ -35,7 +35,8 @@ void Reducer::start_all_reduce(Job& j, const Tensor& segment) {
   j.work = replicate_->iall_reduce(segment, dist::ReduceOp::sum);
   j.issued = Clock::now();
   j.stage = Stage::all_reduce;
-  stats_.all_reduce_bytes += 2 * (r - 1) * segment.numel() * static_cast<int64_t>(segment.itemsize()) / r;
+  stats_.all_reduce_bytes +=
+      2 * (r - 1) * segment.numel() * static_cast<int64_t>(segment.itemsize()) / r;
 }
 
 void Reducer::advance(bool all) {
