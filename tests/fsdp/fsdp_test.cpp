@@ -62,6 +62,11 @@ TEST(Fsdp, RejectsBadGroupsAndDtypes) {
       FsdpModel(*m, {{"model", m->model.get()}, {"model.layers.0", m->model->layers[0].get()}},
                 nullptr, nullptr, options(DType::bf16)),
       ValueError);
+  struct Scalar : nn::Module {
+    Scalar() { register_parameter("s", zeros({})); }
+  } scalar;
+  EXPECT_THROW(FsdpModel(scalar, {}, nullptr, nullptr, options(DType::bf16)), ValueError);
+  EXPECT_TRUE(FsdpModel(scalar, {}, nullptr, nullptr, options(DType::f32)).passthrough());
   auto b = tiny_model(1, DType::bf16);
   EXPECT_THROW(FsdpModel(*b, {}, nullptr, nullptr, options(DType::bf16)), ValueError);
 }

@@ -19,8 +19,7 @@ FlatGroup::FlatGroup(const std::vector<std::pair<std::string, Tensor>>& params, 
                      int64_t rank)
     : world_(world), rank_(rank) {
   for (const auto& [fqn, t] : params) {
-    if (t.dim() == 0)
-      HP_THROW(ValueError, "fsdp", fqn, ": a 0-d parameter cannot be sharded on dim 0");
+    HP_CHECK(t.dim() > 0, fqn, " is 0-d");  // rejected by FsdpModel
     FlatParam p;
     p.fqn = fqn;
     p.handle = t;

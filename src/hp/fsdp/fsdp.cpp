@@ -133,6 +133,8 @@ FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard, dist
     if (index_of.count(t.impl())) continue;
     if (t.dtype() != DType::f32)
       HP_THROW(ValueError, "fsdp", fqn, ": parameters must be f32 master weights, got ", t.desc());
+    if (t.dim() == 0 && !passthrough_)
+      HP_THROW(ValueError, "fsdp", fqn, ": a 0-d parameter cannot be sharded on dim 0");
     index_of[t.impl()] = params_.size();
     by_fqn[fqn] = params_.size();
     params_.emplace_back(fqn, t);
