@@ -104,6 +104,8 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts {
   explicit MoEBlock(const MoEOptions& opt);
   Tensor forward(const Tensor& x) const override;
   Tensor router_logits() const override { return last_router_logits_; }
+  std::vector<Tensor> side_outputs() const override { return {last_router_logits_}; }
+  void set_side_outputs(const std::vector<Tensor>& t) override { last_router_logits_ = t.at(0); }
   void set_grouped_kernel(nn::GroupedKernel k) override { grouped_kernel_ = std::move(k); }
   bool has_grouped_kernel() const override { return static_cast<bool>(grouped_kernel_); }
   // x [..., hidden]; also returns the router logits for load_balancing_loss.
