@@ -8,6 +8,8 @@
 // the same order, with the generator state replayed (dropout masks). A sparse feed-forward's router
 // logits, which CausalLM::loss reads after the forward, leave the region as extra checkpoint
 // outputs (FeedForward::side_outputs), so the load-balancing loss still reaches the router.
+// With grad disabled a region is a plain call, so KV-cache decoding (generate runs without grad)
+// is unaffected; a forward that extends a KV cache must not run with grad through recompute.
 #pragma once
 
 #include <cstdint>
