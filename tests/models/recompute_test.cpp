@@ -10,6 +10,7 @@
 #include "hp/core/allocator.h"
 #include "hp/core/error.h"
 #include "hp/models/registry.h"
+#include "hp/mx/convert.h"
 #include "hp/ops/ops.h"
 #include "models/tiny_models.h"
 
@@ -103,6 +104,22 @@ TEST(Recompute, GradientsAreBitwiseEqual) {
       }
     }
   }
+}
+
+// Regions wrap whatever the modules compute: MX GEMMs (kernels inside the region) recompute to the
+// same bits too, MoE expert sets included.
+TEST(Recompute, GradientsAreBitwiseEqualOverMxModules) {
+  const ModelConfig c = tiny_config("qwen3_moe", 64, 2);
+  const Tensor ids = random_ids(2, 24, c.vocab_size);
+  auto plain = model_with(c, {});
+  mx::convert_to_mx(*plain, {});
+  const auto [l0, g0] = loss_and_grads(*plain, ids);
+  auto m = model_with(c, {"full", 1, {}});
+  mx::convert_to_mx(*m, {});
+  const auto [l1, g1] = loss_and_grads(*m, ids);
+  EXPECT_EQ(l1, l0);
+  ASSERT_EQ(g1.size(), g0.size());
+  for (size_t i = 0; i < g0.size(); ++i) EXPECT_TRUE(bitwise_equal(g1[i], g0[i])) << i;
 }
 
 // Peak host bytes of one forward + backward above what was live before it (parameters; gradients
