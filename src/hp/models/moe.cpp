@@ -192,13 +192,13 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
              x.desc());
   const Tensor x2 = reshape(x, {-1, opt_.hidden_size});  // [N, hidden]
   RouterOutput r = gate->route(x2);
-  // The grouped kernels are f32; other dtypes go through differentiable casts (a weight copy per
-  // call, until bf16 grouped kernels exist) and the result is cast back to x's dtype.
   if (grouped_kernel_) {
     Tensor out = experts_through_kernel(x2, r);
     if (shared_experts) out = out + shared_experts->forward(x2);
     return {reshape(out, x.shape()), r.logits};
   }
+  // The grouped kernels are f32; other dtypes go through differentiable casts (a weight copy per
+  // call, until bf16 grouped kernels exist) and the result is cast back to x's dtype.
   const bool f32 = x.dtype() == DType::f32 && opt_.dtype == DType::f32;
   auto as_f32 = [&](const Tensor& t) { return f32 ? t : cast(t, DType::f32); };
   std::vector<Tensor> g, u, d;
