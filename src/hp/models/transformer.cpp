@@ -158,7 +158,9 @@ Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
 }
 
 Tensor CausalLM::forward(const Tensor& ids, KVCache* cache) {
-  return linear(hidden_states(ids, cache), head_weight());
+  // An untied head runs as its module, so its kernel and wrappers (low precision, sharding) apply.
+  const Tensor h = hidden_states(ids, cache);
+  return lm_head ? lm_head->forward(h) : linear(h, head_weight());
 }
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {

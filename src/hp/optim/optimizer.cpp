@@ -10,27 +10,6 @@
 
 namespace hp::optim {
 
-bool glob_match(std::string_view pattern, std::string_view text) {
-  // Greedy matching with one backtrack point (the last '*'): linear in practice.
-  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
-      ++p;
-      ++t;
-    } else if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = t;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      t = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
-
 Algorithm algorithm_from_name(std::string_view name) {
   if (name == "adamw") return Algorithm::adamw;
   if (name == "muon") return Algorithm::muon;

@@ -34,6 +34,7 @@
 
 #include "hp/core/tensor.h"
 #include "hp/dist/communicator.h"
+#include "hp/nn/module.h"
 
 namespace hp::optim {
 
@@ -89,7 +90,7 @@ struct ShardSpec {
 };
 
 // '*' matches any (possibly empty) run of characters, dots included; '?' matches one character.
-bool glob_match(std::string_view pattern, std::string_view text);
+using nn::glob_match;
 
 Algorithm algorithm_from_name(std::string_view name);  // "adamw" | "muon" | "auto"
 std::string_view algorithm_name(Algorithm a);

@@ -120,7 +120,12 @@ void LowPrecisionConfig::describe(Schema& s) {
 void RecomputeConfig::describe(Schema& s) {
   s.add("mode", &mode, "activation recompute: none | full | selective")
       .choices({"none", "full", "selective"});
-  s.add("every_k_layers", &every_k_layers, "selective: recompute every k-th layer").min(1);
+  s.add("every_k_layers", &every_k_layers,
+        "selective: recompute layers i with i % every_k_layers == 0 (0, k, 2k, ...)")
+      .min(1);
+  s.add("modules", &modules,
+        "selective: blocks of those layers to recompute, globs over self_attn, mlp, "
+        "input_layernorm, post_attention_layernorm (empty = whole layers)");
 }
 
 void CheckpointConfig::describe(Schema& s) {
