@@ -263,6 +263,19 @@ TEST(Dcp, ResaveOfTheSameStepReplacesIt) {
     EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << e.path();
 }
 
+TEST(Dcp, PieceLargerThanOneReadSlabLoadsIntoAnyBox) {
+  TempDir tmp;
+  // [3000, 1000] f32 = 12 MB: the converting/reshaping path reads it in two ~8 MiB slabs.
+  const Tensor w = reference({3000, 1000}, DType::f32, 5);
+  const std::string dir =
+      save(tmp.file("run"), 1, {chunk_of("w", w, {0, 0}, {3000, 1000})}, "{}", nullptr);
+  std::vector<Chunk> dst = {empty_chunk("w", {3000, 1000}, DType::f32, {0, 0}, {3000, 300}),
+                            empty_chunk("w", {3000, 1000}, DType::bf16, {1000, 300}, {2000, 700})};
+  load(dir, dst);
+  expect_same_values(dst[0].local, test::box(w, {0, 0}, {3000, 300}), "columns 0-299");
+  expect_same_values(dst[1].local, test::box(w, {1000, 300}, {2000, 700}), "bf16 corner");
+}
+
 // Overwrites `n` bytes at `offset` of a file.
 void patch(const std::string& path, uint64_t offset, const std::string& bytes) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -286,6 +299,10 @@ TEST(Dcp, CorruptedOrTruncatedDataFileIsReported) {
   std::vector<Chunk> first_rows = {empty_chunk("w", {7, 5}, DType::f32, {0, 0}, {3, 5})};
   load(dir, first_rows);
   expect_same_values(first_rows[0].local, test::box(m.w, {0, 0}, {3, 5}), "intact piece");
+
+  // The same through the converting path (read in slabs, not straight into the destination).
+  EXPECT_THROW_MSG(load(dir, {empty_chunk("w", {7, 5}, DType::f64, {0, 0}, {7, 5})}), IoError,
+                   "rank-00000.safetensors", "'w'", "checksum", "offsets [3, 0]");
 
   fs::resize_file(file, piece.end - 4);
   EXPECT_THROW_MSG(load(dir, all_w), IoError, "rank-00000.safetensors", "'w'", "truncated");

@@ -1,7 +1,6 @@
 // DCP load: intersect each wanted box with the saved pieces, verify each piece read once, copy the
 // overlaps (converting dtype) into the caller's tensors.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,43 +18,48 @@ namespace hp::checkpoint {
 
 namespace {
 
-// A data file mapped read-only. Pieces are checked against size() before any byte is touched, so
-// a truncated file is an error rather than a SIGBUS.
-struct Mapping {
-  std::string path;
-  const char* base = nullptr;
-  uint64_t size = 0;
-  ~Mapping() {
-    if (base) ::munmap(const_cast<char*>(base), size);
+// One data file, read with pread() in large blocks. Pieces are checked against size() first, so a
+// truncated file is reported as such.
+class DataFile {
+ public:
+  // `fqn` names the tensor whose piece needed the file, for the error.
+  DataFile(std::string path, const std::string& fqn) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0)
+      HP_THROW(IoError, "ckpt", path_, ": cannot open (needed for tensor '", fqn,
+               "'): ", std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode))
+      HP_THROW(IoError, "ckpt", path_, ": not a regular file (needed for tensor '", fqn, "')");
+    size_ = static_cast<uint64_t>(st.st_size);
   }
-};
+  ~DataFile() { ::close(fd_); }
+  DataFile(const DataFile&) = delete;
+  DataFile& operator=(const DataFile&) = delete;
 
-// `fqn` names the tensor whose piece needed the file, for the error.
-std::shared_ptr<Mapping> map_file(const std::string& path, const std::string& fqn) {
-  auto m = std::make_shared<Mapping>();
-  m->path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    HP_THROW(IoError, "ckpt", path, ": cannot open (needed for tensor '", fqn,
-             "'): ", std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    HP_THROW(IoError, "ckpt", path, ": not a regular file (needed for tensor '", fqn, "')");
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+
+  // Reads bytes [begin, begin + n) into dst and returns their CRC32C continuing `crc`, block by
+  // block so each block is checksummed while still in cache.
+  uint32_t read_into(uint64_t begin, size_t n, char* dst, uint32_t crc = 0) const {
+    constexpr size_t kBlock = size_t(8) << 20;
+    for (size_t done = 0; done < n;) {
+      const ssize_t k =
+          ::pread(fd_, dst + done, std::min(kBlock, n - done), static_cast<off_t>(begin + done));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) HP_THROW(IoError, "ckpt", path_, ": read failed: ", std::strerror(errno));
+      crc = crc32c(dst + done, static_cast<size_t>(k), crc);
+      done += static_cast<size_t>(k);
+    }
+    return crc;
   }
-  m->size = static_cast<uint64_t>(st.st_size);
-  if (m->size > 0) {
-    void* p = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) HP_THROW(IoError, "ckpt", path, ": mmap failed: ", std::strerror(err));
-    ::madvise(p, m->size, MADV_SEQUENTIAL);
-    m->base = static_cast<const char*>(p);
-  } else {
-    ::close(fd);
-  }
-  return m;
-}
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
 
 // One chunk's overlap with one piece: the box [off, off + len) in global coordinates.
 struct Overlap {
@@ -119,36 +123,66 @@ void load(const Metadata& meta, const std::vector<Chunk>& chunks) {
   std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
     return a->file != b->file ? a->file < b->file : a->begin < b->begin;
   });
-  std::shared_ptr<Mapping> file;
+  std::unique_ptr<DataFile> file;
+  std::vector<char> buffer;  // one slab of a piece that needs reshaping or conversion
   for (const TensorMeta::Piece* p : order) {
     const auto& [t, overlaps] = plan.at(p);
     const std::string path = meta.dir + "/" + p->file;
-    if (!file || file->path != path) file = map_file(path, t->fqn);
-    if (file->size < p->end)
+    if (!file || file->path() != path) file = std::make_unique<DataFile>(path, t->fqn);
+    if (file->size() < p->end)
       HP_THROW(IoError, "ckpt", path, ": tensor '", t->fqn, "' piece at offsets ",
                shape_str(p->offsets), " needs bytes [", p->begin, ", ", p->end,
-               ") but the file has ", file->size, " (truncated)");
-    const char* bytes = file->base + p->begin;
+               ") but the file has ", file->size(), " (truncated)");
     const size_t n = p->end - p->begin;
-    if (n > 0) {  // start reading the whole piece ahead of the checksum pass
-      static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-      ::madvise(const_cast<char*>(bytes - p->begin % page), n + p->begin % page, MADV_WILLNEED);
+    // The box [off, off + len) of chunk c's destination.
+    auto dst_view = [&](size_t c, const std::vector<int64_t>& off, const Shape& len) {
+      const Tensor& dst = chunks[c].local;
+      return dst.as_strided(len, dst.strides(),
+                            dst.offset() + offset_in(off, chunks[c].offsets, dst.strides()));
+    };
+    uint32_t crc = 0;
+    const Overlap& o0 = overlaps[0];
+    const Tensor direct =
+        overlaps.size() == 1 && o0.len == p->sizes && chunks[o0.chunk].local.dtype() == t->dtype
+            ? dst_view(o0.chunk, o0.off, o0.len)
+            : Tensor();
+    if (direct.defined() && direct.is_contiguous()) {
+      // Fast path (a resume with the saved sharding): the piece lands unchanged in one contiguous
+      // destination, so it is read there directly.
+      crc = file->read_into(p->begin, n, static_cast<char*>(direct.raw_data()));
+    } else {
+      // The piece in slabs of whole dim-0 rows (~8 MiB, at least one row): read each into a
+      // reused buffer, then copy its overlap with every destination (converting dtype).
+      const int64_t row_bytes = p->sizes.empty()
+                                    ? static_cast<int64_t>(n)
+                                    : detail::box_numel({p->sizes.begin() + 1, p->sizes.end()}) *
+                                          static_cast<int64_t>(dtype_size(t->dtype));
+      const int64_t rows = p->sizes.empty() ? 1 : p->sizes[0];
+      const int64_t per_slab =
+          std::max<int64_t>(1, (int64_t(8) << 20) / std::max<int64_t>(row_bytes, 1));
+      buffer.resize(static_cast<size_t>(std::min(rows, per_slab) * row_bytes));
+      for (int64_t r0 = 0; r0 < rows; r0 += per_slab) {
+        const int64_t r1 = std::min(rows, r0 + per_slab);
+        const uint64_t at = p->begin + static_cast<uint64_t>(r0 * row_bytes);
+        crc = file->read_into(at, static_cast<size_t>((r1 - r0) * row_bytes), buffer.data(), crc);
+        std::vector<int64_t> slab_off = p->offsets;
+        Shape slab_len = p->sizes;
+        if (!slab_len.empty()) slab_off[0] += r0, slab_len[0] = r1 - r0;
+        // [slab_len] of the saved dtype, row-major.
+        const Tensor slab = from_blob(buffer.data(), slab_len, t->dtype, nullptr);
+        std::vector<int64_t> off, len;
+        for (const Overlap& o : overlaps)
+          if (detail::intersect(o.off, o.len, slab_off, slab_len, &off, &len))
+            dst_view(o.chunk, off, len)
+                .copy_from(
+                    slab.as_strided(len, slab.strides(), offset_in(off, slab_off, slab.strides())));
+      }
     }
-    const uint32_t crc = crc32c(bytes, n);
     if (crc != p->crc32c)
       HP_THROW(IoError, "ckpt", path, ": tensor '", t->fqn, "' piece at offsets ",
                shape_str(p->offsets), " (bytes [", p->begin, ", ", p->end,
                ")): checksum mismatch (CRC32C ", crc, ", metadata says ", p->crc32c,
                "): the file is corrupted");
-    // [sizes] of the saved dtype, row-major; the mapping outlives the copies below.
-    const Tensor src = from_blob(const_cast<char*>(bytes), p->sizes, t->dtype, file);
-    for (const Overlap& o : overlaps) {
-      const Tensor& dst = chunks[o.chunk].local;
-      dst.as_strided(o.len, dst.strides(),
-                     dst.offset() + offset_in(o.off, chunks[o.chunk].offsets, dst.strides()))
-          .copy_from(
-              src.as_strided(o.len, src.strides(), offset_in(o.off, p->offsets, src.strides())));
-    }
   }
 }
 
