@@ -95,8 +95,8 @@ Metadata read_metadata(const std::string& step_dir);
 // loads on M ranks with any other. Verifies the CRC of every piece it reads (each once). Errors
 // name the file and tensor: missing FQN, global-shape mismatch, part of the box not covered,
 // checksum mismatch, truncated or missing file. Not collective; saved FQNs that no chunk asks for
-// are ignored. chunk.replicated is irrelevant here. After an error the destinations' contents are
-// unspecified (a piece is checked while it is copied).
+// are ignored. A replicated chunk loads like any other (it must hold the full tensor). After an
+// error the destinations' contents are unspecified (a piece is checked while it is copied).
 void load(const std::string& step_dir, const std::vector<Chunk>& chunks);
 // The same with metadata already read (to look at trainer state first, or load tensor by tensor).
 void load(const Metadata& meta, const std::vector<Chunk>& chunks);

@@ -71,6 +71,9 @@ std::vector<std::string> run_phase(dist::Communicator* comm, const std::string& 
     error = std::current_exception();
     result = "-";
     result += e.what();
+  } catch (...) {
+    error = std::current_exception();
+    result = "-unknown exception";
   }
   std::vector<std::string> all = all_gather_strings(comm, result);
   if (error) std::rethrow_exception(error);
@@ -86,7 +89,6 @@ std::vector<std::string> run_phase(dist::Communicator* comm, const std::string& 
 // JSON: {"chunks": [{fqn, dtype, shape, offsets, sizes, replicated[, byte_range, crc32c]}]} (the
 // last two for chunks this rank wrote: non-empty, and replicated ones only on rank 0).
 std::string write_rank_file(const std::string& path, const std::vector<Chunk>& chunks, int rank) {
-  std::vector<Tensor> data(chunks.size());  // contiguous copies of written chunks
   std::vector<io::SafetensorsEntry> entries;
   std::map<std::string, size_t> index_of_key;
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -97,8 +99,7 @@ std::string write_rank_file(const std::string& path, const std::vector<Chunk>& c
     if (!index_of_key.emplace(key, i).second)
       HP_THROW(ValueError, "ckpt", "chunk '", c.fqn, "' at offsets ", shape_str(c.offsets),
                " is given twice");
-    data[i] = c.local.contiguous();
-    entries.push_back({key, c.local.dtype(), c.local.shape(), nullptr, data[i].nbytes()});
+    entries.push_back({key, c.local.dtype(), c.local.shape(), nullptr, c.local.nbytes()});
   }
 
   std::vector<std::pair<uint64_t, uint64_t>> range(chunks.size());
@@ -108,16 +109,16 @@ std::string write_rank_file(const std::string& path, const std::vector<Chunk>& c
     const size_t i = index_of_key.at(slot.name);
     // Checksum and write block by block: the write then copies from cache, not memory.
     constexpr size_t kBlock = size_t(4) << 20;
-    const auto* p = static_cast<const char*>(data[i].raw_data());
+    const Tensor data = chunks[i].local.contiguous();  // a copy only for strided chunks
+    const auto* p = static_cast<const char*>(data.raw_data());
     uint32_t c = 0;
-    for (size_t done = 0, n = data[i].nbytes(); done < n; done += kBlock) {
+    for (size_t done = 0, n = data.nbytes(); done < n; done += kBlock) {
       const size_t len = std::min(kBlock, n - done);
       c = crc32c(p + done, len, c);
       writer.append(p + done, len);
     }
     range[i] = {slot.begin, slot.end};
     crc[i] = c;
-    data[i] = Tensor();  // free a contiguous copy as soon as it is written
   }
   writer.close(/*sync=*/true);
 
@@ -284,6 +285,7 @@ std::string save(const std::string& run_dir, int64_t step, const std::vector<Chu
   run_phase(comm, where, [&] {
     if (rank != 0) return std::string();
     if (step < 0) HP_THROW(ValueError, "ckpt", "step must be >= 0, got ", step);
+    if (opt.keep < 0) HP_THROW(ValueError, "ckpt", "keep must be >= 0 (0 = all), got ", opt.keep);
     const auto state =
         nlohmann::json::parse(trainer_state_json, nullptr, /*allow_exceptions=*/false);
     if (!state.is_object())
