@@ -85,6 +85,13 @@ std::vector<std::string> run_phase(dist::Communicator* comm, const std::string& 
   return all;
 }
 
+// "rank-00003.safetensors".
+std::string rank_file_name(int rank) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "rank-%05d.safetensors", rank);
+  return buf;
+}
+
 // Writes this rank's chunks to `path` (fsynced) and returns their description for rank 0, as
 // JSON: {"chunks": [{fqn, dtype, shape, offsets, sizes, replicated[, byte_range, crc32c]}]} (the
 // last two for chunks this rank wrote: non-empty, and replicated ones only on rank 0).
@@ -131,8 +138,10 @@ std::string write_rank_file(const std::string& path, const std::vector<Chunk>& c
                         {"offsets", c.offsets},
                         {"sizes", c.local.shape()},
                         {"replicated", c.replicated}};
-    if (range[i].second > range[i].first)
-      j["byte_range"] = {range[i].first, range[i].second}, j["crc32c"] = crc[i];
+    if (range[i].second > range[i].first) {
+      j["byte_range"] = {range[i].first, range[i].second};
+      j["crc32c"] = crc[i];
+    }
     list.push_back(std::move(j));
   }
   return nlohmann::json{{"chunks", std::move(list)}}.dump();
@@ -164,8 +173,7 @@ std::vector<TensorMeta> collect_tensors(const std::vector<std::string>& rank_chu
                  dtype_name(dt), " on rank ", r, " but ", shape_str(t.global_shape), " ",
                  dtype_name(t.dtype), " on rank ", declared_by[fqn]);
       if (!j.contains("byte_range")) continue;
-      char file[40];
-      std::snprintf(file, sizeof file, "rank-%05zu.safetensors", r);
+      const std::string file = rank_file_name(static_cast<int>(r));
       t.pieces.push_back(
           {j.at("offsets").get<std::vector<int64_t>>(), j.at("sizes").get<std::vector<int64_t>>(),
            file, j.at("byte_range").at(0).get<uint64_t>(), j.at("byte_range").at(1).get<uint64_t>(),
@@ -302,8 +310,7 @@ std::string save(const std::string& run_dir, int64_t step, const std::vector<Chu
   });
 
   // 2. Every rank writes and fsyncs its data file.
-  char file[40];
-  std::snprintf(file, sizeof file, "rank-%05d.safetensors", rank);
+  const std::string file = rank_file_name(rank);
   const auto rank_chunks = run_phase(comm, where, [&] {
     at_point("staged", rank);
     std::string desc = write_rank_file((staging / file).string(), chunks, rank);
