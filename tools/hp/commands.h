@@ -27,6 +27,7 @@ int run_generate(const Args& args);
 int run_model(const Args& args);
 int run_config(const Args& args);
 int run_launch(const Args& args);
+int run_ckpt(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
@@ -41,6 +42,8 @@ inline const std::vector<Command>& commands() {
        "--top-p P] [--seed S]",
        run_generate},
       {"model", "info DIR: architecture, parameter count and memory by dtype", run_model},
+      {"ckpt", "inspect DIR | export-hf DIR OUT: distributed checkpoints (DIR: step or run dir)",
+       run_ckpt},
   };
   return k;
 }
@@ -51,5 +54,7 @@ bool take_value(Args& args, const std::string& name, std::string* out);
 long long parse_int(const std::string& flag, const std::string& value, long long lo, long long hi);
 double parse_double(const std::string& flag, const std::string& value);
 void reject_leftovers(const Args& args);
+// "1.50 MiB".
+std::string human_bytes(double bytes);
 
 }  // namespace hp::cli
