@@ -20,6 +20,7 @@ struct UsageError {
   std::string message;
 };
 
+int run_train(const Args& args);
 int run_demo(const Args& args);
 int run_mx(const Args& args);
 int run_forward(const Args& args);
@@ -31,6 +32,9 @@ int run_ckpt(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
+      {"train",
+       "CONFIG.yaml [--set key=value ...] [--resume auto|PATH]: train a model as the config says",
+       run_train},
       {"demo", "train a tiny transformer LM on the bundled corpus and print a sample", run_demo},
       {"config", "print the config schema, or the resolved YAML of a run config", run_config},
       {"launch", "run a command as N MPI ranks: hp launch -n N [--hosts h1,h2] [--dry-run] -- CMD",
