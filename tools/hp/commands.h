@@ -21,7 +21,6 @@ struct UsageError {
 };
 
 int run_train(const Args& args);
-int run_demo(const Args& args);
 int run_mx(const Args& args);
 int run_forward(const Args& args);
 int run_generate(const Args& args);
@@ -35,7 +34,6 @@ inline const std::vector<Command>& commands() {
       {"train",
        "CONFIG.yaml [--set key=value ...] [--resume auto|PATH]: train a model as the config says",
        run_train},
-      {"demo", "train a tiny transformer LM on the bundled corpus and print a sample", run_demo},
       {"config", "print the config schema, or the resolved YAML of a run config", run_config},
       {"launch", "run a command as N MPI ranks: hp launch -n N [--hosts h1,h2] [--dry-run] -- CMD",
        run_launch},

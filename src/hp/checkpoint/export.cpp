@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "hp/checkpoint/dcp.h"
 #include "hp/checkpoint/dcp_detail.h"
@@ -47,18 +46,16 @@ ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
   stats.shards = static_cast<int64_t>(shards.size());
 
   const size_t n = shards.size();
-  nlohmann::ordered_json weight_map;
+  std::vector<std::pair<std::string, std::string>> weight_map;
   for (size_t i = 0; i < n; ++i) {
-    char name[64];
-    std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, n);
-    const std::string file = n == 1 ? "model.safetensors" : name;
+    const std::string file = io::hf_shard_file(i, n);
     std::vector<io::SafetensorsEntry> entries;
     std::map<std::string, const TensorMeta*> by_name;
     for (const TensorMeta* t : shards[i]) {
       entries.push_back({t->fqn, t->dtype, t->global_shape, nullptr,
                          static_cast<size_t>(shape_numel(t->global_shape)) * dtype_size(t->dtype)});
       by_name[t->fqn] = t;
-      weight_map[t->fqn] = file;
+      weight_map.emplace_back(t->fqn, file);
     }
     io::SafetensorsWriter writer((fs::path(out_dir) / file).string(), entries, {{"format", "pt"}});
     for (const auto& slot : writer.layout()) {
@@ -71,13 +68,9 @@ ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
     }
     writer.close();
   }
-  if (n > 1) {
-    nlohmann::ordered_json index;
-    index["metadata"] = {{"total_size", stats.bytes}};
-    index["weight_map"] = weight_map;
+  if (n > 1)
     detail::write_file_synced((fs::path(out_dir) / "model.safetensors.index.json").string(),
-                              index.dump(2) + "\n");
-  }
+                              io::hf_index_json(weight_map, uint64_t(stats.bytes)));
   for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json",
                         "special_tokens_map.json", "generation_config.json"}) {
     const fs::path src = fs::path(step_dir) / f;

@@ -12,7 +12,7 @@
 #include "hp/core/tensor_data.h"
 #include "hp/fsdp/flat_group.h"
 #include "hp/fsdp/reducer.h"
-#include "hp/shard/plan.h"
+#include "hp/nn/module.h"
 
 namespace hp::fsdp {
 
@@ -465,7 +465,7 @@ Groups groups_by_glob(nn::Module& root, const std::vector<std::string>& globs) {
   walk_modules(root, "", [&](const std::string& fqn, nn::Module& m) {
     bool hit = false;
     for (size_t k = 0; k < globs.size(); ++k)
-      if (!fqn.empty() && shard::glob_match(globs[k], fqn)) used[k] = hit = true;
+      if (!fqn.empty() && nn::glob_match(globs[k], fqn)) used[k] = hit = true;
     if (hit) out.emplace_back(fqn, &m);
     return !hit;
   });

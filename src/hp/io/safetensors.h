@@ -144,4 +144,11 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> write_safetensors(
     const std::string& path, const std::vector<SafetensorsEntry>& tensors,
     const std::map<std::string, std::string>& metadata = {}, bool sync = false);
 
+// Hugging Face sharded checkpoints: shard `index` (0-based) of `count` is "model.safetensors" when
+// count is 1, else "model-00001-of-00003.safetensors"; the index file
+// (model.safetensors.index.json) maps each tensor to its shard file.
+std::string hf_shard_file(size_t index, size_t count);
+std::string hf_index_json(const std::vector<std::pair<std::string, std::string>>& weight_map,
+                          uint64_t total_bytes);
+
 }  // namespace hp::io

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -133,6 +134,23 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> write_safetensors(
   }
   w.close(sync);
   return ranges;
+}
+
+std::string hf_shard_file(size_t index, size_t count) {
+  if (count == 1) return "model.safetensors";
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", index + 1, count);
+  return name;
+}
+
+std::string hf_index_json(const std::vector<std::pair<std::string, std::string>>& weight_map,
+                          uint64_t total_bytes) {
+  nlohmann::ordered_json index;
+  index["metadata"] = {{"total_size", total_bytes}};
+  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  for (const auto& [tensor, file] : weight_map) map[tensor] = file;
+  index["weight_map"] = map;
+  return index.dump(2) + "\n";
 }
 
 }  // namespace hp::io

@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "hp/autograd/grad_mode.h"
@@ -91,24 +90,18 @@ void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t 
     total += bytes;
   }
   const size_t n = shards.size();
-  nlohmann::ordered_json weight_map;
+  std::vector<std::pair<std::string, std::string>> weight_map;
   for (size_t i = 0; i < n; ++i) {
-    char fname[64];
-    std::snprintf(fname, sizeof fname, "model-%05zu-of-%05zu.safetensors", i + 1, n);
-    const std::string file = n == 1 ? "model.safetensors" : fname;
+    const std::string file = io::hf_shard_file(i, n);
     std::vector<io::SafetensorsEntry> entries;
     for (const auto& [name, t] : shards[i]) {
       entries.push_back({name, t.dtype(), t.shape(), t.raw_data(), t.nbytes()});
-      weight_map[name] = file;
+      weight_map.emplace_back(name, file);
     }
     io::write_safetensors((dir / file).string(), entries, {{"format", "pt"}});
   }
-  if (n > 1) {
-    nlohmann::ordered_json index;
-    index["metadata"] = {{"total_size", total}};
-    index["weight_map"] = weight_map;
-    write_text(dir / "model.safetensors.index.json", index.dump(2) + "\n");
-  }
+  if (n > 1)
+    write_text(dir / "model.safetensors.index.json", io::hf_index_json(weight_map, total));
   if (!tokenizer_dir.empty()) {
     for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                           "generation_config.json"}) {

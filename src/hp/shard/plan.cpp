@@ -149,13 +149,6 @@ void check_heads(int64_t n, int64_t head_dim, const std::string& style, const St
              ctx.mesh->axis_names()[static_cast<size_t>(ctx.axis)], " degree ", degree);
 }
 
-void walk(const std::string& prefix, nn::Module& m,
-          std::vector<std::pair<std::string, nn::Module*>>& out) {
-  out.emplace_back(prefix, &m);
-  for (const auto& [name, child] : m.children())
-    walk(prefix.empty() ? name : prefix + "." + name, *child, out);
-}
-
 }  // namespace
 }  // namespace detail
 
@@ -246,33 +239,11 @@ void LocalNormParallel::apply(nn::Module& m, const StyleContext& ctx,
   });
 }
 
-bool glob_match(const std::string& pattern, const std::string& text) {
-  // Iterative wildcard match with backtracking to the last '*'.
-  size_t p = 0, t = 0, star = std::string::npos, mark = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = t;
-    } else if (p < pattern.size() && pattern[p] == text[t]) {
-      ++p;
-      ++t;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      t = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
-
 ShardedParameters parallelize_module(nn::Module& root, const MeshPtr& mesh, const std::string& axis,
                                      const ShardingPlan& plan) {
   HP_CHECK(mesh != nullptr);
   const int64_t a = mesh->axis(axis);
-  std::vector<std::pair<std::string, nn::Module*>> modules;
-  detail::walk("", root, modules);
+  const std::vector<std::pair<std::string, nn::Module*>> modules = root.named_modules();
   // Resolve every rule before touching anything, so a bad plan leaves the module as it was.
   std::vector<std::pair<size_t, size_t>> todo;  // (module, rule)
   std::vector<size_t> rule_of(modules.size(), plan.size());

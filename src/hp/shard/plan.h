@@ -154,7 +154,7 @@ ShardedParameters parallelize_module(nn::Module& root, const MeshPtr& mesh, cons
 // embeddings and lm_head are not in the plan.
 ShardingPlan llama_tp_plan(const models::ModelConfig& c, bool sequence_parallel = false);
 
-// Whole-string glob match, `*` = any run of characters (dots included).
-bool glob_match(const std::string& pattern, const std::string& text);
+// Whole-string glob match, `*` = any run of characters (dots included), `?` one character.
+using nn::glob_match;
 
 }  // namespace hp::shard

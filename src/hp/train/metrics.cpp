@@ -68,6 +68,7 @@ std::vector<StepRecord> read_jsonl(const std::filesystem::path& p) {
     r.step_s = j.value("step_s", 0.0);
     r.tflops = j.value("tflops", 0.0);
     r.peak_mem_bytes = j.value("peak_mem_bytes", int64_t{0});
+    r.act_mem_bytes = j.value("act_mem_bytes", int64_t{0});
     out.push_back(r);
   }
   return out;
@@ -132,6 +133,7 @@ void MetricsLog::record(const StepRecord& r) {
                         {"tflops", r.tflops},
                         {"mfu", r.mfu},
                         {"peak_mem_bytes", r.peak_mem_bytes},
+                        {"act_mem_bytes", r.act_mem_bytes},
                         {"step_s", r.step_s}};
     std::ofstream o(jsonl_path(run_dir_), std::ios::app);
     o << j.dump() << "\n";
@@ -191,7 +193,8 @@ void MetricsLog::finish(const TrainResult& res) {
   s << "summary: steps " << first.step << ".." << last.step << " in " << duration(total_s)
     << "; loss " << fmt("%.4f", first.loss) << " -> " << fmt("%.4f", last.loss) << "; "
     << si(res.tokens_per_s) << " tok/s; MFU " << fmt("%.1f%%", 100.0 * res.mfu) << " of "
-    << fmt("%.3f", res.peak_tflops) << " TFLOP/s peak; peak memory " << mib(res.peak_mem_bytes);
+    << fmt("%.3f", res.peak_tflops) << " TFLOP/s peak; peak memory " << mib(res.peak_mem_bytes)
+    << " (activations " << mib(res.act_mem_bytes) << ")";
   out_ << s.str() << "\n";
   std::vector<StepRecord> all = cfg_.jsonl ? read_jsonl(jsonl_path(run_dir_)) : res.steps;
   const auto svg = std::filesystem::path(run_dir_) / "metrics.svg";

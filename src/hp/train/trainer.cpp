@@ -124,7 +124,10 @@ void summarize(TrainResult& res) {
   }
   res.tokens_per_s = seconds > 0 ? tokens / seconds : 0;
   res.mfu = seconds > 0 ? mfu_time / seconds : 0;
-  for (const auto& r : res.steps) res.peak_mem_bytes = std::max(res.peak_mem_bytes, r.peak_mem_bytes);
+  for (const auto& r : res.steps) {
+    res.peak_mem_bytes = std::max(res.peak_mem_bytes, r.peak_mem_bytes);
+    res.act_mem_bytes = std::max(res.act_mem_bytes, r.act_mem_bytes);
+  }
 }
 
 std::string sample_text(models::CausalLM& model, const data::TokenDataset& data,
@@ -208,11 +211,15 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
 
   StopSignals signals;
   const std::vector<Tensor> shard_params = opt.parameters();
+  // The f32 gradients every step allocates; excluded from the activation figure.
+  int64_t grad_bytes = 0;
+  for (const Tensor& p : shard_params) grad_bytes += p.numel() * int64_t(sizeof(float));
   for (int64_t step = done + 1; step <= cfg.training.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    Allocator::instance().reset_peak(MemTier::host);
-    const double lr = cfg.optimizer.lr * optim::lr_factor(schedule, step - 1);
     opt.zero_grad();
+    Allocator::instance().reset_peak(MemTier::host);
+    const int64_t live_at_start = Allocator::instance().stats(MemTier::host).live_bytes;
+    const double lr = cfg.optimizer.lr * optim::lr_factor(schedule, step - 1);
     double loss_sum = 0;  // Σ over this rank's micro-batches of mean loss · rows
     for (int64_t m = 0; m < cfg.training.grad_accum; ++m) {
       Tensor ids = loader.next_batch(micro_rows, layout.dp_rank, layout.dp_size);
@@ -243,6 +250,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     r.tflops = flops_tok * double(global_tokens) / double(nranks) / r.step_s / 1e12;
     r.mfu = r.tflops / res.peak_tflops;
     r.peak_mem_bytes = Allocator::instance().stats(MemTier::host).peak_bytes;
+    r.act_mem_bytes = r.peak_mem_bytes - live_at_start - grad_bytes;
     res.steps.push_back(r);
     metrics.record(r);
 

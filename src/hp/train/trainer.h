@@ -36,7 +36,9 @@ struct StepRecord {
   int64_t step = 0;  // 1-based optimizer step
   double loss = 0, grad_norm = 0, lr = 0;
   double step_s = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
-  int64_t peak_mem_bytes = 0;
+  int64_t peak_mem_bytes = 0;  // host peak during the step (parameters, state, activations)
+  int64_t act_mem_bytes = 0;   // that peak minus what was live when the step began and minus
+                               // the step's f32 gradients: activations and transient buffers
 };
 
 struct TrainResult {
@@ -50,6 +52,7 @@ struct TrainResult {
   double peak_tflops = 0;           // the MFU denominator used
   int64_t num_parameters = 0;
   int64_t peak_mem_bytes = 0;
+  int64_t act_mem_bytes = 0;  // largest per-step activation memory
   std::vector<std::string> mx_modules;         // modules switched to MXFP8
   std::vector<std::string> recompute_modules;  // modules recomputed in backward
   std::string sample;                          // generated text (training.sample_tokens > 0)
