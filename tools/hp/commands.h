@@ -51,5 +51,7 @@ bool take_value(Args& args, const std::string& name, std::string* out);
 long long parse_int(const std::string& flag, const std::string& value, long long lo, long long hi);
 double parse_double(const std::string& flag, const std::string& value);
 void reject_leftovers(const Args& args);
+// `s` as one /bin/sh word (single-quoted when it holds spaces or shell metacharacters).
+std::string shell_quote(const std::string& s);
 
 }  // namespace hp::cli
