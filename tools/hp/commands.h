@@ -27,6 +27,7 @@ int run_generate(const Args& args);
 int run_model(const Args& args);
 int run_config(const Args& args);
 int run_launch(const Args& args);
+int run_bench(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
@@ -41,6 +42,10 @@ inline const std::vector<Command>& commands() {
        "--top-p P] [--seed S]",
        run_generate},
       {"model", "info DIR: architecture, parameter count and memory by dtype", run_model},
+      {"bench",
+       "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "
+       "PyTorch",
+       run_bench},
   };
   return k;
 }
