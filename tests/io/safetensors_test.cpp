@@ -119,6 +119,34 @@ TEST(Safetensors, RoundTrip) {
   EXPECT_EQ(f.tensors().front().file_offset % 8, 0u);
 }
 
+TEST(Safetensors, StreamingWriterMatchesOneShotWriter) {
+  TempDir dir;
+  std::vector<float> a = {1, 2, 3, 4, 5, 6};
+  std::vector<uint16_t> b = {7, 8, 9};
+  const std::vector<SafetensorsEntry> entries = {{"b", DType::bf16, {3}, b.data(), 6},
+                                                 {"a", DType::f32, {2, 3}, a.data(), 24}};
+  write_safetensors(dir.file("one.safetensors"), entries, {{"k", "v"}});
+  SafetensorsWriter w(dir.file("stream.safetensors"), entries, {{"k", "v"}});
+  ASSERT_EQ(w.layout().size(), 2u);
+  EXPECT_EQ(w.layout()[0].name, "a");  // largest element size first
+  EXPECT_EQ(w.layout()[0].end - w.layout()[0].begin, 24u);
+  w.append(a.data(), 10);  // in arbitrary pieces
+  w.append(reinterpret_cast<char*>(a.data()) + 10, 14);
+  w.append(b.data(), 6);
+  EXPECT_THROW_MSG(w.append(b.data(), 1), IoError, "stream.safetensors", "0 left");
+  w.close(true);
+  std::ifstream f1(dir.file("one.safetensors"), std::ios::binary),
+      f2(dir.file("stream.safetensors"), std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f1), {}),
+            std::string(std::istreambuf_iterator<char>(f2), {}));
+  EXPECT_EQ(SafetensorsFile::open(dir.file("stream.safetensors")).tensor("a").file_offset,
+            w.layout()[0].begin);
+
+  SafetensorsWriter short_w(dir.file("short.safetensors"), entries);
+  short_w.append(a.data(), 24);
+  EXPECT_THROW_MSG(short_w.close(), IoError, "short.safetensors", "closed after");
+}
+
 TEST(Safetensors, WriterRejectsBadEntries) {
   TempDir dir;
   float x[2] = {1, 2};

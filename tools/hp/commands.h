@@ -20,6 +20,7 @@ struct UsageError {
   std::string message;
 };
 
+int run_train(const Args& args);
 int run_demo(const Args& args);
 int run_mx(const Args& args);
 int run_forward(const Args& args);
@@ -27,10 +28,14 @@ int run_generate(const Args& args);
 int run_model(const Args& args);
 int run_config(const Args& args);
 int run_launch(const Args& args);
+int run_ckpt(const Args& args);
 int run_bench(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
+      {"train",
+       "CONFIG.yaml [--set key=value ...] [--resume auto|PATH]: train a model as the config says",
+       run_train},
       {"demo", "train a tiny transformer LM on the bundled corpus and print a sample", run_demo},
       {"config", "print the config schema, or the resolved YAML of a run config", run_config},
       {"launch", "run a command as N MPI ranks: hp launch -n N [--hosts h1,h2] [--dry-run] -- CMD",
@@ -42,6 +47,8 @@ inline const std::vector<Command>& commands() {
        "--top-p P] [--seed S]",
        run_generate},
       {"model", "info DIR: architecture, parameter count and memory by dtype", run_model},
+      {"ckpt", "inspect DIR | export-hf DIR OUT: distributed checkpoints (DIR: step or run dir)",
+       run_ckpt},
       {"bench",
        "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "
        "PyTorch",
@@ -56,6 +63,8 @@ bool take_value(Args& args, const std::string& name, std::string* out);
 long long parse_int(const std::string& flag, const std::string& value, long long lo, long long hi);
 double parse_double(const std::string& flag, const std::string& value);
 void reject_leftovers(const Args& args);
+// "1.50 MiB".
+std::string human_bytes(double bytes);
 // `s` as one /bin/sh word (single-quoted when it holds spaces or shell metacharacters).
 std::string shell_quote(const std::string& s);
 

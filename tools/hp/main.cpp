@@ -49,8 +49,18 @@ long long parse_int(const std::string& flag, const std::string& value, long long
 double parse_double(const std::string& flag, const std::string& value) {
   char* end = nullptr;
   double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0') throw UsageError{flag + " expects a number, got '" + value + "'"};
+  if (value.empty() || *end != '\0')
+    throw UsageError{flag + " expects a number, got '" + value + "'"};
   return v;
+}
+
+std::string human_bytes(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", b, unit[u]);
+  return buf;
 }
 
 void reject_leftovers(const Args& args) {
@@ -70,8 +80,7 @@ namespace {
 void print_help() {
   std::printf("hp %s — HyperParallel\n\nusage: hp <command> [args]\n\ncommands:\n", HP_VERSION);
   for (const auto& c : hp::cli::commands()) std::printf("  %-14s %s\n", c.name, c.summary);
-  std::printf("  %-14s %s\n  %-14s %s\n", "--version", "print the version", "--help",
-              "this text");
+  std::printf("  %-14s %s\n  %-14s %s\n", "--version", "print the version", "--help", "this text");
 }
 }  // namespace
 

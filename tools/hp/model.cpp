@@ -50,15 +50,6 @@ std::vector<std::vector<int64_t>> read_token_file(const std::string& path) {
   return seqs;
 }
 
-std::string human_bytes(double b) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f %s", b, unit[u]);
-  return buf;
-}
-
 }  // namespace
 
 int run_forward(const Args& argv) {

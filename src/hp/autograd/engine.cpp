@@ -1,6 +1,8 @@
 #include "hp/autograd/engine.h"
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,6 +17,34 @@ namespace {
 thread_local bool t_grad_enabled = true;
 thread_local std::vector<SavedTensorHooks> t_hooks;
 std::atomic<uint64_t> g_sequence{0};
+// Nesting depth of backward() on this thread, and the callbacks for the outermost one.
+thread_local int t_backward_depth = 0;
+thread_local std::vector<std::function<void()>> t_callbacks;
+
+// Post-accumulate-grad hooks by leaf; each entry holds its leaf, so an address is never reused
+// while hooks are registered for it.
+struct LeafHook {
+  uint64_t id;
+  std::shared_ptr<detail::TensorImpl> leaf;
+  PostAccumulateGradHook fn;
+};
+std::mutex g_hooks_mu;
+std::map<const detail::TensorImpl*, std::vector<LeafHook>> g_hooks;
+std::atomic<uint64_t> g_next_hook_id{1};
+std::atomic<size_t> g_num_hooks{0};
+
+void run_post_accumulate_hooks(const std::shared_ptr<detail::TensorImpl>& var) {
+  if (g_num_hooks.load() == 0) return;
+  std::vector<PostAccumulateGradHook> fns;
+  {
+    std::lock_guard<std::mutex> lk(g_hooks_mu);
+    auto it = g_hooks.find(var.get());
+    if (it == g_hooks.end()) return;
+    for (const auto& h : it->second) fns.push_back(h.fn);
+  }
+  const Tensor leaf(var);
+  for (const auto& fn : fns) fn(leaf);
+}
 
 // A node built by `record`: the op's backward as a closure.
 class LambdaNode final : public Node {
@@ -57,7 +87,41 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   } else {
     var->grad = add_grads(Tensor(var->grad), g).impl_ptr();
   }
+  run_post_accumulate_hooks(var);
   return {};
+}
+
+uint64_t register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
+  if (!leaf.defined() || !leaf.is_leaf())
+    HP_THROW(ValueError, "autograd", "post-accumulate-grad hook on a non-leaf tensor ",
+             leaf.desc());
+  const uint64_t id = g_next_hook_id.fetch_add(1);
+  std::lock_guard<std::mutex> lk(g_hooks_mu);
+  g_hooks[leaf.impl()].push_back({id, leaf.impl_ptr(), std::move(hook)});
+  g_num_hooks.fetch_add(1);
+  return id;
+}
+
+void remove_post_accumulate_grad_hook(uint64_t id) {
+  std::shared_ptr<detail::TensorImpl> leaf;  // released after the lock
+  std::lock_guard<std::mutex> lk(g_hooks_mu);
+  for (auto it = g_hooks.begin(); it != g_hooks.end(); ++it) {
+    auto& v = it->second;
+    for (size_t k = 0; k < v.size(); ++k)
+      if (v[k].id == id) {
+        leaf = std::move(v[k].leaf);
+        v.erase(v.begin() + static_cast<std::ptrdiff_t>(k));
+        if (v.empty()) g_hooks.erase(it);
+        g_num_hooks.fetch_sub(1);
+        return;
+      }
+  }
+}
+
+void queue_callback(std::function<void()> fn) {
+  if (t_backward_depth == 0)
+    HP_THROW(ValueError, "autograd", "queue_callback outside a backward");
+  t_callbacks.push_back(std::move(fn));
 }
 
 SavedTensorHooksGuard::SavedTensorHooksGuard(SavedTensorHooks hooks) {
@@ -121,6 +185,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
               bool retain_graph) {
   if (!grads.empty() && grads.size() != roots.size())
     HP_THROW(ValueError, "autograd", roots.size(), " roots but ", grads.size(), " gradients");
+  ++t_backward_depth;
+  struct Exit {
+    ~Exit() {
+      if (--t_backward_depth == 0) t_callbacks.clear();
+    }
+  } exit_depth;
   std::vector<Edge> root_edges;
   for (size_t i = 0; i < roots.size(); ++i) {
     Edge e = gradient_edge(roots[i]);
@@ -201,6 +271,14 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       }
       if (--deps[e.node.get()] == 0) ready.push(e.node);
     }
+  }
+  if (t_backward_depth == 1) {
+    // Index loop: a callback may queue more.
+    for (size_t k = 0; k < t_callbacks.size(); ++k) {
+      auto fn = std::move(t_callbacks[k]);
+      fn();
+    }
+    t_callbacks.clear();
   }
 }
 

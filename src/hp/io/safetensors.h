@@ -105,6 +105,37 @@ struct SafetensorsEntry {
   size_t nbytes;
 };
 
+// Writes a safetensors file whose tensor data arrives in pieces, so tensors that do not all fit in
+// memory can be streamed (checkpoint export) and large ones checksummed block by block. The header
+// is fixed up front from the entries' names, dtypes and shapes (their `data` is ignored); then
+// append() must supply exactly the data bytes of layout(), in that order.
+class SafetensorsWriter {
+ public:
+  // One tensor's byte range [begin, end), relative to the start of the file.
+  struct Slot {
+    std::string name;
+    uint64_t begin, end;
+  };
+  SafetensorsWriter(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+                    const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // The tensors in file order (same order and alignment as write_safetensors).
+  const std::vector<Slot>& layout() const { return layout_; }
+  // The next `nbytes` of the data region (one tensor, part of one, or several).
+  void append(const void* data, size_t nbytes);
+  // Checks that every byte of layout() was appended; `sync` fsyncs before closing.
+  void close(bool sync = false);
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::vector<Slot> layout_;
+  uint64_t pos_ = 0, end_ = 0;  // bytes written so far / file size when complete
+};
+
 // Writes a safetensors file. Like Python safetensors, tensors are laid out by element size
 // (largest first), then name, so each starts aligned to its element size; the header is padded with
 // spaces to a multiple of 8. `sync` fsyncs before returning (checkpoints need it). Returns each

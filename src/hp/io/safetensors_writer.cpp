@@ -1,9 +1,9 @@
 // safetensors writer.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -14,34 +14,6 @@
 namespace hp::io {
 
 namespace {
-
-class File {
- public:
-  explicit File(const std::string& path) : path_(path), f_(std::fopen(path.c_str(), "wb")) {
-    if (!f_) HP_THROW(IoError, "safetensors", path, ": cannot create: ", std::strerror(errno));
-  }
-  ~File() {
-    if (f_) std::fclose(f_);
-  }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-
-  void write(const void* p, size_t n) {
-    if (n > 0 && std::fwrite(p, 1, n, f_) != n)
-      HP_THROW(IoError, "safetensors", path_, ": write failed: ", std::strerror(errno));
-  }
-  void close(bool sync) {
-    bool ok = std::fflush(f_) == 0 && (!sync || ::fsync(::fileno(f_)) == 0);
-    int err = errno;
-    ok = std::fclose(f_) == 0 && ok;
-    f_ = nullptr;
-    if (!ok) HP_THROW(IoError, "safetensors", path_, ": close failed: ", std::strerror(err));
-  }
-
- private:
-  std::string path_;
-  std::FILE* f_;
-};
 
 void check_entry(const std::string& path, const SafetensorsEntry& e) {
   if (e.name.empty() || e.name == "__metadata__")
@@ -56,15 +28,26 @@ void check_entry(const std::string& path, const SafetensorsEntry& e) {
     HP_THROW(IoError, "safetensors", path, ": tensor '", e.name, "': ", e.nbytes,
              " bytes given but shape × ", safetensors_dtype_name(e.dtype), " needs ",
              numel * dtype_size(e.dtype));
-  if (e.nbytes > 0 && e.data == nullptr)
-    HP_THROW(IoError, "safetensors", path, ": tensor '", e.name, "': null data");
+}
+
+// write(2) until done (it may write less than asked, or be interrupted).
+void write_all(int fd, const std::string& path, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::write(fd, p, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) HP_THROW(IoError, "safetensors", path, ": write failed: ", std::strerror(errno));
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
 }
 
 }  // namespace
 
-std::map<std::string, std::pair<uint64_t, uint64_t>> write_safetensors(
-    const std::string& path, const std::vector<SafetensorsEntry>& tensors,
-    const std::map<std::string, std::string>& metadata, bool sync) {
+SafetensorsWriter::SafetensorsWriter(const std::string& path,
+                                     const std::vector<SafetensorsEntry>& tensors,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(path) {
   std::vector<const SafetensorsEntry*> order;
   std::set<std::string_view> seen;
   for (const SafetensorsEntry& e : tensors) {
@@ -90,21 +73,65 @@ std::map<std::string, std::pair<uint64_t, uint64_t>> write_safetensors(
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t data_start = 8 + text.size();
+  for (const SafetensorsEntry* e : order) {
+    layout_.push_back({e->name, data_start + end_, data_start + end_ + e->nbytes});
+    end_ += e->nbytes;
+  }
+  end_ += data_start;
 
-  std::map<std::string, std::pair<uint64_t, uint64_t>> ranges;
-  uint64_t data_start = 8 + text.size();
-  File f(path);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) HP_THROW(IoError, "safetensors", path, ": cannot create: ", std::strerror(errno));
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(text.size() >> (8 * i));
-  f.write(len, 8);
-  f.write(text.data(), text.size());
-  uint64_t pos = data_start;
-  for (const SafetensorsEntry* e : order) {
-    f.write(e->data, e->nbytes);
-    ranges[e->name] = {pos, pos + e->nbytes};
-    pos += e->nbytes;
+  write_all(fd_, path_, len, 8);
+  write_all(fd_, path_, text.data(), text.size());
+  pos_ = data_start;
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void SafetensorsWriter::append(const void* data, size_t nbytes) {
+  HP_CHECK(fd_ >= 0, path_, ": append after close");
+  if (nbytes > end_ - pos_)
+    HP_THROW(IoError, "safetensors", path_, ": ", nbytes, " bytes appended but only ", end_ - pos_,
+             " left in the data region");
+  if (nbytes > 0 && data == nullptr) HP_THROW(IoError, "safetensors", path_, ": null data");
+  write_all(fd_, path_, data, nbytes);
+  pos_ += nbytes;
+}
+
+void SafetensorsWriter::close(bool sync) {
+  HP_CHECK(fd_ >= 0, path_, ": closed twice");
+  const int fd = fd_;
+  fd_ = -1;
+  if (pos_ != end_) {
+    ::close(fd);
+    HP_THROW(IoError, "safetensors", path_, ": closed after ", pos_, " of ", end_, " bytes");
   }
-  f.close(sync);
+  bool ok = !sync || ::fsync(fd) == 0;
+  const int err = errno;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) HP_THROW(IoError, "safetensors", path_, ": close failed: ", std::strerror(err));
+}
+
+std::map<std::string, std::pair<uint64_t, uint64_t>> write_safetensors(
+    const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+    const std::map<std::string, std::string>& metadata, bool sync) {
+  SafetensorsWriter w(path, tensors, metadata);
+  std::map<std::string_view, const SafetensorsEntry*> by_name;
+  for (const SafetensorsEntry& e : tensors) by_name[e.name] = &e;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& slot : w.layout()) {
+    const SafetensorsEntry* e = by_name.at(slot.name);
+    if (e->nbytes > 0 && e->data == nullptr)
+      HP_THROW(IoError, "safetensors", path, ": tensor '", e->name, "': null data");
+    w.append(e->data, e->nbytes);
+    ranges[slot.name] = {slot.begin, slot.end};
+  }
+  w.close(sync);
   return ranges;
 }
 

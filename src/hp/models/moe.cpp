@@ -192,6 +192,11 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
              x.desc());
   const Tensor x2 = reshape(x, {-1, opt_.hidden_size});  // [N, hidden]
   RouterOutput r = gate->route(x2);
+  if (grouped_kernel_) {
+    Tensor out = experts_through_kernel(x2, r);
+    if (shared_experts) out = out + shared_experts->forward(x2);
+    return {reshape(out, x.shape()), r.logits};
+  }
   // The grouped kernels are f32; other dtypes go through differentiable casts (a weight copy per
   // call, until bf16 grouped kernels exist) and the result is cast back to x's dtype.
   const bool f32 = x.dtype() == DType::f32 && opt_.dtype == DType::f32;
@@ -431,6 +436,29 @@ struct GroupedExpertsFn {
 };
 
 }  // namespace
+
+Tensor MoEBlock::experts_through_kernel(const Tensor& x2, const RouterOutput& r) const {
+  const int64_t e = opt_.num_experts;
+  const Plan p = make_plan(r.indices, e, opt_.hidden_size, opt_.moe_intermediate_size);
+  const int64_t a = p.tokens * p.k;
+  // Row a of the expert-sorted batch is assignment slot[a] = n·k + j of token n.
+  std::vector<int64_t> slot(p.sorted_slot.begin(), p.sorted_slot.end()), token(slot);
+  for (int64_t& t : token) t /= p.k;
+  const Tensor slot_idx = from_data<int64_t>(slot, {a}), token_idx = from_data<int64_t>(token, {a});
+  const Tensor ends = from_data<int32_t>(p.group_end, {e});
+  auto stacked = [&](std::shared_ptr<nn::Linear> SwiGLUMLP::*proj) {  // [E, out, in]
+    std::vector<Tensor> w;
+    for (const auto& ex : experts) w.push_back((*ex.*proj)->weight);
+    return stack(w, 0);
+  };
+  const Tensor xs = index_select(x2, 0, token_idx);                               // [A, hidden]
+  const Tensor g = grouped_kernel_(xs, ends, stacked(&SwiGLUMLP::gate_proj));     // [A, inter]
+  const Tensor u = grouped_kernel_(xs, ends, stacked(&SwiGLUMLP::up_proj));       // [A, inter]
+  Tensor y = grouped_kernel_(silu(g) * u, ends, stacked(&SwiGLUMLP::down_proj));  // [A, hidden]
+  const Tensor c = index_select(reshape(r.weights, {a}), 0, slot_idx);  // [A] routing weights
+  y = y * unsqueeze(cast(c, y.dtype()), 1);
+  return index_add(zeros({p.tokens, opt_.hidden_size}, y.dtype()), 0, token_idx, y);
+}
 
 Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,
                        const std::vector<Tensor>& gate_w, const std::vector<Tensor>& up_w,

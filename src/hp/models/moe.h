@@ -95,11 +95,19 @@ struct MoEOutput {
 
 // A decoder layer's sparse FeedForward; remembers the router logits of its last forward so
 // CausalLM::loss can add the load-balancing loss.
-class MoEBlock : public FeedForward {
+// Routed experts run as the fused f32 grouped_experts below, or, once a grouped kernel is set
+// (nn::GroupedExperts; mx/convert.h sets mx_grouped_experts), as three kernel calls over the
+// experts' weights stacked per forward into [E, out, in] (a differentiable stack: gradients reach
+// each expert's own parameters), with SwiGLU, weighting and combine as ordinary ops in x's dtype.
+class MoEBlock : public FeedForward, public nn::GroupedExperts {
  public:
   explicit MoEBlock(const MoEOptions& opt);
   Tensor forward(const Tensor& x) const override;
   Tensor router_logits() const override { return last_router_logits_; }
+  std::vector<Tensor> side_outputs() const override { return {last_router_logits_}; }
+  void set_side_outputs(const std::vector<Tensor>& t) override { last_router_logits_ = t.at(0); }
+  void set_grouped_kernel(nn::GroupedKernel k) override { grouped_kernel_ = std::move(k); }
+  bool has_grouped_kernel() const override { return static_cast<bool>(grouped_kernel_); }
   // x [..., hidden]; also returns the router logits for load_balancing_loss.
   MoEOutput forward_with_router(const Tensor& x) const;
   const MoEOptions& options() const { return opt_; }
@@ -109,7 +117,11 @@ class MoEBlock : public FeedForward {
   std::shared_ptr<SwiGLUMLP> shared_experts;  // null unless n_shared_experts > 0
 
  private:
+  // Routed experts [N, hidden] of x2 [N, hidden] through grouped_kernel_.
+  Tensor experts_through_kernel(const Tensor& x2, const RouterOutput& r) const;
+
   MoEOptions opt_;
+  nn::GroupedKernel grouped_kernel_;
   mutable Tensor last_router_logits_;
 };
 

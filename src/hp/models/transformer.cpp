@@ -158,7 +158,9 @@ Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
 }
 
 Tensor CausalLM::forward(const Tensor& ids, KVCache* cache) {
-  return linear(hidden_states(ids, cache), head_weight());
+  // An untied head runs as its module, so its kernel and wrappers (low precision, sharding) apply.
+  const Tensor h = hidden_states(ids, cache);
+  return lm_head ? lm_head->forward(h) : linear(h, head_weight());
 }
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
@@ -171,6 +173,9 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
   const Tensor logits = forward(ids);  // [B, T, V]
   Tensor shifted = reshape(narrow(logits, 1, 0, t - 1), {b * (t - 1), config_.vocab_size});
   Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
+  // The loss runs in f32 whatever the compute dtype (as torch autocast does): a bf16 mean over
+  // thousands of tokens keeps 3 significant digits.
+  if (shifted.dtype() != DType::f32) shifted = cast(shifted, DType::f32);
   Tensor l = cross_entropy(shifted, targets, -100, "mean");
   for (const auto& layer : model->layers)
     if (Tensor aux = layer->mlp->aux_loss(); aux.defined()) l = add(l, aux);

@@ -49,6 +49,12 @@ class FeedForward : public nn::Module {
   // ones. CausalLM::loss joins all layers' logits into one load-balancing loss (as HF does, over
   // the concatenation, not a per-layer sum).
   virtual Tensor router_logits() const { return Tensor(); }
+  // Tensors of the last forward that CausalLM::loss reads besides the output (a sparse block's
+  // router logits), and their replacement: a recompute region (models/recompute.h) returns them
+  // as extra outputs of its checkpoint and hands back those outputs, which are connected to the
+  // recomputed forward, so the loss's gradient through them is not lost. Defined tensors only.
+  virtual std::vector<Tensor> side_outputs() const { return {}; }
+  virtual void set_side_outputs(const std::vector<Tensor>& t) { (void)t; }
 };
 
 // Llama / Qwen2 / Qwen3 grouped-query attention with RoPE (rotate_half) and, for Qwen3, per-head

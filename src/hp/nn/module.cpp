@@ -15,6 +15,40 @@ std::vector<NamedTensor> Module::named_parameters() const {
   return out;
 }
 
+void Module::collect_modules(const std::string& prefix,
+                             std::vector<std::pair<std::string, Module*>>& out) {
+  out.emplace_back(prefix, this);
+  for (const auto& [name, child] : children_)
+    child->collect_modules(prefix.empty() ? name : prefix + "." + name, out);
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  collect_modules("", out);
+  return out;
+}
+
+bool glob_match(std::string_view pattern, std::string_view text) {
+  // Greedy matching with one backtrack point (the last '*'): linear in practice.
+  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
   for (auto& [name, t] : named_parameters()) out.push_back(t);
@@ -96,7 +130,11 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, DType dt, double init_std
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  return wrapped_forward(x, [this](const Tensor& t) { return linear(t, weight, bias); });
+  return wrapped_forward(x, [this](const Tensor& t) { return gemm(t, weight, bias); });
+}
+
+Tensor Linear::gemm(const Tensor& x, const Tensor& w, const Tensor& b) const {
+  return kernel_ ? kernel_(x, w, b) : linear(x, w, b);
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, DType dt, double init_std) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,9 @@ class Module {
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
     return children_;
   }
+  // This module ("") and every module below it, depth first in registration order, with FQNs
+  // relative to this one ("layers.0.mlp"): what sharding plans, low precision and recompute match.
+  std::vector<std::pair<std::string, Module*>> named_modules();
   // The parameter at an FQN; throws ValueError naming it when absent.
   Tensor parameter(const std::string& fqn) const;
   int64_t num_parameters() const;
@@ -76,6 +80,8 @@ class Module {
 
  private:
   void collect(const std::string& prefix, std::vector<NamedTensor>& out) const;
+  void collect_modules(const std::string& prefix,
+                       std::vector<std::pair<std::string, Module*>>& out);
   std::vector<NamedTensor> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   ForwardWrapper wrapper_;
@@ -97,13 +103,52 @@ class SkipInitGuard {
 // True inside a SkipInitGuard on this thread.
 bool init_skipped();
 
+// FQN glob, whole string: '*' matches any (possibly empty) run of characters, dots included; '?'
+// matches one character ("*.mlp.*" matches "model.layers.0.mlp.up_proj").
+bool glob_match(std::string_view pattern, std::string_view text);
+
+// The GEMM of a linear layer: y [..., out] = x [..., in] · w [out, in]ᵀ + b [out] (b may be
+// undefined). Must be differentiable in x, w and b.
+using LinearKernel = std::function<Tensor(const Tensor& x, const Tensor& w, const Tensor& b)>;
+
 // y = x · weightᵀ (+ bias); weight [out, in]. forward runs the forward wrapper when one is set;
 // subclasses that override it bypass the wrapper (sharding plans accept plain Linear only).
 class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias, DType dt = DType::f32, double init_std = 0.02);
   virtual Tensor forward(const Tensor& x) const;
+  // Replaces the GEMM (ops linear by default; null restores it), e.g. by mx::mx_linear. A kernel
+  // rather than a forward wrapper: wrappers nest around the module's computation, and a
+  // tensor-parallel wrapper redistributes x and may compute the GEMM itself (RowwiseParallel adds
+  // the bias after its reduction), so low precision must swap the innermost GEMM whatever wraps it.
+  void set_kernel(LinearKernel k) { kernel_ = std::move(k); }
+  bool has_kernel() const { return static_cast<bool>(kernel_); }
+  // x · wᵀ + b through the kernel: the module's own computation, and what wrappers that compute
+  // the GEMM themselves call (with this module's possibly sharded weight).
+  Tensor gemm(const Tensor& x, const Tensor& w, const Tensor& b) const;
   Tensor weight, bias;
+
+ private:
+  LinearKernel kernel_;
+};
+
+// Expert GEMMs over tokens sorted by expert: y [T, out] whose rows [ends[e-1], ends[e]) are those
+// rows of x_sorted [T, in] · w[e]ᵀ, for w [E, out, in] and group_ends i32 [E] (non-decreasing,
+// last <= T; rows past it give 0). Differentiable in x_sorted and w (mx::mx_grouped_experts).
+using GroupedKernel =
+    std::function<Tensor(const Tensor& x_sorted, const Tensor& group_ends, const Tensor& w)>;
+
+// Implemented by modules whose experts run as grouped GEMMs (models::MoEBlock), so layers below
+// the model (mx/convert.h) can swap those GEMMs without knowing the module's type. With a kernel
+// set, the module runs each expert projection as one kernel call over its experts' stacked
+// weights; null restores its default path.
+class GroupedExperts {
+ public:
+  virtual ~GroupedExperts() = default;
+  virtual void set_grouped_kernel(GroupedKernel k) = 0;
+  virtual bool has_grouped_kernel() const = 0;
+  // The child holding the per-expert modules, whose Linears the grouped path reads but never calls.
+  virtual std::string experts_child() const { return "experts"; }
 };
 
 // ids → rows of weight [num, dim].

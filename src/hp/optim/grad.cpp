@@ -15,9 +15,9 @@ Tensor f32_grad(const Tensor& p) {
   }
   return g;
 }
-}  // namespace
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+// Σ g² over every defined grad, in double: fixed blocks per tensor combined in parameter order.
+double sum_of_squares(const std::vector<Tensor>& params) {
   constexpr int64_t kBlock = 1 << 14;
   double total = 0;
   for (const auto& p : params) {
@@ -33,9 +33,31 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     });
     for (double v : partial) total += v;
   }
-  const double norm = std::sqrt(total);
+  return total;
+}
+
+// Scales when the norm is finite and above max_norm (> 0), as torch's clip_grad_norm_.
+void clip_to(const std::vector<Tensor>& params, double norm, double max_norm) {
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
     scale_grads(params, max_norm / (norm + 1e-6));
+}
+}  // namespace
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  const double norm = std::sqrt(sum_of_squares(params));
+  clip_to(params, norm, max_norm);
+  return norm;
+}
+
+double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
+                      double max_norm, dist::Communicator& comm) {
+  const Tensor sums =  // [size]: every rank's shard sum, added in rank order below
+      comm.all_gather(from_data<double>({sum_of_squares(sharded)}, {1}));
+  double total = 0;
+  for (int r = 0; r < comm.size(); ++r) total += sums.data<double>()[r];
+  const double norm = std::sqrt(total + sum_of_squares(replicated));
+  clip_to(sharded, norm, max_norm);
+  clip_to(replicated, norm, max_norm);
   return norm;
 }
 

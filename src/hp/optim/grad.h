@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "hp/core/tensor.h"
+#include "hp/dist/communicator.h"
 
 namespace hp::optim {
 
@@ -14,6 +15,15 @@ namespace hp::optim {
 // clip_grad_norm_. Returns the norm before clipping; a non-finite norm scales nothing, so the
 // caller can detect it and skip the step. max_norm <= 0 only measures.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+
+// clip_grad_norm of a model split across the ranks of `comm` (FSDP): `sharded` are this rank's
+// dim-0 shards (every element of the model on exactly one rank; empty shards allowed),
+// `replicated` parameters whose gradients are the same on every rank, counted once. Each rank's
+// sum of squares (double) is all-gathered and added in rank order, so every rank gets the same
+// norm and clips alike; it equals the unsharded norm up to the association of the double sums
+// (relative error ~1e-15). Collective over comm.
+double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
+                      double max_norm, dist::Communicator& comm);
 
 // Multiplies every defined .grad by `factor` in place (f32 grads; others are converted).
 void scale_grads(const std::vector<Tensor>& params, double factor);

@@ -6,29 +6,9 @@
 
 #include "hp/core/thread_pool.h"
 #include "hp/optim/kernels.h"
+#include "hp/optim/muon_ortho.h"
 
 namespace hp::optim {
-
-bool glob_match(std::string_view pattern, std::string_view text) {
-  // Greedy matching with one backtrack point (the last '*'): linear in practice.
-  size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
-      ++p;
-      ++t;
-    } else if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = t;
-    } else if (star != std::string_view::npos) {
-      p = star + 1;
-      t = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
 
 Algorithm algorithm_from_name(std::string_view name) {
   if (name == "adamw") return Algorithm::adamw;
@@ -67,6 +47,10 @@ double muon_update_scale(MuonScale s, int64_t rows, int64_t cols) {
 }
 
 Optimizer::Optimizer(std::vector<NamedTensor> params, OptimizerOptions options)
+    : Optimizer(std::move(params), std::move(options), {}) {}
+
+Optimizer::Optimizer(std::vector<NamedTensor> params, OptimizerOptions options,
+                     std::map<std::string, ShardSpec> shards)
     : options_(std::move(options)) {
   std::set<std::string> seen;
   for (size_t gi = 0; gi < options_.groups.size(); ++gi)
@@ -104,6 +88,7 @@ Optimizer::Optimizer(std::vector<NamedTensor> params, OptimizerOptions options)
     if (group && group->weight_decay) e.weight_decay = *group->weight_decay;
     entries_.push_back(std::move(e));
   }
+  if (!shards.empty()) attach_shards(std::move(shards));
 }
 
 std::vector<Tensor> Optimizer::parameters() const {
@@ -119,8 +104,8 @@ void Optimizer::zero_grad() {
 
 void Optimizer::step(double lr) {
   if (!std::isfinite(lr) || lr < 0) HP_THROW(ValueError, "optim", "step: bad lr ", lr);
-  std::vector<size_t> adamw_ids;
-  std::vector<Tensor> adamw_grads;
+  std::vector<size_t> adamw_ids, muon_ids;
+  std::vector<Tensor> adamw_grads, muon_grads;
   for (size_t i = 0; i < entries_.size(); ++i) {
     Entry& e = entries_[i];
     Tensor g = e.param.grad();
@@ -129,13 +114,11 @@ void Optimizer::step(double lr) {
       HP_THROW(ValueError, "optim", e.fqn, ": gradient ", g.desc(), " does not match parameter ",
                e.param.desc());
     if (g.dtype() != DType::f32 || !g.is_contiguous()) g = g.to(DType::f32);
-    if (e.algorithm == Algorithm::muon) {
-      step_muon(e, g, lr * e.lr_scale);
-    } else {
-      adamw_ids.push_back(i);
-      adamw_grads.push_back(g);
-    }
+    const bool muon = e.algorithm == Algorithm::muon;
+    (muon ? muon_ids : adamw_ids).push_back(i);
+    (muon ? muon_grads : adamw_grads).push_back(g);
   }
+  step_muon(muon_ids, muon_grads, lr);
   step_adamw(adamw_ids, adamw_grads, lr);
 }
 
@@ -174,32 +157,47 @@ void Optimizer::step_adamw(const std::vector<size_t>& ids, const std::vector<Ten
   });
 }
 
-void Optimizer::step_muon(Entry& e, const Tensor& grad, double lr) {
+void Optimizer::step_muon(const std::vector<size_t>& ids, const std::vector<Tensor>& grads,
+                          double lr) {
+  // Momentum, then every Newton–Schulz at once (sharded matrices share their exchanges), then the
+  // updates. u and ortho have each parameter's local shape.
   const MuonOptions& o = options_.muon;
-  const int64_t n = e.param.numel();
-  const int64_t rows = e.param.size(-2), cols = e.param.size(-1);
-  if (!e.momentum_buffer.defined()) e.momentum_buffer = zeros(e.param.shape());
-  ++e.step;
   const float mu = static_cast<float>(o.momentum);
-  const float* g = grad.data<float>();
-  float* buf = e.momentum_buffer.data<float>();
-  std::vector<float> u(static_cast<size_t>(n)), ortho(static_cast<size_t>(n));
   constexpr int64_t kGrain = 1 << 14;
-  parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      buf[i] = mu * buf[i] + g[i];
-      u[static_cast<size_t>(i)] = o.nesterov ? g[i] + mu * buf[i] : buf[i];
-    }
-  });
-  // [..., rows, cols]: each trailing matrix is orthogonalized on its own.
-  for (int64_t off = 0; off < n; off += rows * cols)
-    newton_schulz(u.data() + off, ortho.data() + off, rows, cols, o.ns_steps);
-  const float decay = static_cast<float>(1.0 - lr * e.weight_decay);
-  const float alpha = static_cast<float>(lr * muon_update_scale(o.update_scale, rows, cols));
-  float* p = e.param.data<float>();
-  parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) p[i] = p[i] * decay - alpha * ortho[static_cast<size_t>(i)];
-  });
+  std::vector<std::vector<float>> u(ids.size()), ortho(ids.size());
+  std::vector<OrthoTask> tasks;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    Entry& e = entries_[ids[k]];
+    if (!e.momentum_buffer.defined()) e.momentum_buffer = zeros(e.param.shape());
+    ++e.step;
+    const int64_t n = e.param.numel();
+    u[k].resize(static_cast<size_t>(n));
+    ortho[k].resize(static_cast<size_t>(n));
+    const float* g = grads[k].data<float>();
+    float* buf = e.momentum_buffer.data<float>();
+    float* uk = u[k].data();
+    parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        buf[i] = mu * buf[i] + g[i];
+        uk[i] = o.nesterov ? g[i] + mu * buf[i] : buf[i];
+      }
+    });
+    tasks.push_back({&e, u[k].data(), ortho[k].data()});
+  }
+  orthogonalize(tasks, muon_split_comms_, o.ns_steps);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    Entry& e = entries_[ids[k]];
+    const Shape& shape = e.shard ? e.shard->global_shape : e.param.shape();
+    const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+    const double elr = lr * e.lr_scale;
+    const float decay = static_cast<float>(1.0 - elr * e.weight_decay);
+    const float alpha = static_cast<float>(elr * muon_update_scale(o.update_scale, rows, cols));
+    float* p = e.param.data<float>();
+    const float* ok = ortho[k].data();
+    parallel_for(0, e.param.numel(), kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) p[i] = p[i] * decay - alpha * ok[i];
+    });
+  }
 }
 
 }  // namespace hp::optim

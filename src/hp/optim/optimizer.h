@@ -13,9 +13,19 @@
 // two dims are a stack of [rows, cols] matrices over their last two dims (stacked experts).
 // State is created lazily on a parameter's first step; parameters whose .grad is undefined are
 // skipped entirely (no decay, no state change), as in torch.
+//
+// Sharded parameters (FSDP, DESIGN.md §4): a parameter given a ShardSpec is this rank's dim-0
+// shard of a larger tensor. AdamW is elementwise, so it steps the shard as is. Muon never
+// orthogonalizes a partial matrix: each matrix split across ranks is gathered to one owner rank
+// (round-robin over the matrices sorted by size, the same on every rank), Newton–Schulz runs there
+// on the full matrix, and each rank gets its rows back (optim/muon_ortho.h); momentum and weight
+// decay stay local and the update scale uses the global shape, so a sharded step equals the
+// unsharded one bitwise. Stacked tensors [E, rows, cols] sharded on dim 0 hold whole matrices and
+// are orthogonalized where they are. state_dict() holds the local shard under the same keys.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +33,8 @@
 #include <vector>
 
 #include "hp/core/tensor.h"
+#include "hp/dist/communicator.h"
+#include "hp/nn/module.h"
 
 namespace hp::optim {
 
@@ -68,8 +80,17 @@ struct OptimizerOptions {
   Algorithm default_algorithm = Algorithm::adamw;
 };
 
+// This rank's part of a parameter sharded on dim 0 over `comm`: rows [row_offset, row_offset +
+// local rows) of a tensor of `global_shape` (other dims whole). Shards must tile dim 0 in rank
+// order (rank r's rows follow rank r-1's; empty shards allowed), e.g. by the torch.chunk rule.
+struct ShardSpec {
+  Shape global_shape;
+  int64_t row_offset = 0;
+  dist::CommPtr comm;
+};
+
 // '*' matches any (possibly empty) run of characters, dots included; '?' matches one character.
-bool glob_match(std::string_view pattern, std::string_view text);
+using nn::glob_match;
 
 Algorithm algorithm_from_name(std::string_view name);  // "adamw" | "muon" | "auto"
 std::string_view algorithm_name(Algorithm a);
@@ -84,8 +105,17 @@ class Optimizer {
   // ValueError("[optim] ...") naming the FQN for a non-f32 or non-contiguous parameter, a
   // duplicate FQN, or a muon group matching a tensor with fewer than 2 dims.
   Optimizer(std::vector<NamedTensor> params, OptimizerOptions options);
+  // With `shards` (FQN → ShardSpec) naming the parameters that are dim-0 shards. Collective over
+  // each distinct communicator (every rank of it constructs with the same sharded FQNs in the same
+  // order): the ranks exchange their row ranges once. Throws ValueError("[optim] ...") on every
+  // rank when a spec names an unknown FQN, does not match its local shape, or the ranks' specs do
+  // not tile dim 0. step() is then collective too: all ranks of a shard group step together.
+  Optimizer(std::vector<NamedTensor> params, OptimizerOptions options,
+            std::map<std::string, ShardSpec> shards);
 
   // One update of every parameter that has a gradient; `lr` is the scheduled peak-group lr.
+  // With Muon matrices split across ranks, collective over their shard groups: every rank steps,
+  // with gradients for the same sharded parameters (checked: ValueError on every rank).
   void step(double lr);
   // Drops every gradient (set to undefined, so unused parameters are skipped next step).
   void zero_grad();
@@ -105,9 +135,11 @@ class Optimizer {
     std::string group;    // name of the matching group ("default" if none)
     double lr_scale = 1.0;
     double weight_decay = 0.0;
-    int64_t step = 0;            // number of updates applied
-    Tensor exp_avg, exp_avg_sq;  // AdamW moments (undefined until the first step)
-    Tensor momentum_buffer;      // Muon momentum (undefined until the first step)
+    int64_t step = 0;                 // number of updates applied
+    Tensor exp_avg, exp_avg_sq;       // AdamW moments (undefined until the first step)
+    Tensor momentum_buffer;           // Muon momentum (undefined until the first step)
+    std::optional<ShardSpec> shard;   // set for a dim-0 shard (param holds the local rows)
+    std::vector<int64_t> shard_rows;  // rows held by each rank of shard->comm
   };
   const std::vector<Entry>& entries() const { return entries_; }
   std::vector<Tensor> parameters() const;
@@ -115,10 +147,14 @@ class Optimizer {
 
  private:
   void step_adamw(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr);
-  void step_muon(Entry& e, const Tensor& grad, double lr);
+  void step_muon(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr);
+  void attach_shards(std::map<std::string, ShardSpec> shards);  // shard_spec.cpp
 
   OptimizerOptions options_;
   std::vector<Entry> entries_;
+  // Communicators of the Muon matrices split across ranks, in first-use order (every Muon step
+  // is collective over each of them).
+  std::vector<dist::Communicator*> muon_split_comms_;
 };
 
 }  // namespace hp::optim

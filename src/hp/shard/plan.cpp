@@ -214,7 +214,8 @@ void RowwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParam
     // only, so the bias enters through f (gradient all-reduced over the axis).
     const int64_t d = std::get<Shard>(output_layout_).dim;
     lin.set_forward_wrapper([comm, self, d](const Tensor& x, const nn::Module::ForwardFn&) {
-      Tensor y = detail::reduce_scatter_to_seq_region(linear(x, self->weight, Tensor()), d, comm);
+      Tensor y =
+          detail::reduce_scatter_to_seq_region(self->gemm(x, self->weight, Tensor()), d, comm);
       return self->bias.defined() ? add(y, detail::copy_to_region(self->bias, comm)) : y;
     });
     return;
@@ -222,7 +223,7 @@ void RowwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParam
   // x: this rank's columns [..., in/tp] → partial sums [..., out] → all-reduced, then the bias
   // (added once, not once per rank).
   lin.set_forward_wrapper([comm, self](const Tensor& x, const nn::Module::ForwardFn&) {
-    Tensor y = detail::reduce_from_region(linear(x, self->weight, Tensor()), comm);
+    Tensor y = detail::reduce_from_region(self->gemm(x, self->weight, Tensor()), comm);
     return self->bias.defined() ? add(y, self->bias) : y;
   });
 }

@@ -3,6 +3,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+
 #include "hp/core/error.h"
 #include "hp/io/json.h"
 #include "hp/train/schema.h"
@@ -102,7 +104,11 @@ void FsdpConfig::describe(Schema& s) {
 }
 
 void ParallelConfig::describe(Schema& s) {
-  s.add("dp_shard", &dp_shard, "FSDP degree (ranks sharding parameters)").min(1);
+  s.add("dp_shard", &dp_shard, "FSDP degree (ranks sharding parameters; -1 = world / dp_replicate)")
+      .check([this] {
+        return dp_shard == -1 || dp_shard >= 1 ? std::string()
+                                               : "must be -1 or >= 1, got " + std::to_string(dp_shard);
+      });
   s.add("dp_replicate", &dp_replicate, "replicated data-parallel degree (HSDP when > 1)").min(1);
   s.add("tp", &tp, "tensor-parallel degree").min(1);
   s.section("fsdp", fsdp);
@@ -120,7 +126,12 @@ void LowPrecisionConfig::describe(Schema& s) {
 void RecomputeConfig::describe(Schema& s) {
   s.add("mode", &mode, "activation recompute: none | full | selective")
       .choices({"none", "full", "selective"});
-  s.add("every_k_layers", &every_k_layers, "selective: recompute every k-th layer").min(1);
+  s.add("every_k_layers", &every_k_layers,
+        "selective: recompute layers i with i % every_k_layers == 0 (0, k, 2k, ...)")
+      .min(1);
+  s.add("modules", &modules,
+        "selective: blocks of those layers to recompute, globs over self_attn, mlp, "
+        "input_layernorm, post_attention_layernorm (empty = whole layers)");
 }
 
 void CheckpointConfig::describe(Schema& s) {
@@ -199,7 +210,9 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     fail("lr_scheduler.warmup_steps", std::to_string(c.lr_scheduler.warmup_steps) +
                                           " exceeds training.steps (" + std::to_string(t.steps) +
                                           ")");
-  const int64_t split = t.grad_accum * c.parallel.dp_shard * c.parallel.dp_replicate;
+  // With dp_shard -1 the world size is known only at launch (checked again there).
+  const int64_t split =
+      t.grad_accum * std::max<int64_t>(1, c.parallel.dp_shard) * c.parallel.dp_replicate;
   if (t.batch_size % split != 0)
     fail("training.batch_size",
          std::to_string(t.batch_size) +
@@ -207,6 +220,8 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
              std::to_string(split) + " equal micro-batches");
   if (c.low_precision.recipe == "mxfp8" && c.low_precision.modules.empty())
     fail("low_precision.modules", "must not be empty with recipe mxfp8");
+  if (m.arch == "deepseek_v3")
+    fail("model.arch", "deepseek_v3 (MLA) is built from a config.json: use model.path");
   if ((m.arch == "qwen3_moe" || m.arch == "mixtral") && m.experts < 1)
     fail("model.experts", "must be >= 1 with model.arch " + m.arch);
   if (m.experts > 0 && (m.experts_per_token < 1 || m.experts_per_token > m.experts))

@@ -118,6 +118,7 @@ struct LowPrecisionConfig {
 struct RecomputeConfig {
   std::string mode = "none";  // none | full | selective
   int64_t every_k_layers = 1;
+  std::vector<std::string> modules;  // selective: block globs within a layer (models/recompute.h)
   void describe(Schema& s);
   bool operator==(const RecomputeConfig&) const = default;
 };

@@ -1,0 +1,91 @@
+#include "hp/models/recompute.h"
+
+#include <map>
+
+#include "hp/autograd/checkpoint.h"
+#include "hp/core/error.h"
+
+namespace hp::models {
+namespace {
+
+struct Region {
+  std::string fqn;
+  nn::Module* module;
+  // The feed-forward whose side outputs the region carries (the block itself, or a layer's mlp);
+  // null for attention and norms. A raw pointer: it is the wrapped module or its child, so it
+  // outlives the wrapper the module owns (a shared_ptr to itself would be a cycle).
+  FeedForward* side;
+};
+
+void install(const Region& r) {
+  FeedForward* side = r.side;
+  r.module->add_forward_wrapper([side](const Tensor& x, const nn::Module::ForwardFn& inner) {
+    // The region keeps its own copy of inner (owning what it captures) to run it in backward.
+    autograd::RegionFn fn = [inner = nn::Module::ForwardFn(inner),
+                             side](const std::vector<Tensor>& in) {
+      std::vector<Tensor> out{inner(in[0])};
+      if (side)
+        for (const Tensor& t : side->side_outputs()) out.push_back(t);
+      return out;
+    };
+    std::vector<Tensor> outs = autograd::checkpoint(fn, {x});
+    if (outs.size() > 1) side->set_side_outputs({outs.begin() + 1, outs.end()});
+    return outs[0];
+  });
+}
+
+std::string block_names(const DecoderLayer& layer) {
+  std::string s;
+  for (const auto& [name, child] : layer.children()) s += (s.empty() ? "" : ", ") + name;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> apply_recompute(CausalLM& model, const RecomputeSpec& spec) {
+  if (spec.mode != "none" && spec.mode != "full" && spec.mode != "selective")
+    HP_THROW(ValueError, "recompute", "unknown mode '", spec.mode,
+             "' (expected none, full or selective)");
+  if (spec.every_k_layers < 1)
+    HP_THROW(ValueError, "recompute", "every_k_layers must be >= 1, got ", spec.every_k_layers);
+  if (!spec.modules.empty() && spec.mode != "selective")
+    HP_THROW(ValueError, "recompute", "modules (", spec.modules.front(),
+             ", ...) apply to mode selective only, mode is '", spec.mode, "'");
+  if (spec.mode == "none") return {};
+
+  std::map<const nn::Module*, std::string> fqn_of;
+  for (auto& [fqn, m] : model.named_modules()) fqn_of[m] = fqn;
+  const bool full = spec.mode == "full";
+  std::vector<bool> used(spec.modules.size(), false);
+  std::vector<Region> todo;
+  const auto& layers = model.model->layers;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (!full && static_cast<int64_t>(i) % spec.every_k_layers != 0) continue;
+    DecoderLayer& layer = *layers[i];
+    const std::string& fqn = fqn_of.at(&layer);
+    if (spec.modules.empty()) {
+      todo.push_back({fqn, &layer, layer.mlp.get()});
+      continue;
+    }
+    for (const auto& [name, child] : layer.children()) {
+      bool hit = false;
+      for (size_t g = 0; g < spec.modules.size(); ++g)
+        if (nn::glob_match(spec.modules[g], name)) used[g] = hit = true;
+      if (hit)
+        todo.push_back({fqn + "." + name, child.get(), dynamic_cast<FeedForward*>(child.get())});
+    }
+  }
+  for (size_t g = 0; g < spec.modules.size(); ++g)
+    if (!used[g])
+      HP_THROW(ValueError, "recompute", "modules glob '", spec.modules[g],
+               "' matches no block of the selected layers (blocks: ",
+               layers.empty() ? std::string("none") : block_names(*layers[0]), ")");
+  std::vector<std::string> out;
+  for (const Region& r : todo) {
+    install(r);
+    out.push_back(r.fqn);
+  }
+  return out;
+}
+
+}  // namespace hp::models

@@ -1,0 +1,246 @@
+// Console / JSONL / SVG output of the trainer's per-step metrics.
+#include "hp/train/metrics.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <iostream>
+#include <sstream>
+
+#include "hp/core/error.h"
+
+namespace hp::train {
+
+namespace {
+
+bool is_expert_weight(const std::string& fqn) { return fqn.find(".experts.") != std::string::npos; }
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// 1234567 → "1.23M", 12345 → "12.3k".
+std::string si(double v) {
+  if (v >= 1e9) return fmt("%.2fG", v / 1e9);
+  if (v >= 1e6) return fmt("%.2fM", v / 1e6);
+  if (v >= 1e4) return fmt("%.1fk", v / 1e3);
+  return fmt("%.0f", v);
+}
+
+std::string duration(double s) {
+  const auto t = static_cast<int64_t>(std::max(0.0, s) + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(t / 3600), (long long)(t / 60 % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
+  return buf;
+}
+
+std::string mib(int64_t b) { return fmt("%.1f MiB", double(b) / (1024.0 * 1024.0)); }
+
+std::filesystem::path jsonl_path(const std::string& dir) {
+  return std::filesystem::path(dir) / "metrics.jsonl";
+}
+
+std::vector<StepRecord> read_jsonl(const std::filesystem::path& p) {
+  std::vector<StepRecord> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
+    StepRecord r;
+    r.step = j.value("step", int64_t{0});
+    r.loss = j.value("loss", 0.0);
+    r.grad_norm = j.value("grad_norm", 0.0);
+    r.lr = j.value("lr", 0.0);
+    r.tokens_per_s = j.value("tokens_per_s", 0.0);
+    r.mfu = j.value("mfu", 0.0);
+    r.step_s = j.value("step_s", 0.0);
+    r.tflops = j.value("tflops", 0.0);
+    r.peak_mem_bytes = j.value("peak_mem_bytes", int64_t{0});
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+double flops_per_token(const std::vector<std::pair<std::string, Shape>>& named, int64_t layers,
+                       int64_t heads, int64_t head_dim, int64_t seq_len, int64_t experts,
+                       int64_t experts_per_token, bool tied_embeddings) {
+  double gemm_elems = 0;
+  for (const auto& [fqn, shape] : named) {
+    if (shape.size() < 2) continue;
+    double n = 1;
+    for (int64_t d : shape) n *= double(d);
+    const bool embedding = fqn.find("embed_tokens") != std::string::npos;
+    if (embedding && !tied_embeddings) continue;  // a lookup, not a GEMM
+    if (is_expert_weight(fqn) && experts > 0) n *= double(experts_per_token) / double(experts);
+    gemm_elems += n;
+  }
+  return 6.0 * gemm_elems + 12.0 * double(layers * heads * head_dim * seq_len);
+}
+
+MetricsLog::MetricsLog(const MetricsConfig& cfg, const std::string& run_dir, int64_t total_steps,
+                       int64_t resume_step, std::ostream& out, bool enabled)
+    : cfg_(cfg), run_dir_(run_dir), total_steps_(total_steps), out_(out), enabled_(enabled) {
+  if (!enabled_) return;
+  bar_ = cfg.progress == "bar" || (cfg.progress == "auto" && isatty(STDOUT_FILENO) &&
+                                   &out_ == &std::cout);
+  if (!cfg_.jsonl) return;
+  // Keep the lines of the steps before the resume point (they are not re-run); drop later ones.
+  const auto p = jsonl_path(run_dir_);
+  std::vector<std::string> keep;
+  if (resume_step > 0) {
+    std::ifstream in(p);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j.is_object() && j.value("step", int64_t{0}) <= resume_step)
+        keep.push_back(line);
+    }
+  }
+  std::ofstream o(p, std::ios::trunc);
+  if (!o) HP_THROW(IoError, "train", "cannot write ", p.string());
+  for (const auto& l : keep) o << l << "\n";
+}
+
+bool MetricsLog::logged(int64_t step) const {
+  return step % cfg_.log_every == 0 || step == total_steps_ || step == 1;
+}
+
+void MetricsLog::record(const StepRecord& r) {
+  elapsed_s_ += r.step_s;
+  ++steps_seen_;
+  if (!enabled_) return;
+  if (logged(r.step) && cfg_.jsonl) {
+    nlohmann::json j = {{"step", r.step},
+                        {"loss", r.loss},
+                        {"grad_norm", r.grad_norm},
+                        {"lr", r.lr},
+                        {"tokens_per_s", r.tokens_per_s},
+                        {"tflops", r.tflops},
+                        {"mfu", r.mfu},
+                        {"peak_mem_bytes", r.peak_mem_bytes},
+                        {"step_s", r.step_s}};
+    std::ofstream o(jsonl_path(run_dir_), std::ios::app);
+    o << j.dump() << "\n";
+  }
+  if (cfg_.progress == "none") return;
+  if (logged(r.step)) print_line(r);
+  if (bar_) draw_bar(r);
+}
+
+void MetricsLog::print_line(const StepRecord& r) {
+  clear_bar();
+  const int w = static_cast<int>(std::to_string(total_steps_).size());
+  char head[64];
+  std::snprintf(head, sizeof head, "step %*lld/%lld", w, (long long)r.step, (long long)total_steps_);
+  const double eta = steps_seen_ ? elapsed_s_ / double(steps_seen_) * double(total_steps_ - r.step) : 0;
+  out_ << head << "  loss " << fmt("%.4f", r.loss) << "  gnorm " << fmt("%.3f", r.grad_norm)
+       << "  lr " << fmt("%.2e", r.lr) << "  " << si(r.tokens_per_s) << " tok/s  "
+       << fmt("%.3f", r.tflops) << " TFLOP/s  MFU " << fmt("%.1f%%", 100.0 * r.mfu) << "  mem "
+       << mib(r.peak_mem_bytes) << "  " << fmt("%.3f", r.step_s) << " s/step  ETA "
+       << duration(eta) << "\n";
+  out_.flush();
+}
+
+void MetricsLog::draw_bar(const StepRecord& r) {
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * r.step / std::max<int64_t>(1, total_steps_));
+  const double eta = elapsed_s_ / double(steps_seen_) * double(total_steps_ - r.step);
+  out_ << "\r[" << std::string(size_t(filled), '#') << std::string(size_t(kWidth - filled), '.')
+       << "] " << r.step << "/" << total_steps_ << "  loss " << fmt("%.4f", r.loss) << "  "
+       << si(r.tokens_per_s) << " tok/s  ETA " << duration(eta) << "   ";
+  out_.flush();
+  bar_drawn_ = true;
+}
+
+void MetricsLog::clear_bar() {
+  if (!bar_drawn_) return;
+  out_ << "\r" << std::string(100, ' ') << "\r";
+  bar_drawn_ = false;
+}
+
+void MetricsLog::message(const std::string& text) {
+  if (!enabled_) return;
+  clear_bar();
+  out_ << text << "\n";
+  out_.flush();
+}
+
+void MetricsLog::finish(const TrainResult& res) {
+  if (!enabled_) return;
+  clear_bar();
+  if (res.steps.empty()) return;
+  const StepRecord& first = res.steps.front();
+  const StepRecord& last = res.steps.back();
+  double total_s = 0;
+  for (const auto& r : res.steps) total_s += r.step_s;
+  std::ostringstream s;
+  s << "summary: steps " << first.step << ".." << last.step << " in " << duration(total_s)
+    << "; loss " << fmt("%.4f", first.loss) << " -> " << fmt("%.4f", last.loss) << "; "
+    << si(res.tokens_per_s) << " tok/s; MFU " << fmt("%.1f%%", 100.0 * res.mfu) << " of "
+    << fmt("%.3f", res.peak_tflops) << " TFLOP/s peak; peak memory " << mib(res.peak_mem_bytes);
+  out_ << s.str() << "\n";
+  std::vector<StepRecord> all = cfg_.jsonl ? read_jsonl(jsonl_path(run_dir_)) : res.steps;
+  const auto svg = std::filesystem::path(run_dir_) / "metrics.svg";
+  std::ofstream o(svg, std::ios::trunc);
+  o << svg_plot(all);
+  out_ << "metrics: " << (cfg_.jsonl ? jsonl_path(run_dir_).string() + ", " : "") << svg.string()
+       << "\n";
+  out_.flush();
+}
+
+std::string svg_plot(const std::vector<StepRecord>& records) {
+  constexpr double kW = 720, kPanel = 220, kLeft = 70, kRight = 20, kTop = 30, kGap = 60;
+  std::ostringstream o;
+  const double height = kTop + 2 * kPanel + kGap + 40;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kW << "\" height=\"" << height
+    << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  auto panel = [&](double y0, const char* title, const char* color, auto value) {
+    std::vector<std::pair<double, double>> pts;
+    for (const auto& r : records) {
+      const double v = value(r);
+      if (std::isfinite(v)) pts.emplace_back(double(r.step), v);
+    }
+    o << "<text x=\"" << kLeft << "\" y=\"" << y0 - 8 << "\" font-weight=\"bold\">" << title
+      << "</text>\n";
+    o << "<rect x=\"" << kLeft << "\" y=\"" << y0 << "\" width=\"" << kW - kLeft - kRight
+      << "\" height=\"" << kPanel << "\" fill=\"none\" stroke=\"#888\"/>\n";
+    if (pts.empty()) return;
+    double x0 = pts.front().first, x1 = pts.back().first, lo = pts[0].second, hi = lo;
+    for (const auto& p : pts) lo = std::min(lo, p.second), hi = std::max(hi, p.second);
+    if (x1 <= x0) x1 = x0 + 1;
+    if (hi <= lo) hi = lo + 1e-9 + std::fabs(lo) * 0.01;
+    auto X = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * (kW - kLeft - kRight); };
+    auto Y = [&](double y) { return y0 + kPanel - (y - lo) / (hi - lo) * kPanel; };
+    o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\" points=\"";
+    for (const auto& p : pts) o << fmt("%.1f", X(p.first)) << "," << fmt("%.1f", Y(p.second)) << " ";
+    o << "\"/>\n";
+    for (double v : {lo, hi})
+      o << "<text x=\"" << kLeft - 6 << "\" y=\"" << Y(v) + 4 << "\" text-anchor=\"end\">"
+        << fmt("%.4g", v) << "</text>\n";
+    o << "<text x=\"" << kLeft << "\" y=\"" << y0 + kPanel + 16 << "\">step " << int64_t(x0)
+      << "</text><text x=\"" << kW - kRight << "\" y=\"" << y0 + kPanel + 16
+      << "\" text-anchor=\"end\">step " << int64_t(x1) << "</text>\n";
+  };
+  panel(kTop, "loss", "#c0392b", [](const StepRecord& r) { return r.loss; });
+  panel(kTop + kPanel + kGap, "tokens/s", "#2471a3",
+        [](const StepRecord& r) { return r.tokens_per_s; });
+  o << "</svg>\n";
+  return o.str();
+}
+
+}  // namespace hp::train

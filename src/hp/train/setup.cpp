@@ -1,0 +1,166 @@
+// Trainer set-up from the config tree (setup.h).
+#include "hp/train/setup.h"
+
+#include <filesystem>
+#include <map>
+
+#include "hp/core/error.h"
+#include "hp/data/dataset.h"
+#include "hp/fsdp/fsdp.h"
+#include "hp/io/json.h"
+#include "hp/models/recompute.h"
+#include "hp/models/registry.h"
+#include "hp/mx/convert.h"
+#include "hp/train/metrics.h"
+
+namespace hp::train {
+
+namespace fs = std::filesystem;
+
+Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
+  const int n = world->size(), rank = world->rank();
+  const ParallelConfig& p = cfg.parallel;
+  if (p.tp != 1)
+    HP_THROW(ValueError, "train", "parallel.tp = ", p.tp,
+             ": tensor parallelism is not wired into the trainer yet (use dp_shard/dp_replicate)");
+  if (n % p.dp_replicate != 0)
+    HP_THROW(ValueError, "train", "parallel.dp_replicate = ", p.dp_replicate,
+             " does not divide the world size ", n);
+  Layout l;
+  l.dp_replicate = p.dp_replicate;
+  l.dp_shard = p.dp_shard == -1 ? n / p.dp_replicate : p.dp_shard;
+  if (l.dp_shard * l.dp_replicate != n)
+    HP_THROW(ValueError, "train", "parallel.dp_shard × parallel.dp_replicate = ", l.dp_shard, " × ",
+             l.dp_replicate, " must equal the world size ", n, " (launched ranks)");
+  const int64_t split = cfg.training.grad_accum * n;
+  if (cfg.training.batch_size % split != 0)
+    HP_THROW(ValueError, "train", "training.batch_size = ", cfg.training.batch_size,
+             " does not divide into training.grad_accum × ranks = ", split, " equal micro-batches");
+  l.dp_rank = rank;
+  l.dp_size = n;
+  const int shard_index = static_cast<int>(rank % l.dp_shard);
+  const int replica = static_cast<int>(rank / l.dp_shard);
+  l.shard_comm = n == 1 ? world : world->split(replica, rank);
+  if (l.dp_replicate > 1) l.replicate_comm = world->split(shard_index, rank);
+  return l;
+}
+
+data::DatasetOptions dataset_options(const Config& cfg) {
+  data::DatasetOptions o;
+  o.path = cfg.data.path;
+  o.format = cfg.data.format;
+  o.tokenizer = cfg.data.tokenizer;
+  if (o.tokenizer.empty() && !cfg.model.path.empty() &&
+      fs::exists(fs::path(cfg.model.path) / "tokenizer.json"))
+    o.tokenizer = (fs::path(cfg.model.path) / "tokenizer.json").string();
+  o.doc_separator = cfg.data.doc_separator;
+  o.separator_token = cfg.data.separator_token;
+  return o;
+}
+
+models::ModelConfig arch_model_config(const ModelConfig& m, int64_t data_vocab, int64_t seq_len,
+                                      int64_t separator_id) {
+  static const std::map<std::string, std::string> kArchitectures = {
+      {"llama", "LlamaForCausalLM"},         {"qwen2", "Qwen2ForCausalLM"},
+      {"qwen3", "Qwen3ForCausalLM"},         {"qwen3_moe", "Qwen3MoeForCausalLM"},
+      {"mixtral", "MixtralForCausalLM"},
+  };
+  auto it = kArchitectures.find(m.arch);
+  if (it == kArchitectures.end())
+    HP_THROW(ValueError, "train", "model.arch = '", m.arch, "' cannot be built from sizes");
+  models::ModelConfig c;
+  c.file = "model (config)";
+  c.architecture = it->second;
+  c.model_type = m.arch;
+  c.vocab_size = m.vocab > 0 ? m.vocab : data_vocab;
+  c.hidden_size = m.hidden;
+  c.intermediate_size = m.intermediate;
+  c.num_hidden_layers = m.layers;
+  c.num_attention_heads = m.heads;
+  c.num_key_value_heads = m.kv_heads;
+  c.head_dim = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
+  c.max_position_embeddings = std::max<int64_t>(2048, seq_len + 1);
+  c.rope_theta = m.rope_theta;
+  c.tie_word_embeddings = m.tie_embeddings;
+  c.attention_bias = m.arch == "qwen2";
+  if (separator_id >= 0) c.eos_token_ids = {separator_id};
+  if (m.experts > 0) {
+    c.num_experts = m.experts;
+    c.num_experts_per_tok = m.experts_per_token;
+    c.moe_intermediate_size = m.moe_intermediate > 0 ? m.moe_intermediate : m.intermediate;
+    c.norm_topk_prob = true;
+    c.router_aux_loss_coef = m.router_aux_loss_coef;
+    c.output_router_logits = m.router_aux_loss_coef > 0;
+  }
+  return c;
+}
+
+std::shared_ptr<models::CausalLM> build_causal_lm(const Config& cfg,
+                                                  const data::TokenDataset& data) {
+  std::shared_ptr<models::CausalLM> model =
+      cfg.model.path.empty()
+          ? models::build_model(arch_model_config(cfg.model, data.vocab_size(),
+                                                  cfg.training.seq_len, data.separator_id()))
+          : models::load_model(cfg.model.path, DType::f32);
+  const int64_t vocab = model->config().vocab_size;
+  if (data.vocab_size() > vocab)
+    HP_THROW(ValueError, "train", "data ", cfg.data.path, " has token ids up to ",
+             data.vocab_size() - 1, " but the model's vocabulary is ", vocab,
+             cfg.model.path.empty() ? " (raise model.vocab)" : " (wrong tokenizer?)");
+  return model;
+}
+
+mx::ConvertSpec mx_convert_spec(const LowPrecisionConfig& c) {
+  mx::ConvertSpec s;
+  s.quant.elem = c.elem == "e5m2" ? mx::ElemFormat::e5m2 : mx::ElemFormat::e4m3;
+  s.quant.scale_mode = c.scale_mode == "floor" ? mx::ScaleMode::floor : mx::ScaleMode::rceil;
+  s.modules = c.modules;
+  s.exclude = c.exclude;
+  return s;
+}
+
+models::RecomputeSpec recompute_spec(const RecomputeConfig& c) {
+  models::RecomputeSpec s;
+  s.mode = c.mode;
+  s.every_k_layers = c.every_k_layers;
+  s.modules = c.modules;
+  return s;
+}
+
+fsdp::FsdpOptions fsdp_options(const Config& cfg) {
+  fsdp::FsdpOptions o;
+  const FsdpConfig& f = cfg.parallel.fsdp;
+  o.reshard_after_forward = f.reshard_after_forward;
+  o.param_dtype = f.param_dtype == "bf16" ? DType::bf16 : DType::f32;
+  o.reduce_dtype = f.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
+  return o;
+}
+
+double model_flops_per_token(const models::CausalLM& model, const Config& cfg) {
+  const models::ModelConfig& c = model.config();
+  std::vector<std::pair<std::string, Shape>> named;
+  for (const auto& [fqn, t] : model.named_parameters()) named.emplace_back(fqn, t.shape());
+  return flops_per_token(named, c.num_hidden_layers, c.num_attention_heads, c.head_dim,
+                         cfg.training.seq_len, c.num_experts, c.num_experts_per_tok,
+                         c.tie_word_embeddings);
+}
+
+std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& cfg,
+                                                                  const models::CausalLM& model) {
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"config.json", models::model_config_to_json(model.config())}, {"config.yaml", to_yaml(cfg)}};
+  std::vector<fs::path> tokenizer_files;
+  if (!cfg.data.tokenizer.empty()) tokenizer_files.push_back(cfg.data.tokenizer);
+  if (!cfg.model.path.empty())
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+      tokenizer_files.push_back(fs::path(cfg.model.path) / name);
+  for (const auto& p : tokenizer_files) {
+    const std::string name = p.filename().string();
+    bool seen = false;
+    for (const auto& f : files) seen |= f.first == name;
+    if (!seen && fs::exists(p)) files.emplace_back(name, io::read_text_file(p.string(), "train"));
+  }
+  return files;
+}
+
+}  // namespace hp::train

@@ -1,0 +1,280 @@
+// The training loop (trainer.h): set-up from the config tree, the step, checkpoints and resume.
+#include "hp/train/trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "hp/autograd/grad_mode.h"
+#include "hp/checkpoint/dcp.h"
+#include "hp/core/allocator.h"
+#include "hp/core/error.h"
+#include "hp/core/random.h"
+#include "hp/data/dataset.h"
+#include "hp/data/loader.h"
+#include "hp/dist/communicator.h"
+#include "hp/fsdp/fsdp.h"
+#include "hp/kernels/cpu/gemm.h"
+#include "hp/models/generate.h"
+#include "hp/models/recompute.h"
+#include "hp/models/registry.h"
+#include "hp/mx/convert.h"
+#include "hp/ops/ops.h"
+#include "hp/optim/grad.h"
+#include "hp/optim/optimizer.h"
+#include "hp/train/metrics.h"
+#include "hp/train/setup.h"
+#include "hp/train/state.h"
+
+namespace hp::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// SIGINT / SIGTERM ask the loop to save and stop after the current step; a second signal while
+// saving is left to the default action only after the guard is gone.
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop.store(false);
+    struct sigaction sa = {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+class NullBuffer : public std::streambuf {
+ protected:
+  int overflow(int c) override { return c; }
+};
+
+DType dtype_named(const std::string& name) { return name == "bf16" ? DType::bf16 : DType::f32; }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double global_sum(dist::Communicator& comm, double v) {
+  if (comm.size() == 1) return v;
+  Tensor t = full({1}, v, DType::f64);
+  return comm.all_reduce(t, dist::ReduceOp::sum).item();
+}
+
+bool any_rank(dist::Communicator& comm, bool flag) {
+  if (comm.size() == 1) return flag;
+  Tensor t = full({1}, flag ? 1.0 : 0.0, DType::i32);
+  return comm.all_reduce(t, dist::ReduceOp::max).item() > 0;
+}
+
+// What the run is, before its first step (rank 0).
+void describe_run(const Config& cfg, const TrainResult& res, const data::TokenDataset& data,
+                  const Layout& layout, const models::CausalLM& model, MetricsLog& log) {
+  const auto& c = model.config();
+  log.message("model: " + c.architecture + ", " + std::to_string(res.num_parameters) +
+              " parameters (" + std::to_string(c.num_hidden_layers) + " layers, hidden " +
+              std::to_string(c.hidden_size) + ", vocab " + std::to_string(c.vocab_size) + ")");
+  log.message("data: " + cfg.data.path + ", " + std::to_string(data.size()) + " tokens in " +
+              std::to_string(data.num_documents()) + " documents");
+  log.message("parallel: " + std::to_string(layout.dp_size) + " rank(s), dp_shard " +
+              std::to_string(layout.dp_shard) + " × dp_replicate " +
+              std::to_string(layout.dp_replicate) + "; params " + cfg.parallel.fsdp.param_dtype +
+              " compute, f32 masters");
+  if (!res.mx_modules.empty()) {
+    std::string list;
+    for (const auto& m : res.mx_modules) list += (list.empty() ? "" : ", ") + m;
+    log.message("low precision: mxfp8 (" + cfg.low_precision.elem + ", " +
+                cfg.low_precision.scale_mode + ") on " + std::to_string(res.mx_modules.size()) +
+                " modules: " + list);
+  }
+  if (!res.recompute_modules.empty())
+    log.message("recompute: " + cfg.recompute.mode + " on " +
+                std::to_string(res.recompute_modules.size()) + " modules");
+}
+
+// Mean throughput and MFU over the steps after the first (which pays one-time allocation and
+// packing costs), and the largest per-step peak memory.
+void summarize(TrainResult& res) {
+  double tokens = 0, seconds = 0, mfu_time = 0;
+  for (size_t i = res.steps.size() > 1 ? 1 : 0; i < res.steps.size(); ++i) {
+    const StepRecord& r = res.steps[i];
+    tokens += r.tokens_per_s * r.step_s;
+    seconds += r.step_s;
+    mfu_time += r.mfu * r.step_s;
+  }
+  res.tokens_per_s = seconds > 0 ? tokens / seconds : 0;
+  res.mfu = seconds > 0 ? mfu_time / seconds : 0;
+  for (const auto& r : res.steps) res.peak_mem_bytes = std::max(res.peak_mem_bytes, r.peak_mem_bytes);
+}
+
+std::string sample_text(models::CausalLM& model, const data::TokenDataset& data,
+                        const TrainingConfig& t) {
+  autograd::NoGradGuard no_grad;
+  std::vector<int64_t> prompt;
+  for (int32_t id : data.encode(t.sample_prompt)) prompt.push_back(id);
+  if (prompt.empty()) prompt.push_back(data.separator_id() >= 0 ? data.separator_id() : 0);
+  models::GenerateOptions g;
+  g.max_new_tokens = t.sample_tokens;
+  g.greedy = false;
+  g.temperature = 0.8;
+  g.top_p = 0.95;
+  g.seed = static_cast<uint64_t>(t.seed);
+  if (data.separator_id() >= 0) g.stop_ids = {data.separator_id()};
+  std::vector<int32_t> out;
+  for (int64_t id : models::generate(model, prompt, g)) out.push_back(static_cast<int32_t>(id));
+  return data.decode(out);
+}
+
+}  // namespace
+
+TrainResult train(const Config& cfg, const TrainOptions& options) {
+  auto world = dist::world();
+  const int rank = world->rank(), nranks = world->size();
+  NullBuffer null_buffer;
+  std::ostream null_stream(&null_buffer);
+  std::ostream& log = rank == 0 ? (options.log ? *options.log : std::cout) : null_stream;
+  const Layout layout = parallel_layout(cfg, world);
+
+  TrainResult res;
+  res.run_dir = cfg.run.dir;
+  if (rank == 0) {
+    fs::create_directories(cfg.run.dir);
+    std::ofstream(fs::path(cfg.run.dir) / "config.yaml") << to_yaml(cfg);
+  }
+
+  // Data: every rank loads the corpus (a few MB here; token files are mapped).
+  auto dataset = data::TokenDataset::load(dataset_options(cfg));
+
+  // Model: f32 masters, seeded init; then the config's transforms, FSDP last (outermost wrapper).
+  manual_seed(static_cast<uint64_t>(cfg.training.seed));
+  std::shared_ptr<models::CausalLM> model = build_causal_lm(cfg, *dataset);
+  res.num_parameters = model->num_parameters();
+  if (cfg.low_precision.recipe == "mxfp8")
+    res.mx_modules = mx::convert_to_mx(*model, mx_convert_spec(cfg.low_precision));
+  res.recompute_modules = models::apply_recompute(*model, recompute_spec(cfg.recompute));
+  fsdp::FsdpModel sharded(*model, fsdp::groups_by_glob(*model, {"model.layers.*"}),
+                          layout.shard_comm, layout.replicate_comm, fsdp_options(cfg));
+  // Muon orthogonalizes whole matrices: the optimizer learns which parameters are row shards.
+  std::map<std::string, optim::ShardSpec> shard_specs;
+  if (layout.shard_comm->size() > 1)
+    for (const auto& i : sharded.shard_info())
+      shard_specs[i.fqn] = {i.global_shape, i.row_offset, layout.shard_comm};
+  optim::Optimizer opt(sharded.sharded_parameters(), optimizer_options(cfg.optimizer),
+                       shard_specs);
+  const optim::ScheduleSpec schedule = schedule_spec(cfg);
+  data::DataLoader loader(dataset, cfg.training.seq_len, static_cast<uint64_t>(cfg.training.seed),
+                          cfg.data.shuffle);
+
+  // Resume: parameters, optimizer state, loader position and RNG.
+  int64_t done = 0;
+  if (const std::string dir = resolve_resume(options.resume, cfg.run.dir); !dir.empty()) {
+    done = restore(dir, sharded, opt, loader);
+    sharded.reshard();  // the next forward gathers the loaded masters
+    log << "resumed from " << dir << " at step " << done << "\n";
+  } else if (options.resume == "auto") {
+    log << "no checkpoint in " << cfg.run.dir << "; starting fresh\n";
+  }
+  res.first_step = done + 1;
+
+  MetricsLog metrics(cfg.metrics, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
+  describe_run(cfg, res, *dataset, layout, *model, metrics);
+
+  const DType compute = dtype_named(cfg.parallel.fsdp.param_dtype);
+  res.peak_tflops = cfg.metrics.peak_tflops > 0 ? cfg.metrics.peak_tflops
+                                                : kernels::gemm_peak_gflops(compute) / 1e3;
+  const double flops_tok = model_flops_per_token(*model, cfg);
+  const int64_t global_tokens = cfg.training.batch_size * cfg.training.seq_len;
+  const int64_t micro_rows = cfg.training.batch_size / cfg.training.grad_accum;
+
+  StopSignals signals;
+  const std::vector<Tensor> shard_params = opt.parameters();
+  for (int64_t step = done + 1; step <= cfg.training.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Allocator::instance().reset_peak(MemTier::host);
+    const double lr = cfg.optimizer.lr * optim::lr_factor(schedule, step - 1);
+    opt.zero_grad();
+    double loss_sum = 0;  // Σ over this rank's micro-batches of mean loss · rows
+    for (int64_t m = 0; m < cfg.training.grad_accum; ++m) {
+      Tensor ids = loader.next_batch(micro_rows, layout.dp_rank, layout.dp_size);
+      const int64_t local_tokens = ids.size(0) * cfg.training.seq_len;
+      Tensor loss = model->loss(ids);
+      loss_sum += loss.item() * double(local_tokens);
+      // d(Σ token losses / global tokens): FSDP sums the shards' gradients over ranks.
+      mul(loss, double(local_tokens) / double(global_tokens)).backward();
+    }
+    sharded.finish_grads();
+    const double loss_value = global_sum(*world, loss_sum) / double(global_tokens);
+    // Replicas (HSDP) hold equal gradients after finish_grads: the norm runs over the shard axis.
+    const double grad_norm =
+        optim::clip_grad_norm(shard_params, {}, cfg.training.grad_clip, *layout.shard_comm);
+    if (std::isfinite(grad_norm)) {
+      opt.step(lr);
+    } else {
+      metrics.message("step " + std::to_string(step) + ": non-finite gradient norm; update skipped");
+    }
+
+    StepRecord r;
+    r.step = step;
+    r.loss = loss_value;
+    r.grad_norm = grad_norm;
+    r.lr = lr;
+    r.step_s = seconds_since(t0);
+    r.tokens_per_s = double(global_tokens) / r.step_s;
+    r.tflops = flops_tok * double(global_tokens) / double(nranks) / r.step_s / 1e12;
+    r.mfu = r.tflops / res.peak_tflops;
+    r.peak_mem_bytes = Allocator::instance().stats(MemTier::host).peak_bytes;
+    res.steps.push_back(r);
+    metrics.record(r);
+
+    const bool last = step == cfg.training.steps;
+    const bool stop = any_rank(*world, g_stop.load()) ||
+                      (options.stop_after > 0 && step - done >= options.stop_after && !last);
+    const bool periodic = cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0;
+    if (periodic || stop || (last && cfg.checkpoint.save_final)) {
+      checkpoint::SaveOptions so;
+      so.keep = cfg.checkpoint.keep;
+      so.extra_files = checkpoint_files(cfg, *model);
+      const auto t_save = std::chrono::steady_clock::now();
+      res.last_checkpoint =
+          checkpoint::save(cfg.run.dir, step, state_chunks(sharded, opt),
+                           trainer_state_json(step, loader.state(), nranks), world.get(), so);
+      metrics.message("checkpoint " + res.last_checkpoint + " (" +
+                      std::to_string(seconds_since(t_save)).substr(0, 5) + " s)");
+    }
+    if (stop) {
+      res.interrupted = true;
+      metrics.message("stopped at step " + std::to_string(step) +
+                      "; continue with --resume auto");
+      break;
+    }
+  }
+  summarize(res);
+  metrics.finish(res);
+  if (cfg.training.sample_tokens > 0 && !res.interrupted) {
+    res.sample = sample_text(*model, *dataset, cfg.training);
+    log << "sample: " << cfg.training.sample_prompt << res.sample << "\n";
+  }
+  return res;
+}
+
+}  // namespace hp::train

@@ -1,0 +1,82 @@
+// `hp ckpt inspect DIR` and `hp ckpt export-hf DIR OUT`: DCP checkpoints from the command line.
+// DIR is a step dir or a run dir (its latest checkpoint).
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "hp/checkpoint/dcp.h"
+#include "hp/checkpoint/export.h"
+
+namespace hp::cli {
+
+namespace {
+
+int inspect(const std::string& dir) {
+  const checkpoint::Metadata meta = checkpoint::read_metadata(checkpoint::resolve_step_dir(dir));
+  std::printf("checkpoint %s\nstep %lld, saved by %lld rank(s), %zu tensors\n\n", meta.dir.c_str(),
+              static_cast<long long>(meta.step), static_cast<long long>(meta.world_size),
+              meta.tensors.size());
+  uint64_t total = 0, state = 0;
+  size_t pieces = 0;
+  std::map<std::string, std::pair<size_t, uint64_t>> per_file;  // file → (pieces, bytes)
+  for (const checkpoint::TensorMeta& t : meta.tensors) {
+    uint64_t bytes = 0;
+    for (const auto& p : t.pieces) bytes += p.end - p.begin;
+    std::printf("%s  %s %s  %s\n", t.fqn.c_str(), std::string(dtype_name(t.dtype)).c_str(),
+                shape_str(t.global_shape).c_str(), human_bytes(static_cast<double>(bytes)).c_str());
+    for (const auto& p : t.pieces) {
+      std::printf("    %-24s offsets %-12s sizes %-12s bytes [%llu, %llu)\n", p.file.c_str(),
+                  shape_str(p.offsets).c_str(), shape_str(p.sizes).c_str(),
+                  static_cast<unsigned long long>(p.begin), static_cast<unsigned long long>(p.end));
+      auto& f = per_file[p.file];
+      ++f.first;
+      f.second += p.end - p.begin;
+    }
+    total += bytes;
+    pieces += t.pieces.size();
+    if (t.fqn.rfind("state.", 0) == 0) state += bytes;
+  }
+  std::printf("\nper file:\n");
+  for (const auto& [file, f] : per_file)
+    std::printf("  %-24s %zu pieces, %s\n", file.c_str(), f.first,
+                human_bytes(static_cast<double>(f.second)).c_str());
+  std::printf("total: %zu tensors, %zu pieces, %s (model %s, optimizer state %s)\n\n",
+              meta.tensors.size(), pieces, human_bytes(static_cast<double>(total)).c_str(),
+              human_bytes(static_cast<double>(total - state)).c_str(),
+              human_bytes(static_cast<double>(state)).c_str());
+  std::printf("trainer state:\n%s\n",
+              nlohmann::json::parse(meta.trainer_state_json).dump(2).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int run_ckpt(const Args& argv) {
+  Args args = argv;
+  if (args.empty()) throw UsageError{"expected 'inspect DIR' or 'export-hf DIR OUT'"};
+  const std::string sub = args.front();
+  args.erase(args.begin());
+  if (sub == "inspect") {
+    if (args.size() != 1) throw UsageError{"usage: hp ckpt inspect DIR"};
+    return inspect(args[0]);
+  }
+  if (sub == "export-hf") {
+    std::string max_shard;
+    int64_t max_bytes = 2'000'000'000;
+    if (take_value(args, "--max-shard-bytes", &max_shard))
+      max_bytes = parse_int("--max-shard-bytes", max_shard, 1, int64_t(1) << 50);
+    if (args.size() != 2)
+      throw UsageError{"usage: hp ckpt export-hf DIR OUT [--max-shard-bytes N]"};
+    const std::string step_dir = checkpoint::resolve_step_dir(args[0]);
+    const auto stats = checkpoint::export_hf(step_dir, args[1], max_bytes);
+    std::printf("exported %lld tensors (%s) from %s to %s in %lld shard(s)\n",
+                static_cast<long long>(stats.tensors),
+                human_bytes(static_cast<double>(stats.bytes)).c_str(), step_dir.c_str(),
+                args[1].c_str(), static_cast<long long>(stats.shards));
+    return 0;
+  }
+  throw UsageError{"unknown subcommand '" + sub + "' (expected inspect or export-hf)"};
+}
+
+}  // namespace hp::cli
