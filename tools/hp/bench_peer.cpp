@@ -8,13 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "hp/core/error.h"
 #include "hp/io/json.h"
 #include "hp/models/config.h"
+#include "hp/train/setup.h"
 
 namespace hp::cli {
 
@@ -23,47 +23,17 @@ using nlohmann::ordered_json;
 
 namespace {
 
-// The trainer's model for model.arch + sizes, field for field as train/setup's
-// arch_model_config builds it (vocab 0 = the byte-level tokenizer's 256 ids + separator).
+// The trainer's model for model.arch + sizes (train/setup's arch_model_config). vocab 0 takes the
+// data's vocabulary, known here without reading the data only for byte-level text (256 ids + the
+// separator).
 models::ModelConfig arch_config(const train::Config& cfg) {
-  static const std::map<std::string, std::string> kArchitectures = {
-      {"llama", "LlamaForCausalLM"},       {"qwen2", "Qwen2ForCausalLM"},
-      {"qwen3", "Qwen3ForCausalLM"},       {"qwen3_moe", "Qwen3MoeForCausalLM"},
-      {"mixtral", "MixtralForCausalLM"},
-  };
-  const train::ModelConfig& m = cfg.model;
-  const auto it = kArchitectures.find(m.arch);
-  if (it == kArchitectures.end())
-    HP_THROW(ValueError, "bench", "model.arch = '", m.arch,
-             "' has no peer built from sizes (give model.path, or --no-peer)");
   const bool byte_level = cfg.data.format == "text" && cfg.data.tokenizer.empty();
-  if (m.vocab == 0 && !byte_level)
+  if (cfg.model.vocab == 0 && !byte_level)
     HP_THROW(ValueError, "bench",
-             "model.vocab = 0 takes the vocabulary of data.tokenizer '", cfg.data.tokenizer,
-             "'; set it (--set model.vocab=N) so the peer builds the same model, or --no-peer");
-  models::ModelConfig c;
-  c.architecture = it->second;
-  c.model_type = m.arch;
-  c.vocab_size = m.vocab > 0 ? m.vocab : 257;
-  c.hidden_size = m.hidden;
-  c.intermediate_size = m.intermediate;
-  c.num_hidden_layers = m.layers;
-  c.num_attention_heads = m.heads;
-  c.num_key_value_heads = m.kv_heads;
-  c.head_dim = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
-  c.max_position_embeddings = std::max<int64_t>(2048, cfg.training.seq_len + 1);
-  c.rope_theta = m.rope_theta;
-  c.tie_word_embeddings = m.tie_embeddings;
-  c.attention_bias = m.arch == "qwen2";
-  if (m.experts > 0) {
-    c.num_experts = m.experts;
-    c.num_experts_per_tok = m.experts_per_token;
-    c.moe_intermediate_size = m.moe_intermediate > 0 ? m.moe_intermediate : m.intermediate;
-    c.norm_topk_prob = true;
-    c.router_aux_loss_coef = m.router_aux_loss_coef;
-    c.output_router_logits = m.router_aux_loss_coef > 0;
-  }
-  return c;
+             "model.vocab = 0 takes the vocabulary of the data (format ", cfg.data.format,
+             ", tokenizer '", cfg.data.tokenizer,
+             "'); set it (--set model.vocab=N) so the peer builds the same model, or --no-peer");
+  return train::arch_model_config(cfg.model, 257, cfg.training.seq_len, -1);
 }
 
 fs::path peers_dir() {
