@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "cli_run.h"
 #include "hp/io/safetensors.h"
 #include "hp/io/tokenizer.h"
 #include "hp/models/registry.h"
@@ -23,19 +24,15 @@ std::string fixture(const std::string& name) {
   return std::string(HP_TEST_DIR) + "/fixtures/" + name;
 }
 
+// The hp binary, or "" when it is not built.
 std::string hp_binary() {
-  const fs::path p = fs::read_symlink("/proc/self/exe").parent_path() / "hp";
-  return fs::exists(p) ? p.string() : "";
+  const std::string p = test::hp_binary();
+  return fs::exists(p) ? p : "";
 }
 
-// Runs a command, returning its exit code and (stdout + stderr) text.
 std::pair<int, std::string> run(const std::string& cmd) {
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[512];
-  while (f && std::fgets(buf, sizeof buf, f)) out += buf;
-  const int rc = f ? pclose(f) : -1;
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
+  auto r = test::run_command(cmd);
+  return {r.code, r.output};
 }
 
 TEST(Cli, ForwardMatchesRecordedLogits) {

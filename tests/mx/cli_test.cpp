@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_run.h"
 #include "hp/mx/quantize.h"
 
 namespace hp::mx {
@@ -21,26 +22,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string output;  // stdout + stderr
-};
-
-std::string hp_binary() {
-  return (fs::read_symlink("/proc/self/exe").parent_path() / "hp").string();
-}
-
-Result run_hp(const std::string& args) {
-  const std::string cmd = hp_binary() + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, ""};
-  if (!p) return r;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) r.output += buf;
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = test::CliResult;
+using test::hp_binary;
+using test::run_hp;
 
 template <class T>
 std::vector<T> slurp(const fs::path& p) {

@@ -28,6 +28,7 @@ int run_model(const Args& args);
 int run_config(const Args& args);
 int run_launch(const Args& args);
 int run_ckpt(const Args& args);
+int run_bench(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
@@ -46,6 +47,10 @@ inline const std::vector<Command>& commands() {
       {"model", "info DIR: architecture, parameter count and memory by dtype", run_model},
       {"ckpt", "inspect DIR | export-hf DIR OUT: distributed checkpoints (DIR: step or run dir)",
        run_ckpt},
+      {"bench",
+       "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "
+       "PyTorch",
+       run_bench},
   };
   return k;
 }
@@ -58,5 +63,7 @@ double parse_double(const std::string& flag, const std::string& value);
 void reject_leftovers(const Args& args);
 // "1.50 MiB".
 std::string human_bytes(double bytes);
+// `s` as one /bin/sh word (single-quoted when it holds spaces or shell metacharacters).
+std::string shell_quote(const std::string& s);
 
 }  // namespace hp::cli

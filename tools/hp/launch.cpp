@@ -17,15 +17,6 @@ extern char** environ;
 
 namespace hp::cli {
 
-namespace {
-std::string quote(const std::string& s) {
-  if (!s.empty() && s.find_first_of(" \t'\"\\$`*?;&|<>()") == std::string::npos) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-}  // namespace
-
 int run_launch(const Args& in) {
   Args args = in;
   Args cmd;
@@ -62,7 +53,7 @@ int run_launch(const Args& in) {
   std::string line;
   for (const auto& a : argv) {
     if (!line.empty()) line += ' ';
-    line += quote(a);
+    line += shell_quote(a);
   }
   if (dry) {
     std::printf("%s\n", line.c_str());

@@ -67,6 +67,13 @@ void reject_leftovers(const Args& args) {
   if (!args.empty()) throw UsageError{"unexpected argument '" + args.front() + "'"};
 }
 
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_of(" \t'\"\\$`*?;&|<>()") == std::string::npos) return s;
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 }  // namespace hp::cli
 
 namespace {

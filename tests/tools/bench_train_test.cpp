@@ -1,0 +1,201 @@
+// `hp bench train`: usage errors, the spec handed to the peer, and the figures reported beside it.
+// Trains a tiny model for a few steps; the peer's Python is tests/tools/fixtures/
+// fake_peer_python.sh (fixed tokens/s), so the test needs no torch.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_run.h"
+
+namespace hp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_command;
+using test::run_hp;
+
+// llama, hidden 32, 1 layer, 2 heads / 1 kv head (head_dim 16), intermediate 64, vocab 300,
+// untied: 2·300·32 + (32·32·2 + 32·16·2 + 3·32·64 + 2·32) + 32.
+constexpr int64_t kTinyParams = 28512;
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream f(p);
+  return nlohmann::json::parse(f);
+}
+
+class BenchTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(test::hp_binary())) << "build target hp_cli";
+    dir_ = fs::temp_directory_path() / ("hp_bench_train_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    {
+      std::ofstream corpus(dir_ / "corpus.txt");
+      for (int i = 0; i < 200; ++i) corpus << "In the beginning was the word, line " << i << ".\n";
+    }
+    std::ofstream(dir_ / "tiny.yaml") << "model: {arch: llama, hidden: 32, layers: 1, heads: 2, "
+                                         "kv_heads: 1, intermediate: 64, vocab: 300}\n"
+                                      << "data: {path: " << (dir_ / "corpus.txt").string() << "}\n"
+                                      << "optimizer: {lr: 0.002, betas: [0.8, 0.9], eps: 1.0e-7, "
+                                         "weight_decay: 0.05}\n"
+                                      << "training: {steps: 3, batch_size: 2, seq_len: 16}\n"
+                                      << "metrics: {peak_tflops: 1.0, progress: none, jsonl: false}\n"
+                                      << "run: {dir: " << run_dir().string() << "}\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path run_dir() const { return dir_ / "run"; }
+  fs::path json() const { return dir_ / "out.json"; }
+  // hp bench train on the tiny config with `env` before the command and `flags` after it.
+  test::CliResult bench(const std::string& env, const std::string& flags) const {
+    return run_command(env + " " + test::hp_binary() + " bench train " +
+                       (dir_ / "tiny.yaml").string() + " --json " + json().string() + " " + flags);
+  }
+  static std::string fake_python() {
+    return "HP_PEER_PYTHON=" HP_TEST_DIR "/fixtures/fake_peer_python.sh";
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(BenchTrain, UsageErrorsExitTwoBeforeTraining) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"bench", "expected 'train"},
+      {"bench forward", "expected 'train"},
+      {"bench train --steps 0", "--steps expects an integer"},
+      {"bench train --peer-dtype f16", "--peer-dtype expects bf16, f32 or both, got 'f16'"},
+      {"bench train --peer-steps 2", "--peer-steps expects an integer in [3,"},
+      {"bench train --no-peer --peer-dtype f32", "--no-peer excludes"},
+      {"bench train a.yaml b.yaml", "unexpected argument 'b.yaml'"},
+  };
+  for (auto [args, message] : cases) {
+    const auto r = run_hp(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << "\n" << r.output;
+  }
+  const auto missing = run_hp("bench train " + (dir_ / "missing.yaml").string());
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("missing.yaml"), std::string::npos) << missing.output;
+}
+
+TEST_F(BenchTrain, ConfigsThePeerCannotMirrorFailBeforeTraining) {
+  const auto muon = bench(fake_python(), "--set optimizer.name=muon");
+  EXPECT_EQ(muon.code, 2) << muon.output;
+  EXPECT_NE(muon.output.find("[bench] optimizer.name = 'muon'"), std::string::npos) << muon.output;
+  const auto vocab = bench(fake_python(), "--set model.vocab=0 --set data.format=tokens_u16");
+  EXPECT_EQ(vocab.code, 2) << vocab.output;
+  EXPECT_NE(vocab.output.find("[bench] model.vocab = 0"), std::string::npos) << vocab.output;
+  EXPECT_FALSE(fs::exists(run_dir())) << "trained although the peer config was refused";
+}
+
+TEST_F(BenchTrain, PeerGetsTheSameModelShapesAndOptimizer) {
+  const auto r = bench(fake_python() + " FAKE_PEER_PARAMS=" + std::to_string(kTinyParams),
+                       "--peer-dtype both");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* dtype : {"bf16", "f32"}) {
+    const auto spec = read_json(run_dir() / (std::string("peer_spec_") + dtype + ".json"));
+    const auto& c = spec.at("config");
+    EXPECT_EQ(c.at("architectures").at(0), "LlamaForCausalLM");
+    EXPECT_EQ(c.at("model_type"), "llama");
+    EXPECT_EQ(c.at("hidden_size"), 32);
+    EXPECT_EQ(c.at("num_hidden_layers"), 1);
+    EXPECT_EQ(c.at("num_attention_heads"), 2);
+    EXPECT_EQ(c.at("num_key_value_heads"), 1);
+    EXPECT_EQ(c.at("head_dim"), 16);
+    EXPECT_EQ(c.at("intermediate_size"), 64);
+    EXPECT_EQ(c.at("vocab_size"), 300);
+    EXPECT_EQ(c.at("tie_word_embeddings"), false);
+    EXPECT_EQ(spec.at("seq_len"), 16);
+    EXPECT_EQ(spec.at("batch_size"), 2);
+    EXPECT_EQ(spec.at("grad_accum"), 1);
+    EXPECT_EQ(spec.at("steps"), 3);  // min(training.steps, 6), above the 2 warm-up steps
+    EXPECT_EQ(spec.at("warmup_steps"), 2);
+    EXPECT_DOUBLE_EQ(spec.at("lr").get<double>(), 0.002);
+    EXPECT_DOUBLE_EQ(spec.at("betas").at(0).get<double>(), 0.8);
+    EXPECT_DOUBLE_EQ(spec.at("betas").at(1).get<double>(), 0.9);
+    EXPECT_DOUBLE_EQ(spec.at("eps").get<double>(), 1e-7);
+    EXPECT_DOUBLE_EQ(spec.at("weight_decay").get<double>(), 0.05);
+    EXPECT_DOUBLE_EQ(spec.at("grad_clip").get<double>(), 1.0);
+    EXPECT_GE(spec.at("threads").get<int>(), 1);
+    EXPECT_EQ(spec.at("dtype"), dtype);
+  }
+  const auto out = read_json(json());
+  EXPECT_EQ(out.at("num_parameters"), kTinyParams);
+  EXPECT_EQ(out.at("tokens_per_step"), 32);
+  const double ours = out.at("hp").at("tokens_per_s").get<double>();
+  ASSERT_GT(ours, 0);
+  EXPECT_EQ(out.at("hp").at("step_s").size(), 2u);  // steps 2 and 3: the first is warm-up
+  ASSERT_EQ(out.at("peers").size(), 2u);
+  const double want[] = {1000, 2000};  // fake_peer_python.sh: bf16, f32
+  for (int i = 0; i < 2; ++i) {
+    const auto& p = out.at("peers").at(i);
+    EXPECT_EQ(p.at("dtype"), i == 0 ? "bf16" : "f32");
+    EXPECT_TRUE(p.at("ran").get<bool>());
+    EXPECT_DOUBLE_EQ(p.at("tokens_per_s").get<double>(), want[i]);
+    EXPECT_DOUBLE_EQ(p.at("ratio").get<double>(), ours / want[i]);
+    // Same FLOPs per token on both sides, against the same peak (1.0 TFLOP/s in the config).
+    const double hp_tflops = out.at("hp").at("tflops").get<double>();
+    EXPECT_NEAR(p.at("tflops").get<double>(), hp_tflops * want[i] / ours, 1e-12);
+    EXPECT_NEAR(p.at("mfu").get<double>(), p.at("tflops").get<double>(), 1e-12);
+  }
+  EXPECT_NE(r.output.find("PyTorch eager, bf16 autocast"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("PyTorch eager, f32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("GEMM peak 1.0000 TFLOP/s"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("WARNING"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchTrain, PeerDtypeDefaultsToOursAndParameterMismatchWarns) {
+  const auto r = bench(fake_python() + " FAKE_PEER_PARAMS=7",
+                       "--set parallel.fsdp.param_dtype=f32 --set training.grad_accum=2 "
+                       "--peer-steps 4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto spec = read_json(run_dir() / "peer_spec_f32.json");
+  EXPECT_EQ(spec.at("dtype"), "f32");
+  EXPECT_EQ(spec.at("grad_accum"), 2);
+  EXPECT_EQ(spec.at("steps"), 4);
+  EXPECT_FALSE(fs::exists(run_dir() / "peer_spec_bf16.json"));
+  EXPECT_NE(r.output.find("WARNING: the f32 peer has 7 parameters, hp " +
+                          std::to_string(kTinyParams)),
+            std::string::npos)
+      << r.output;
+}
+
+TEST_F(BenchTrain, MissingTorchSkipsThePeer) {
+  const auto r = bench("HP_PEER_PYTHON=" + (dir_ / "no_such_python").string(), "");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipped: '" + (dir_ / "no_such_python").string() +
+                          "' cannot import torch and transformers"),
+            std::string::npos)
+      << r.output;
+  const auto out = read_json(json());
+  ASSERT_EQ(out.at("peers").size(), 1u);
+  EXPECT_FALSE(out.at("peers").at(0).at("ran").get<bool>());
+  EXPECT_GT(out.at("hp").at("tokens_per_s").get<double>(), 0);
+}
+
+TEST_F(BenchTrain, FailingPeerFailsTheBench) {
+  const auto r = bench(fake_python() + " FAKE_PEER_FAIL=1", "");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("peer exited with status 5"), std::string::npos) << r.output;
+}
+
+TEST_F(BenchTrain, NoPeerAndStepsOverride) {
+  const auto r = bench(fake_python(), "--no-peer --steps 4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("PyTorch"), std::string::npos) << r.output;
+  const auto out = read_json(json());
+  EXPECT_TRUE(out.at("peers").empty());
+  EXPECT_EQ(out.at("hp").at("step_s").size(), 3u);
+  EXPECT_FALSE(fs::exists(run_dir() / "peer_spec_bf16.json"));
+  // The bench never saves checkpoints (they would be timed with the steps).
+  for (const auto& e : fs::directory_iterator(run_dir()))
+    EXPECT_NE(e.path().filename().string().rfind("step-", 0), 0u) << e.path();
+}
+
+}  // namespace
+}  // namespace hp::cli
