@@ -156,6 +156,22 @@ TEST(Trainer, GradAccumulationMatchesOneBigBatch) {
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(one.steps[i].loss, two.steps[i].loss, 1e-4) << i;
 }
 
+// Recompute changes memory, not numbers: bitwise the same losses, and full recompute holds well
+// under half the activation memory (4 layers at seq 256, where activations dominate).
+TEST(Trainer, RecomputeKeepsLossesAndCutsActivationMemory) {
+  const std::vector<std::string> base = {"training.steps=3", "model.layers=4", "training.seq_len=256",
+                                         "parallel.fsdp.param_dtype=f32"};
+  TrainResult none = quiet_train(tiny_config("rc_none", base));
+  std::vector<std::string> full = base;
+  full.push_back("recompute.mode=full");
+  TrainResult rc = quiet_train(tiny_config("rc_full", full));
+  EXPECT_EQ(rc.recompute_modules.size(), 4u);
+  EXPECT_EQ(losses(none), losses(rc));
+  EXPECT_GT(none.act_mem_bytes, 0);
+  EXPECT_LT(double(rc.act_mem_bytes), 0.5 * double(none.act_mem_bytes))
+      << "none " << none.act_mem_bytes << " full " << rc.act_mem_bytes;
+}
+
 // Tolerance: the mean loss of every 10-step window of the MXFP8 run stays within 2% of the bf16
 // run's (single steps of a 256-token batch are too noisy to compare one by one; both runs see the
 // same data and init, and they diverge only through quantization).

@@ -230,6 +230,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       mul(loss, double(local_tokens) / double(global_tokens)).backward();
     }
     sharded.finish_grads();
+    // Forward + backward only: the optimizer's first step allocates its state, not activations.
+    const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::host).peak_bytes;
     const double loss_value = global_sum(*world, loss_sum) / double(global_tokens);
     // Replicas (HSDP) hold equal gradients after finish_grads: the norm runs over the shard axis.
     const double grad_norm =
@@ -250,7 +252,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     r.tflops = flops_tok * double(global_tokens) / double(nranks) / r.step_s / 1e12;
     r.mfu = r.tflops / res.peak_tflops;
     r.peak_mem_bytes = Allocator::instance().stats(MemTier::host).peak_bytes;
-    r.act_mem_bytes = r.peak_mem_bytes - live_at_start - grad_bytes;
+    r.act_mem_bytes = fwd_bwd_peak - live_at_start - grad_bytes;
     res.steps.push_back(r);
     metrics.record(r);
 

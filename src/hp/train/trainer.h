@@ -37,8 +37,9 @@ struct StepRecord {
   double loss = 0, grad_norm = 0, lr = 0;
   double step_s = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
   int64_t peak_mem_bytes = 0;  // host peak during the step (parameters, state, activations)
-  int64_t act_mem_bytes = 0;   // that peak minus what was live when the step began and minus
-                               // the step's f32 gradients: activations and transient buffers
+  int64_t act_mem_bytes = 0;   // peak of forward + backward minus what was live when the step
+                               // began and minus the step's f32 gradients: activations and
+                               // transient buffers
 };
 
 struct TrainResult {
