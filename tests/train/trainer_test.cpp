@@ -99,7 +99,8 @@ TEST(Trainer, LossFallsAndRunDirHoldsConfigMetricsAndPlot) {
   std::vector<int64_t> steps;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line);
-    for (const char* k : {"step", "loss", "grad_norm", "lr", "tokens_per_s", "mfu", "peak_mem_bytes"})
+    for (const char* k :
+         {"step", "loss", "grad_norm", "lr", "tokens_per_s", "mfu", "peak_mem_bytes"})
       EXPECT_TRUE(j.contains(k)) << k << " missing in " << line;
     steps.push_back(j["step"].get<int64_t>());
     EXPECT_DOUBLE_EQ(j["loss"].get<double>(), r.steps[size_t(steps.back() - 1)].loss);
@@ -126,8 +127,9 @@ TEST(Trainer, BitwiseIdenticalForAnyThreadCount) {
 // Interrupted at step 5 (as by SIGINT: a checkpoint is saved), resumed with --resume auto:
 // steps 6..12 reproduce the uninterrupted run bitwise, with AdamW and with Muon.
 void expect_resume_is_exact(const std::string& optimizer) {
-  const std::vector<std::string> sets = {"optimizer.name=" + optimizer,
-                                         "optimizer.lr=" + std::string(optimizer == "muon" ? "0.02" : "0.01")};
+  const std::vector<std::string> sets = {
+      "optimizer.name=" + optimizer,
+      "optimizer.lr=" + std::string(optimizer == "muon" ? "0.02" : "0.01")};
   TrainResult full = quiet_train(tiny_config("full_" + optimizer, sets));
   Config c = tiny_config("resume_" + optimizer, sets);
   TrainOptions stop;
@@ -145,12 +147,17 @@ void expect_resume_is_exact(const std::string& optimizer) {
   EXPECT_EQ(joined, losses(full));
 }
 
-TEST(Trainer, ResumeContinuesBitwiseAdamW) { expect_resume_is_exact("adamw"); }
-TEST(Trainer, ResumeContinuesBitwiseMuon) { expect_resume_is_exact("muon"); }
+TEST(Trainer, ResumeContinuesBitwiseAdamW) {
+  expect_resume_is_exact("adamw");
+}
+TEST(Trainer, ResumeContinuesBitwiseMuon) {
+  expect_resume_is_exact("muon");
+}
 
 TEST(Trainer, GradAccumulationMatchesOneBigBatch) {
   // Equal micro-batches: the gradient of the mean loss is the same sum, up to f32 rounding.
-  TrainResult one = quiet_train(tiny_config("accum1", {"training.steps=4", "parallel.fsdp.param_dtype=f32"}));
+  TrainResult one =
+      quiet_train(tiny_config("accum1", {"training.steps=4", "parallel.fsdp.param_dtype=f32"}));
   TrainResult two = quiet_train(tiny_config(
       "accum2", {"training.steps=4", "training.grad_accum=2", "parallel.fsdp.param_dtype=f32"}));
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(one.steps[i].loss, two.steps[i].loss, 1e-4) << i;
@@ -159,8 +166,8 @@ TEST(Trainer, GradAccumulationMatchesOneBigBatch) {
 // Recompute changes memory, not numbers: bitwise the same losses, and full recompute holds well
 // under half the activation memory (4 layers at seq 256, where activations dominate).
 TEST(Trainer, RecomputeKeepsLossesAndCutsActivationMemory) {
-  const std::vector<std::string> base = {"training.steps=3", "model.layers=4", "training.seq_len=256",
-                                         "parallel.fsdp.param_dtype=f32"};
+  const std::vector<std::string> base = {"training.steps=3", "model.layers=4",
+                                         "training.seq_len=256", "parallel.fsdp.param_dtype=f32"};
   TrainResult none = quiet_train(tiny_config("rc_none", base));
   std::vector<std::string> full = base;
   full.push_back("recompute.mode=full");

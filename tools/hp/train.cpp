@@ -1,8 +1,7 @@
 // hp train CONFIG.yaml [--set key=value ...] [--resume auto|PATH]
-#include "hp/train/trainer.h"
-
 #include "commands.h"
 #include "hp/train/config.h"
+#include "hp/train/trainer.h"
 
 namespace hp::cli {
 
@@ -16,8 +15,9 @@ int run_train(const Args& args_in) {
   if (take_value(args, "--stop-after", &value))
     opt.stop_after = parse_int("--stop-after", value, 1, 1LL << 40);
   if (args.size() != 1)
-    throw UsageError{"expected one CONFIG.yaml (usage: hp train CONFIG.yaml [--set key=value ...] "
-                     "[--resume auto|PATH])"};
+    throw UsageError{
+        "expected one CONFIG.yaml (usage: hp train CONFIG.yaml [--set key=value ...] "
+        "[--resume auto|PATH])"};
   const train::Config cfg = train::load_config(args.front(), sets);
   const train::TrainResult res = train::train(cfg, opt);
   (void)res;  // the run log and run.dir hold the results

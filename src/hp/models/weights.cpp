@@ -100,8 +100,7 @@ void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t 
     }
     io::write_safetensors((dir / file).string(), entries, {{"format", "pt"}});
   }
-  if (n > 1)
-    write_text(dir / "model.safetensors.index.json", io::hf_index_json(weight_map, total));
+  if (n > 1) write_text(dir / "model.safetensors.index.json", io::hf_index_json(weight_map, total));
   if (!tokenizer_dir.empty()) {
     for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                           "generation_config.json"}) {

@@ -92,7 +92,7 @@ void Module::add_forward_wrapper(ForwardWrapper w) {
     return;
   }
   wrapper_ = [outer = std::move(w), prev = std::move(wrapper_)](const Tensor& x,
-                                                                 const ForwardFn& inner) {
+                                                                const ForwardFn& inner) {
     return outer(x, [prev, inner](const Tensor& y) { return prev(y, inner); });
   };
 }

@@ -26,7 +26,8 @@ void ModelConfig::describe(Schema& s) {
   s.add("rope_theta", &rope_theta, "RoPE base frequency (with arch)").above(0);
   s.add("experts", &experts, "routed experts per MoE layer (qwen3_moe, mixtral)").min(0);
   s.add("experts_per_token", &experts_per_token, "experts each token is routed to (top-k)").min(0);
-  s.add("moe_intermediate", &moe_intermediate, "expert intermediate size (0 = intermediate)").min(0);
+  s.add("moe_intermediate", &moe_intermediate, "expert intermediate size (0 = intermediate)")
+      .min(0);
   s.add("router_aux_loss_coef", &router_aux_loss_coef, "load-balancing loss weight (MoE)").min(0);
 }
 
@@ -106,8 +107,9 @@ void FsdpConfig::describe(Schema& s) {
 void ParallelConfig::describe(Schema& s) {
   s.add("dp_shard", &dp_shard, "FSDP degree (ranks sharding parameters; -1 = world / dp_replicate)")
       .check([this] {
-        return dp_shard == -1 || dp_shard >= 1 ? std::string()
-                                               : "must be -1 or >= 1, got " + std::to_string(dp_shard);
+        return dp_shard == -1 || dp_shard >= 1
+                   ? std::string()
+                   : "must be -1 or >= 1, got " + std::to_string(dp_shard);
       });
   s.add("dp_replicate", &dp_replicate, "replicated data-parallel degree (HSDP when > 1)").min(1);
   s.add("tp", &tp, "tensor-parallel degree").min(1);

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "hp/core/error.h"
@@ -18,7 +18,9 @@ namespace hp::train {
 
 namespace {
 
-bool is_expert_weight(const std::string& fqn) { return fqn.find(".experts.") != std::string::npos; }
+bool is_expert_weight(const std::string& fqn) {
+  return fqn.find(".experts.") != std::string::npos;
+}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -44,7 +46,9 @@ std::string duration(double s) {
   return buf;
 }
 
-std::string mib(int64_t b) { return fmt("%.1f MiB", double(b) / (1024.0 * 1024.0)); }
+std::string mib(int64_t b) {
+  return fmt("%.1f MiB", double(b) / (1024.0 * 1024.0));
+}
 
 std::filesystem::path jsonl_path(const std::string& dir) {
   return std::filesystem::path(dir) / "metrics.jsonl";
@@ -96,8 +100,8 @@ MetricsLog::MetricsLog(const MetricsConfig& cfg, const std::string& run_dir, int
                        int64_t resume_step, std::ostream& out, bool enabled)
     : cfg_(cfg), run_dir_(run_dir), total_steps_(total_steps), out_(out), enabled_(enabled) {
   if (!enabled_) return;
-  bar_ = cfg.progress == "bar" || (cfg.progress == "auto" && isatty(STDOUT_FILENO) &&
-                                   &out_ == &std::cout);
+  bar_ = cfg.progress == "bar" ||
+         (cfg.progress == "auto" && isatty(STDOUT_FILENO) && &out_ == &std::cout);
   if (!cfg_.jsonl) return;
   // Keep the lines of the steps before the resume point (they are not re-run); drop later ones.
   const auto p = jsonl_path(run_dir_);
@@ -147,13 +151,15 @@ void MetricsLog::print_line(const StepRecord& r) {
   clear_bar();
   const int w = static_cast<int>(std::to_string(total_steps_).size());
   char head[64];
-  std::snprintf(head, sizeof head, "step %*lld/%lld", w, (long long)r.step, (long long)total_steps_);
-  const double eta = steps_seen_ ? elapsed_s_ / double(steps_seen_) * double(total_steps_ - r.step) : 0;
+  std::snprintf(head, sizeof head, "step %*lld/%lld", w, (long long)r.step,
+                (long long)total_steps_);
+  const double eta =
+      steps_seen_ ? elapsed_s_ / double(steps_seen_) * double(total_steps_ - r.step) : 0;
   out_ << head << "  loss " << fmt("%.4f", r.loss) << "  gnorm " << fmt("%.3f", r.grad_norm)
        << "  lr " << fmt("%.2e", r.lr) << "  " << si(r.tokens_per_s) << " tok/s  "
        << fmt("%.3f", r.tflops) << " TFLOP/s  MFU " << fmt("%.1f%%", 100.0 * r.mfu) << "  mem "
-       << mib(r.peak_mem_bytes) << "  " << fmt("%.3f", r.step_s) << " s/step  ETA "
-       << duration(eta) << "\n";
+       << mib(r.peak_mem_bytes) << "  " << fmt("%.3f", r.step_s) << " s/step  ETA " << duration(eta)
+       << "\n";
   out_.flush();
 }
 
@@ -230,7 +236,8 @@ std::string svg_plot(const std::vector<StepRecord>& records) {
     auto X = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * (kW - kLeft - kRight); };
     auto Y = [&](double y) { return y0 + kPanel - (y - lo) / (hi - lo) * kPanel; };
     o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\" points=\"";
-    for (const auto& p : pts) o << fmt("%.1f", X(p.first)) << "," << fmt("%.1f", Y(p.second)) << " ";
+    for (const auto& p : pts)
+      o << fmt("%.1f", X(p.first)) << "," << fmt("%.1f", Y(p.second)) << " ";
     o << "\"/>\n";
     for (double v : {lo, hi})
       o << "<text x=\"" << kLeft - 6 << "\" y=\"" << Y(v) + 4 << "\" text-anchor=\"end\">"

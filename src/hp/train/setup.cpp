@@ -61,8 +61,8 @@ data::DatasetOptions dataset_options(const Config& cfg) {
 models::ModelConfig arch_model_config(const ModelConfig& m, int64_t data_vocab, int64_t seq_len,
                                       int64_t separator_id) {
   static const std::map<std::string, std::string> kArchitectures = {
-      {"llama", "LlamaForCausalLM"},         {"qwen2", "Qwen2ForCausalLM"},
-      {"qwen3", "Qwen3ForCausalLM"},         {"qwen3_moe", "Qwen3MoeForCausalLM"},
+      {"llama", "LlamaForCausalLM"},     {"qwen2", "Qwen2ForCausalLM"},
+      {"qwen3", "Qwen3ForCausalLM"},     {"qwen3_moe", "Qwen3MoeForCausalLM"},
       {"mixtral", "MixtralForCausalLM"},
   };
   auto it = kArchitectures.find(m.arch);

@@ -41,7 +41,9 @@ namespace {
 // SIGINT / SIGTERM ask the loop to save and stop after the current step; a second signal while
 // saving is left to the default action only after the guard is gone.
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) { g_stop.store(true); }
+extern "C" void on_stop_signal(int) {
+  g_stop.store(true);
+}
 
 class StopSignals {
  public:
@@ -69,7 +71,9 @@ class NullBuffer : public std::streambuf {
   int overflow(int c) override { return c; }
 };
 
-DType dtype_named(const std::string& name) { return name == "bf16" ? DType::bf16 : DType::f32; }
+DType dtype_named(const std::string& name) {
+  return name == "bf16" ? DType::bf16 : DType::f32;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -182,8 +186,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   if (layout.shard_comm->size() > 1)
     for (const auto& i : sharded.shard_info())
       shard_specs[i.fqn] = {i.global_shape, i.row_offset, layout.shard_comm};
-  optim::Optimizer opt(sharded.sharded_parameters(), optimizer_options(cfg.optimizer),
-                       shard_specs);
+  optim::Optimizer opt(sharded.sharded_parameters(), optimizer_options(cfg.optimizer), shard_specs);
   const optim::ScheduleSpec schedule = schedule_spec(cfg);
   data::DataLoader loader(dataset, cfg.training.seq_len, static_cast<uint64_t>(cfg.training.seed),
                           cfg.data.shuffle);
@@ -239,7 +242,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     if (std::isfinite(grad_norm)) {
       opt.step(lr);
     } else {
-      metrics.message("step " + std::to_string(step) + ": non-finite gradient norm; update skipped");
+      metrics.message("step " + std::to_string(step) +
+                      ": non-finite gradient norm; update skipped");
     }
 
     StepRecord r;
@@ -273,8 +277,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     }
     if (stop) {
       res.interrupted = true;
-      metrics.message("stopped at step " + std::to_string(step) +
-                      "; continue with --resume auto");
+      metrics.message("stopped at step " + std::to_string(step) + "; continue with --resume auto");
       break;
     }
   }

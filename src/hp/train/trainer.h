@@ -43,17 +43,17 @@ struct StepRecord {
 };
 
 struct TrainResult {
-  std::vector<StepRecord> steps;    // every step run in this call, in order
-  int64_t first_step = 1;           // step number of steps[0] (> 1 after a resume)
+  std::vector<StepRecord> steps;  // every step run in this call, in order
+  int64_t first_step = 1;         // step number of steps[0] (> 1 after a resume)
   std::string run_dir;
-  std::string last_checkpoint;      // step directory, or "" when none was saved
-  bool interrupted = false;         // stopped by a signal or stop_after
-  double tokens_per_s = 0;          // mean over the steps after the first (warm-up) one
+  std::string last_checkpoint;  // step directory, or "" when none was saved
+  bool interrupted = false;     // stopped by a signal or stop_after
+  double tokens_per_s = 0;      // mean over the steps after the first (warm-up) one
   double mfu = 0;
-  double peak_tflops = 0;           // the MFU denominator used
+  double peak_tflops = 0;  // the MFU denominator used
   int64_t num_parameters = 0;
   int64_t peak_mem_bytes = 0;
-  int64_t act_mem_bytes = 0;  // largest per-step activation memory
+  int64_t act_mem_bytes = 0;                   // largest per-step activation memory
   std::vector<std::string> mx_modules;         // modules switched to MXFP8
   std::vector<std::string> recompute_modules;  // modules recomputed in backward
   std::string sample;                          // generated text (training.sample_tokens > 0)
