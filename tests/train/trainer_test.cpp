@@ -11,7 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "hp/checkpoint/dcp.h"
+#include "hp/checkpoint/export.h"
+#include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/models/registry.h"
+#include "hp/models/transformer.h"
+#include "hp/ops/ops.h"
 #include "hp/train/config.h"
 
 namespace hp::train {
@@ -139,7 +145,8 @@ void expect_resume_is_exact(const std::string& optimizer) {
   ASSERT_EQ(first.steps.size(), 5u);
   ASSERT_FALSE(first.last_checkpoint.empty());
   TrainOptions resume;
-  resume.resume = "auto";
+  // AdamW finds the checkpoint in run.dir; Muon is given the step directory itself.
+  resume.resume = optimizer == "adamw" ? "auto" : first.last_checkpoint;
   TrainResult second = quiet_train(c, resume);
   EXPECT_EQ(second.first_step, 6);
   std::vector<double> joined = losses(first);
@@ -161,6 +168,54 @@ TEST(Trainer, GradAccumulationMatchesOneBigBatch) {
   TrainResult two = quiet_train(tiny_config(
       "accum2", {"training.steps=4", "training.grad_accum=2", "parallel.fsdp.param_dtype=f32"}));
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(one.steps[i].loss, two.steps[i].loss, 1e-4) << i;
+}
+
+// A Hugging Face directory as the starting point (model.path), pre-tokenized u16 data (the corpus's
+// bytes folded into the fixture's 96-id vocabulary), and the trained checkpoint exported back to
+// a Hugging Face directory that loads with the trained values.
+TEST(Trainer, TrainsFromHuggingFaceDirectoryAndExportsBack) {
+  const std::string dir = run_dir("hf");
+  fs::create_directories(dir);
+  std::ifstream in(corpus(), std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint16_t> ids;
+  for (unsigned char ch : text) ids.push_back(static_cast<uint16_t>(ch % 96));
+  const std::string tokens = dir + "/tokens.u16";
+  std::ofstream(tokens, std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 2));
+  for (const char* fixture : {"qwen3", "deepseek_v3"}) {
+    const std::string yaml = std::string("model: {path: ") + HP_TEST_DIR + "/../models/fixtures/" +
+                             fixture + "}\ndata: {path: " + tokens +
+                             ", format: tokens_u16}\ntraining: {steps: 8, batch_size: 2, "
+                             "seq_len: 32}\noptimizer: {lr: 0.003}\nmetrics: {progress: none}\n"
+                             "run: {dir: " + dir + "/" + fixture + "}\n";
+    TrainResult r = quiet_train(parse_config(yaml, "hf.yaml"));
+    ASSERT_EQ(r.steps.size(), 8u) << fixture;
+    EXPECT_LT(r.steps.back().loss, r.steps.front().loss) << fixture;
+    const std::string out = dir + "/" + fixture + "_hf";
+    checkpoint::export_hf(r.last_checkpoint, out);
+    auto exported = models::load_model(out, DType::f32);
+    checkpoint::Metadata meta = checkpoint::read_metadata(r.last_checkpoint);
+    for (const auto& [fqn, t] : exported->named_parameters()) {
+      Tensor saved = zeros(t.shape());
+      checkpoint::load(meta, {checkpoint::Chunk{fqn, saved, t.shape(),
+                                                std::vector<int64_t>(t.shape().size(), 0)}});
+      EXPECT_EQ(sum(abs(sub(saved, t))).item(), 0.0) << fixture << " " << fqn;
+    }
+  }
+  // Byte-level text ids (up to 256) do not fit the fixture's vocabulary: a clear error.
+  const std::string bad = std::string("model: {path: ") + HP_TEST_DIR +
+                          "/../models/fixtures/qwen3}\ndata: {path: " + corpus() +
+                          "}\ntraining: {steps: 1, batch_size: 2, seq_len: 32}\nrun: {dir: " + dir +
+                          "/bad}\n";
+  try {
+    quiet_train(parse_config(bad, "bad.yaml"));
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("has token ids up to 256 but the model's vocabulary is 96"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // Recompute changes memory, not numbers: bitwise the same losses, and full recompute holds well

@@ -101,7 +101,7 @@ struct FsdpConfig {
 };
 
 struct ParallelConfig {
-  int64_t dp_shard = 1, dp_replicate = 1, tp = 1;
+  int64_t dp_shard = -1, dp_replicate = 1, tp = 1;
   FsdpConfig fsdp;
   void describe(Schema& s);
   bool operator==(const ParallelConfig&) const = default;
