@@ -202,7 +202,10 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   }
   res.first_step = done + 1;
 
-  MetricsLog metrics(cfg.metrics, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
+  // mpirun hands ranks a pseudo-terminal: a bar would look right there but not in captured logs.
+  MetricsConfig metrics_cfg = cfg.metrics;
+  if (nranks > 1 && metrics_cfg.progress == "auto") metrics_cfg.progress = "lines";
+  MetricsLog metrics(metrics_cfg, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
   describe_run(cfg, res, *dataset, layout, *model, metrics);
 
   const DType compute = dtype_named(cfg.parallel.fsdp.param_dtype);
