@@ -3,12 +3,7 @@
 # in the middle of a save — must leave the latest complete checkpoint loadable: `hp ckpt inspect`
 # reads it and `hp train --resume auto` continues from it on one rank.
 # Usage: kill_during_save.sh HP_BINARY REPO_ROOT
-set -euo pipefail
-hp=$1
-root=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-head -c 300000 "$root/data/kjv.txt" > "$dir/corpus.txt"
+source "$(dirname "$0")/../script_lib.sh" "$@"
 cat > "$dir/run.yaml" <<YAML
 model: {arch: qwen3, hidden: 256, layers: 2, heads: 4, kv_heads: 2, intermediate: 520, vocab: 259}
 data: {path: $dir/corpus.txt}

@@ -4,12 +4,7 @@
 # (f32 params and reductions: sums of shards in a different order, so to 1e-5 relative, not bitwise),
 # metrics are written once (one line per step), and the checkpoint reloads anywhere.
 # Usage: train_reshard.sh HP_BINARY REPO_ROOT
-set -euo pipefail
-hp=$1
-root=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-head -c 300000 "$root/data/kjv.txt" > "$dir/corpus.txt"
+source "$(dirname "$0")/../script_lib.sh" "$@"
 # vocab 259 and intermediate 72: dims that do not divide by 4 (or 3) ranks.
 cat > "$dir/run.yaml" <<YAML
 model: {arch: qwen3, hidden: 32, layers: 2, heads: 4, kv_heads: 2, intermediate: 72, vocab: 259}

@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # hp train under SIGTERM: the run saves a checkpoint and exits 0; `--resume auto` continues from it
 # to the last step. Usage: sigterm_resume.sh HP_BINARY REPO_ROOT
-set -euo pipefail
-hp=$1
-root=$2
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-head -c 300000 "$root/data/kjv.txt" > "$dir/corpus.txt"
+source "$(dirname "$0")/../script_lib.sh" "$@"
 cat > "$dir/run.yaml" <<YAML
 model: {arch: qwen3, hidden: 32, layers: 2, heads: 4, kv_heads: 2, intermediate: 64}
 data: {path: $dir/corpus.txt}
