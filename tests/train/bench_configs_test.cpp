@@ -47,5 +47,17 @@ TEST(BenchConfigs, HundredMillionParameterDense) {
   EXPECT_EQ(c.model.experts, 0);
 }
 
+// Every bundled config loads (the README and docs point users at them) and reads existing data.
+TEST(BundledConfigs, EveryConfigLoads) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kRepo + "/configs")) {
+    if (e.path().extension() != ".yaml") continue;
+    Config c = load_config(e.path().string());
+    EXPECT_TRUE(std::filesystem::exists(kRepo + "/" + c.data.path)) << e.path() << ": " << c.data.path;
+    ++n;
+  }
+  EXPECT_GE(n, 5);
+}
+
 }  // namespace
 }  // namespace hp::train
