@@ -53,7 +53,8 @@ TEST(BundledConfigs, EveryConfigLoads) {
   for (const auto& e : std::filesystem::directory_iterator(kRepo + "/configs")) {
     if (e.path().extension() != ".yaml") continue;
     Config c = load_config(e.path().string());
-    EXPECT_TRUE(std::filesystem::exists(kRepo + "/" + c.data.path)) << e.path() << ": " << c.data.path;
+    EXPECT_TRUE(std::filesystem::exists(kRepo + "/" + c.data.path))
+        << e.path() << ": " << c.data.path;
     ++n;
   }
   EXPECT_GE(n, 5);

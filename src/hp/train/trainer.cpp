@@ -38,11 +38,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// SIGINT / SIGTERM ask the loop to save and stop after the current step; a second signal while
-// saving is left to the default action only after the guard is gone.
+// SIGINT / SIGTERM ask the loop to save and stop after the current step; a second one (an
+// impatient Ctrl-C) takes the default action at once. signal() and raise() are async-signal-safe.
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) {
-  g_stop.store(true);
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop.exchange(true)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
 }
 
 class StopSignals {
