@@ -137,20 +137,5 @@ TEST(ClipGradNorm, ScalesOnlyAboveTheLimitAndSkipsMissingGrads) {
   EXPECT_FALSE(c.grad().defined());
 }
 
-TEST(GradAccumulator, AveragesOverAllTokensOfTheStep) {
-  Tensor w = from_vector({2.0}, {1});
-  w.requires_grad_();
-  GradAccumulator acc({w});
-  // Micro-batches of 3 and 1 tokens with loss_sum = k·w: the step's mean loss is (3w + w) / 4
-  // and d/dw = (3 + 1) / 4, however the tokens were split.
-  acc.backward(sum(mul(w, 3.0)), 3);
-  acc.backward(sum(mul(w, 1.0)), 1);
-  EXPECT_EQ(acc.micro_batches(), 2);
-  EXPECT_DOUBLE_EQ(acc.finish(), 2.0);
-  EXPECT_FLOAT_EQ(static_cast<float>(w.grad().item()), 1.0f);
-  EXPECT_EQ(acc.tokens(), 0);
-  EXPECT_THROW(acc.finish(), ValueError);
-}
-
 }  // namespace
 }  // namespace hp::optim

@@ -19,8 +19,7 @@ int run_train(const Args& args_in) {
         "expected one CONFIG.yaml (usage: hp train CONFIG.yaml [--set key=value ...] "
         "[--resume auto|PATH])"};
   const train::Config cfg = train::load_config(args.front(), sets);
-  const train::TrainResult res = train::train(cfg, opt);
-  (void)res;  // the run log and run.dir hold the results
+  train::train(cfg, opt);  // the run log and run.dir hold the results
   return 0;
 }
 

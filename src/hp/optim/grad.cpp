@@ -36,6 +36,19 @@ double sum_of_squares(const std::vector<Tensor>& params) {
   return total;
 }
 
+// Multiplies every defined .grad by `factor` in place.
+void scale_grads(const std::vector<Tensor>& params, double factor) {
+  const float f = static_cast<float>(factor);
+  for (const auto& p : params) {
+    Tensor g = f32_grad(p);
+    if (!g.defined()) continue;
+    float* x = g.data<float>();
+    parallel_for(0, g.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) x[i] *= f;
+    });
+  }
+}
+
 // Scales when the norm is finite and above max_norm (> 0), as torch's clip_grad_norm_.
 void clip_to(const std::vector<Tensor>& params, double norm, double max_norm) {
   if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
@@ -59,37 +72,6 @@ double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tens
   clip_to(sharded, norm, max_norm);
   clip_to(replicated, norm, max_norm);
   return norm;
-}
-
-void scale_grads(const std::vector<Tensor>& params, double factor) {
-  const float f = static_cast<float>(factor);
-  for (const auto& p : params) {
-    Tensor g = f32_grad(p);
-    if (!g.defined()) continue;
-    float* x = g.data<float>();
-    parallel_for(0, g.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) x[i] *= f;
-    });
-  }
-}
-
-void GradAccumulator::backward(const Tensor& loss_sum, int64_t valid_tokens) {
-  if (valid_tokens < 0) HP_THROW(ValueError, "optim", "grad accumulation: negative token count");
-  loss_sum_ += loss_sum.item();
-  tokens_ += valid_tokens;
-  ++micro_batches_;
-  loss_sum.backward();
-}
-
-double GradAccumulator::finish() {
-  if (tokens_ == 0)
-    HP_THROW(ValueError, "optim", "grad accumulation: no valid tokens in ", micro_batches_,
-             " micro-batches");
-  scale_grads(params_, 1.0 / static_cast<double>(tokens_));
-  const double mean = loss_sum_ / static_cast<double>(tokens_);
-  loss_sum_ = 0;
-  tokens_ = micro_batches_ = 0;
-  return mean;
 }
 
 }  // namespace hp::optim

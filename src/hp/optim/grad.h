@@ -1,4 +1,4 @@
-// Gradient utilities for the trainer loop: global-norm clipping and gradient accumulation.
+// Gradient utilities for the trainer loop: global-norm clipping, local and across shards.
 #pragma once
 
 #include <cstdint>
@@ -24,29 +24,5 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // (relative error ~1e-15). Collective over comm.
 double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
                       double max_norm, dist::Communicator& comm);
-
-// Multiplies every defined .grad by `factor` in place (f32 grads; others are converted).
-void scale_grads(const std::vector<Tensor>& params, double factor);
-
-// One optimizer step split into micro-batches. Each micro-batch backpropagates the SUM of its token
-// losses (the engine adds into .grad across backward calls); finish() divides the gradients by
-// the total valid tokens of the whole step, so the result is the gradient of
-// loss = Σ token losses / global valid tokens (DESIGN.md §4 Metrics) whatever the split.
-class GradAccumulator {
- public:
-  explicit GradAccumulator(std::vector<Tensor> params) : params_(std::move(params)) {}
-  // loss_sum: one-element tensor, the sum of this micro-batch's token losses.
-  void backward(const Tensor& loss_sum, int64_t valid_tokens);
-  // Scales the gradients by 1/total tokens, returns the step's mean loss, and resets the counters.
-  // Throws ValueError("[optim] ...") when no token was seen.
-  double finish();
-  int64_t micro_batches() const { return micro_batches_; }
-  int64_t tokens() const { return tokens_; }
-
- private:
-  std::vector<Tensor> params_;
-  double loss_sum_ = 0;
-  int64_t tokens_ = 0, micro_batches_ = 0;
-};
 
 }  // namespace hp::optim

@@ -2,7 +2,8 @@
 //
 // Usage by the trainer loop:
 //   Optimizer opt(model.named_parameters(), options);
-//   for step: zero_grad(); forward/backward (GradAccumulator); clip_grad_norm(opt.parameters(), c);
+//   for step: zero_grad(); forward/backward of Σ token losses / global tokens (train/trainer.cpp);
+//             clip_grad_norm(opt.parameters(), c);
 //             opt.step(peak_lr * lr_factor(schedule, step));
 //   checkpoint: opt.state_dict() / opt.load_state_dict(named tensors)
 //

@@ -24,6 +24,17 @@ std::vector<int64_t> row_box(const fsdp::FsdpModel::ShardInfo& i) {
   return off;
 }
 
+// Every parameter shard as a chunk (appended to `chunks`), and the shards by FQN.
+std::map<std::string, fsdp::FsdpModel::ShardInfo> parameter_chunks(
+    const fsdp::FsdpModel& model, std::vector<checkpoint::Chunk>& chunks) {
+  std::map<std::string, fsdp::FsdpModel::ShardInfo> by_fqn;
+  for (const auto& i : model.shard_info()) {
+    chunks.push_back({i.fqn, i.shard, i.global_shape, row_box(i)});
+    by_fqn.emplace(i.fqn, i);
+  }
+  return by_fqn;
+}
+
 }  // namespace
 
 std::pair<std::string, std::string> split_state_key(const std::string& key) {
@@ -36,11 +47,7 @@ std::pair<std::string, std::string> split_state_key(const std::string& key) {
 std::vector<checkpoint::Chunk> state_chunks(const fsdp::FsdpModel& model,
                                             const optim::Optimizer& opt) {
   std::vector<checkpoint::Chunk> chunks;
-  std::map<std::string, fsdp::FsdpModel::ShardInfo> by_fqn;
-  for (const auto& i : model.shard_info()) {
-    chunks.push_back({i.fqn, i.shard, i.global_shape, row_box(i)});
-    by_fqn.emplace(i.fqn, i);
-  }
+  const auto by_fqn = parameter_chunks(model, chunks);
   for (const auto& [key, t] : opt.state_dict()) {
     const auto [fqn, name] = split_state_key(key);
     if (name == "step") {
@@ -78,11 +85,7 @@ int64_t restore(const std::string& step_dir, fsdp::FsdpModel& model, optim::Opti
   // Parameters load straight into the shards; optimizer state into fresh tensors of the shard's
   // shape for every state entry the checkpoint has.
   std::vector<checkpoint::Chunk> chunks;
-  std::map<std::string, fsdp::FsdpModel::ShardInfo> by_fqn;
-  for (const auto& i : model.shard_info()) {
-    chunks.push_back({i.fqn, i.shard, i.global_shape, row_box(i)});
-    by_fqn.emplace(i.fqn, i);
-  }
+  const auto by_fqn = parameter_chunks(model, chunks);
   std::vector<std::pair<std::string, Tensor>> state;
   for (const auto& t : meta.tensors) {
     if (t.fqn.rfind("state.", 0) != 0) continue;

@@ -74,10 +74,6 @@ class NullBuffer : public std::streambuf {
   int overflow(int c) override { return c; }
 };
 
-DType dtype_named(const std::string& name) {
-  return name == "bf16" ? DType::bf16 : DType::f32;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -211,7 +207,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   MetricsLog metrics(metrics_cfg, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
   describe_run(cfg, res, *dataset, layout, *model, metrics);
 
-  const DType compute = dtype_named(cfg.parallel.fsdp.param_dtype);
+  const DType compute = fsdp_options(cfg).param_dtype;
   res.peak_tflops = cfg.metrics.peak_tflops > 0 ? cfg.metrics.peak_tflops
                                                 : kernels::gemm_peak_gflops(compute) / 1e3;
   const double flops_tok = model_flops_per_token(*model, cfg);
