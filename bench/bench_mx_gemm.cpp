@@ -1,4 +1,4 @@
-// MX GEMM benchmark: hp::mx against the BF16 GEMM it must keep pace with (DESIGN.md §4).
+// MX GEMM benchmark: hp::mx against the BF16 GEMM it must keep pace with (docs/ARCHITECTURE.md §4).
 //
 // Rows (every ratio is from one run: the variants are timed in turn within each iteration and
 // each keeps its best wall time, so they are compared under the same machine load):

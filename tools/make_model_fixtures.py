@@ -1,4 +1,5 @@
-"""Tiny random Hugging Face checkpoints + reference outputs for tests/models (DESIGN.md §8).
+"""Tiny random Hugging Face checkpoints + reference outputs for tests/models
+(docs/ARCHITECTURE.md §8).
 
 For each row of ARCHITECTURES this writes tests/models/fixtures/<name>/:
   config.json, model.safetensors   what `transformers` save_pretrained writes (f32)

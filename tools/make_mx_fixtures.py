@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Makes the MXFP8 conformance fixtures in tests/mx/fixtures/ (read by tests/mx/fixture_test.cpp).
 
-The expected codes and scales follow DESIGN.md §4 and are computed here independently of the C++
-code: scale exponents from their definitions with exact rational arithmetic (fractions.Fraction),
-element casts by ml_dtypes (round to nearest even), saturation by clipping. torchao's to_mx, when
-installed, is run on every case as a second reference; blocks where it differs are classified, and
-any difference outside the known, documented ones makes this script fail.
+The expected codes and scales follow docs/ARCHITECTURE.md §4 and are computed here independently of
+the C++ code: scale exponents from their definitions with exact rational arithmetic
+(fractions.Fraction), element casts by ml_dtypes (round to nearest even), saturation by clipping.
+torchao's to_mx, when installed, is run on every case as a second reference; blocks where it differs
+are classified, and any difference outside the known, documented ones makes this script fail.
 
-Known torchao (0.18) differences from DESIGN.md §4, by design of torchao rather than bugs here:
-  nonfinite   NaN/Inf in a block. DESIGN: scale 0xFF and every code 0x7F. torchao floor: Inf gives
+Known torchao (0.18) differences from docs/ARCHITECTURE.md §4, by torchao's design, not bugs here:
+  nonfinite   NaN/Inf in a block. §4: scale 0xFF and every code 0x7F. torchao floor: Inf gives
               a finite scale (amax exponent field 255) and Inf elements clamp to ±max; NaN gives
               scale 0xFF and NaN codes (the sign of a NaN code may be set). torchao rceil: Inf gives
               scale 0xFE and clamps; NaN gives 0xFF.
@@ -18,7 +18,7 @@ Known torchao (0.18) differences from DESIGN.md §4, by design of torchao rather
   rceil_log2  rceil with an amax significand a few f32 ulps above 1.75 (e.g. 57344.004 for E4M3):
               torchao computes ceil(log2(amax / max)) in float32, where log2 rounds to an integer
               once the exponent is large, so its scale is one step too small and the largest
-              element saturates. DESIGN's exact rule (nothing saturates under rceil) gives one
+              element saturates. §4's exact rule (nothing saturates under rceil) gives one
               step more.
 
 Usage: /work/venv/bin/python tools/make_mx_fixtures.py [--out tests/mx/fixtures]
@@ -120,7 +120,7 @@ def torchao_quantize(x_stored, is_bf16, axis, fmt, mode):
     if axis == 1:
         t = t.T
     rows, cols = t.shape
-    pad = (-cols) % BLOCK  # zero padding = DESIGN's partial-block rule
+    pad = (-cols) % BLOCK  # zero padding = the partial-block rule of docs/ARCHITECTURE.md §4
     t = torch.nn.functional.pad(t, (0, pad)).contiguous()
     elem = torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2
     smode = ScaleCalculationMode.FLOOR if mode == "floor" else ScaleCalculationMode.RCEIL

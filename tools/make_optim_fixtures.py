@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Reference values for tests/optim: torch.optim.AdamW and a Muon written from DESIGN.md §4.
+"""Reference values for tests/optim: torch.optim.AdamW and a Muon written from
+docs/ARCHITECTURE.md §4.
 
 Writes tests/optim/fixtures/optim_reference.json: per scenario the optimizer options, initial
 parameters, per-step lrs and gradients (null = no gradient that step), and the parameters and state

@@ -7,6 +7,7 @@
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/models/registry.h"
+#include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/plan.h"
@@ -124,7 +125,8 @@ void check_decoder_layer(const std::string& model_type, bool sequence_parallel =
       norms.second->weight.copy_from(w);
     }
   }
-  ShardedParameters sp = parallelize_module(tp, mesh, "tp", llama_tp_plan(c, sequence_parallel));
+  ShardedParameters sp =
+      parallelize_module(tp, mesh, "tp", models::llama_tp_plan(c, sequence_parallel));
   EXPECT_EQ(sp.at("self_attn.k_proj.weight").local().size(0), 12 / mesh->size(0) * 2);
   if (sequence_parallel) {
     EXPECT_EQ(sp.at("input_layernorm.weight").placements(), (Placements{Replicate{}}));
@@ -277,7 +279,7 @@ TEST(ShardPlan, BadPlansFailOnEveryRank) {
     // tp + 1 heads never divide by tp.
     auto bad = small_config(tp + 1, tp + 1);
     models::DecoderLayer layer(bad, models::llama_layers(), 0);
-    e = error_of([&] { parallelize_module(layer, mesh, "tp", llama_tp_plan(bad)); });
+    e = error_of([&] { parallelize_module(layer, mesh, "tp", models::llama_tp_plan(bad)); });
     EXPECT_NE(e.find("self_attn.q_proj"), std::string::npos) << e;
     EXPECT_NE(e.find(std::to_string(tp + 1) + " attention heads"), std::string::npos) << e;
     EXPECT_NE(e.find("tp degree " + std::to_string(tp)), std::string::npos) << e;

@@ -1,5 +1,5 @@
 // Element and scale codecs (format.h) against the core FP8 conversions (ml_dtypes semantics) and
-// the rules of DESIGN.md §4.
+// the rules of docs/ARCHITECTURE.md §4.
 #include <gtest/gtest.h>
 
 #include <cfloat>

@@ -2,10 +2,10 @@
 // (exact rational scale rules + ml_dtypes element casts, cross-checked against torchao's to_mx).
 // Codes and scales must match bit for bit, on every ISA, both axes, formats and scale modes.
 //
-// torchao (0.18) differs from DESIGN.md §4 in three documented places; the fixtures follow DESIGN
-// and the script fails on any other torchao difference (result byte `torchao` = 1 marks a result
-// with such blocks):
-//   nonfinite   NaN/Inf block: DESIGN writes scale 0xFF and codes 0x7F; torchao gives Inf blocks a
+// torchao (0.18) differs from docs/ARCHITECTURE.md §4 in three documented places; the fixtures
+// follow it and the script fails on any other torchao difference (result byte `torchao` = 1 marks a
+// result with such blocks):
+//   nonfinite   NaN/Inf block: §4 writes scale 0xFF and codes 0x7F; torchao gives Inf blocks a
 //               finite scale (floor) or 0xFE (rceil) and clamps Inf to ±max.
 //   min_scale   scale 2^-127 (byte 0): torchao floor divides by 2^-126, rceil multiplies by 1.0.
 //   rceil_log2  rceil, amax significand a few ulps above 1.75: torchao's float32 log2 rounds to an

@@ -32,7 +32,7 @@ TEST(MuonOwners, BalancesCountsAcrossRanks) {
 TEST(ShardSpec, ErrorsWithoutCommunicationNameTheParameter) {
   std::vector<NamedTensor> params = {{"w", zeros({4, 3})}};
   try {
-    Optimizer({params}, {}, {{"v", ShardSpec{{8, 3}, 0, nullptr}}});
+    Optimizer({params}, {}, {{"v", ShardSpec{{8, 3}, {0, 0}, nullptr}}});
     FAIL() << "unknown FQN accepted";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("[optim] shard spec for unknown parameter 'v'"),
@@ -40,12 +40,19 @@ TEST(ShardSpec, ErrorsWithoutCommunicationNameTheParameter) {
         << e.what();
   }
   try {
-    Optimizer({params}, {}, {{"w", ShardSpec{{8, 3}, 0, nullptr}}});
+    Optimizer({params}, {}, {{"w", ShardSpec{{8, 3}, {0, 0}, nullptr}}});
     FAIL() << "null communicator accepted";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("w: shard spec without a communicator"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(ShardSpec, RowShardStartsAtItsRowOnDimZero) {
+  const ShardSpec s = row_shard({8, 3, 2}, 5, nullptr);
+  EXPECT_EQ(s.global_shape, (Shape{8, 3, 2}));
+  EXPECT_EQ(s.offsets, (std::vector<int64_t>{5, 0, 0}));
+  EXPECT_EQ(row_shard({}, 0, nullptr).offsets, std::vector<int64_t>{});
 }
 
 }  // namespace

@@ -144,6 +144,15 @@ TEST(ConfigErrors, InconsistentCombinations) {
             "[config] run.yaml:21: lr_scheduler.warmup_steps: 200 exceeds training.steps (100)");
   EXPECT_EQ(error_of(kValid, {"model.kv_heads=3"}),
             "[config] --set model.kv_heads=3: model.kv_heads: 3 does not divide model.heads (4)");
+  EXPECT_EQ(error_of(kValid, {"parallel.tp=4"}),
+            "[config] --set parallel.tp=4: parallel.tp: 4 does not divide model.kv_heads (2)");
+  EXPECT_EQ(error_of(kValid, {"model.intermediate=129", "parallel.tp=2"}),
+            "[config] --set parallel.tp=2: parallel.tp: 2 does not divide model.intermediate "
+            "(129)");
+  EXPECT_EQ(error_of(kValid, {"parallel.plan=[{modules: ['*'], style: diagonal}]"}),
+            "[config] --set parallel.plan=[{modules: ['*'], style: diagonal}]: "
+            "parallel.plan[0].style: must be one of colwise|rowwise|sequence|replicate, got "
+            "'diagonal'");
   EXPECT_EQ(error_of(kValid, {"model.path=/models/llama"}),
             "[config] run.yaml:2: model.arch: give model.path or model.arch, not both");
   EXPECT_EQ(error_of("data:\n  path: c.txt\n"),

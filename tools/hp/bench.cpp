@@ -5,7 +5,8 @@
 // relative to the current directory; the run log goes to stderr), then the PyTorch peer
 // (bench/peers/train_peer.py) on the same model, shapes and AdamW settings with the same thread
 // count, and prints our tokens/s, TFLOP/s and MFU against the GEMM peak the trainer measured,
-// beside the peer's tokens/s and the ratio (DESIGN.md §8). The bench never saves checkpoints.
+// beside the peer's tokens/s and the ratio (docs/ARCHITECTURE.md §8). The bench never saves
+// checkpoints.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -7,7 +7,8 @@
 //   dequantize  --codes F --scales F --shape R,C --axis row|col [--elem e4m3|e5m2] --out Y.f32
 //   stats       --in X.f32 --shape R,C [--axis row] [--elem e4m3] [--scale-mode rceil]
 //               prints max abs error, max relative error, SNR (dB) and the saturated count
-// Defaults are the recipe of DESIGN.md §4 (E4M3, rceil); --axis defaults to row for stats only.
+// Defaults are the recipe of docs/ARCHITECTURE.md §4 (E4M3, rceil); --axis defaults to row for
+// stats only.
 #include <cmath>
 #include <cstdio>
 #include <fstream>

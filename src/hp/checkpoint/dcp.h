@@ -1,5 +1,5 @@
-// Distributed checkpoints (DCP, DESIGN.md §4 "DCP layout"): parameters, optimizer state and trainer
-// state saved by every rank in parallel, reloadable on any rank count and any sharding.
+// Distributed checkpoints (DCP, docs/ARCHITECTURE.md §4 "DCP layout"): parameters, optimizer state
+// and trainer state saved by every rank in parallel, reloadable on any rank count and any sharding.
 //
 // On disk, <run_dir>/step-<N>/ (N zero-padded to 8 digits so names sort) holds
 //   rank-<r>.safetensors  each rank's chunks (valid safetensors; key "<fqn>@<offsets>", e.g.

@@ -1,4 +1,4 @@
-// Error types and invariant checks (DESIGN.md §7).
+// Error types and invariant checks (docs/ARCHITECTURE.md §7).
 //
 // User errors are typed exceptions whose message starts with "[component]" and names the value at
 // fault. Internal invariants use HP_CHECK, which reports file:line. The library never calls exit().

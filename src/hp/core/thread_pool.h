@@ -1,4 +1,4 @@
-// One persistent thread pool per process (DESIGN.md §3).
+// One persistent thread pool per process (docs/ARCHITECTURE.md §3).
 //
 // Size: HP_NUM_THREADS if set, else the CPUs this process may run on (sched_getaffinity).
 // parallel_for hands out [begin, end) in contiguous chunks of at least `grain` elements. Kernels keep

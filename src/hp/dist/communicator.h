@@ -1,4 +1,5 @@
-// Communicator: the collective-communication interface every parallel runtime uses (DESIGN.md §3).
+// Communicator: the collective-communication interface every parallel runtime uses
+// (docs/ARCHITECTURE.md §3).
 //
 // Collectives work on dim 0 ("rows") of tensors of any shape; inputs need not be contiguous and are
 // never modified; results are new contiguous tensors. Reductions: f32, f64, bf16 and f16 (the

@@ -1,4 +1,4 @@
-// The flat layout of one FSDP group (DESIGN.md §4, uneven sharding and FSDP).
+// The flat layout of one FSDP group (docs/ARCHITECTURE.md §4, uneven sharding and FSDP).
 //
 // Every parameter p [n, ...] is split on dim 0 by the torch.chunk rule over W ranks (chunk =
 // ceil(n/W) rows; rank r holds rows [min(n, r·chunk), min(n, (r+1)·chunk))). Each rank keeps one

@@ -1,4 +1,4 @@
-// FSDP: fully sharded data parallelism over module groups (DESIGN.md §4 "FSDP").
+// FSDP: fully sharded data parallelism over module groups (docs/ARCHITECTURE.md §4 "FSDP").
 //
 // Each group (e.g. every decoder layer) and the root (the parameters no group holds: embeddings,
 // final norm, head) keeps only this rank's rows of every parameter, as f32 master weights —

@@ -1,4 +1,4 @@
-// Hugging Face config.json → a typed ModelConfig (DESIGN.md §1 "Models").
+// Hugging Face config.json → a typed ModelConfig (docs/ARCHITECTURE.md §1 "Models").
 //
 // One struct covers the decoder-only families hp builds: Llama, Qwen2, Qwen3 (dense) and the
 // MoE / MLA fields of Qwen3-MoE, Mixtral and DeepSeek-V3 (read here, used by models/moe and

@@ -57,16 +57,26 @@ std::vector<int64_t> generate(CausalLM& model, const std::vector<int64_t>& promp
   std::vector<double> ids(prompt.begin(), prompt.end());
   Tensor input = from_vector(ids, {1, static_cast<int64_t>(ids.size())}, DType::i64);
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    const Tensor h = model.hidden_states(input, &cache);  // [1, T, hidden]
-    // Only the last position's logits are needed: [1, hidden] · headᵀ → [1, V].
-    const Tensor last = narrow(h, 1, h.size(1) - 1, 1).contiguous();
-    const std::vector<float> logits =
-        linear(reshape(last, {1, last.size(2)}), model.head_weight()).to_vector_as<float>();
+    std::vector<float> logits;  // [V] at the last position
+    if (opt.kv_cache) {
+      const Tensor h = model.hidden_states(input, &cache);  // [1, T, hidden]
+      // Only the last position's logits are needed: [1, hidden] · headᵀ → [1, V].
+      const Tensor last = narrow(h, 1, h.size(1) - 1, 1).contiguous();
+      logits = linear(reshape(last, {1, last.size(2)}), model.head_weight()).to_vector_as<float>();
+    } else {
+      const Tensor all = model.forward(input);  // [1, T, V]
+      logits = narrow(all, 1, all.size(1) - 1, 1).contiguous().to_vector_as<float>();
+    }
     const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
     const int64_t next = pick_token(logits, opt, u);
     out.push_back(next);
     if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next) != opt.stop_ids.end()) break;
-    input = from_vector({static_cast<double>(next)}, {1, 1}, DType::i64);
+    if (opt.kv_cache) {
+      input = from_vector({static_cast<double>(next)}, {1, 1}, DType::i64);
+    } else {
+      ids.push_back(static_cast<double>(next));
+      input = from_vector(ids, {1, static_cast<int64_t>(ids.size())}, DType::i64);
+    }
   }
   return out;
 }

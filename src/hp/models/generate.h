@@ -18,6 +18,10 @@ struct GenerateOptions {
   uint64_t seed = 0;
   // Generation stops after any of these (e.g. the config's eos_token_id).
   std::vector<int64_t> stop_ids;
+  // Decode with a KV cache (one token per step). false re-runs the whole sequence each step
+  // through CausalLM::forward — what a model split by tensor / sequence parallelism needs, since
+  // its forward gathers the vocabulary and its sequence shards need the whole sequence.
+  bool kv_cache = true;
 };
 
 // Next-token id from logits [V] (f32 values): argmax, or a sample by temperature / top-p using

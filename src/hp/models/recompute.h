@@ -1,6 +1,6 @@
-// Activation recompute (DESIGN.md §2 "recompute regions re-run their forward"): decoder layers, or
-// blocks of them, become autograd::checkpoint regions that keep only their input [B, T, hidden]
-// and run their forward again in backward.
+// Activation recompute (docs/ARCHITECTURE.md §2 "recompute regions re-run their forward"): decoder
+// layers, or blocks of them, become autograd::checkpoint regions that keep only their input
+// [B, T, hidden] and run their forward again in backward.
 //
 // Regions are forward wrappers (nn::Module::add_forward_wrapper) added on top of any already
 // installed, so they contain sharding redistributions and low-precision GEMMs of the module.

@@ -138,6 +138,12 @@ CausalLM::CausalLM(const ModelConfig& c, const LayerFactory& f)
     lm_head =
         register_module("lm_head", std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false,
                                                                 c.dtype, c.initializer_range));
+  else
+    tied_head = register_module("lm_head", std::make_shared<TiedHead>(model->embed_tokens));
+}
+
+Tensor TiedHead::forward(const Tensor& x) const {
+  return wrapped_forward(x, [this](const Tensor& t) { return linear(t, embedding_->weight); });
 }
 
 Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
@@ -158,9 +164,13 @@ Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
 }
 
 Tensor CausalLM::forward(const Tensor& ids, KVCache* cache) {
-  // An untied head runs as its module, so its kernel and wrappers (low precision, sharding) apply.
-  const Tensor h = hidden_states(ids, cache);
-  return lm_head ? lm_head->forward(h) : linear(h, head_weight());
+  // The head runs as its module, so its kernel and wrappers (low precision, sharding) apply.
+  const Tensor logits = head(hidden_states(ids, cache));
+  return vocab_split_.gather ? vocab_split_.gather(logits) : logits;
+}
+
+Tensor CausalLM::head(const Tensor& h) const {
+  return lm_head ? lm_head->forward(h) : tied_head->forward(h);
 }
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
@@ -170,13 +180,14 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
   const int64_t b = ids.size(0), t = ids.size(1);
   if (t < 2)
     HP_THROW(ValueError, "models", "loss needs at least 2 tokens per row, got ", ids.desc());
-  const Tensor logits = forward(ids);  // [B, T, V]
-  Tensor shifted = reshape(narrow(logits, 1, 0, t - 1), {b * (t - 1), config_.vocab_size});
+  const Tensor logits = head(hidden_states(ids));  // [B, T, V_local]
+  Tensor shifted = reshape(narrow(logits, 1, 0, t - 1), {b * (t - 1), logits.size(2)});
   Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
   // The loss runs in f32 whatever the compute dtype (as torch autocast does): a bf16 mean over
   // thousands of tokens keeps 3 significant digits.
   if (shifted.dtype() != DType::f32) shifted = cast(shifted, DType::f32);
-  Tensor l = cross_entropy(shifted, targets, -100, "mean");
+  Tensor l = vocab_split_.cross_entropy ? vocab_split_.cross_entropy(shifted, targets)
+                                        : cross_entropy(shifted, targets, -100, "mean");
   for (const auto& layer : model->layers)
     if (Tensor aux = layer->mlp->aux_loss(); aux.defined()) l = add(l, aux);
   if (config_.output_router_logits && config_.router_aux_loss_coef != 0.0) {

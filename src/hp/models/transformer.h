@@ -122,6 +122,27 @@ struct KVCache {
   int64_t length = 0;  // tokens already cached
 };
 
+// The output head of a model with tied embeddings: logits = x · embed_tokens.weightᵀ. A module of
+// its own (registered as "lm_head", holding no parameter) so that wrappers — a tensor-parallel
+// input layout — apply to a tied head as to an untied one.
+class TiedHead : public nn::Module {
+ public:
+  explicit TiedHead(std::shared_ptr<nn::Embedding> embedding) : embedding_(std::move(embedding)) {}
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  std::shared_ptr<nn::Embedding> embedding_;
+};
+
+// How the head's output is split over the vocabulary (tensor parallelism): `gather` turns this
+// rank's logit columns [..., V_local] into the whole [..., vocab] (forward, generation);
+// `cross_entropy` (logits [N, V_local] f32, targets [N] global ids, -100 ignored) gives the mean
+// loss straight from the local columns, so loss() never builds full-vocabulary logits.
+struct VocabSplit {
+  std::function<Tensor(const Tensor&)> gather;
+  std::function<Tensor(const Tensor&, const Tensor&)> cross_entropy;
+};
+
 class CausalLM : public nn::Module {
  public:
   CausalLM(const ModelConfig& c, const LayerFactory& f);
@@ -140,12 +161,19 @@ class CausalLM : public nn::Module {
   // lm_head weight [vocab, hidden] (the embedding when tied).
   Tensor head_weight() const;
   KVCache new_cache() const;
+  // Installs the vocabulary split of a tensor-parallel head (parallelize step).
+  void set_vocab_split(VocabSplit s) { vocab_split_ = std::move(s); }
 
   std::shared_ptr<DecoderModel> model;
   std::shared_ptr<nn::Linear> lm_head;  // null when tied
+  std::shared_ptr<TiedHead> tied_head;  // the head when tied (FQN "lm_head"), else null
 
  private:
+  // h [B, T, hidden] → this rank's logit columns [B, T, V_local] (all without a vocab split).
+  Tensor head(const Tensor& h) const;
+
   ModelConfig config_;
+  VocabSplit vocab_split_;
   RotaryTables rope_;
 };
 

@@ -1,5 +1,5 @@
 // Low precision by config: switch the linear layers and MoE expert sets of a module tree to MXFP8
-// GEMMs (DESIGN.md §4 "MXFP8") without touching their parameters.
+// GEMMs (docs/ARCHITECTURE.md §4 "MXFP8") without touching their parameters.
 //
 // A converted nn::Linear keeps its weight and bias tensors and gets mx_linear as its GEMM kernel
 // (nn::Linear::set_kernel): optimizers, checkpoints and sharding plans see the same parameter

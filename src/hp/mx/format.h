@@ -1,9 +1,10 @@
-// MXFP8 formats (OCP MX v1.0, DESIGN.md §4): E4M3 / E5M2 elements, one E8M0 scale per block of 32.
+// MXFP8 formats (OCP MX v1.0, docs/ARCHITECTURE.md §4): E4M3 / E5M2 elements, one E8M0 scale per
+// block of 32.
 //
 // Scalar codecs and the scalar reference block quantizer. The SIMD kernels (quantize.h) must agree
 // with these bit for bit; tests and the fixture script check that.
 //
-// Rules, exactly as DESIGN.md §4 states them:
+// Rules, exactly as docs/ARCHITECTURE.md §4 states them:
 //   scale  floor: 2^(floor(log2 amax) - emax_elem), elements above max normal saturate.
 //          rceil: 2^ceil(log2(amax / max_normal)), nothing saturates.
 //          The exponent is clamped to [-127, 127]; scale byte = exponent + 127.
@@ -27,13 +28,13 @@ inline constexpr uint8_t kElemNaN = 0x7F;
 enum class ElemFormat : uint8_t { e4m3, e5m2 };
 enum class ScaleMode : uint8_t { floor, rceil };
 
-// What to quantize to; the default is the recipe DESIGN.md §4 names (rceil, E4M3).
+// What to quantize to; the default is the recipe docs/ARCHITECTURE.md §4 names (rceil, E4M3).
 struct QuantSpec {
   ElemFormat elem = ElemFormat::e4m3;
   ScaleMode scale_mode = ScaleMode::rceil;
 };
 
-// Constants of an element format (DESIGN.md §4 table).
+// Constants of an element format (docs/ARCHITECTURE.md §4 table).
 struct FormatInfo {
   int mant_bits;        // stored significand bits
   int bias;             // exponent bias

@@ -1,6 +1,6 @@
 // MX GEMM on this CPU: decode-in-pack to f32 panels, then OpenBLAS sgemm per C tile.
 //
-// Why f32 panels and not bf16 ones (DESIGN.md §4 suggests bf16): the library's bf16 GEMM itself
+// Why f32 panels and not bf16 ones (docs/ARCHITECTURE.md §4): the library's bf16 GEMM itself
 // widens bf16 to f32 and runs sgemm (kernels/cpu/gemm.cpp: no bf16 micro-kernel on AVX2), so
 // decoding straight to f32 skips a step, and an FP8 value times any E8M0 scale is exact in f32
 // except where it falls into the f32 subnormal range — exactly as dequantize_* computes it, with

@@ -1,5 +1,5 @@
-// MX GEMM (DESIGN.md §4): C [M, N] = alpha · A · Bᵀ (+ beta · C) with both operands MXFP8-quantized
-// along the reduction dim K, FP32 accumulation, f32 or bf16 output.
+// MX GEMM (docs/ARCHITECTURE.md §4): C [M, N] = alpha · A · Bᵀ (+ beta · C) with both operands
+// MXFP8-quantized along the reduction dim K, FP32 accumulation, f32 or bf16 output.
 //
 // A is the [M, K] operand and B the [N, K] operand of the product. Each is given by its codes and
 // E8M0 scales in one of two layouts, so that fprop, dgrad and wgrad all use a quantization of the

@@ -2,7 +2,8 @@
 // set (scalar reference, AVX2, AVX-512). Kernels see only whole 32-element blocks and whole 32×32
 // tiles; the drivers in quantize.cpp zero-pad partial blocks into local buffers, split work across
 // threads and validate arguments. This header is included by the ISA translation units, so it holds
-// no inline functions and no std containers (DESIGN.md §3, one definition per ISA namespace).
+// no inline functions and no std containers (docs/ARCHITECTURE.md §3, one definition per ISA
+// namespace).
 #pragma once
 
 #include <cstdint>

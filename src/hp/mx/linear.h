@@ -1,4 +1,4 @@
-// MXFP8 linear layers as autograd functions (DESIGN.md §4 "Training GEMMs").
+// MXFP8 linear layers as autograd functions (docs/ARCHITECTURE.md §4 "Training GEMMs").
 //
 //   fprop  Y  = X·Wᵀ  from X row-wise, W row-wise
 //   dgrad  dX = dY·W  from dY row-wise, W column-wise (blocks along out, the reduction dim)

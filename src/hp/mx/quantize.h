@@ -1,4 +1,4 @@
-// MXFP8 quantization and dequantization kernels at raw-pointer level (DESIGN.md §4).
+// MXFP8 quantization and dequantization kernels at raw-pointer level (docs/ARCHITECTURE.md §4).
 //
 // All matrices are row-major and contiguous. Inputs are f32 or bf16 (DType::f32 / DType::bf16);
 // codes are FP8 bytes (E4M3 or E5M2 per QuantSpec), scales are E8M0 bytes. A partial last block is

@@ -1,4 +1,4 @@
-// The differentiable op front-end: checks → kernel → tape (DESIGN.md §2, §3).
+// The differentiable op front-end: checks → kernel → tape (docs/ARCHITECTURE.md §2, §3).
 //
 // Every op validates its inputs (errors "[op] ..." name shapes and dtypes), runs a kernel from
 // hp/kernels/cpu, and — when an input requires grad and grad mode is on — records its backward

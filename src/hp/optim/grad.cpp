@@ -63,7 +63,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
 }
 
 double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
-                      double max_norm, dist::Communicator& comm) {
+                      double max_norm, dist::Communicator& comm,
+                      const std::vector<Tensor>& uncounted) {
   const Tensor sums =  // [size]: every rank's shard sum, added in rank order below
       comm.all_gather(from_data<double>({sum_of_squares(sharded)}, {1}));
   double total = 0;
@@ -71,6 +72,7 @@ double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tens
   const double norm = std::sqrt(total + sum_of_squares(replicated));
   clip_to(sharded, norm, max_norm);
   clip_to(replicated, norm, max_norm);
+  clip_to(uncounted, norm, max_norm);
   return norm;
 }
 

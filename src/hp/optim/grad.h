@@ -21,8 +21,11 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // `replicated` parameters whose gradients are the same on every rank, counted once. Each rank's
 // sum of squares (double) is all-gathered and added in rank order, so every rank gets the same
 // norm and clips alike; it equals the unsharded norm up to the association of the double sums
-// (relative error ~1e-15). Collective over comm.
+// (relative error ~1e-15). `uncounted` are clipped alike but not counted: this rank's copies of
+// elements another rank of comm counts (a tensor-parallel rank's replicated parameters, counted
+// by tp rank 0). Collective over comm.
 double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
-                      double max_norm, dist::Communicator& comm);
+                      double max_norm, dist::Communicator& comm,
+                      const std::vector<Tensor>& uncounted = {});
 
 }  // namespace hp::optim

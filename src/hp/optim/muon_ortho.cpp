@@ -27,29 +27,60 @@ uint64_t fingerprint(uint64_t h, std::string_view s) {
 }  // namespace detail
 
 bool split_across_ranks(const Optimizer::Entry& e) {
-  if (!e.shard || e.param.dim() != 2) return false;
-  return std::count_if(e.shard_rows.begin(), e.shard_rows.end(), [](int64_t r) { return r > 0; }) >
-         1;
+  if (!e.shard || e.param.dim() < 2) return false;
+  const Shape& g = e.shard->global_shape;
+  const size_t d = g.size();
+  return std::any_of(e.shard_boxes.begin(), e.shard_boxes.end(), [&](const ShardBox& b) {
+    return b.numel() > 0 && (b.sizes[d - 2] < g[d - 2] || b.sizes[d - 1] < g[d - 1]);
+  });
 }
 
 namespace {
 
+// newton_schulz on each [rows, cols] matrix of n elements at u (none when n is 0).
+void orthogonalize_matrices(const float* u, float* out, int64_t n, int64_t rows, int64_t cols,
+                            int steps) {
+  for (int64_t off = 0; off < n; off += rows * cols)
+    newton_schulz(u + off, out + off, rows, cols, steps);
+}
+
 void orthogonalize_local(const OrthoTask& t, int steps) {
   const Tensor& p = t.entry->param;
-  const int64_t rows = p.size(-2), cols = p.size(-1), n = p.numel();
-  // [..., rows, cols]: each trailing matrix on its own (none for an empty shard).
-  for (int64_t off = 0; off < n; off += rows * cols)
-    newton_schulz(t.u + off, t.out + off, rows, cols, steps);
+  orthogonalize_matrices(t.u, t.out, p.numel(), p.size(-2), p.size(-1), steps);
 }
 
 void copy_floats(float* dst, const float* src, int64_t n) {
   if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
 
-// The split matrices of one communicator. Element counts of matrix k: rows_k[r]·cols_k from rank
-// r. Gather buffers are laid out by peer rank j, and inside a peer's block by matrix order: this
-// rank sends to j the rows of the matrices j owns, and receives from j its rows of the matrices
-// this rank owns; the scatter mirrors that.
+// fn(at_box, at_full, n) over the contiguous runs (last-dim rows) of box b: at_box is the run's
+// element offset in the box laid out contiguously in its own shape, at_full in a contiguous
+// tensor of shape `full`.
+template <class Fn>
+void for_each_run(const ShardBox& b, const Shape& full, Fn fn) {
+  const int64_t n = b.numel();
+  if (n == 0) return;
+  const size_t dims = full.size();
+  if (dims == 0) return fn(int64_t{0}, int64_t{0}, int64_t{1});
+  const int64_t run = b.sizes.back();
+  std::vector<int64_t> stride(dims, 1), idx(dims, 0);  // idx: the run's index in the box
+  for (size_t d = dims - 1; d-- > 0;) stride[d] = stride[d + 1] * full[d + 1];
+  for (int64_t at = 0; at < n; at += run) {
+    int64_t f = 0;
+    for (size_t d = 0; d < dims; ++d) f += (b.offsets[d] + idx[d]) * stride[d];
+    fn(at, f, run);
+    for (size_t d = dims - 1; d-- > 0;) {
+      if (++idx[d] < b.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+// The split parameters of one communicator. Element counts of parameter k: the volume of rank
+// r's box. Gather buffers are laid out by peer rank j, and inside a peer's block by parameter
+// order: this rank sends to j its box (contiguous, as held) of the parameters j owns, and receives
+// from j its boxes of the parameters this rank owns, placing each at its offsets; the scatter
+// mirrors that.
 struct Group {
   dist::Communicator* comm = nullptr;
   std::vector<const OrthoTask*> tasks;
@@ -57,11 +88,12 @@ struct Group {
   std::vector<int64_t> to_peer, from_peer;  // gather: elements sent to / received from each rank
   dist::WorkPtr work;
 
-  int64_t cols(size_t k) const { return tasks[k]->entry->param.size(1); }
-  int64_t count(size_t k, int r) const {
-    return tasks[k]->entry->shard_rows[static_cast<size_t>(r)] * cols(k);
+  const Shape& global(size_t k) const { return tasks[k]->entry->shard->global_shape; }
+  const ShardBox& box(size_t k, int r) const {
+    return tasks[k]->entry->shard_boxes[static_cast<size_t>(r)];
   }
-  // fn(k, pos, n) over this rank's rows of every matrix, in peer (= owner) order.
+  int64_t count(size_t k, int r) const { return box(k, r).numel(); }
+  // fn(k, pos, n) over this rank's boxes of every parameter, in peer (= owner) order.
   template <class Fn>
   void walk_mine(Fn fn) const {
     int64_t pos = 0;
@@ -73,19 +105,15 @@ struct Group {
           pos += n;
         }
   }
-  // fn(k, pos, row_elem, n) over every peer's rows of the matrices owned here, in peer order;
-  // row_elem is where that peer's rows start in the full matrix (shards tile dim 0 in rank order).
+  // fn(k, pos, j) over every peer j's box of the parameters owned here, in peer order.
   template <class Fn>
   void walk_owned(Fn fn) const {
     int64_t pos = 0;
-    std::vector<int64_t> row_elem(tasks.size(), 0);
     for (int j = 0; j < comm->size(); ++j)
       for (size_t k = 0; k < tasks.size(); ++k)
         if (owner[k] == comm->rank()) {
-          const int64_t n = count(k, j);
-          fn(k, pos, row_elem[k], n);
-          pos += n;
-          row_elem[k] += n;
+          fn(k, pos, j);
+          pos += count(k, j);
         }
   }
 };
@@ -130,12 +158,11 @@ void check_same_matrices(std::vector<Group>& groups) {
   }
 }
 
-// Assigns the owners and sends this rank's rows of every split matrix to its owner.
+// Assigns the owners and sends this rank's box of every split parameter to its owner.
 void start_gather(Group& g) {
   const int w = g.comm->size(), me = g.comm->rank();
   std::vector<int64_t> sizes;
-  for (const auto* t : g.tasks)
-    sizes.push_back(t->entry->shard->global_shape[0] * t->entry->param.size(1));
+  for (size_t k = 0; k < g.tasks.size(); ++k) sizes.push_back(shape_numel(g.global(k)));
   g.owner = muon_owners(sizes, w);
   g.to_peer.assign(static_cast<size_t>(w), 0);
   g.from_peer.assign(static_cast<size_t>(w), 0);
@@ -150,29 +177,36 @@ void start_gather(Group& g) {
   g.work = g.comm->iall_to_all_v(send, g.to_peer, g.from_peer);
 }
 
-// Assembles the owned matrices, orthogonalizes them and sends every rank its rows of the result.
+// Assembles the owned parameters, orthogonalizes their matrices and sends every rank its box of
+// the result.
 void orthogonalize_owned(Group& g, int steps) {
   const Tensor recv = g.work->result();
   const float* r = recv.data<float>();
-  // [rows, cols] of the matrices owned here (empty for the others).
+  // Global-shaped buffers of the parameters owned here (empty for the others).
   std::vector<std::vector<float>> full_in(g.tasks.size()), full_out(g.tasks.size());
   for (size_t k = 0; k < g.tasks.size(); ++k)
     if (g.owner[k] == g.comm->rank()) {
-      const size_t n = static_cast<size_t>(g.tasks[k]->entry->shard->global_shape[0] * g.cols(k));
+      const size_t n = static_cast<size_t>(shape_numel(g.global(k)));
       full_in[k].resize(n);
       full_out[k].resize(n);
     }
-  g.walk_owned([&](size_t k, int64_t pos, int64_t at, int64_t n) {
-    copy_floats(full_in[k].data() + at, r + pos, n);
+  g.walk_owned([&](size_t k, int64_t pos, int j) {
+    for_each_run(g.box(k, j), g.global(k), [&](int64_t at_box, int64_t at_full, int64_t n) {
+      copy_floats(full_in[k].data() + at_full, r + pos + at_box, n);
+    });
   });
   for (size_t k = 0; k < g.tasks.size(); ++k)
-    if (g.owner[k] == g.comm->rank())
-      newton_schulz(full_in[k].data(), full_out[k].data(),
-                    g.tasks[k]->entry->shard->global_shape[0], g.cols(k), steps);
+    if (g.owner[k] == g.comm->rank()) {
+      const Shape& shape = g.global(k);
+      orthogonalize_matrices(full_in[k].data(), full_out[k].data(), shape_numel(shape),
+                             shape[shape.size() - 2], shape.back(), steps);
+    }
   Tensor send = empty({std::accumulate(g.from_peer.begin(), g.from_peer.end(), int64_t{0})});
   float* s = send.data<float>();
-  g.walk_owned([&](size_t k, int64_t pos, int64_t at, int64_t n) {
-    copy_floats(s + pos, full_out[k].data() + at, n);
+  g.walk_owned([&](size_t k, int64_t pos, int j) {
+    for_each_run(g.box(k, j), g.global(k), [&](int64_t at_box, int64_t at_full, int64_t n) {
+      copy_floats(s + pos + at_box, full_out[k].data() + at_full, n);
+    });
   });
   g.work = g.comm->iall_to_all_v(send, g.from_peer, g.to_peer);
 }

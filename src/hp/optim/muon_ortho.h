@@ -1,13 +1,13 @@
-// Muon's orthogonalization step over a set of parameters, some of them dim-0 shards (DESIGN.md §4:
-// never orthogonalize a partial matrix).
+// Muon's orthogonalization step over a set of parameters, some of them boxes of larger tensors
+// (docs/ARCHITECTURE.md §4: never orthogonalize a partial matrix).
 //
-// A matrix split across the ranks of its shard group is gathered to an owner rank, Newton–Schulz
-// runs there on the full matrix (the same newton_schulz call on the same data as an unsharded
-// step, hence bitwise the same result), and every rank gets its rows back. Per communicator a step
-// costs one small all_gather (the ranks check they hold the same split matrices) and two
-// all_to_all_v (every rank's rows to the owners, the owners' results back); matrices that one rank
-// holds whole (unsharded parameters, stacked experts sharded on the stack dim) are orthogonalized
-// locally while the gather is in flight.
+// A parameter whose matrices are split across the ranks of its shard group is gathered box by box
+// to an owner rank, Newton–Schulz runs there on every full matrix (the same newton_schulz call on
+// the same data as an unsharded step, hence bitwise the same result), and every rank gets its box
+// back. Per communicator a step costs one small all_gather (the ranks check they hold the same
+// split parameters) and two all_to_all_v (every rank's boxes to the owners, the owners' results
+// back); parameters whose matrices one rank holds whole (unsharded ones, stacked experts split on
+// the stack dims) are orthogonalized locally while the gather is in flight.
 #pragma once
 
 #include <cstdint>
@@ -18,21 +18,22 @@
 
 namespace hp::optim {
 
-// Owner rank of each matrix, given their element counts: the matrices sorted by size, largest
-// first (ties: lower index first), the k-th of them goes to rank k % world. Deterministic, so
-// every rank computes the same assignment.
+// Owner rank of each split parameter, given their element counts: sorted by size, largest first
+// (ties: lower index first), the k-th of them goes to rank k % world. Deterministic, so every rank
+// computes the same assignment.
 std::vector<int> muon_owners(const std::vector<int64_t>& numels, int world);
 
 // One Muon parameter's Newton–Schulz input and output on this rank, both with the parameter's
-// local shape ([..., rows, cols], rows = the local rows of a shard).
+// local shape ([..., rows, cols]; a sharded parameter's box).
 struct OrthoTask {
-  const Optimizer::Entry* entry;  // local shape, shard spec and every rank's row count
+  const Optimizer::Entry* entry;  // local shape, shard spec and every rank's box
   const float* u;
   float* out;
 };
 
-// Whether e is a 2-D shard whose rows live on more than one rank (then Muon gathers it); every
-// other parameter holds whole matrices where it is.
+// Whether e is sharded with some non-empty box not spanning its last two dims, i.e. its matrices
+// are split across ranks (then Muon gathers it); every other parameter holds whole matrices where
+// it is.
 bool split_across_ranks(const Optimizer::Entry& e);
 
 // out = newton_schulz(u) for every [rows, cols] matrix of every task. Collective over

@@ -9,20 +9,21 @@
 //
 // Each parameter is assigned once, at construction, to the first ParamGroup with a glob matching
 // its FQN (else to `default_algorithm`); the group fixes its algorithm, lr scale and weight decay.
-// Muon follows DESIGN.md §4 (Moonlight form of Nesterov momentum: buf = μ·buf + g,
+// Muon follows docs/ARCHITECTURE.md §4 (Moonlight form of Nesterov momentum: buf = μ·buf + g,
 // u = g + μ·buf; Newton–Schulz on u; p *= 1 - lr·wd; p -= lr·scale·NS(u)); tensors with more than
 // two dims are a stack of [rows, cols] matrices over their last two dims (stacked experts).
 // State is created lazily on a parameter's first step; parameters whose .grad is undefined are
 // skipped entirely (no decay, no state change), as in torch.
 //
-// Sharded parameters (FSDP, DESIGN.md §4): a parameter given a ShardSpec is this rank's dim-0
-// shard of a larger tensor. AdamW is elementwise, so it steps the shard as is. Muon never
-// orthogonalizes a partial matrix: each matrix split across ranks is gathered to one owner rank
-// (round-robin over the matrices sorted by size, the same on every rank), Newton–Schulz runs there
-// on the full matrix, and each rank gets its rows back (optim/muon_ortho.h); momentum and weight
-// decay stay local and the update scale uses the global shape, so a sharded step equals the
-// unsharded one bitwise. Stacked tensors [E, rows, cols] sharded on dim 0 hold whole matrices and
-// are orthogonalized where they are. state_dict() holds the local shard under the same keys.
+// Sharded parameters (FSDP, tensor parallelism; docs/ARCHITECTURE.md §4): a parameter given a
+// ShardSpec is this rank's box of a larger tensor. AdamW is elementwise, so it steps the box as is.
+// Muon never orthogonalizes a partial matrix: each parameter whose matrices are split across ranks
+// is gathered box by box to one owner rank (round-robin over the parameters sorted by size, the
+// same on every rank), Newton–Schulz runs there on the full matrices, and each rank gets its box
+// back (optim/muon_ortho.h); momentum and weight decay stay local and the update scale uses the
+// global shape, so a sharded step equals the unsharded one bitwise. Stacked tensors [E, rows, cols]
+// split only on the stack dims hold whole matrices and are orthogonalized where they are.
+// state_dict() holds the local box under the same keys.
 #pragma once
 
 #include <cstdint>
@@ -81,13 +82,23 @@ struct OptimizerOptions {
   Algorithm default_algorithm = Algorithm::adamw;
 };
 
-// This rank's part of a parameter sharded on dim 0 over `comm`: rows [row_offset, row_offset +
-// local rows) of a tensor of `global_shape` (other dims whole). Shards must tile dim 0 in rank
-// order (rank r's rows follow rank r-1's; empty shards allowed), e.g. by the torch.chunk rule.
+// This rank's part of a parameter split over the ranks of `comm`: the box starting at `offsets`
+// (one per dim of global_shape) with the local tensor's shape. The boxes of the ranks of comm
+// tile the global tensor exactly (every element on exactly one rank; empty boxes allowed) —
+// e.g. FSDP's dim-0 torch.chunk rows, a TP Shard(1) column block, or both at once.
 struct ShardSpec {
   Shape global_shape;
-  int64_t row_offset = 0;
+  std::vector<int64_t> offsets;
   dist::CommPtr comm;
+};
+
+// The spec of a dim-0 shard (FSDP's rows): offsets {row_offset, 0, ..., 0}.
+ShardSpec row_shard(Shape global_shape, int64_t row_offset, dist::CommPtr comm);
+
+// One rank's box of a sharded parameter: [offsets[d], offsets[d] + sizes[d]) on each dim d.
+struct ShardBox {
+  std::vector<int64_t> offsets, sizes;
+  int64_t numel() const { return shape_numel(sizes); }
 };
 
 // '*' matches any (possibly empty) run of characters, dots included; '?' matches one character.
@@ -106,11 +117,12 @@ class Optimizer {
   // ValueError("[optim] ...") naming the FQN for a non-f32 or non-contiguous parameter, a
   // duplicate FQN, or a muon group matching a tensor with fewer than 2 dims.
   Optimizer(std::vector<NamedTensor> params, OptimizerOptions options);
-  // With `shards` (FQN → ShardSpec) naming the parameters that are dim-0 shards. Collective over
-  // each distinct communicator (every rank of it constructs with the same sharded FQNs in the same
-  // order): the ranks exchange their row ranges once. Throws ValueError("[optim] ...") on every
-  // rank when a spec names an unknown FQN, does not match its local shape, or the ranks' specs do
-  // not tile dim 0. step() is then collective too: all ranks of a shard group step together.
+  // With `shards` (FQN → ShardSpec) naming the parameters that are boxes of larger tensors.
+  // Collective over each distinct communicator (every rank of it constructs with the same sharded
+  // FQNs in the same order): the ranks exchange their boxes once. Throws ValueError("[optim] ...")
+  // on every rank when a spec names an unknown FQN, its box does not fit the local shape or the
+  // global shape, or the ranks' boxes overlap or leave a hole. step() is then collective too: all
+  // ranks of a shard group step together.
   Optimizer(std::vector<NamedTensor> params, OptimizerOptions options,
             std::map<std::string, ShardSpec> shards);
 
@@ -136,11 +148,11 @@ class Optimizer {
     std::string group;    // name of the matching group ("default" if none)
     double lr_scale = 1.0;
     double weight_decay = 0.0;
-    int64_t step = 0;                 // number of updates applied
-    Tensor exp_avg, exp_avg_sq;       // AdamW moments (undefined until the first step)
-    Tensor momentum_buffer;           // Muon momentum (undefined until the first step)
-    std::optional<ShardSpec> shard;   // set for a dim-0 shard (param holds the local rows)
-    std::vector<int64_t> shard_rows;  // rows held by each rank of shard->comm
+    int64_t step = 0;                   // number of updates applied
+    Tensor exp_avg, exp_avg_sq;         // AdamW moments (undefined until the first step)
+    Tensor momentum_buffer;             // Muon momentum (undefined until the first step)
+    std::optional<ShardSpec> shard;     // set for a sharded parameter (param holds its box)
+    std::vector<ShardBox> shard_boxes;  // the box of each rank of shard->comm
   };
   const std::vector<Entry>& entries() const { return entries_; }
   std::vector<Tensor> parameters() const;

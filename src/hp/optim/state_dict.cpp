@@ -1,5 +1,6 @@
-// Optimizer::state_dict / load_state_dict: state as named tensors "state.<fqn>.<name>" (DESIGN.md
-// §4 DCP layout), so checkpoints store optimizer state exactly like parameters.
+// Optimizer::state_dict / load_state_dict: state as named tensors "state.<fqn>.<name>"
+// (docs/ARCHITECTURE.md §4 DCP layout), so checkpoints store optimizer state exactly like
+// parameters.
 #include <map>
 
 #include "hp/optim/optimizer.h"

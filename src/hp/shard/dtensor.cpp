@@ -18,7 +18,7 @@ std::string placements_str(const Placements& p) {
 }
 
 namespace detail {
-void check_placements(const DeviceMesh& mesh, const Placements& p, int64_t ndim) {
+void check_placements(const DeviceMesh& mesh, const Placements& p, int64_t ndim, bool nested) {
   if (static_cast<int64_t>(p.size()) != mesh.ndim())
     HP_THROW(ValueError, "dtensor", "placements ", placements_str(p), " have ", p.size(),
              " entries but ", mesh.str(), " has ", mesh.ndim(), " axes");
@@ -28,43 +28,45 @@ void check_placements(const DeviceMesh& mesh, const Placements& p, int64_t ndim)
     if (d < 0 || d >= ndim)
       HP_THROW(ValueError, "dtensor", "placement Shard(", d, ") on mesh axis '",
                mesh.axis_names()[a], "' names a missing dim: the tensor has ", ndim, " dims");
-    for (size_t b = a + 1; b < p.size(); ++b)
+    for (size_t b = a + 1; b < p.size() && !nested; ++b)
       if (p[b] == p[a])
         HP_THROW(ValueError, "dtensor", "placements ", placements_str(p), " shard dim ", d,
                  " on two mesh axes ('", mesh.axis_names()[a], "', '", mesh.axis_names()[b],
-                 "'): not supported");
+                 "'): such a layout describes a shard but cannot be redistributed");
   }
 }
 }  // namespace detail
 
-Shape local_offsets(const Shape& global, const DeviceMesh& mesh, const Placements& p) {
-  Shape off(global.size(), 0);
-  for (size_t a = 0; a < p.size(); ++a)
+namespace {
+// This rank's [offset, length) on every dim: axes sharding the same dim split it from the
+// innermost axis outward, each splitting the piece the axes after it left (dtensor.h).
+std::pair<Shape, Shape> local_box(const Shape& global, const DeviceMesh& mesh,
+                                  const Placements& p) {
+  Shape off(global.size(), 0), len = global;
+  for (size_t a = p.size(); a-- > 0;)
     if (is_shard(p[a])) {
       auto d = static_cast<size_t>(std::get<Shard>(p[a]).dim);
-      off[d] = chunk_range(global[d], mesh.size(static_cast<int64_t>(a)),
-                           mesh.coordinate(static_cast<int64_t>(a)))
-                   .start;
+      const ChunkRange r = chunk_range(len[d], mesh.size(static_cast<int64_t>(a)),
+                                       mesh.coordinate(static_cast<int64_t>(a)));
+      off[d] += r.start;
+      len[d] = r.length;
     }
-  return off;
+  return {off, len};
+}
+}  // namespace
+
+Shape local_offsets(const Shape& global, const DeviceMesh& mesh, const Placements& p) {
+  return local_box(global, mesh, p).first;
 }
 
 Shape local_shape(const Shape& global, const DeviceMesh& mesh, const Placements& p) {
-  Shape s = global;
-  for (size_t a = 0; a < p.size(); ++a)
-    if (is_shard(p[a])) {
-      auto d = static_cast<size_t>(std::get<Shard>(p[a]).dim);
-      s[d] = chunk_range(global[d], mesh.size(static_cast<int64_t>(a)),
-                         mesh.coordinate(static_cast<int64_t>(a)))
-                 .length;
-    }
-  return s;
+  return local_box(global, mesh, p).second;
 }
 
 DTensor DTensor::from_local(const Tensor& local, MeshPtr mesh, Placements placements,
                             Shape global) {
   HP_CHECK(mesh != nullptr);
-  detail::check_placements(*mesh, placements, local.dim());
+  detail::check_placements(*mesh, placements, local.dim(), /*nested=*/true);
   dist::Communicator& c = *mesh->comm();
   if (global.empty() && local.dim() > 0) {
     global = local.shape();
@@ -105,6 +107,7 @@ DTensor DTensor::from_local(const Tensor& local, MeshPtr mesh, Placements placem
 
 DTensor DTensor::redistribute(const Placements& dst,
                               const std::optional<Placements>& grad_placements) const {
+  detail::check_placements(*mesh_, placements_, static_cast<int64_t>(global_.size()));
   detail::check_placements(*mesh_, dst, static_cast<int64_t>(global_.size()));
   if (grad_placements)
     detail::check_placements(*mesh_, *grad_placements, static_cast<int64_t>(global_.size()));

@@ -1,7 +1,11 @@
 // DTensor: this rank's local tensor + the global shape + mesh + one placement per mesh axis.
 //
 // The local tensor is an ordinary autograd tensor, so ops on local() are recorded as usual and
-// redistribute() is differentiable. A tensor dim may be sharded by at most one mesh axis.
+// redistribute() is differentiable. When several mesh axes shard the same tensor dim (FSDP's
+// Shard(0) over dp_shard on top of a tensor-parallel Shard(0) over tp), the innermost axis splits
+// first and each outer axis splits the piece it left, every split by the torch.chunk rule
+// (torch's _StridedShard): such a DTensor describes a shard — local_shape, local_offsets,
+// checkpoints, optimizer boxes — but redistribute() rejects it.
 //
 // Gradient layouts (what backward of redistribute assumes about the incoming gradient):
 //   the gradient of an output axis placed Replicate after Shard→Replicate is Partial(sum) — the
@@ -77,8 +81,10 @@ Shape local_offsets(const Shape& global_shape, const DeviceMesh& mesh,
                     const Placements& placements);
 
 namespace detail {
-// Throws ValueError naming the problem unless placements fit mesh and a tensor of ndim dims.
-void check_placements(const DeviceMesh& mesh, const Placements& placements, int64_t ndim);
+// Throws ValueError naming the problem unless placements fit mesh and a tensor of ndim dims;
+// `nested` allows several axes to shard one dim (a description; redistribute does not).
+void check_placements(const DeviceMesh& mesh, const Placements& placements, int64_t ndim,
+                      bool nested = false);
 // Converts a local tensor from src to dst layout; not recorded by autograd.
 Tensor redistribute_local(const Tensor& local, const Shape& global, const DeviceMesh& mesh,
                           const Placements& src, const Placements& dst);

@@ -1,4 +1,5 @@
-// DeviceMesh: the ranks of a communicator arranged as an n-d grid with named axes (DESIGN.md §4).
+// DeviceMesh: the ranks of a communicator arranged as an n-d grid with named axes
+// (docs/ARCHITECTURE.md §4).
 //
 // Axes are named by role (dp_replicate, dp_shard, cp, tp, ep, pp); ranks are laid out row-major,
 // so the last axis varies fastest (with {dp_shard: 2, tp: 2}, ranks 0,1 share a tp group). Each

@@ -1,5 +1,5 @@
-// Layouts of a tensor over one mesh axis (DESIGN.md §4): Shard(dim) with the uneven torch.chunk
-// rule, Replicate, and Partial(op) — every rank holds a term of a pending reduction.
+// Layouts of a tensor over one mesh axis (docs/ARCHITECTURE.md §4): Shard(dim) with the uneven
+// torch.chunk rule, Replicate, and Partial(op) — every rank holds a term of a pending reduction.
 #pragma once
 
 #include <algorithm>

@@ -9,29 +9,6 @@ namespace hp::shard {
 namespace detail {
 namespace {
 
-// Megatron's f: identity forward, all-reduce (sum) of the gradient over the axis backward.
-Tensor copy_to_region(const Tensor& x, const dist::CommPtr& comm) {
-  if (comm->size() == 1 || !autograd::needs_grad({x})) return x;
-  Tensor y = x.detach();
-  autograd::record("CopyToTpRegion", {x}, {y}, [comm](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{comm->all_reduce(g[0].contiguous())};
-  });
-  return y;
-}
-
-// Megatron's g: all-reduce (sum) forward, identity backward.
-Tensor reduce_from_region(const Tensor& x, const dist::CommPtr& comm) {
-  if (comm->size() == 1) return x;
-  Tensor y;
-  {
-    autograd::NoGradGuard ng;
-    y = comm->all_reduce(x.contiguous());
-  }
-  autograd::record("ReduceFromTpRegion", {x}, {y},
-                   [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
-  return y;
-}
-
 int64_t wrap_dim(int64_t d, int64_t ndim) {
   const int64_t w = d < 0 ? d + ndim : d;
   HP_CHECK(w >= 0 && w < ndim, "sequence dim ", d, " out of range for a ", ndim, "-d activation");
@@ -56,47 +33,75 @@ Tensor reduce_scatter_dim(const Tensor& x, int64_t d, const std::vector<int64_t>
       .contiguous();
 }
 
+}  // namespace
+}  // namespace detail
+
+Tensor copy_to_region(const Tensor& x, const dist::CommPtr& comm) {
+  if (comm->size() == 1 || !autograd::needs_grad({x})) return x;
+  Tensor y = x.detach();
+  autograd::record("CopyToTpRegion", {x}, {y}, [comm](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{comm->all_reduce(g[0].contiguous())};
+  });
+  return y;
+}
+
+// Megatron's g: all-reduce (sum) forward, identity backward.
+Tensor reduce_from_region(const Tensor& x, const dist::CommPtr& comm) {
+  if (comm->size() == 1) return x;
+  Tensor y;
+  {
+    autograd::NoGradGuard ng;
+    y = comm->all_reduce(x.contiguous());
+  }
+  autograd::record("ReduceFromTpRegion", {x}, {y},
+                   [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  return y;
+}
+
 // Sequence-parallel exit into a tensor-parallel region (Megatron-SP's g-bar): this rank's
 // Shard(d) rows → all rows; backward reduce-scatters the gradient (partial on each rank: its
 // output columns only) back to this rank's rows. Lengths are exchanged, so any split works; the
 // torch.chunk split of a plan's inputs comes back as the same split.
-Tensor gather_from_seq_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm) {
+Tensor gather_from_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm) {
   if (comm->size() == 1) return x;
-  const int64_t d = wrap_dim(dim, x.dim());
-  const std::vector<int64_t> counts = gather_lengths(x.size(d), comm);
+  const int64_t d = detail::wrap_dim(dim, x.dim());
+  const std::vector<int64_t> counts = detail::gather_lengths(x.size(d), comm);
   Tensor y;
   {
     autograd::NoGradGuard ng;
-    y = all_gather_dim(x, d, counts, comm);
+    y = detail::all_gather_dim(x, d, counts, comm);
   }
   autograd::record("GatherFromSeqRegion", {x}, {y},
                    [comm, d, counts](const std::vector<Tensor>& g) {
                      autograd::NoGradGuard ng;
-                     return std::vector<Tensor>{reduce_scatter_dim(g[0], d, counts, comm)};
+                     return std::vector<Tensor>{detail::reduce_scatter_dim(g[0], d, counts, comm)};
                    });
   return y;
 }
 
 // Tensor-parallel region's exit into sequence parallelism (Megatron-SP's g): partial sums over
 // all rows → this rank's torch.chunk rows of the sum; backward all-gathers the gradient.
-Tensor reduce_scatter_to_seq_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm) {
+Tensor reduce_scatter_to_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm) {
   if (comm->size() == 1) return x;
-  const int64_t d = wrap_dim(dim, x.dim());
+  const int64_t d = detail::wrap_dim(dim, x.dim());
   std::vector<int64_t> counts;
   for (int r = 0; r < comm->size(); ++r)
     counts.push_back(chunk_range(x.size(d), comm->size(), r).length);
   Tensor y;
   {
     autograd::NoGradGuard ng;
-    y = reduce_scatter_dim(x, d, counts, comm);
+    y = detail::reduce_scatter_dim(x, d, counts, comm);
   }
   autograd::record("ReduceScatterToSeqRegion", {x}, {y},
                    [comm, d, counts](const std::vector<Tensor>& g) {
                      autograd::NoGradGuard ng;
-                     return std::vector<Tensor>{all_gather_dim(g[0], d, counts, comm)};
+                     return std::vector<Tensor>{detail::all_gather_dim(g[0], d, counts, comm)};
                    });
   return y;
 }
+
+namespace detail {
+namespace {
 
 // Activation layouts a Linear style accepts at its sharded boundary: Replicate or Shard(dim).
 void check_layout(const Placement& p, const char* which, const std::string& style,
@@ -149,6 +154,22 @@ void check_heads(int64_t n, int64_t head_dim, const std::string& style, const St
              ctx.mesh->axis_names()[static_cast<size_t>(ctx.axis)], " degree ", degree);
 }
 
+// Installs m's wrapper for an input entering a tensor-parallel region in `layout`: Replicate → f,
+// Shard(d) → all-gather along d.
+void enter_region(nn::Module& m, const Placement& layout, const StyleContext& ctx) {
+  dist::CommPtr comm = ctx.mesh->axis_comm(ctx.axis);
+  if (is_shard(layout)) {
+    const int64_t d = std::get<Shard>(layout).dim;
+    m.set_forward_wrapper([comm, d](const Tensor& x, const nn::Module::ForwardFn& inner) {
+      return inner(gather_from_region(x, d, comm));
+    });
+    return;
+  }
+  m.set_forward_wrapper([comm](const Tensor& x, const nn::Module::ForwardFn& inner) {
+    return inner(copy_to_region(x, comm));
+  });
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -174,19 +195,18 @@ void ColwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParam
   nn::Linear& lin = static_cast<nn::Linear&>(m);
   detail::shard_parameter(lin, lin.weight, "weight", Shard{0}, ctx, out);  // [out/tp, in]
   detail::shard_parameter(lin, lin.bias, "bias", Shard{0}, ctx, out);      // [out/tp]
-  dist::CommPtr comm = ctx.mesh->axis_comm(ctx.axis);
-  if (is_shard(input_layout_)) {
-    // x: this rank's Shard(seq) rows → all rows (all-gather) → this rank's columns.
-    const int64_t d = std::get<Shard>(input_layout_).dim;
-    lin.set_forward_wrapper([comm, d](const Tensor& x, const nn::Module::ForwardFn& inner) {
-      return inner(detail::gather_from_seq_region(x, d, comm));
-    });
-    return;
-  }
-  // x replicated [..., in] → this rank's columns [..., out/tp].
-  lin.set_forward_wrapper([comm](const Tensor& x, const nn::Module::ForwardFn& inner) {
-    return inner(detail::copy_to_region(x, comm));
-  });
+  // x: replicated [..., in] (f) or this rank's Shard(seq) rows (all-gathered) → this rank's
+  // columns [..., out/tp].
+  detail::enter_region(lin, input_layout_, ctx);
+}
+
+void PrepareModuleInput::check(nn::Module&, const StyleContext& ctx) const {
+  detail::check_layout(input_layout_, "input", name(), ctx);
+}
+
+void PrepareModuleInput::apply(nn::Module& m, const StyleContext& ctx, ShardedParameters&) const {
+  check(m, ctx);
+  detail::enter_region(m, input_layout_, ctx);
 }
 
 void RowwiseParallel::check(nn::Module& m, const StyleContext& ctx) const {
@@ -207,16 +227,15 @@ void RowwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParam
     // only, so the bias enters through f (gradient all-reduced over the axis).
     const int64_t d = std::get<Shard>(output_layout_).dim;
     lin.set_forward_wrapper([comm, self, d](const Tensor& x, const nn::Module::ForwardFn&) {
-      Tensor y =
-          detail::reduce_scatter_to_seq_region(self->gemm(x, self->weight, Tensor()), d, comm);
-      return self->bias.defined() ? add(y, detail::copy_to_region(self->bias, comm)) : y;
+      Tensor y = reduce_scatter_to_region(self->gemm(x, self->weight, Tensor()), d, comm);
+      return self->bias.defined() ? add(y, copy_to_region(self->bias, comm)) : y;
     });
     return;
   }
   // x: this rank's columns [..., in/tp] → partial sums [..., out] → all-reduced, then the bias
   // (added once, not once per rank).
   lin.set_forward_wrapper([comm, self](const Tensor& x, const nn::Module::ForwardFn&) {
-    Tensor y = detail::reduce_from_region(self->gemm(x, self->weight, Tensor()), comm);
+    Tensor y = reduce_from_region(self->gemm(x, self->weight, Tensor()), comm);
     return self->bias.defined() ? add(y, self->bias) : y;
   });
 }
@@ -235,7 +254,7 @@ void LocalNormParallel::apply(nn::Module& m, const StyleContext& ctx,
   dist::CommPtr comm = ctx.mesh->axis_comm(ctx.axis);
   // The weight enters through f, so its per-rank gradient is summed over the axis.
   norm->set_forward_wrapper([comm, norm](const Tensor& x, const nn::Module::ForwardFn&) {
-    return rms_norm(x, detail::copy_to_region(norm->weight, comm), norm->eps);
+    return rms_norm(x, copy_to_region(norm->weight, comm), norm->eps);
   });
 }
 
@@ -271,34 +290,6 @@ ShardedParameters parallelize_module(nn::Module& root, const MeshPtr& mesh, cons
   for (auto [i, r] : todo)
     plan[r].second->apply(*modules[i].second, StyleContext{mesh, a, modules[i].first}, out);
   return out;
-}
-
-ShardingPlan llama_tp_plan(const models::ModelConfig& c, bool sequence_parallel) {
-  const int64_t hd = c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_attention_heads;
-  // Activations [B, T, hidden]: under sequence parallelism the norms' side is Shard(1).
-  const Placement region = sequence_parallel ? Placement{Shard{1}} : Placement{Replicate{}};
-  auto heads_col = std::make_shared<ColwiseParallel>(hd, region);
-  auto col = std::make_shared<ColwiseParallel>(0, region);
-  ShardingPlan plan{
-      {"*self_attn.q_proj", heads_col},
-      {"*self_attn.k_proj", heads_col},
-      {"*self_attn.v_proj", heads_col},
-      {"*self_attn.o_proj", std::make_shared<RowwiseParallel>(hd, region)},
-      {"*mlp.gate_proj", col},
-      {"*mlp.up_proj", col},
-      {"*mlp.down_proj", std::make_shared<RowwiseParallel>(0, region)},
-  };
-  if (sequence_parallel) {
-    auto sp = std::make_shared<SequenceParallel>();
-    plan.emplace_back("*input_layernorm", sp);
-    plan.emplace_back("*post_attention_layernorm", sp);
-  }
-  if (c.model_type == "qwen3") {
-    auto norm = std::make_shared<LocalNormParallel>();
-    plan.emplace_back("*self_attn.q_norm", norm);
-    plan.emplace_back("*self_attn.k_norm", norm);
-  }
-  return plan;
 }
 
 }  // namespace hp::shard

@@ -35,7 +35,6 @@
 #include <utility>
 #include <vector>
 
-#include "hp/models/config.h"
 #include "hp/nn/module.h"
 #include "hp/shard/dtensor.h"
 
@@ -131,6 +130,34 @@ class SequenceParallel : public LocalNormParallel {
   std::string name() const override { return "SequenceParallel"; }
 };
 
+// A module whose input enters a tensor-parallel region and that shards nothing itself: e.g. the
+// output head of a model with tied embeddings, whose weight the embedding's style already split.
+// input_layout Replicate → f (identity forward, gradient all-reduced over the axis); Shard(d) →
+// all-gather along d (gradient reduce-scattered). The output stays local.
+class PrepareModuleInput : public ParallelStyle {
+ public:
+  explicit PrepareModuleInput(Placement input_layout = Replicate{}) : input_layout_(input_layout) {}
+  void check(nn::Module& m, const StyleContext& ctx) const override;
+  void apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const override;
+  std::string name() const override { return "PrepareModuleInput"; }
+
+ private:
+  Placement input_layout_;
+};
+
+// Megatron's region operators over one axis's communicator, differentiable; the styles above are
+// built from them. Each is the identity on a communicator of size 1.
+//   copy_to_region          f: identity forward, gradient all-reduced (sum) backward
+//   reduce_from_region      g: all-reduce (sum) forward, identity backward
+//   gather_from_region      this rank's part along dim → all of it (all-gather, any split);
+//                           backward reduce-scatters the (partial) gradient to the same split
+//   reduce_scatter_to_region  partial sums → this rank's torch.chunk part along dim of the sum;
+//                           backward all-gathers the gradient
+Tensor copy_to_region(const Tensor& x, const dist::CommPtr& comm);
+Tensor reduce_from_region(const Tensor& x, const dist::CommPtr& comm);
+Tensor gather_from_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm);
+Tensor reduce_scatter_to_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm);
+
 // Ordered (pattern, style) rules.
 using ShardingPlan = std::vector<std::pair<std::string, StylePtr>>;
 
@@ -140,19 +167,6 @@ using ShardingPlan = std::vector<std::pair<std::string, StylePtr>>;
 // sees the same modules, so every rank throws the same error before any communication.
 ShardedParameters parallelize_module(nn::Module& root, const MeshPtr& mesh, const std::string& axis,
                                      const ShardingPlan& plan);
-
-// Tensor parallelism for every Llama / Qwen2 / Qwen3 decoder layer (models/transformer.h):
-// q/k/v/gate/up colwise, o/down rowwise; attention split by whole heads (num_attention_heads and
-// num_key_value_heads must divide by the degree), the MLP by the torch.chunk rule; Qwen3's q_norm /
-// k_norm (model_type "qwen3") as LocalNormParallel. Patterns start with `*`, so the plan applies to
-// a CausalLM, a DecoderModel or a single DecoderLayer.
-// sequence_parallel (Megatron-SP): the decoder layers' input and output, the residual stream and
-// input_layernorm / post_attention_layernorm (SequenceParallel) are this rank's Shard(1) rows of
-// [B, T, hidden] (torch.chunk split of T); q/k/v/gate/up take input layout Shard(1) (all-gather
-// of T), o/down give output layout Shard(1) (reduce-scatter instead of all-reduce). The layer's
-// caller scatters T before the first layer and gathers it after the last; the final norm,
-// embeddings and lm_head are not in the plan.
-ShardingPlan llama_tp_plan(const models::ModelConfig& c, bool sequence_parallel = false);
 
 // Whole-string glob match, `*` = any run of characters (dots included), `?` one character.
 using nn::glob_match;

@@ -1,5 +1,5 @@
-// Redistribution of a local tensor between layouts, one mesh axis at a time (DESIGN.md §4).
-// Collectives run on dim 0, so a sharded dim d is swapped to the front and back again.
+// Redistribution of a local tensor between layouts, one mesh axis at a time (docs/ARCHITECTURE.md
+// §4). Collectives run on dim 0, so a sharded dim d is swapped to the front and back again.
 #include "hp/autograd/grad_mode.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/dtensor.h"

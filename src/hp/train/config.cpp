@@ -104,6 +104,14 @@ void FsdpConfig::describe(Schema& s) {
       .choices({"f32", "bf16"});
 }
 
+void PlanEntryConfig::describe(Schema& s) {
+  s.add("modules", &modules, "FQN globs of the modules this entry splits").non_empty();
+  s.add("style", &style,
+        "colwise (weight rows split, output local) | rowwise (weight columns split, output "
+        "reduced) | sequence (a norm on this rank's sequence slice) | replicate (not split)")
+      .choices({"colwise", "rowwise", "sequence", "replicate"});
+}
+
 void ParallelConfig::describe(Schema& s) {
   s.add("dp_shard", &dp_shard, "FSDP degree (ranks sharding parameters; -1 = world / dp_replicate)")
       .check([this] {
@@ -112,7 +120,14 @@ void ParallelConfig::describe(Schema& s) {
                    : "must be -1 or >= 1, got " + std::to_string(dp_shard);
       });
   s.add("dp_replicate", &dp_replicate, "replicated data-parallel degree (HSDP when > 1)").min(1);
-  s.add("tp", &tp, "tensor-parallel degree").min(1);
+  s.add("tp", &tp, "tensor-parallel degree (attention heads, MLP and vocabulary split over tp)")
+      .min(1);
+  s.add("sequence_parallel", &sequence_parallel,
+        "with tp > 1: norms and the residual stream hold this rank's slice of the sequence "
+        "(Megatron-SP; not for MoE models)");
+  s.add_list("plan", &plan,
+             "tensor-parallel plan overrides: each matched module takes this style instead of the "
+             "architecture's (a new architecture needs no C++)");
   s.section("fsdp", fsdp);
 }
 
@@ -203,9 +218,14 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     if (complete && m.heads % m.kv_heads != 0)
       fail("model.kv_heads", std::to_string(m.kv_heads) + " does not divide model.heads (" +
                                  std::to_string(m.heads) + ")");
-    if (complete && (m.heads % c.parallel.tp != 0 || m.kv_heads % c.parallel.tp != 0))
-      fail("parallel.tp",
-           std::to_string(c.parallel.tp) + " does not divide model.heads and model.kv_heads");
+    const std::pair<const char*, int64_t> split_by_tp[] = {
+        {"model.heads", m.heads},
+        {"model.kv_heads", m.kv_heads},
+        {"model.intermediate", m.experts > 0 ? 0 : m.intermediate}};
+    for (auto [name, v] : split_by_tp)
+      if (complete && v % c.parallel.tp != 0)
+        fail("parallel.tp", std::to_string(c.parallel.tp) + " does not divide " + name + " (" +
+                                std::to_string(v) + ")");
   }
   const TrainingConfig& t = c.training;
   if (c.lr_scheduler.warmup_steps > t.steps)

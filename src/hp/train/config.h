@@ -100,8 +100,18 @@ struct FsdpConfig {
   bool operator==(const FsdpConfig&) const = default;
 };
 
+// One entry of parallel.plan: modules (FQN globs) and how tensor parallelism splits them.
+struct PlanEntryConfig {
+  std::vector<std::string> modules;
+  std::string style = "colwise";  // colwise | rowwise | replicate | sequence
+  void describe(Schema& s);
+  bool operator==(const PlanEntryConfig&) const = default;
+};
+
 struct ParallelConfig {
   int64_t dp_shard = -1, dp_replicate = 1, tp = 1;
+  bool sequence_parallel = true;
+  std::vector<PlanEntryConfig> plan;  // overrides of the architecture's TP plan, per module
   FsdpConfig fsdp;
   void describe(Schema& s);
   bool operator==(const ParallelConfig&) const = default;

@@ -1,4 +1,5 @@
-// The config schema: one registration mechanism for every config field (DESIGN.md §3 "Config").
+// The config schema: one registration mechanism for every config field (docs/ARCHITECTURE.md §3
+// "Config").
 //
 // Each section struct binds its members with a one-line doc in `describe(Schema&)`:
 //   s.add("steps", &steps, "number of optimizer steps").min(1);

@@ -6,44 +6,13 @@
 
 #include "hp/core/error.h"
 #include "hp/data/dataset.h"
-#include "hp/fsdp/fsdp.h"
 #include "hp/io/json.h"
-#include "hp/models/recompute.h"
 #include "hp/models/registry.h"
-#include "hp/mx/convert.h"
 #include "hp/train/metrics.h"
 
 namespace hp::train {
 
 namespace fs = std::filesystem;
-
-Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
-  const int n = world->size(), rank = world->rank();
-  const ParallelConfig& p = cfg.parallel;
-  if (p.tp != 1)
-    HP_THROW(ValueError, "train", "parallel.tp = ", p.tp,
-             ": tensor parallelism is not wired into the trainer yet (use dp_shard/dp_replicate)");
-  if (n % p.dp_replicate != 0)
-    HP_THROW(ValueError, "train", "parallel.dp_replicate = ", p.dp_replicate,
-             " does not divide the world size ", n);
-  Layout l;
-  l.dp_replicate = p.dp_replicate;
-  l.dp_shard = p.dp_shard == -1 ? n / p.dp_replicate : p.dp_shard;
-  if (l.dp_shard * l.dp_replicate != n)
-    HP_THROW(ValueError, "train", "parallel.dp_shard × parallel.dp_replicate = ", l.dp_shard, " × ",
-             l.dp_replicate, " must equal the world size ", n, " (launched ranks)");
-  const int64_t split = cfg.training.grad_accum * n;
-  if (cfg.training.batch_size % split != 0)
-    HP_THROW(ValueError, "train", "training.batch_size = ", cfg.training.batch_size,
-             " does not divide into training.grad_accum × ranks = ", split, " equal micro-batches");
-  l.dp_rank = rank;
-  l.dp_size = n;
-  const int shard_index = static_cast<int>(rank % l.dp_shard);
-  const int replica = static_cast<int>(rank / l.dp_shard);
-  l.shard_comm = n == 1 ? world : world->split(replica, rank);
-  if (l.dp_replicate > 1) l.replicate_comm = world->split(shard_index, rank);
-  return l;
-}
 
 data::DatasetOptions dataset_options(const Config& cfg) {
   data::DatasetOptions o;
@@ -108,32 +77,6 @@ std::shared_ptr<models::CausalLM> build_causal_lm(const Config& cfg,
              data.vocab_size() - 1, " but the model's vocabulary is ", vocab,
              cfg.model.path.empty() ? " (raise model.vocab)" : " (wrong tokenizer?)");
   return model;
-}
-
-mx::ConvertSpec mx_convert_spec(const LowPrecisionConfig& c) {
-  mx::ConvertSpec s;
-  s.quant.elem = c.elem == "e5m2" ? mx::ElemFormat::e5m2 : mx::ElemFormat::e4m3;
-  s.quant.scale_mode = c.scale_mode == "floor" ? mx::ScaleMode::floor : mx::ScaleMode::rceil;
-  s.modules = c.modules;
-  s.exclude = c.exclude;
-  return s;
-}
-
-models::RecomputeSpec recompute_spec(const RecomputeConfig& c) {
-  models::RecomputeSpec s;
-  s.mode = c.mode;
-  s.every_k_layers = c.every_k_layers;
-  s.modules = c.modules;
-  return s;
-}
-
-fsdp::FsdpOptions fsdp_options(const Config& cfg) {
-  fsdp::FsdpOptions o;
-  const FsdpConfig& f = cfg.parallel.fsdp;
-  o.reshard_after_forward = f.reshard_after_forward;
-  o.param_dtype = f.param_dtype == "bf16" ? DType::bf16 : DType::f32;
-  o.reduce_dtype = f.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
-  return o;
 }
 
 double model_flops_per_token(const models::CausalLM& model, const Config& cfg) {

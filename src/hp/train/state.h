@@ -1,5 +1,6 @@
-// Trainer state in DCP checkpoints (DESIGN.md §4): parameter shards and optimizer state as chunks,
-// trainer state (step, loader position, RNG) as JSON, and restoring all of it on any rank count.
+// Trainer state in DCP checkpoints (docs/ARCHITECTURE.md §4): parameter shards and optimizer state
+// as chunks, trainer state (step, loader position, RNG) as JSON, and restoring all of it on any
+// rank count.
 #pragma once
 
 #include <cstdint>
@@ -7,29 +8,20 @@
 #include <utility>
 #include <vector>
 
-namespace hp::checkpoint {
-struct Chunk;
-}
 namespace hp::data {
 class DataLoader;
 struct LoaderState;
 }  // namespace hp::data
-namespace hp::fsdp {
-class FsdpModel;
-}
 namespace hp::optim {
 class Optimizer;
 }
 
 namespace hp::train {
 
+struct Parallelized;
+
 // "state.<fqn>.<name>" → (fqn, name); throws ValueError for other keys.
 std::pair<std::string, std::string> split_state_key(const std::string& key);
-
-// This rank's parameter shards (Shard(0) boxes) and optimizer state: moments share their
-// parameter's box; the per-parameter step counter is a replicated 0-d tensor.
-std::vector<checkpoint::Chunk> state_chunks(const fsdp::FsdpModel& model,
-                                            const optim::Optimizer& opt);
 
 // {"step", "loader": {"epoch", "cursor"}, "rng": {"seed", "offset"}, "world_size"}.
 std::string trainer_state_json(int64_t step, const data::LoaderState& loader, int world_size);
@@ -40,7 +32,8 @@ std::string resolve_resume(const std::string& resume, const std::string& run_dir
 
 // Loads parameter shards, optimizer state, loader position and the default generator's RNG state
 // from a step directory saved at any rank count; returns the step it was saved at.
-int64_t restore(const std::string& step_dir, fsdp::FsdpModel& model, optim::Optimizer& opt,
+// The parameters' pieces come from the parallelize step's descriptions (any layout loads).
+int64_t restore(const std::string& step_dir, Parallelized& model, optim::Optimizer& opt,
                 data::DataLoader& loader);
 
 }  // namespace hp::train

@@ -22,13 +22,12 @@
 #include "hp/fsdp/fsdp.h"
 #include "hp/kernels/cpu/gemm.h"
 #include "hp/models/generate.h"
-#include "hp/models/recompute.h"
 #include "hp/models/registry.h"
-#include "hp/mx/convert.h"
 #include "hp/ops/ops.h"
 #include "hp/optim/grad.h"
 #include "hp/optim/optimizer.h"
 #include "hp/train/metrics.h"
+#include "hp/train/parallelize.h"
 #include "hp/train/setup.h"
 #include "hp/train/state.h"
 
@@ -92,16 +91,22 @@ bool any_rank(dist::Communicator& comm, bool flag) {
 
 // What the run is, before its first step (rank 0).
 void describe_run(const Config& cfg, const TrainResult& res, const data::TokenDataset& data,
-                  const Layout& layout, const models::CausalLM& model, MetricsLog& log) {
+                  const Layout& layout, const Parallelized& par, const models::CausalLM& model,
+                  MetricsLog& log) {
   const auto& c = model.config();
   log.message("model: " + c.architecture + ", " + std::to_string(res.num_parameters) +
               " parameters (" + std::to_string(c.num_hidden_layers) + " layers, hidden " +
               std::to_string(c.hidden_size) + ", vocab " + std::to_string(c.vocab_size) + ")");
   log.message("data: " + cfg.data.path + ", " + std::to_string(data.size()) + " tokens in " +
               std::to_string(data.num_documents()) + " documents");
-  log.message("parallel: " + std::to_string(layout.dp_size) + " rank(s), dp_shard " +
-              std::to_string(layout.dp_shard) + " × dp_replicate " +
-              std::to_string(layout.dp_replicate) + "; params " + cfg.parallel.fsdp.param_dtype +
+  std::string tp;
+  if (layout.tp > 1)
+    tp = std::string(" × tp ") + std::to_string(layout.tp) +
+         (par.sequence_parallel ? " (sequence parallel)" : " (no sequence parallelism)") +
+         ", vocabulary-parallel head and loss";
+  log.message("parallel: " + std::to_string(layout.mesh->size()) + " rank(s), dp_replicate " +
+              std::to_string(layout.dp_replicate) + " × dp_shard " +
+              std::to_string(layout.dp_shard) + tp + "; params " + cfg.parallel.fsdp.param_dtype +
               " compute, f32 masters");
   if (!res.mx_modules.empty()) {
     std::string list;
@@ -134,7 +139,7 @@ void summarize(TrainResult& res) {
 }
 
 std::string sample_text(models::CausalLM& model, const data::TokenDataset& data,
-                        const TrainingConfig& t) {
+                        const TrainingConfig& t, bool kv_cache) {
   autograd::NoGradGuard no_grad;
   std::vector<int64_t> prompt;
   for (int32_t id : data.encode(t.sample_prompt)) prompt.push_back(id);
@@ -145,6 +150,7 @@ std::string sample_text(models::CausalLM& model, const data::TokenDataset& data,
   g.temperature = 0.8;
   g.top_p = 0.95;
   g.seed = static_cast<uint64_t>(t.seed);
+  g.kv_cache = kv_cache;
   if (data.separator_id() >= 0) g.stop_ids = {data.separator_id()};
   std::vector<int32_t> out;
   for (int64_t id : models::generate(model, prompt, g)) out.push_back(static_cast<int32_t>(id));
@@ -171,21 +177,16 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   // Data: every rank loads the corpus (a few MB here; token files are mapped).
   auto dataset = data::TokenDataset::load(dataset_options(cfg));
 
-  // Model: f32 masters, seeded init; then the config's transforms, FSDP last (outermost wrapper).
+  // Model: f32 masters, seeded init; then every parallel / precision / memory transform.
   manual_seed(static_cast<uint64_t>(cfg.training.seed));
   std::shared_ptr<models::CausalLM> model = build_causal_lm(cfg, *dataset);
   res.num_parameters = model->num_parameters();
-  if (cfg.low_precision.recipe == "mxfp8")
-    res.mx_modules = mx::convert_to_mx(*model, mx_convert_spec(cfg.low_precision));
-  res.recompute_modules = models::apply_recompute(*model, recompute_spec(cfg.recompute));
-  fsdp::FsdpModel sharded(*model, fsdp::groups_by_glob(*model, {"model.layers.*"}),
-                          layout.shard_comm, layout.replicate_comm, fsdp_options(cfg));
-  // Muon orthogonalizes whole matrices: the optimizer learns which parameters are row shards.
-  std::map<std::string, optim::ShardSpec> shard_specs;
-  if (layout.shard_comm->size() > 1)
-    for (const auto& i : sharded.shard_info())
-      shard_specs[i.fqn] = {i.global_shape, i.row_offset, layout.shard_comm};
-  optim::Optimizer opt(sharded.sharded_parameters(), optimizer_options(cfg.optimizer), shard_specs);
+  const double flops_tok = model_flops_per_token(*model, cfg);
+  Parallelized par = parallelize(*model, layout, cfg);
+  res.mx_modules = par.mx_modules;
+  res.recompute_modules = par.recompute_modules;
+  optim::Optimizer opt(par.named_parameters(), optimizer_options(cfg.optimizer),
+                       par.shard_specs(layout));
   const optim::ScheduleSpec schedule = schedule_spec(cfg);
   data::DataLoader loader(dataset, cfg.training.seq_len, static_cast<uint64_t>(cfg.training.seed),
                           cfg.data.shuffle);
@@ -193,8 +194,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   // Resume: parameters, optimizer state, loader position and RNG.
   int64_t done = 0;
   if (const std::string dir = resolve_resume(options.resume, cfg.run.dir); !dir.empty()) {
-    done = restore(dir, sharded, opt, loader);
-    sharded.reshard();  // the next forward gathers the loaded masters
+    done = restore(dir, par, opt, loader);
+    par.fsdp->reshard();  // the next forward gathers the loaded masters
     log << "resumed from " << dir << " at step " << done << "\n";
   } else if (options.resume == "auto") {
     log << "no checkpoint in " << cfg.run.dir << "; starting fresh\n";
@@ -205,17 +206,17 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   MetricsConfig metrics_cfg = cfg.metrics;
   if (nranks > 1 && metrics_cfg.progress == "auto") metrics_cfg.progress = "lines";
   MetricsLog metrics(metrics_cfg, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
-  describe_run(cfg, res, *dataset, layout, *model, metrics);
+  describe_run(cfg, res, *dataset, layout, par, *model, metrics);
 
-  const DType compute = fsdp_options(cfg).param_dtype;
-  res.peak_tflops = cfg.metrics.peak_tflops > 0 ? cfg.metrics.peak_tflops
-                                                : kernels::gemm_peak_gflops(compute) / 1e3;
-  const double flops_tok = model_flops_per_token(*model, cfg);
+  res.peak_tflops = cfg.metrics.peak_tflops > 0
+                        ? cfg.metrics.peak_tflops
+                        : kernels::gemm_peak_gflops(compute_dtype(cfg)) / 1e3;
   const int64_t global_tokens = cfg.training.batch_size * cfg.training.seq_len;
   const int64_t micro_rows = cfg.training.batch_size / cfg.training.grad_accum;
 
   StopSignals signals;
   const std::vector<Tensor> shard_params = opt.parameters();
+  const auto [counted, uncounted] = par.norm_parameters(layout);
   // The f32 gradients every step allocates; excluded from the activation figure.
   int64_t grad_bytes = 0;
   for (const Tensor& p : shard_params) grad_bytes += p.numel() * int64_t(sizeof(float));
@@ -234,13 +235,16 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       // d(Σ token losses / global tokens): FSDP sums the shards' gradients over ranks.
       mul(loss, double(local_tokens) / double(global_tokens)).backward();
     }
-    sharded.finish_grads();
+    par.fsdp->finish_grads();
     // Forward + backward only: the optimizer's first step allocates its state, not activations.
     const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::host).peak_bytes;
-    const double loss_value = global_sum(*world, loss_sum) / double(global_tokens);
-    // Replicas (HSDP) hold equal gradients after finish_grads: the norm runs over the shard axis.
+    // The tp ranks of a data-parallel slice computed the same loss: count it once.
+    const double loss_value =
+        global_sum(*world, loss_sum) / double(layout.tp) / double(global_tokens);
+    // Replicas (HSDP) hold equal gradients after finish_grads, and so do the tp ranks for what TP
+    // does not split: the norm counts every element once over dp_shard × tp.
     const double grad_norm =
-        optim::clip_grad_norm(shard_params, {}, cfg.training.grad_clip, *layout.shard_comm);
+        optim::clip_grad_norm(counted, {}, cfg.training.grad_clip, *layout.model_comm, uncounted);
     if (std::isfinite(grad_norm)) {
       opt.step(lr);
     } else {
@@ -272,7 +276,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       so.extra_files = checkpoint_files(cfg, *model);
       const auto t_save = std::chrono::steady_clock::now();
       res.last_checkpoint =
-          checkpoint::save(cfg.run.dir, step, state_chunks(sharded, opt),
+          checkpoint::save(cfg.run.dir, step, par.chunks(opt.state_dict(), /*for_save=*/true),
                            trainer_state_json(step, loader.state(), nranks), world.get(), so);
       metrics.message("checkpoint " + res.last_checkpoint + " (" +
                       std::to_string(seconds_since(t_save)).substr(0, 5) + " s)");
@@ -286,7 +290,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   summarize(res);
   metrics.finish(res);
   if (cfg.training.sample_tokens > 0 && !res.interrupted) {
-    res.sample = sample_text(*model, *dataset, cfg.training);
+    res.sample = sample_text(*model, *dataset, cfg.training, /*kv_cache=*/layout.tp == 1);
     log << "sample: " << cfg.training.sample_prompt << res.sample << "\n";
   }
   return res;

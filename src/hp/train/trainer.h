@@ -1,9 +1,9 @@
 // The training loop behind `hp train CONFIG.yaml [--set key=value ...] [--resume auto|PATH]`.
 //
-// One step, as data flows (DESIGN.md §2): loader → this rank's slice of the global batch, split
-// into training.grad_accum micro-batches → CausalLM::loss (modules run through their forward
-// wrappers: FSDP gathering in parallel.fsdp.param_dtype, MX linears, recompute) → backward of
-// (mean loss · local tokens / global tokens), so the summed gradients are those of
+// One step, as data flows (docs/ARCHITECTURE.md §2): loader → this rank's slice of the global
+// batch, split into training.grad_accum micro-batches → CausalLM::loss (modules run through their
+// forward wrappers: FSDP gathering in parallel.fsdp.param_dtype, MX linears, recompute) → backward
+// of (mean loss · local tokens / global tokens), so the summed gradients are those of
 // Σ token losses / global tokens → FSDP reduce-scatter into f32 shards → global-norm clipping →
 // optimizer step on the shards → metrics → a DCP checkpoint every checkpoint.interval steps.
 //

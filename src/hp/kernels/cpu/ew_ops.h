@@ -1,4 +1,4 @@
-// Elementwise ops, each defined ONCE as a functor over a SIMD arch A (DESIGN.md §3).
+// Elementwise ops, each defined ONCE as a functor over a SIMD arch A (docs/ARCHITECTURE.md §3).
 //
 // The same definitions run in the eager kernels (every ISA, f32 compute), in the f64 reference path
 // that gradient checks use, and in the DVM fusion engine, which chains them over cache-resident

@@ -1,4 +1,4 @@
-// GEMM backend: C = alpha·op(A)·op(B) + beta·C on raw row-major pointers (DESIGN.md §3).
+// GEMM backend: C = alpha·op(A)·op(B) + beta·C on raw row-major pointers (docs/ARCHITECTURE.md §3).
 //
 // op(A) is [M, K] and op(B) is [K, N]. A is stored [M, K] (lda >= K), or [K, M] (lda >= M) when
 // trans_a; B is stored [K, N] (ldb >= N), or [N, K] (ldb >= K) when trans_b; C is [M, N] (ldc >=

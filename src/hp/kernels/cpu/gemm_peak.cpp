@@ -1,5 +1,5 @@
-// gemm_peak_gflops: the machine's GEMM ceiling as this build reaches it, for MFU (DESIGN.md §4,
-// "against the peak measured on the machine, not a hard-coded table").
+// gemm_peak_gflops: the machine's GEMM ceiling as this build reaches it, for MFU
+// (docs/ARCHITECTURE.md §4, "against the peak measured on the machine, not a hard-coded table").
 #include <algorithm>
 #include <chrono>
 #include <map>

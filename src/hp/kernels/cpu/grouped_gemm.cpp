@@ -1,7 +1,7 @@
 // Grouped GEMM as one gemm_f32 per non-empty group. Groups run one after another, each spread over
 // the thread pool by gemm_f32's shape-determined tiling: that keeps the result independent of the
 // thread count and lets a large group use every core. A fused kernel that schedules small groups
-// side by side (MegaMoE, DESIGN.md §6) is the later optimization; this is its reference.
+// side by side (MegaMoE, docs/ARCHITECTURE.md §6) is the later optimization; this is its reference.
 #include "hp/kernels/cpu/grouped_gemm.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Fused RMSNorm / LayerNorm over the last dim: forward and backward drivers (DESIGN.md §7
-// skeleton).
+// Fused RMSNorm / LayerNorm over the last dim: forward and backward drivers (docs/ARCHITECTURE.md
+// §7 skeleton).
 //
 // x: [..., n], any layout (made contiguous); f32/bf16/f16 compute in f32 (converted per tile of
 // rows, in L1), f64 in f64. The forward keeps only per-row statistics for backward (rstd, and mean

@@ -1,0 +1,64 @@
+// Tensor-parallel plans of the architectures (tp_plan.h).
+#include "hp/models/tp_plan.h"
+
+#include "hp/core/error.h"
+#include "hp/shard/vocab_parallel.h"
+
+namespace hp::models {
+
+shard::ShardingPlan llama_tp_plan(const ModelConfig& c, bool sequence_parallel, bool mlp) {
+  using namespace shard;
+  const int64_t hd = c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_attention_heads;
+  // Activations [B, T, hidden]: under sequence parallelism the norms' side is Shard(1).
+  const Placement region = sequence_parallel ? Placement{Shard{1}} : Placement{Replicate{}};
+  auto heads_col = std::make_shared<ColwiseParallel>(hd, region);
+  ShardingPlan plan{
+      {"*self_attn.q_proj", heads_col},
+      {"*self_attn.k_proj", heads_col},
+      {"*self_attn.v_proj", heads_col},
+      {"*self_attn.o_proj", std::make_shared<RowwiseParallel>(hd, region)},
+  };
+  if (mlp) {
+    auto col = std::make_shared<ColwiseParallel>(0, region);
+    plan.emplace_back("*mlp.gate_proj", col);
+    plan.emplace_back("*mlp.up_proj", col);
+    plan.emplace_back("*mlp.down_proj", std::make_shared<RowwiseParallel>(0, region));
+  }
+  if (sequence_parallel) {
+    auto sp = std::make_shared<SequenceParallel>();
+    plan.emplace_back("*input_layernorm", sp);
+    plan.emplace_back("*post_attention_layernorm", sp);
+  }
+  if (c.model_type == "qwen3" || c.model_type == "qwen3_moe") {
+    auto norm = std::make_shared<LocalNormParallel>();
+    plan.emplace_back("*self_attn.q_norm", norm);
+    plan.emplace_back("*self_attn.k_norm", norm);
+  }
+  return plan;
+}
+
+bool supports_sequence_parallel(const ModelConfig& c) {
+  return c.num_experts == 0;
+}
+
+shard::ShardingPlan tp_plan(const ModelConfig& c, bool sequence_parallel) {
+  using namespace shard;
+  if (c.q_lora_rank > 0 || c.kv_lora_rank > 0)
+    HP_THROW(ValueError, "models", c.architecture,
+             ": tensor parallelism has no plan for MLA attention yet (use parallel.tp: 1)");
+  if (sequence_parallel && !supports_sequence_parallel(c))
+    HP_THROW(ValueError, "models", c.architecture,
+             ": sequence parallelism with experts is not supported (the router would see a slice "
+             "of the sequence); set parallel.sequence_parallel: false");
+  const Placement region = sequence_parallel ? Placement{Shard{1}} : Placement{Replicate{}};
+  ShardingPlan plan = llama_tp_plan(c, sequence_parallel, /*mlp=*/c.num_experts == 0);
+  plan.emplace_back("model.embed_tokens", std::make_shared<VocabParallelEmbedding>(region));
+  if (sequence_parallel) plan.emplace_back("model.norm", std::make_shared<SequenceParallel>());
+  if (c.tie_word_embeddings)
+    plan.emplace_back("lm_head", std::make_shared<PrepareModuleInput>(region));
+  else
+    plan.emplace_back("lm_head", std::make_shared<ColwiseParallel>(0, region));
+  return plan;
+}
+
+}  // namespace hp::models

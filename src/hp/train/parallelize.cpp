@@ -1,0 +1,259 @@
+// The parallelize step (parallelize.h).
+#include "hp/train/parallelize.h"
+
+#include "hp/checkpoint/dcp.h"
+#include "hp/core/error.h"
+#include "hp/fsdp/fsdp.h"
+#include "hp/models/recompute.h"
+#include "hp/models/tp_plan.h"
+#include "hp/models/transformer.h"
+#include "hp/mx/convert.h"
+#include "hp/shard/vocab_parallel.h"
+#include "hp/train/state.h"
+
+namespace hp::train {
+
+namespace {
+
+mx::ConvertSpec mx_convert_spec(const LowPrecisionConfig& c) {
+  mx::ConvertSpec s;
+  s.quant.elem = c.elem == "e5m2" ? mx::ElemFormat::e5m2 : mx::ElemFormat::e4m3;
+  s.quant.scale_mode = c.scale_mode == "floor" ? mx::ScaleMode::floor : mx::ScaleMode::rceil;
+  s.modules = c.modules;
+  s.exclude = c.exclude;
+  return s;
+}
+
+models::RecomputeSpec recompute_spec(const RecomputeConfig& c) {
+  models::RecomputeSpec s;
+  s.mode = c.mode;
+  s.every_k_layers = c.every_k_layers;
+  s.modules = c.modules;
+  return s;
+}
+
+fsdp::FsdpOptions fsdp_options(const Config& cfg) {
+  fsdp::FsdpOptions o;
+  const FsdpConfig& f = cfg.parallel.fsdp;
+  o.reshard_after_forward = f.reshard_after_forward;
+  o.param_dtype = compute_dtype(cfg);
+  o.reduce_dtype = f.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
+  return o;
+}
+
+// Step 1: the architecture's plan over tp; returns the DTensors of the parameters it split.
+shard::StylePtr style_by_name(const std::string& name, bool sequence_parallel) {
+  const shard::Placement region =
+      sequence_parallel ? shard::Placement{shard::Shard{1}} : shard::Placement{shard::Replicate{}};
+  if (name == "colwise") return std::make_shared<shard::ColwiseParallel>(0, region);
+  if (name == "rowwise") return std::make_shared<shard::RowwiseParallel>(0, region);
+  if (name == "sequence") return std::make_shared<shard::SequenceParallel>();
+  return nullptr;  // replicate
+}
+
+// The architecture's plan with parallel.plan applied module by module: both are resolved to exact
+// module FQNs, and a module a user entry matches takes that entry's style (replicate: none).
+shard::ShardingPlan with_overrides(models::CausalLM& model, const shard::ShardingPlan& plan,
+                                   const std::vector<PlanEntryConfig>& overrides,
+                                   bool sequence_parallel) {
+  if (overrides.empty()) return plan;
+  shard::ShardingPlan out;
+  std::vector<bool> used(overrides.size(), false);
+  for (const auto& [fqn, m] : model.named_modules()) {
+    shard::StylePtr style;
+    bool overridden = false;
+    for (size_t i = 0; i < overrides.size() && !overridden; ++i)
+      for (const std::string& glob : overrides[i].modules)
+        if (nn::glob_match(glob, fqn)) {
+          style = style_by_name(overrides[i].style, sequence_parallel);
+          overridden = used[i] = true;
+          break;
+        }
+    for (size_t r = 0; r < plan.size() && !overridden; ++r)
+      if (nn::glob_match(plan[r].first, fqn)) style = plan[r].second;
+    if (style) out.emplace_back(fqn, style);
+  }
+  for (size_t i = 0; i < overrides.size(); ++i)
+    if (!used[i])
+      HP_THROW(ValueError, "train", "parallel.plan[", i, "].modules matches no module of the model",
+               " (first glob: '", overrides[i].modules.front(), "')");
+  return out;
+}
+
+shard::ShardedParameters apply_tensor_parallel(models::CausalLM& model, const Layout& l,
+                                               bool sequence_parallel,
+                                               const std::vector<PlanEntryConfig>& overrides) {
+  if (l.tp == 1) return {};
+  const models::ModelConfig& c = model.config();
+  // What the plan splits evenly (the vocabulary need not divide: its shards follow the chunk rule).
+  const std::pair<const char*, int64_t> even[] = {
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"intermediate_size", c.num_experts > 0 ? 0 : c.intermediate_size}};
+  for (auto [key, v] : even)
+    if (v % l.tp != 0)
+      HP_THROW(ValueError, "train", "parallel.tp = ", l.tp, " does not divide the model's ", key,
+               " (", v, ")");
+  shard::ShardedParameters tp = shard::parallelize_module(
+      model, l.mesh, "tp",
+      with_overrides(model, models::tp_plan(c, sequence_parallel), overrides, sequence_parallel));
+  // The head gives this rank's vocabulary columns: the loss runs on them, and forward (generation)
+  // gathers them.
+  const int64_t offset = shard::chunk_range(c.vocab_size, l.tp, l.tp_comm->rank()).start;
+  dist::CommPtr comm = l.tp_comm;
+  models::VocabSplit split;
+  split.gather = [comm](const Tensor& x) { return shard::gather_from_region(x, -1, comm); };
+  split.cross_entropy = [comm, offset](const Tensor& logits, const Tensor& targets) {
+    return shard::vocab_parallel_cross_entropy(logits, targets, offset, comm);
+  };
+  model.set_vocab_split(std::move(split));
+  return tp;
+}
+
+}  // namespace
+
+DType compute_dtype(const Config& cfg) {
+  return cfg.parallel.fsdp.param_dtype == "bf16" ? DType::bf16 : DType::f32;
+}
+
+Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
+  const int64_t n = world->size();
+  const ParallelConfig& p = cfg.parallel;
+  Layout l;
+  l.tp = p.tp;
+  l.dp_replicate = p.dp_replicate;
+  if (n % (p.dp_replicate * p.tp) != 0)
+    HP_THROW(ValueError, "train", "parallel.dp_replicate × parallel.tp = ", p.dp_replicate, " × ",
+             p.tp, " does not divide the world size ", n, " (launched ranks)");
+  l.dp_shard = p.dp_shard == -1 ? n / (p.dp_replicate * p.tp) : p.dp_shard;
+  if (l.dp_replicate * l.dp_shard * l.tp != n)
+    HP_THROW(ValueError, "train",
+             "parallel.dp_replicate × parallel.dp_shard × parallel.tp = ", l.dp_replicate, " × ",
+             l.dp_shard, " × ", l.tp, " must equal the world size ", n, " (launched ranks)");
+  l.dp_size = static_cast<int>(l.dp_replicate * l.dp_shard);
+  const int64_t split = cfg.training.grad_accum * l.dp_size;
+  if (cfg.training.batch_size % split != 0)
+    HP_THROW(ValueError, "train", "training.batch_size = ", cfg.training.batch_size,
+             " does not divide into training.grad_accum × data-parallel ranks = ", split,
+             " equal micro-batches");
+  l.mesh = std::make_shared<shard::DeviceMesh>(
+      std::vector<std::pair<std::string, int64_t>>{
+          {"dp_replicate", l.dp_replicate}, {"dp_shard", l.dp_shard}, {"tp", l.tp}},
+      world);
+  l.dp_rank = static_cast<int>(l.mesh->coordinate(0) * l.dp_shard + l.mesh->coordinate(1));
+  l.shard_comm = l.mesh->axis_comm("dp_shard");
+  if (l.dp_replicate > 1) l.replicate_comm = l.mesh->axis_comm("dp_replicate");
+  l.tp_comm = l.mesh->axis_comm("tp");
+  l.model_comm = l.tp == 1 ? l.shard_comm : l.mesh->sub_mesh({"dp_shard", "tp"})->comm();
+  return l;
+}
+
+Parallelized::Parallelized() = default;
+Parallelized::~Parallelized() = default;
+Parallelized::Parallelized(Parallelized&&) noexcept = default;
+Parallelized& Parallelized::operator=(Parallelized&&) noexcept = default;
+
+Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config& cfg) {
+  Parallelized out;
+  out.sequence_parallel = l.tp > 1 && cfg.parallel.sequence_parallel &&
+                          models::supports_sequence_parallel(model.config());
+  // 1. TP / SP.
+  const shard::ShardedParameters tp =
+      apply_tensor_parallel(model, l, out.sequence_parallel, cfg.parallel.plan);
+  // 2. MXFP8 (the kernel hook sits under the TP wrappers).
+  if (cfg.low_precision.recipe == "mxfp8")
+    out.mx_modules = mx::convert_to_mx(model, mx_convert_spec(cfg.low_precision));
+  // 3. Recompute (FSDP's wrappers go outside it, so a recomputed forward re-gathers).
+  out.recompute_modules = models::apply_recompute(model, recompute_spec(cfg.recompute));
+  // 4. FSDP over dp_shard (HSDP over dp_replicate), on the TP-local tensors.
+  out.fsdp =
+      std::make_unique<fsdp::FsdpModel>(model, fsdp::groups_by_glob(model, {"model.layers.*"}),
+                                        l.shard_comm, l.replicate_comm, fsdp_options(cfg));
+
+  // One description per parameter: FSDP's Shard(0) over dp_shard on top of its TP placement (the
+  // tp axis is innermost, so it splits first: shard/dtensor.h).
+  const int64_t dp_axis = l.mesh->axis("dp_shard");
+  for (const auto& info : out.fsdp->shard_info()) {
+    shard::Placements p(static_cast<size_t>(l.mesh->ndim()), shard::Replicate{});
+    Shape global = info.global_shape;
+    if (tp.contains(info.fqn)) {
+      const shard::DTensor& t = tp.at(info.fqn);
+      p = t.placements();
+      global = t.global_shape();
+    }
+    p[static_cast<size_t>(dp_axis)] = shard::Shard{0};
+    out.params.emplace_back(info.fqn, shard::DTensor::from_local(info.shard, l.mesh, p, global));
+  }
+  return out;
+}
+
+std::vector<optim::NamedTensor> Parallelized::named_parameters() const {
+  std::vector<optim::NamedTensor> out;
+  for (const auto& [fqn, t] : params) out.emplace_back(fqn, t.local());
+  return out;
+}
+
+namespace {
+bool split_over_tp(const shard::DTensor& t) {
+  return shard::is_shard(t.placements()[static_cast<size_t>(t.mesh()->axis("tp"))]);
+}
+}  // namespace
+
+std::map<std::string, optim::ShardSpec> Parallelized::shard_specs(const Layout& l) const {
+  std::map<std::string, optim::ShardSpec> specs;
+  for (const auto& [fqn, t] : params) {
+    const dist::CommPtr& comm = split_over_tp(t) ? l.model_comm : l.shard_comm;
+    if (comm->size() == 1) continue;
+    specs[fqn] = {t.global_shape(),
+                  shard::local_offsets(t.global_shape(), *t.mesh(), t.placements()), comm};
+  }
+  return specs;
+}
+
+std::pair<std::vector<Tensor>, std::vector<Tensor>> Parallelized::norm_parameters(
+    const Layout& l) const {
+  std::pair<std::vector<Tensor>, std::vector<Tensor>> out;
+  const bool tp_lead = l.tp_comm->rank() == 0;
+  for (const auto& [fqn, t] : params)
+    (tp_lead || split_over_tp(t) ? out.first : out.second).push_back(t.local());
+  return out;
+}
+
+std::vector<checkpoint::Chunk> Parallelized::chunks(
+    const std::vector<optim::NamedTensor>& optimizer_state, bool for_save) const {
+  std::vector<checkpoint::Chunk> out;
+  std::map<std::string, const shard::DTensor*> by_fqn;
+  // A piece replicated over an axis is written by that axis's coordinate 0 only.
+  auto writes = [&](const shard::DTensor& t) {
+    if (!for_save) return true;
+    const auto& m = *t.mesh();
+    for (int64_t a = 0; a < m.ndim(); ++a)
+      if (shard::is_replicate(t.placements()[static_cast<size_t>(a)]) && m.coordinate(a) != 0)
+        return false;
+    return true;
+  };
+  for (const auto& [fqn, t] : params) {
+    by_fqn[fqn] = &t;
+    if (!writes(t)) continue;
+    out.push_back({fqn, t.local(), t.global_shape(),
+                   shard::local_offsets(t.global_shape(), *t.mesh(), t.placements())});
+  }
+  for (const auto& [key, v] : optimizer_state) {
+    const auto [fqn, name] = split_state_key(key);
+    if (name == "step") {
+      out.push_back({key, v, Shape{}, {}, /*replicated=*/true});
+      continue;
+    }
+    auto it = by_fqn.find(fqn);
+    if (it == by_fqn.end())
+      HP_THROW(ValueError, "train", "optimizer state ", key,
+               " is for a parameter this model does not have");
+    const shard::DTensor& t = *it->second;
+    if (!writes(t)) continue;
+    out.push_back({key, v, t.global_shape(),
+                   shard::local_offsets(t.global_shape(), *t.mesh(), t.placements())});
+  }
+  return out;
+}
+
+}  // namespace hp::train

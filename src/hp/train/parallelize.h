@@ -1,0 +1,91 @@
+// The parallelize step: the one place that turns a built model and the resolved config into what
+// the training loop trains (docs/ARCHITECTURE.md §4b). Every transform is applied here, in this
+// order, so the loop never knows it:
+//   1. TP / SP   the architecture's tensor-parallel plan (models/tp_plan.h) over the mesh's tp
+//                axis: column/row-parallel attention and MLP, vocabulary-parallel embedding and
+//                head, the loss on the local vocabulary columns; sequence parallelism for the
+//                norms and the residual stream (parallel.sequence_parallel)
+//   2. MXFP8     low_precision.recipe mxfp8: matched Linears / expert sets run MX kernels (inside
+//                the TP wrappers: the kernel hook is the innermost GEMM)
+//   3. recompute activation checkpoint regions on decoder layers or their blocks
+//   4. FSDP      every decoder layer and the root become groups whose TP-local tensors are
+//                sharded on dim 0 over dp_shard (HSDP: replicated over dp_replicate); mixed
+//                precision is this step over a world of one
+// (expert, context and pipeline parallelism and offload will be further steps of this function.)
+//
+// Every trained parameter is then described once, as a DTensor over the mesh (global shape and one
+// placement per axis, e.g. (Replicate, Shard(0), Shard(1)) for a row-parallel weight under FSDP):
+// the optimizer's shard specs and the checkpoint chunks are derived from it, so any layout saves
+// and any other layout loads.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hp/optim/optimizer.h"
+#include "hp/shard/dtensor.h"
+#include "hp/train/config.h"
+
+namespace hp::checkpoint {
+struct Chunk;
+}
+namespace hp::fsdp {
+class FsdpModel;
+}
+namespace hp::models {
+class CausalLM;
+}
+
+namespace hp::train {
+
+// The ranks: world = dp_replicate × dp_shard × tp, outermost first (tp innermost, so a TP group
+// is neighbouring ranks). Resolves dp_shard -1 and checks the degrees against the world size, the
+// model (heads) and the batch split. Throws ValueError("[train] ...") naming the keys and values.
+struct Layout {
+  int64_t dp_replicate = 1, dp_shard = 1, tp = 1;
+  int dp_rank = 0, dp_size = 1;  // this rank's data-parallel slice of the global batch
+  shard::MeshPtr mesh;           // axes "dp_replicate", "dp_shard", "tp"
+  dist::CommPtr shard_comm;      // dp_shard (FSDP)
+  dist::CommPtr replicate_comm;  // dp_replicate (HSDP); null when 1
+  dist::CommPtr tp_comm;         // tp
+  dist::CommPtr model_comm;      // dp_shard × tp: the ranks that hold one copy of the model
+};
+Layout parallel_layout(const Config& cfg, const dist::CommPtr& world);
+
+// The dtype the model computes in: parallel.fsdp.param_dtype (f32 masters either way).
+DType compute_dtype(const Config& cfg);
+
+struct Parallelized {
+  std::unique_ptr<fsdp::FsdpModel> fsdp;
+  // Each trained parameter, in the optimizer's order: its FQN and its DTensor, whose local() is
+  // the f32 master shard the optimizer steps.
+  std::vector<std::pair<std::string, shard::DTensor>> params;
+  bool sequence_parallel = false;
+  std::vector<std::string> mx_modules, recompute_modules;
+
+  Parallelized();
+  ~Parallelized();
+  Parallelized(Parallelized&&) noexcept;
+  Parallelized& operator=(Parallelized&&) noexcept;
+
+  std::vector<optim::NamedTensor> named_parameters() const;
+  // Parameters split across ranks (Muon gathers each whole matrix over `comm`).
+  std::map<std::string, optim::ShardSpec> shard_specs(const Layout& layout) const;
+  // The parameters this rank counts in the global gradient norm over layout.model_comm (every
+  // element of the model once: parameters replicated over tp count on tp rank 0 only), and those
+  // it clips without counting.
+  std::pair<std::vector<Tensor>, std::vector<Tensor>> norm_parameters(const Layout& layout) const;
+  // This rank's checkpoint pieces of the parameters and of the optimizer state (moments share
+  // their parameter's box; step counters are replicated 0-d tensors). Pieces replicated over a
+  // mesh axis are written by its coordinate 0 only (`for_save`); loading lists every piece.
+  std::vector<checkpoint::Chunk> chunks(const std::vector<optim::NamedTensor>& optimizer_state,
+                                        bool for_save) const;
+};
+
+// Applies the steps above to `model` (built with f32 masters, the same on every rank).
+Parallelized parallelize(models::CausalLM& model, const Layout& layout, const Config& cfg);
+
+}  // namespace hp::train

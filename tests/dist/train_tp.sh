@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# hp train with tensor parallelism (the parallelize step): at tp 2 (with sequence parallelism, a
+# vocabulary-parallel tied head and loss) every step's loss equals the 1-rank run's — AdamW,
+# recompute full and Muon within 1e-5 relative (f32; sums in another order), MXFP8 within 2% (a
+# row-parallel weight's quantization blocks restart at its shard's edge). A run saved at
+# (dp_shard 2, tp 2) resumes at (3, 1), (1, 1) and (1, 2) with the losses of the uninterrupted run.
+# Usage: train_tp.sh HP_BINARY REPO_ROOT
+source "$(dirname "$0")/../script_lib.sh" "$@"
+# vocab 259: the vocabulary splits unevenly over tp 2 (130 + 129) and dp 3.
+cat > "$dir/run.yaml" <<YAML
+model: {arch: qwen3, hidden: 32, layers: 2, heads: 4, kv_heads: 2, intermediate: 64, vocab: 259,
+        tie_embeddings: true}
+data: {path: $dir/corpus.txt}
+optimizer: {name: adamw, lr: 0.01}
+training: {steps: 8, batch_size: 12, seq_len: 32, seed: 3}
+parallel: {dp_shard: -1, fsdp: {param_dtype: f32, reduce_dtype: f32}}
+metrics: {log_every: 1, progress: lines}
+checkpoint: {interval: 0, save_final: false}
+YAML
+losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1/metrics.jsonl"; }
+# compare NAME REF RUN TOLERANCE: the runs' per-step losses agree within TOLERANCE (relative).
+compare() {
+  paste <(losses "$2") <(losses "$3") | awk -v name="$1" -v tol="$4" '
+    { d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > worst) worst = r }
+    END { printf "%s: %d steps, worst relative difference %.3g\n", name, NR, worst
+          exit !(NR == 8 && worst < tol) }'
+}
+run() {  # run NAME RANKS ARGS...: a run directory $dir/NAME
+  local name=$1 n=$2
+  shift 2
+  "$hp" launch -n "$n" -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/$name" "$@" \
+    > "$dir/$name.log"
+}
+for variant in plain muon recompute mxfp8; do
+  case $variant in
+    plain) args=() tol=1e-5 ;;
+    muon) args=(--set optimizer.name=muon) tol=1e-5 ;;
+    recompute) args=(--set recompute.mode=full) tol=1e-5 ;;
+    mxfp8) args=(--set low_precision.recipe=mxfp8) tol=0.02 ;;
+  esac
+  run "ref_$variant" 1 "${args[@]}"
+  run "tp_$variant" 2 --set parallel.tp=2 "${args[@]}"
+  grep -q "tp 2 (sequence parallel), vocabulary-parallel head" "$dir/tp_$variant.log"
+  compare "tp 2 vs 1 rank ($variant)" "$dir/ref_$variant" "$dir/tp_$variant" "$tol"
+done
+# parallel.plan: the MLPs replicated (not split) instead of the architecture's colwise / rowwise,
+# without sequence parallelism (a replicated block must see the whole sequence).
+cp "$dir/run.yaml" "$dir/base.yaml"
+cat >> "$dir/run.yaml" <<YAML
+parallel: {dp_shard: -1, sequence_parallel: false, fsdp: {param_dtype: f32, reduce_dtype: f32},
+           plan: [{modules: ["*mlp.*_proj"], style: replicate}]}
+YAML
+sed -i '0,/^parallel:/{/^parallel: {dp_shard: -1, fsdp/d}' "$dir/run.yaml"
+run tp_plan 2 --set parallel.tp=2
+grep -q "tp 2 (no sequence parallelism)" "$dir/tp_plan.log"
+compare "tp 2 with the MLPs replicated by parallel.plan" "$dir/ref_plain" "$dir/tp_plan" 1e-5
+cp "$dir/base.yaml" "$dir/run.yaml"
+# Saved at (dp_shard 2, tp 2) after step 4; resumed at (3, 1), (1, 1), (1, 2).
+run saved 4 --set parallel.tp=2 --stop-after 4
+grep -q "stopped at step 4" "$dir/saved.log"
+"$hp" ckpt inspect "$dir/saved" > "$dir/inspect.txt"
+grep -q "model.layers.0.mlp.down_proj.weight" "$dir/inspect.txt"
+for layout in "3 1" "1 1" "1 2"; do
+  set -- $layout
+  name="resumed_$1_$2"
+  mkdir -p "$dir/$name"
+  cp -r "$dir/saved/." "$dir/$name/"
+  run "$name" $(($1 * $2)) --set parallel.tp="$2" --resume auto
+  grep -q "resumed from .* at step 4" "$dir/$name.log"
+  compare "saved at (2, 2), resumed at ($1, $2)" "$dir/ref_plain" "$dir/$name" 1e-5
+done
