@@ -34,6 +34,9 @@ TEST(Tensor, StridedViewCopyAndContiguous) {
   Tensor c = tt.contiguous();
   EXPECT_TRUE(c.is_contiguous());
   EXPECT_EQ(c.to_vector(), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  // No elements, any strides (a tensor-parallel column block of width 0): contiguous.
+  EXPECT_TRUE(empty({3, 0}).is_contiguous());
+  EXPECT_TRUE(empty({0, 4}).as_strided({4, 0}, {1, 4}, 0).is_contiguous());
   // Broadcast copy with dtype conversion.
   Tensor dst = empty({2, 3}, DType::f16);
   dst.copy_from(from_vector({1, 2, 3}, {3}));

@@ -48,6 +48,8 @@ int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim())];
 int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim())]; }
 
 bool Tensor::is_contiguous() const {
+  // No elements: every layout is contiguous (as torch); an empty tensor's strides are arbitrary.
+  if (numel() == 0) return true;
   int64_t expected = 1;
   for (int64_t d = dim() - 1; d >= 0; --d) {
     if (impl_->shape[d] == 1) continue;

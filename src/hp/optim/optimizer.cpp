@@ -59,8 +59,7 @@ Optimizer::Optimizer(std::vector<NamedTensor> params, OptimizerOptions options,
   for (auto& [fqn, t] : params) {
     if (!t.defined()) HP_THROW(ValueError, "optim", fqn, ": undefined parameter");
     if (!seen.insert(fqn).second) HP_THROW(ValueError, "optim", fqn, ": duplicate parameter FQN");
-    // (An empty tensor holds no data: a [rows, 0] box counts as contiguous whatever its strides.)
-    if (t.dtype() != DType::f32 || (t.numel() > 0 && !t.is_contiguous()))
+    if (t.dtype() != DType::f32 || !t.is_contiguous())
       HP_THROW(ValueError, "optim", fqn, ": parameters must be contiguous f32 master weights, got ",
                t.desc());
     Entry e;
