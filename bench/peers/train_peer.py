@@ -9,7 +9,7 @@ SPEC (written by `hp bench train`, tools/hp/bench.cpp):
   lr, betas, eps, weight_decay, grad_clip (0 = none)   -- torch.optim.AdamW, constant lr
   threads       torch.set_num_threads
   dtype         "bf16": f32 parameters, forward under torch.autocast("cpu", bfloat16), as
-                parallel.fsdp.param_dtype bf16 does on our side; "f32": plain f32
+                training.mixed_precision bf16 does on our side; "f32": plain f32
   seed
 
 The model is built from the config with random init (transformers' _init_weights) and trained on

@@ -7,8 +7,7 @@ source "$(dirname "$0")/../script_lib.sh" "$@"
 cat > "$dir/run.yaml" <<YAML
 model: {arch: qwen3, hidden: 256, layers: 2, heads: 4, kv_heads: 2, intermediate: 520, vocab: 259}
 data: {path: $dir/corpus.txt}
-training: {steps: 1000000, batch_size: 4, seq_len: 32}
-parallel: {fsdp: {param_dtype: f32}}
+training: {steps: 1000000, batch_size: 4, seq_len: 32, mixed_precision: f32}
 metrics: {log_every: 1, progress: lines}
 checkpoint: {interval: 1, keep: 2}
 run: {dir: $dir/run}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "error_of.h"
 #include "hp/autograd/grad_mode.h"
 #include "hp/models/registry.h"
 #include "hp/models/tp_plan.h"
@@ -231,14 +232,7 @@ TEST(ShardPlan, SequenceParallelNormMatchesOneRank) {
   EXPECT_EQ(sp.at("weight").placements(), (Placements{Replicate{}}));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
-}
+using hp::testing::error_of;
 
 TEST(ShardPlan, BadPlansFailOnEveryRank) {
   auto mesh = make_mesh({{"tp", -1}});

@@ -10,8 +10,8 @@ cat > "$dir/run.yaml" <<YAML
 model: {arch: qwen3, hidden: 32, layers: 2, heads: 4, kv_heads: 2, intermediate: 72, vocab: 259}
 data: {path: $dir/corpus.txt}
 optimizer: {name: OPT, lr: 0.01}
-training: {steps: 10, batch_size: 12, seq_len: 32, seed: 3}
-parallel: {dp_shard: -1, fsdp: {param_dtype: f32, reduce_dtype: f32}}
+training: {steps: 10, batch_size: 12, seq_len: 32, seed: 3, mixed_precision: f32}
+parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
 metrics: {log_every: 1, progress: lines}
 checkpoint: {interval: 0, save_final: false}
 YAML

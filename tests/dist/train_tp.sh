@@ -12,8 +12,8 @@ model: {arch: qwen3, hidden: 32, layers: 2, heads: 4, kv_heads: 2, intermediate:
         tie_embeddings: true}
 data: {path: $dir/corpus.txt}
 optimizer: {name: adamw, lr: 0.01}
-training: {steps: 8, batch_size: 12, seq_len: 32, seed: 3}
-parallel: {dp_shard: -1, fsdp: {param_dtype: f32, reduce_dtype: f32}}
+training: {steps: 8, batch_size: 12, seq_len: 32, seed: 3, mixed_precision: f32}
+parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
 metrics: {log_every: 1, progress: lines}
 checkpoint: {interval: 0, save_final: false}
 YAML
@@ -43,11 +43,28 @@ for variant in plain muon recompute mxfp8; do
   grep -q "tp 2 (sequence parallel), vocabulary-parallel head" "$dir/tp_$variant.log"
   compare "tp 2 vs 1 rank ($variant)" "$dir/ref_$variant" "$dir/tp_$variant" "$tol"
 done
+# Communication volume: Megatron-SP sends, per layer, one all-gather + one reduce-scatter of the
+# [B, T, hidden] activation per block forward and again backward, plus the embedding's
+# reduce-scatter and the head's all-gather with their backward: (4·layers + 2) all-reduce
+# equivalents of 2·(tp−1)/tp·B·T·hidden·4 bytes, T = seq_len + 1 tokens per row (the norms'
+# weight gradients add < 1%).
+bytes=$(sed -n 's/.*"tp_comm_bytes":\([0-9]*\).*/\1/p' "$dir/tp_plain/metrics.jsonl" | head -n 1)
+awk -v m="$bytes" 'BEGIN { f = (4 * 2 + 2) * 2 * (2 - 1) / 2 * 12 * 33 * 32 * 4
+  printf "tensor-parallel bytes per step %d, formula %d (ratio %.4f)\n", m, f, m / f
+  exit !(m >= f && m < 1.01 * f) }'
+# MoE (attention-only TP, no sequence parallelism) and HSDP × TP (dp_replicate 2 × tp 2).
+run ref_moe 1 --set model.arch=qwen3_moe --set model.experts=4 --set model.experts_per_token=2
+run tp_moe 2 --set model.arch=qwen3_moe --set model.experts=4 --set model.experts_per_token=2 \
+  --set parallel.tp=2
+grep -q "tp 2 (no sequence parallelism)" "$dir/tp_moe.log"
+compare "tp 2 vs 1 rank (qwen3_moe, attention only)" "$dir/ref_moe" "$dir/tp_moe" 1e-5
+run hsdp_tp 4 --set parallel.tp=2 --set parallel.dp_replicate=2
+compare "dp_replicate 2 × tp 2 vs 1 rank" "$dir/ref_plain" "$dir/hsdp_tp" 1e-5
 # parallel.plan: the MLPs replicated (not split) instead of the architecture's colwise / rowwise,
 # without sequence parallelism (a replicated block must see the whole sequence).
 cp "$dir/run.yaml" "$dir/base.yaml"
 cat >> "$dir/run.yaml" <<YAML
-parallel: {dp_shard: -1, sequence_parallel: false, fsdp: {param_dtype: f32, reduce_dtype: f32},
+parallel: {dp_shard: -1, sequence_parallel: false, fsdp: {reduce_dtype: f32},
            plan: [{modules: ["*mlp.*_proj"], style: replicate}]}
 YAML
 sed -i '0,/^parallel:/{/^parallel: {dp_shard: -1, fsdp/d}' "$dir/run.yaml"

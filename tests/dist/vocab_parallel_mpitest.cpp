@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 
+#include "error_of.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/vocab_parallel.h"
 
@@ -27,14 +28,7 @@ void expect_close(const Tensor& a, const Tensor& b, double rel, const std::strin
     ASSERT_NEAR(av[i], bv[i], rel * scale) << what << " [" << i << "]";
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
-}
+using hp::testing::error_of;
 
 // [2, T] ids covering 0 and vocab - 1, the same on every rank for the same shift.
 Tensor make_ids(int64_t vocab, int64_t t, int64_t shift = 0) {

@@ -108,12 +108,13 @@ TEST(Fsdp, F32OnOneProcessIsPassthrough) {
   auto f = wrap(*m, options(DType::f32));
   EXPECT_EQ(Allocator::instance().stats(MemTier::host).live_bytes, live);
   EXPECT_TRUE(f->passthrough());
-  auto shards = f->shard_info();
+  auto shards = f->parameters();  // DTensors: Shard(0) over a mesh of one rank
   ASSERT_EQ(shards.size(), params.size());
   for (size_t k = 0; k < shards.size(); ++k) {
-    EXPECT_TRUE(shards[k].shard.same(params[k].second)) << shards[k].fqn;
-    EXPECT_EQ(shards[k].row_offset, 0);
-    EXPECT_EQ(shards[k].global_shape, params[k].second.shape());
+    const shard::DTensor& d = shards[k].second;
+    EXPECT_TRUE(d.local().same(params[k].second)) << shards[k].first;
+    EXPECT_EQ(d.offsets(), Shape(params[k].second.dim(), 0));
+    EXPECT_EQ(d.global_shape(), params[k].second.shape());
   }
   for (int mb = 0; mb < 2; ++mb) {
     const Tensor ids = token_batch(10 + mb, 2, 6, kVocab);
@@ -125,7 +126,7 @@ TEST(Fsdp, F32OnOneProcessIsPassthrough) {
   f->finish_grads();
   auto want = ref->named_parameters();
   for (size_t k = 0; k < shards.size(); ++k)
-    expect_same(shards[k].shard.grad(), want[k].second.grad(), shards[k].fqn);
+    expect_same(shards[k].second.local().grad(), want[k].second.grad(), shards[k].first);
   EXPECT_EQ(f->stats().all_gather_bytes + f->stats().reduce_scatter_bytes, 0);
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "error_of.h"
 #include "hp/io/json.h"
 
 namespace hp::optim {
@@ -123,14 +124,7 @@ TEST(Optimizer, StateDictRoundTripResumesIdentically) {
   }
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using hp::testing::error_of;
 
 TEST(Optimizer, ErrorsNameTheParameterAndKey) {
   OptimizerOptions o;

@@ -151,7 +151,7 @@ TEST_F(BenchTrain, PeerGetsTheSameModelShapesAndOptimizer) {
 
 TEST_F(BenchTrain, PeerDtypeDefaultsToOursAndParameterMismatchWarns) {
   const auto r = bench(fake_python() + " FAKE_PEER_PARAMS=7",
-                       "--set parallel.fsdp.param_dtype=f32 --set training.grad_accum=2 "
+                       "--set training.mixed_precision=f32 --set training.grad_accum=2 "
                        "--peer-steps 4");
   ASSERT_EQ(r.code, 0) << r.output;
   const auto spec = read_json(run_dir() / "peer_spec_f32.json");

@@ -12,7 +12,7 @@ namespace {
 const std::string kRepo = std::string(HP_TEST_DIR) + "/../..";
 
 // Parameters of a dense Llama-style model (no biases) as the trainer builds it from model.*.
-int64_t llama_parameters(const ModelConfig& m) {
+int64_t llama_parameters(const ModelSection& m) {
   const int64_t head_dim = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
   const int64_t attention = m.hidden * head_dim * (2 * m.heads + 2 * m.kv_heads);
   const int64_t layer = attention + 3 * m.hidden * m.intermediate + 2 * m.hidden;
@@ -22,7 +22,7 @@ int64_t llama_parameters(const ModelConfig& m) {
 void expect_bench_settings(const Config& c) {
   EXPECT_EQ(c.model.arch, "llama");
   EXPECT_EQ(c.optimizer.name, "adamw");
-  EXPECT_EQ(c.parallel.fsdp.param_dtype, "bf16");
+  EXPECT_EQ(c.training.mixed_precision, "bf16");
   EXPECT_EQ(c.checkpoint.interval, 0);
   EXPECT_FALSE(c.checkpoint.save_final);
   EXPECT_EQ(c.metrics.peak_tflops, 0) << "MFU must be against the measured GEMM peak";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "hp/core/error.h"
+#include "hp/models/registry.h"
 #include "hp/train/schema.h"
 
 namespace hp::train {
@@ -61,10 +62,10 @@ TEST(Config, LoadsValuesAndKeepsDefaults) {
 TEST(Config, SetOverridesAreTypedAndValidated) {
   Config c = parse_config(kValid, "run.yaml",
                           {"training.steps=10", "optimizer.betas=[0.8, 0.99]",
-                           "parallel.fsdp.param_dtype=f32", "lr_scheduler.name=wsd"});
+                           "training.mixed_precision=f32", "lr_scheduler.name=wsd"});
   EXPECT_EQ(c.training.steps, 10);
   EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.8, 0.99}));
-  EXPECT_EQ(c.parallel.fsdp.param_dtype, "f32");
+  EXPECT_EQ(c.training.mixed_precision, "f32");
   EXPECT_EQ(c.lr_scheduler.name, "wsd");
   EXPECT_EQ(error_of(kValid, {"training.steps=ten"}),
             "[config] --set training.steps=ten: training.steps: expected an integer, got 'ten'");
@@ -202,6 +203,106 @@ TEST(Config, SchemaListsEveryFieldWithTypeDefaultAndDoc) {
   EXPECT_NE(s.find("int"), std::string::npos);
   EXPECT_NE(s.find("rms_match|shape"), std::string::npos);
   EXPECT_NE(s.find("# number of optimizer steps"), std::string::npos) << s;
+}
+
+// training.mixed_precision, and parallel.fsdp.param_dtype as its deprecated alias.
+TEST(Config, MixedPrecisionAndItsDeprecatedAlias) {
+  const std::string note =
+      "[config] parallel.fsdp.param_dtype is deprecated: use training.mixed_precision";
+  EXPECT_EQ(parse_config(kValid, "run.yaml").training.mixed_precision, "bf16");  // the default
+  Config c = parse_config(kValid, "run.yaml", {"training.mixed_precision=f32"});
+  EXPECT_EQ(c.training.mixed_precision, "f32");
+  EXPECT_TRUE(c.notes.lines.empty());
+  // The alias, in the file or from --set: its value is used, and the config notes it once.
+  const std::string old_yaml = std::string(kValid) + "parallel:\n  fsdp:\n    param_dtype: f32\n";
+  Config a = parse_config(old_yaml, "run.yaml");
+  EXPECT_EQ(a.training.mixed_precision, "f32");
+  EXPECT_EQ(a.notes.lines, std::vector<std::string>{note});
+  Config b = parse_config(kValid, "run.yaml", {"parallel.fsdp.param_dtype=f32"});
+  EXPECT_EQ(b.training.mixed_precision, "f32");
+  EXPECT_EQ(b.notes.lines, std::vector<std::string>{note});
+  // Set in the file and again by --set: still one note.
+  EXPECT_EQ(parse_config(old_yaml, "run.yaml", {"parallel.fsdp.param_dtype=bf16"}).notes.lines,
+            std::vector<std::string>{note});
+  // The resolved YAML has the new key only and reads back equal, without the note.
+  const std::string y = to_yaml(a);
+  EXPECT_NE(y.find("  mixed_precision: f32\n"), std::string::npos) << y;
+  EXPECT_EQ(y.find("param_dtype"), std::string::npos) << y;
+  Config back = parse_config(y, "resolved.yaml");
+  EXPECT_TRUE(back == a);
+  EXPECT_TRUE(back.notes.lines.empty());
+  // Both keys: an error naming both, wherever each was set.
+  EXPECT_EQ(error_of(std::string(kValid) + "  mixed_precision: bf16\nparallel:\n  fsdp:\n" +
+                     "    param_dtype: f32\n"),
+            "[config] run.yaml:23: parallel.fsdp.param_dtype: deprecated alias of "
+            "training.mixed_precision, which is also set (run.yaml:20): keep only "
+            "training.mixed_precision");
+  EXPECT_EQ(error_of(kValid, {"parallel.fsdp.param_dtype=f32", "training.mixed_precision=f32"}),
+            "[config] --set parallel.fsdp.param_dtype=f32: parallel.fsdp.param_dtype: deprecated "
+            "alias of training.mixed_precision, which is also set (--set "
+            "training.mixed_precision=f32): keep only training.mixed_precision");
+  // A bad value given through the alias is reported at the alias.
+  EXPECT_EQ(error_of(kValid, {"parallel.fsdp.param_dtype=f16"}),
+            "[config] --set parallel.fsdp.param_dtype=f16: parallel.fsdp.param_dtype: must be one "
+            "of f32|bf16, got 'f16'");
+  EXPECT_EQ(error_of(kValid, {"parallel.fsdp.param_dtype=[f32]"}),
+            "[config] --set parallel.fsdp.param_dtype=[f32]: training.mixed_precision: expected a "
+            "string, got a list");
+  // `hp config schema` lists the key, and the alias as deprecated.
+  const std::string s = schema_text();
+  EXPECT_NE(s.find("training.mixed_precision "), std::string::npos) << s;
+  EXPECT_NE(s.find("# deprecated: use training.mixed_precision"), std::string::npos) << s;
+}
+
+// model.arch offers the architecture table's rows buildable from sizes (models/registry.h), read
+// when the config is parsed: a registered architecture is accepted, DeepSeek-V3 (MLA, built from a
+// config.json) is refused by the table's flag, and the MoE checks follow the rows' expert keys.
+TEST(Config, ArchChoicesComeFromTheArchitectureTable) {
+  const auto offered = [] {
+    std::string out;
+    for (const auto& n : models::sized_architecture_names()) out += (out.empty() ? "" : "|") + n;
+    return out;
+  };
+  EXPECT_EQ(offered().rfind("llama|qwen2|qwen3|qwen3_moe|mixtral", 0), 0u) << offered();
+  const std::string bars = "|" + offered() + "|";
+  for (const auto& a : models::architectures()) {
+    std::string name = "|";
+    name.append(a.short_name).append("|");
+    EXPECT_EQ(bars.find(name) != std::string::npos, a.buildable_from_sizes) << a.short_name;
+  }
+  EXPECT_NE(schema_text().find(offered()), std::string::npos);
+  EXPECT_EQ(
+      error_of(kValid, {"model.arch=gpt2"}),
+      "[config] --set model.arch=gpt2: model.arch: must be one of " + offered() + ", got 'gpt2'");
+  EXPECT_EQ(error_of(kValid, {"model.arch=deepseek_v3"}),
+            "[config] --set model.arch=deepseek_v3: model.arch: deepseek_v3 "
+            "(DeepseekV3ForCausalLM) is built from a config.json, not from sizes: use model.path");
+  EXPECT_EQ(error_of(kValid, {"model.arch=mixtral"}),
+            "[config] run.yaml: model.experts: must be >= 1 with model.arch mixtral");
+  EXPECT_EQ(error_of(kValid, {"model.experts=4", "model.experts_per_token=2"}),
+            "[config] --set model.experts=4: model.experts: needs model.arch qwen3_moe or "
+            "mixtral, got 'llama'");
+  EXPECT_EQ(parse_config(kValid, "run.yaml",
+                         {"model.arch=qwen3_moe", "model.experts=4", "model.experts_per_token=2"})
+                .model.experts,
+            4);
+
+  // Registered at run time: offered from the next parse on.
+  const std::vector<std::string> mine = {"model.arch=config_test_llama"};
+  EXPECT_NE(error_of(kValid, mine).find("model.arch: must be one of"), std::string::npos);
+  models::Architecture row = models::architecture("LlamaForCausalLM");
+  row.hf_class = "ConfigTestLlamaForCausalLM";
+  row.model_type = row.short_name = "config_test_llama";
+  models::register_architecture(row);
+  EXPECT_EQ(parse_config(kValid, "run.yaml", mine).model.arch, "config_test_llama");
+  EXPECT_NE(offered().find("|config_test_llama"), std::string::npos);
+  // Not buildable from sizes: refused with the table's reason.
+  row.buildable_from_sizes = false;
+  models::register_architecture(row);
+  EXPECT_EQ(error_of(kValid, mine),
+            "[config] --set model.arch=config_test_llama: model.arch: config_test_llama "
+            "(ConfigTestLlamaForCausalLM) is built from a config.json, not from sizes: use "
+            "model.path");
 }
 
 TEST(Config, BuildsOptimizerOptionsAndSchedule) {

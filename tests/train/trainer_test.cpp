@@ -164,10 +164,78 @@ TEST(Trainer, ResumeContinuesBitwiseMuon) {
 TEST(Trainer, GradAccumulationMatchesOneBigBatch) {
   // Equal micro-batches: the gradient of the mean loss is the same sum, up to f32 rounding.
   TrainResult one =
-      quiet_train(tiny_config("accum1", {"training.steps=4", "parallel.fsdp.param_dtype=f32"}));
+      quiet_train(tiny_config("accum1", {"training.steps=4", "training.mixed_precision=f32"}));
   TrainResult two = quiet_train(tiny_config(
-      "accum2", {"training.steps=4", "training.grad_accum=2", "parallel.fsdp.param_dtype=f32"}));
+      "accum2", {"training.steps=4", "training.grad_accum=2", "training.mixed_precision=f32"}));
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(one.steps[i].loss, two.steps[i].loss, 1e-4) << i;
+}
+
+// An architecture registered at run time (a Llama under a new class and short name) trains
+// through the trainer from model.arch + sizes, bitwise as llama does, and its checkpoint exports to
+// a Hugging Face directory that loads back through the same table row.
+TEST(Trainer, TrainsAnArchitectureRegisteredAtRunTime) {
+  static int layers_built = 0;
+  models::LayerFactory layers = models::llama_layers();
+  layers.attention = [attention = layers.attention](const models::ModelConfig& c, int64_t i) {
+    ++layers_built;
+    return attention(c, i);
+  };
+  models::Architecture row;
+  row.hf_class = "TrainerTestLlamaForCausalLM";
+  row.model_type = "trainer_test_llama";
+  row.short_name = "trainer_test_llama";
+  row.layers = layers;
+  row.buildable_from_sizes = true;
+  models::register_architecture(row);
+
+  const std::vector<std::string> sets = {"training.steps=4", "training.mixed_precision=f32",
+                                         "checkpoint.save_final=true"};
+  std::vector<std::string> mine = sets;
+  mine.push_back("model.arch=trainer_test_llama");
+  std::vector<std::string> llama = sets;
+  llama.push_back("model.arch=llama");
+  std::ostringstream log;
+  TrainOptions o;
+  o.log = &log;
+  Config c = tiny_config("registered", mine);
+  TrainResult r = train(c, o);
+  EXPECT_EQ(layers_built, 2);  // tiny_config's two layers, from the registered factory
+  ASSERT_EQ(r.steps.size(), 4u);
+  EXPECT_NE(log.str().find("model: TrainerTestLlamaForCausalLM,"), std::string::npos) << log.str();
+  EXPECT_EQ(losses(r), losses(quiet_train(tiny_config("registered_llama", llama))));
+
+  const std::string out = c.run.dir + "_hf";
+  fs::remove_all(out);
+  checkpoint::export_hf(r.last_checkpoint, out);
+  std::ifstream json(out + "/config.json");
+  const auto j = nlohmann::json::parse(json);
+  EXPECT_EQ(j.at("architectures").at(0), "TrainerTestLlamaForCausalLM");
+  EXPECT_EQ(j.at("model_type"), "trainer_test_llama");
+  auto exported = models::load_model(out, DType::f32);
+  EXPECT_EQ(exported->config().architecture, "TrainerTestLlamaForCausalLM");
+  EXPECT_EQ(layers_built, 4);
+}
+
+// parallel.fsdp.param_dtype (deprecated) still sets the compute dtype: the run prints the
+// deprecation once and computes as training.mixed_precision would.
+TEST(Trainer, DeprecatedParamDtypeIsUsedAndNotedOnce) {
+  std::ostringstream log;
+  TrainOptions o;
+  o.log = &log;
+  TrainResult old_key =
+      train(tiny_config("param_dtype", {"training.steps=2", "parallel.fsdp.param_dtype=f32"}), o);
+  const std::string text = log.str();
+  const std::string note =
+      "[config] parallel.fsdp.param_dtype is deprecated: use training.mixed_precision\n";
+  const size_t at = text.find(note);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.find(note, at + 1), std::string::npos) << text;
+  EXPECT_NE(text.find("; params f32 compute"), std::string::npos) << text;
+  TrainResult new_key = quiet_train(
+      tiny_config("mixed_precision", {"training.steps=2", "training.mixed_precision=f32"}));
+  EXPECT_EQ(losses(old_key), losses(new_key));
+  TrainResult bf16 = quiet_train(tiny_config("bf16_default", {"training.steps=2"}));
+  EXPECT_NE(losses(old_key), losses(bf16));
 }
 
 // A Hugging Face directory as the starting point (model.path), pre-tokenized u16 data (the corpus's
@@ -222,7 +290,7 @@ TEST(Trainer, TrainsFromHuggingFaceDirectoryAndExportsBack) {
 // under half the activation memory (4 layers at seq 256, where activations dominate).
 TEST(Trainer, RecomputeKeepsLossesAndCutsActivationMemory) {
   const std::vector<std::string> base = {"training.steps=3", "model.layers=4",
-                                         "training.seq_len=256", "parallel.fsdp.param_dtype=f32"};
+                                         "training.seq_len=256", "training.mixed_precision=f32"};
   TrainResult none = quiet_train(tiny_config("rc_none", base));
   std::vector<std::string> full = base;
   full.push_back("recompute.mode=full");

@@ -59,7 +59,7 @@ BenchOptions parse_options(Args args) {
   if (!no_peer) {
     if (dtype == "both") o.peer_dtypes = {"bf16", "f32"};
     else if (has_dtype) o.peer_dtypes = {dtype};
-    else o.peer_dtypes = {""};  // ours: parallel.fsdp.param_dtype, resolved after loading
+    else o.peer_dtypes = {""};  // ours: training.mixed_precision, resolved after loading
   }
   return o;
 }
@@ -106,7 +106,7 @@ int run_bench(const Args& in) {
       opt.peer_steps > 0 ? opt.peer_steps
                          : std::max<int64_t>(kPeerWarmupSteps + 1, std::min<int64_t>(cfg.training.steps, 6));
   for (auto& d : opt.peer_dtypes)
-    if (d.empty()) d = cfg.parallel.fsdp.param_dtype;
+    if (d.empty()) d = cfg.training.mixed_precision;
   // Fail before training when the peer cannot mirror the config.
   if (!opt.peer_dtypes.empty()) peer_model_config_json(cfg);
 
@@ -136,14 +136,14 @@ int run_bench(const Args& in) {
               static_cast<long long>(cfg.training.batch_size),
               static_cast<long long>(cfg.training.seq_len), static_cast<long long>(tokens),
               static_cast<long long>(cfg.training.grad_accum), cfg.optimizer.name.c_str(), threads);
-  std::printf("hp         param_dtype %s, low_precision %s, recompute %s\n",
-              cfg.parallel.fsdp.param_dtype.c_str(), cfg.low_precision.recipe.c_str(),
+  std::printf("hp         mixed_precision %s, low_precision %s, recompute %s\n",
+              cfg.training.mixed_precision.c_str(), cfg.low_precision.recipe.c_str(),
               cfg.recompute.mode.c_str());
   std::printf("ceiling    GEMM peak %.4f TFLOP/s (the trainer's MFU denominator)\n\n",
               res.peak_tflops);
   std::printf("%-30s %6s %11s %10s %9s %7s %9s\n", "run", "timed", "tokens/s", "ms/step",
               "TFLOP/s", "MFU", "hp / run");
-  print_row({"hp (" + cfg.parallel.fsdp.param_dtype + ")", timed.size(), res.tokens_per_s,
+  print_row({"hp (" + cfg.training.mixed_precision + ")", timed.size(), res.tokens_per_s,
              1e3 * mean(timed), tflops, res.mfu, "-"});
 
   nlohmann::ordered_json j;
@@ -152,8 +152,11 @@ int run_bench(const Args& in) {
   j["tokens_per_step"] = tokens;
   j["threads"] = threads;
   j["peak_tflops"] = res.peak_tflops;
-  j["hp"] = {{"param_dtype", cfg.parallel.fsdp.param_dtype}, {"tokens_per_s", res.tokens_per_s},
-             {"step_s", timed}, {"tflops", tflops}, {"mfu", res.mfu},
+  j["hp"] = {{"mixed_precision", cfg.training.mixed_precision},
+             {"tokens_per_s", res.tokens_per_s},
+             {"step_s", timed},
+             {"tflops", tflops},
+             {"mfu", res.mfu},
              {"loss_first", res.steps.empty() ? 0.0 : res.steps.front().loss},
              {"loss_last", res.steps.empty() ? 0.0 : res.steps.back().loss}};
   j["peers"] = nlohmann::ordered_json::array();

@@ -23,7 +23,9 @@ int run_config(const Args& args_in) {
   std::string value;
   while (take_value(args, "--set", &value)) sets.push_back(value);
   if (args.size() != 1) throw UsageError{"show expects one CONFIG.yaml"};
-  std::fputs(train::to_yaml(train::load_config(args.front(), sets)).c_str(), stdout);
+  const train::Config cfg = train::load_config(args.front(), sets);
+  for (const auto& note : cfg.notes.lines) std::fprintf(stderr, "%s\n", note.c_str());
+  std::fputs(train::to_yaml(cfg).c_str(), stdout);
   return 0;
 }
 

@@ -149,7 +149,7 @@ int run_model(const Args& argv) {
   } else {
     // One decoder layer at a time (memory bounded by the largest layer), embeddings and head from
     // their shapes.
-    const auto& factory = models::architecture(c.architecture);
+    const auto& factory = models::architecture(c.architecture).layers;
     const int64_t io_params =
         c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) + c.hidden_size;
     auto& e = by_dtype[std::string(io::safetensors_dtype_name(c.dtype))];

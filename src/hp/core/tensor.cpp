@@ -44,8 +44,12 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* what) {
   return dim < 0 ? dim + n : dim;
 }
 
-int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim())]; }
-int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim())]; }
+int64_t Tensor::size(int64_t d) const {
+  return impl_->shape[wrap_dim(d, dim())];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return impl_->strides[wrap_dim(d, dim())];
+}
 
 bool Tensor::is_contiguous() const {
   // No elements: every layout is contiguous (as torch); an empty tensor's strides are arbitrary.
@@ -120,42 +124,67 @@ template <class T>
 inline double ld(const char* p) {
   T v;
   std::memcpy(&v, p, sizeof(T));
-  if constexpr (std::is_same_v<T, bf16>) return bf16_to_f32(v.bits);
-  else if constexpr (std::is_same_v<T, f16>) return f16_to_f32(v.bits);
-  else if constexpr (std::is_same_v<T, f8e4m3>) return fp8_to_f32(v.bits, Fp8Kind::e4m3);
-  else if constexpr (std::is_same_v<T, f8e5m2>) return fp8_to_f32(v.bits, Fp8Kind::e5m2);
-  else if constexpr (std::is_same_v<T, e8m0>) return e8m0_to_f32(v.bits);
-  else if constexpr (std::is_same_v<T, bool>) return v ? 1.0 : 0.0;
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, bf16>)
+    return bf16_to_f32(v.bits);
+  else if constexpr (std::is_same_v<T, f16>)
+    return f16_to_f32(v.bits);
+  else if constexpr (std::is_same_v<T, f8e4m3>)
+    return fp8_to_f32(v.bits, Fp8Kind::e4m3);
+  else if constexpr (std::is_same_v<T, f8e5m2>)
+    return fp8_to_f32(v.bits, Fp8Kind::e5m2);
+  else if constexpr (std::is_same_v<T, e8m0>)
+    return e8m0_to_f32(v.bits);
+  else if constexpr (std::is_same_v<T, bool>)
+    return v ? 1.0 : 0.0;
+  else
+    return static_cast<double>(v);
 }
 
 template <class T>
 inline void st(char* p, double x) {
   T v;
-  if constexpr (std::is_same_v<T, bf16>) v.bits = f32_to_bf16(static_cast<float>(x));
-  else if constexpr (std::is_same_v<T, f16>) v.bits = f32_to_f16(static_cast<float>(x));
-  else if constexpr (std::is_same_v<T, f8e4m3>) v.bits = f32_to_fp8(static_cast<float>(x), Fp8Kind::e4m3);
-  else if constexpr (std::is_same_v<T, f8e5m2>) v.bits = f32_to_fp8(static_cast<float>(x), Fp8Kind::e5m2);
-  else if constexpr (std::is_same_v<T, e8m0>) v.bits = f32_to_e8m0(static_cast<float>(x));
-  else if constexpr (std::is_same_v<T, bool>) v = x != 0.0;
-  else v = static_cast<T>(x);
+  if constexpr (std::is_same_v<T, bf16>)
+    v.bits = f32_to_bf16(static_cast<float>(x));
+  else if constexpr (std::is_same_v<T, f16>)
+    v.bits = f32_to_f16(static_cast<float>(x));
+  else if constexpr (std::is_same_v<T, f8e4m3>)
+    v.bits = f32_to_fp8(static_cast<float>(x), Fp8Kind::e4m3);
+  else if constexpr (std::is_same_v<T, f8e5m2>)
+    v.bits = f32_to_fp8(static_cast<float>(x), Fp8Kind::e5m2);
+  else if constexpr (std::is_same_v<T, e8m0>)
+    v.bits = f32_to_e8m0(static_cast<float>(x));
+  else if constexpr (std::is_same_v<T, bool>)
+    v = x != 0.0;
+  else
+    v = static_cast<T>(x);
   std::memcpy(p, &v, sizeof(T));
 }
 
 template <class F>
 void dispatch_all(DType dt, F&& f) {
   switch (dt) {
-    case DType::f64: return f(double{});
-    case DType::f32: return f(float{});
-    case DType::bf16: return f(bf16{});
-    case DType::f16: return f(f16{});
-    case DType::f8e4m3: return f(f8e4m3{});
-    case DType::f8e5m2: return f(f8e5m2{});
-    case DType::e8m0: return f(e8m0{});
-    case DType::i32: return f(int32_t{});
-    case DType::i64: return f(int64_t{});
-    case DType::u8: return f(uint8_t{});
-    case DType::boolean: return f(bool{});
+    case DType::f64:
+      return f(double{});
+    case DType::f32:
+      return f(float{});
+    case DType::bf16:
+      return f(bf16{});
+    case DType::f16:
+      return f(f16{});
+    case DType::f8e4m3:
+      return f(f8e4m3{});
+    case DType::f8e5m2:
+      return f(f8e5m2{});
+    case DType::e8m0:
+      return f(e8m0{});
+    case DType::i32:
+      return f(int32_t{});
+    case DType::i64:
+      return f(int64_t{});
+    case DType::u8:
+      return f(uint8_t{});
+    case DType::boolean:
+      return f(bool{});
   }
 }
 
@@ -199,8 +228,10 @@ Shape broadcast_strides_to(const Tensor& src, const Shape& shape) {
   Shape out(nd, 0);
   for (int64_t i = 0; i < sd; ++i) {
     int64_t d = nd - sd + i;
-    if (src.shape()[i] == shape[d]) out[d] = src.strides()[i];
-    else if (src.shape()[i] == 1) out[d] = 0;
+    if (src.shape()[i] == shape[d])
+      out[d] = src.strides()[i];
+    else if (src.shape()[i] == 1)
+      out[d] = 0;
     else
       HP_THROW(ValueError, "copy", "cannot broadcast ", shape_str(src.shape()), " to ",
                shape_str(shape));
@@ -238,9 +269,13 @@ void Tensor::fill_(double value) const {
   copy_from(one);
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
 
-Tensor Tensor::clone() const { return to(dtype()); }
+Tensor Tensor::clone() const {
+  return to(dtype());
+}
 
 Tensor Tensor::to(DType dt) const {
   Tensor out = empty(shape(), dt);
@@ -283,8 +318,10 @@ std::string Tensor::to_string(int64_t max_per_dim) const {
   auto rec = [&](auto&& self, int64_t d) -> void {
     if (d == dim()) {
       double v = at(idx);
-      if (is_floating(dtype())) os << std::setprecision(6) << std::showpoint << v << std::noshowpoint;
-      else os << static_cast<int64_t>(v);
+      if (is_floating(dtype()))
+        os << std::setprecision(6) << std::showpoint << v << std::noshowpoint;
+      else
+        os << static_cast<int64_t>(v);
       return;
     }
     os << "[";
@@ -320,7 +357,9 @@ Tensor zeros(const Shape& shape, DType dt) {
   return t;
 }
 
-Tensor ones(const Shape& shape, DType dt) { return full(shape, 1.0, dt); }
+Tensor ones(const Shape& shape, DType dt) {
+  return full(shape, 1.0, dt);
+}
 
 Tensor full(const Shape& shape, double value, DType dt) {
   Tensor t = empty(shape, dt);
@@ -335,11 +374,14 @@ Tensor arange(double start, double end, double step, DType dt) {
   Tensor t = empty({n}, dt);
   char* p = static_cast<char*>(t.raw_data());
   for (int64_t i = 0; i < n; ++i)
-    store_from_double(p + i * static_cast<int64_t>(t.itemsize()), dt, start + step * static_cast<double>(i));
+    store_from_double(p + i * static_cast<int64_t>(t.itemsize()), dt,
+                      start + step * static_cast<double>(i));
   return t;
 }
 
-Tensor arange(int64_t end, DType dt) { return arange(0.0, static_cast<double>(end), 1.0, dt); }
+Tensor arange(int64_t end, DType dt) {
+  return arange(0.0, static_cast<double>(end), 1.0, dt);
+}
 
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dt) {
   if (static_cast<int64_t>(values.size()) != shape_numel(shape))
@@ -354,8 +396,8 @@ Tensor from_blob(void* data, const Shape& shape, DType dt, std::shared_ptr<void>
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dt;
-  impl->storage =
-      std::make_shared<Storage>(data, static_cast<size_t>(n) * dtype_size(dt), std::move(keep_alive));
+  impl->storage = std::make_shared<Storage>(data, static_cast<size_t>(n) * dtype_size(dt),
+                                            std::move(keep_alive));
   return Tensor(std::move(impl));
 }
 

@@ -74,7 +74,15 @@ class FsdpModel::Impl : public std::enable_shared_from_this<FsdpModel::Impl> {
   ~Impl();
   void install();
 
-  std::vector<ShardInfo> shard_info() const;
+  // (FQN, module shape, first global row, f32 master shard) per parameter.
+  struct Shard {
+    std::string fqn;
+    Shape global_shape;
+    int64_t row_offset = 0;
+    Tensor master;
+  };
+  std::vector<Shard> shards() const;
+  dist::CommPtr shard_comm() const { return shard_; }
   void finish_grads();
   void reshard_all();
   Stats stats() const { return stats_; }
@@ -413,8 +421,8 @@ void FsdpModel::Impl::reshard_all() {
   }
 }
 
-std::vector<FsdpModel::ShardInfo> FsdpModel::Impl::shard_info() const {
-  std::vector<ShardInfo> out;
+std::vector<FsdpModel::Impl::Shard> FsdpModel::Impl::shards() const {
+  std::vector<Shard> out;
   for (size_t k = 0; k < params_.size(); ++k) {
     if (passthrough_) {
       out.push_back({params_[k].first, params_[k].second.shape(), 0, params_[k].second});
@@ -439,12 +447,23 @@ FsdpModel::~FsdpModel() = default;
 
 std::vector<std::pair<std::string, Tensor>> FsdpModel::sharded_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (auto& s : impl_->shard_info()) out.emplace_back(s.fqn, s.shard);
+  for (auto& s : impl_->shards()) out.emplace_back(s.fqn, s.master);
   return out;
 }
 
-std::vector<FsdpModel::ShardInfo> FsdpModel::shard_info() const {
-  return impl_->shard_info();
+std::vector<std::pair<std::string, shard::DTensor>> FsdpModel::parameters() const {
+  dist::CommPtr comm = impl_->shard_comm();
+  if (!comm) comm = dist::world()->split(dist::world()->rank(), 0);  // a world of one
+  auto mesh = std::make_shared<shard::DeviceMesh>(
+      std::vector<std::pair<std::string, int64_t>>{{"dp_shard", comm->size()}}, comm);
+  std::vector<std::pair<std::string, shard::DTensor>> out;
+  for (auto& s : impl_->shards())
+    out.emplace_back(s.fqn, shard::DTensor::from_local(
+                                s.master, mesh,
+                                {s.global_shape.empty() ? shard::Placement{shard::Replicate{}}
+                                                        : shard::Placement{shard::Shard{0}}},
+                                s.global_shape));
+  return out;
 }
 void FsdpModel::finish_grads() {
   impl_->finish_grads();

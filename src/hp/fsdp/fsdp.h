@@ -23,7 +23,7 @@
 // seed or the same checkpoint). Each group module's forward must run through its forward wrappers
 // (nn::Module::wrapped_forward, as DecoderLayer does); wrappers added before FSDP (recompute) run
 // inside FSDP's. Module tensors hold no data outside their group's forward/backward: read
-// parameters through sharded_parameters() / shard_info(), not the module. The module cannot run
+// parameters through sharded_parameters() / parameters(), not the module. The module cannot run
 // once its FsdpModel is gone (its wrappers then pass through, but its tensors hold no data).
 #pragma once
 
@@ -36,6 +36,7 @@
 #include "hp/core/tensor.h"
 #include "hp/dist/communicator.h"
 #include "hp/nn/module.h"
+#include "hp/shard/dtensor.h"
 
 namespace hp::fsdp {
 
@@ -70,14 +71,11 @@ class FsdpModel {
   // SUM over dp ranks, accumulated across micro-batches in f32; every parameter of a group that
   // took part in a backward gets one (zeros where unused).
   std::vector<std::pair<std::string, Tensor>> sharded_parameters() const;
-  struct ShardInfo {
-    std::string fqn;
-    Shape global_shape;
-    int64_t row_offset = 0;  // first global row of `shard`
-    Tensor shard;            // the same tensor sharded_parameters() returns
-  };
-  // For checkpoints (DCP chunks) and sharded Muon.
-  std::vector<ShardInfo> shard_info() const;
+  // The same tensors described as DTensors: Shard(0) of the module's tensor on a 1-d "dp_shard"
+  // mesh over shard_comm (a mesh of one rank without it). What checkpoints and sharded optimizers
+  // derive their pieces from (the trainer composes it with tensor-parallel placements: see
+  // train/parallelize.h). Collective over shard_comm (the world without one).
+  std::vector<std::pair<std::string, shard::DTensor>> parameters() const;
   // Call once after the last micro-batch's backward of a step, before the optimizer step: waits
   // for outstanding reductions so every sharded .grad is final, and frees every gathered
   // parameter (the root's too), so the next forward gathers the updated masters.

@@ -5,21 +5,11 @@
 
 #include "hp/core/error.h"
 #include "hp/io/json.h"
+#include "hp/models/registry.h"
 
 namespace hp::models {
 
 namespace {
-
-// The architectures whose config fields this parser knows; building one also needs a registered
-// builder (models/registry.h).
-const std::vector<std::pair<std::string, std::string>>& known_architectures() {
-  static const std::vector<std::pair<std::string, std::string>> k = {
-      {"LlamaForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
-      {"Qwen3ForCausalLM", "qwen3"},     {"Qwen3MoeForCausalLM", "qwen3_moe"},
-      {"MixtralForCausalLM", "mixtral"}, {"DeepseekV3ForCausalLM", "deepseek_v3"},
-  };
-  return k;
-}
 
 [[noreturn]] void fail(const io::Json& j, const std::string& key, const std::string& what) {
   HP_THROW(IoError, "config", j.file(), ": ", key, ": ", what);
@@ -100,20 +90,20 @@ ModelConfig parse_model_config(const io::Json& j) {
   if (auto a = j.find("architectures"); a && a->is_array() && a->size() > 0)
     c.architecture = a->at(0).as_string();
   c.model_type = j.get_string_or("model_type", "");
+  // The row of the architecture table (models/registry.h) says what this family's keys mean.
+  const Architecture* arch = nullptr;
   if (c.architecture.empty()) {
-    for (const auto& [arch, type] : known_architectures())
-      if (type == c.model_type) c.architecture = arch;
-    if (c.architecture.empty()) fail(j, "architectures", "missing (and no known model_type)");
+    arch = find_architecture_by_model_type(c.model_type);
+    if (!arch) fail(j, "architectures", "missing (and no known model_type)");
+    c.architecture = arch->hf_class;
   }
-  bool known = false;
-  std::string list;
-  for (const auto& [arch, type] : known_architectures()) {
-    known |= arch == c.architecture;
-    if (c.model_type.empty() && arch == c.architecture) c.model_type = type;
-    list += (list.empty() ? "" : ", ") + arch;
-  }
-  if (!known)
+  arch = find_architecture(c.architecture);
+  if (!arch) {
+    std::string list;
+    for (const Architecture& a : architectures()) list += (list.empty() ? "" : ", ") + a.hf_class;
     fail(j, "architectures", "unknown architecture '" + c.architecture + "' (" + list + ")");
+  }
+  if (c.model_type.empty()) c.model_type = arch->model_type;
 
   c.vocab_size = positive(j, "vocab_size", true, 0);
   c.hidden_size = positive(j, "hidden_size", true, 0);
@@ -125,10 +115,8 @@ ModelConfig parse_model_config(const io::Json& j) {
     fail(j, "num_key_value_heads",
          "must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + "), got " +
              std::to_string(c.num_key_value_heads));
-  // Qwen3Config defaults head_dim to 128 (not hidden / heads) when config.json omits it;
-  // Qwen3MoeConfig has no default (hidden / heads).
-  const bool qwen3 = c.model_type == "qwen3";
-  c.head_dim = positive(j, "head_dim", false, qwen3 ? 128 : 0);
+  // Some configs default head_dim (Qwen3Config: 128, not hidden / heads) when config.json omits it.
+  c.head_dim = positive(j, "head_dim", false, arch->default_head_dim);
   if (c.head_dim == 0) {
     if (c.hidden_size % c.num_attention_heads != 0)
       fail(j, "hidden_size", "not divisible by num_attention_heads and no head_dim given");
@@ -168,8 +156,8 @@ ModelConfig parse_model_config(const io::Json& j) {
   c.decoder_sparse_step = j.get_int_or("decoder_sparse_step", 1);
   c.mlp_only_layers = int_list(j, "mlp_only_layers");
   c.output_router_logits = j.get_bool_or("output_router_logits", false);
-  const bool hf_aux_default = c.model_type == "qwen3_moe" || c.model_type == "mixtral";
-  c.router_aux_loss_coef = j.get_double_or("router_aux_loss_coef", hf_aux_default ? 0.001 : 0.0);
+  c.router_aux_loss_coef =
+      j.get_double_or("router_aux_loss_coef", arch->default_router_aux_loss_coef);
   c.n_shared_experts = j.get_int_or("n_shared_experts", 0);
   c.kv_lora_rank = j.get_int_or("kv_lora_rank", 0);
   c.q_lora_rank = j.get_int_or("q_lora_rank", 0);
@@ -188,9 +176,8 @@ ModelConfig parse_model_config(const io::Json& j) {
       fail(j, "num_experts_per_tok",
            "must be in [1, " + std::to_string(c.num_experts) + "], got " +
                std::to_string(c.num_experts_per_tok));
-  } else if (c.architecture != "LlamaForCausalLM" && c.architecture != "Qwen2ForCausalLM" &&
-             c.architecture != "Qwen3ForCausalLM") {
-    fail(j, "num_experts", c.architecture + " needs an expert count");
+  } else if (arch->moe()) {
+    fail(j, arch->experts_key, c.architecture + " needs an expert count");
   }
   return c;
 }
@@ -248,10 +235,9 @@ std::string model_config_to_json(const ModelConfig& c) {
     }
     j["rope_scaling"] = s;
   }
+  const Architecture* arch = find_architecture(c.architecture);
   if (c.is_moe()) {
-    j[c.architecture == "MixtralForCausalLM"      ? "num_local_experts"
-      : c.architecture == "DeepseekV3ForCausalLM" ? "n_routed_experts"
-                                                  : "num_experts"] = c.num_experts;
+    j[arch && arch->moe() ? arch->experts_key : "num_experts"] = c.num_experts;
     j["num_experts_per_tok"] = c.num_experts_per_tok;
     j["moe_intermediate_size"] = c.moe_intermediate_size;
     j["norm_topk_prob"] = c.norm_topk_prob;
@@ -260,7 +246,7 @@ std::string model_config_to_json(const ModelConfig& c) {
     j["output_router_logits"] = c.output_router_logits;
     j["router_aux_loss_coef"] = c.router_aux_loss_coef;
   }
-  if (c.architecture == "DeepseekV3ForCausalLM") {
+  if (arch && arch->mla) {
     j["n_shared_experts"] = c.n_shared_experts;
     j["kv_lora_rank"] = c.kv_lora_rank;
     if (c.q_lora_rank > 0) j["q_lora_rank"] = c.q_lora_rank;

@@ -1,7 +1,7 @@
 #include "hp/models/registry.h"
 
 #include <algorithm>
-#include <map>
+#include <deque>
 
 #include "hp/models/mla.h"
 #include "hp/models/moe.h"
@@ -121,43 +121,121 @@ LayerFactory deepseek_v3_layers() {
 
 namespace {
 
-std::map<std::string, LayerFactory> builtin_architectures() {
-  return {
-      {"LlamaForCausalLM", llama_layers()},     {"Qwen2ForCausalLM", qwen2_layers()},
-      {"Qwen3ForCausalLM", qwen3_layers()},     {"Qwen3MoeForCausalLM", qwen3_moe_layers()},
-      {"MixtralForCausalLM", mixtral_layers()}, {"DeepseekV3ForCausalLM", deepseek_v3_layers()},
+std::vector<Architecture> builtin_architectures() {
+  auto row = [](std::string hf_class, std::string type, LayerFactory layers) {
+    Architecture a;
+    a.hf_class = std::move(hf_class);
+    a.model_type = type;
+    a.short_name = std::move(type);
+    a.layers = std::move(layers);
+    return a;
   };
+  Architecture llama = row("LlamaForCausalLM", "llama", llama_layers());
+  Architecture qwen2 = row("Qwen2ForCausalLM", "qwen2", qwen2_layers());
+  qwen2.qkv_bias = true;
+  Architecture qwen3 = row("Qwen3ForCausalLM", "qwen3", qwen3_layers());
+  qwen3.default_head_dim = 128;  // Qwen3Config's default (Qwen3MoeConfig has none)
+  Architecture qwen3_moe = row("Qwen3MoeForCausalLM", "qwen3_moe", qwen3_moe_layers());
+  qwen3_moe.experts_key = "num_experts";
+  qwen3_moe.default_router_aux_loss_coef = 0.001;
+  Architecture mixtral = row("MixtralForCausalLM", "mixtral", mixtral_layers());
+  mixtral.experts_key = "num_local_experts";
+  mixtral.default_router_aux_loss_coef = 0.001;
+  Architecture deepseek_v3 = row("DeepseekV3ForCausalLM", "deepseek_v3", deepseek_v3_layers());
+  deepseek_v3.experts_key = "n_routed_experts";
+  deepseek_v3.mla = true;
+  deepseek_v3.buildable_from_sizes = false;  // MLA's ranks and head sizes come from config.json
+  return {llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3};
 }
 
-std::map<std::string, LayerFactory>& table() {
-  static std::map<std::string, LayerFactory> t = builtin_architectures();
+// A deque: rows keep their addresses as rows are added.
+std::deque<Architecture>& table() {
+  static std::deque<Architecture> t = [] {
+    std::deque<Architecture> d;
+    for (auto& a : builtin_architectures()) d.push_back(std::move(a));
+    return d;
+  }();
   return t;
+}
+
+template <class Key>
+const Architecture* find_by(const std::string& value, Key key) {
+  for (const Architecture& a : table())
+    if (a.*key == value) return &a;
+  return nullptr;
+}
+
+std::string joined(std::string Architecture::*key) {
+  std::string out;
+  for (const Architecture& a : table()) out += (out.empty() ? "" : ", ") + a.*key;
+  return out;
 }
 
 }  // namespace
 
-void register_architecture(const std::string& name, LayerFactory factory) {
-  table()[name] = std::move(factory);
+void register_architecture(Architecture row) {
+  const std::string& name = row.hf_class;
+  if (row.hf_class.empty() || row.model_type.empty() || row.short_name.empty())
+    HP_THROW(ValueError, "models", "register_architecture: hf_class ('", row.hf_class,
+             "'), model_type ('", row.model_type, "') and short_name ('", row.short_name,
+             "') must not be empty");
+  if (!row.layers.attention || !row.layers.mlp)
+    HP_THROW(ValueError, "models", "register_architecture(", name,
+             "): the LayerFactory needs both attention and mlp");
+  for (const Architecture& a : table()) {
+    if (a.hf_class == name) continue;
+    if (a.model_type == row.model_type)
+      HP_THROW(ValueError, "models", "register_architecture(", name, "): model_type '",
+               row.model_type, "' is already ", a.hf_class, "'s");
+    if (a.short_name == row.short_name)
+      HP_THROW(ValueError, "models", "register_architecture(", name, "): short name '",
+               row.short_name, "' is already ", a.hf_class, "'s");
+  }
+  for (Architecture& a : table())
+    if (a.hf_class == name) {
+      a = std::move(row);
+      return;
+    }
+  table().push_back(std::move(row));
 }
 
-std::vector<std::string> registered_architectures() {
+std::vector<Architecture> architectures() {
+  return {table().begin(), table().end()};
+}
+
+const Architecture* find_architecture(const std::string& hf_class) {
+  return find_by(hf_class, &Architecture::hf_class);
+}
+
+const Architecture* find_architecture_by_model_type(const std::string& model_type) {
+  return find_by(model_type, &Architecture::model_type);
+}
+
+const Architecture* find_architecture_by_short_name(const std::string& short_name) {
+  return find_by(short_name, &Architecture::short_name);
+}
+
+const Architecture& architecture(const std::string& hf_class) {
+  if (const Architecture* a = find_architecture(hf_class)) return *a;
+  HP_THROW(ValueError, "models", "architecture '", hf_class, "' is not implemented (",
+           joined(&Architecture::hf_class), ")");
+}
+
+const Architecture& architecture_by_short_name(const std::string& short_name) {
+  if (const Architecture* a = find_architecture_by_short_name(short_name)) return *a;
+  HP_THROW(ValueError, "models", "architecture short name '", short_name, "' is unknown (",
+           joined(&Architecture::short_name), ")");
+}
+
+std::vector<std::string> sized_architecture_names() {
   std::vector<std::string> out;
-  for (const auto& [name, f] : table()) out.push_back(name);
+  for (const Architecture& a : table())
+    if (a.buildable_from_sizes) out.push_back(a.short_name);
   return out;
 }
 
-const LayerFactory& architecture(const std::string& name) {
-  auto it = table().find(name);
-  if (it == table().end()) {
-    std::string known;
-    for (const auto& n : registered_architectures()) known += (known.empty() ? "" : ", ") + n;
-    HP_THROW(ValueError, "models", "architecture '", name, "' is not implemented (", known, ")");
-  }
-  return it->second;
-}
-
 std::shared_ptr<CausalLM> build_model(const ModelConfig& config) {
-  return std::make_shared<CausalLM>(config, architecture(config.architecture));
+  return std::make_shared<CausalLM>(config, architecture(config.architecture).layers);
 }
 
 std::shared_ptr<CausalLM> load_model(const std::string& dir) {

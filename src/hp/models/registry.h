@@ -1,10 +1,16 @@
-// Architecture registry: config.json's architectures[0] → the layer factories that build it.
+// Architecture registry: the one table of the architectures hp builds. A row gives the Hugging
+// Face class (config.json architectures[0]), its model_type, the short name a training config
+// uses as model.arch, the LayerFactory that builds its layers, whether model.arch + sizes can build
+// it, and what config.json holds for the family. Everything per architecture derives from it:
+// config.json parsing and writing (models/config.cpp), the model.arch choices and checks of a
+// training config and the model built from sizes (train/config.cpp, train/setup.cpp). The
+// tensor-parallel plans are separate (models/tp_plan.h).
 //
 // Built in: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM,
 // MixtralForCausalLM, DeepseekV3ForCausalLM (also Kimi-K2, model_type deepseek_v3). To add an
-// architecture, give it a LayerFactory — attention and feed-forward per layer index — either as a
-// row of builtin_architectures() in registry.cpp (preferred: no static-initialization order
-// issues) or at run time with register_architecture.
+// architecture, add a row to builtin_architectures() in registry.cpp, or register one at run time
+// with register_architecture (before configs naming it are parsed; the registry is not
+// thread-safe).
 #pragma once
 
 #include <memory>
@@ -16,12 +22,46 @@
 
 namespace hp::models {
 
-// Adds or replaces an architecture.
-void register_architecture(const std::string& name, LayerFactory factory);
-// Sorted names of every architecture build_model can build.
-std::vector<std::string> registered_architectures();
-// The factory for `name`; throws ValueError naming it and the known ones.
-const LayerFactory& architecture(const std::string& name);
+struct Architecture {
+  std::string hf_class;    // config.json architectures[0], e.g. "Qwen3ForCausalLM"
+  std::string model_type;  // config.json model_type, e.g. "qwen3"
+  std::string short_name;  // model.arch in a training config, e.g. "qwen3"
+  LayerFactory layers;     // attention and feed-forward per layer index
+  // model.arch + the size fields build it; false when it needs a config.json (DeepSeek-V3: MLA).
+  bool buildable_from_sizes = true;
+
+  // What config.json holds for the family (models/config.cpp):
+  // the expert-count key written with the config ("num_experts", "num_local_experts",
+  // "n_routed_experts"; any of them is read); "" = dense, else a config without experts is an
+  // error.
+  std::string experts_key;
+  // head_dim when config.json omits it (0 = hidden_size / num_attention_heads; Qwen3: 128).
+  int64_t default_head_dim = 0;
+  // router_aux_loss_coef when config.json omits it (HF: 0.001 for Qwen3-MoE and Mixtral).
+  double default_router_aux_loss_coef = 0.0;
+  // Multi-head latent attention and grouped routing: their keys are written with the config.
+  bool mla = false;
+  // q/k/v always carry a bias whatever attention_bias says (Qwen2); a model built from sizes
+  // records attention_bias true.
+  bool qkv_bias = false;
+
+  bool moe() const { return !experts_key.empty(); }
+};
+
+// Adds a row, or replaces the row of the same hf_class. Throws ValueError when a field is empty,
+// the factory lacks attention or mlp, or another row already has the model_type or short_name.
+void register_architecture(Architecture row);
+// Every row, the built-ins first, then registered ones in order.
+std::vector<Architecture> architectures();
+// The row of an HF class / model_type / short name, or null.
+const Architecture* find_architecture(const std::string& hf_class);
+const Architecture* find_architecture_by_model_type(const std::string& model_type);
+const Architecture* find_architecture_by_short_name(const std::string& short_name);
+// As find_architecture / find_architecture_by_short_name; throws ValueError naming the known ones.
+const Architecture& architecture(const std::string& hf_class);
+const Architecture& architecture_by_short_name(const std::string& short_name);
+// The short names model.arch accepts: the rows buildable from sizes, in table order.
+std::vector<std::string> sized_architecture_names();
 
 // The Llama / Qwen2 / Qwen3 layer factories (Qwen3-MoE reuses qwen3's attention).
 LayerFactory llama_layers();

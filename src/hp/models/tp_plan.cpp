@@ -11,15 +11,21 @@ shard::ShardingPlan llama_tp_plan(const ModelConfig& c, bool sequence_parallel, 
   const int64_t hd = c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_attention_heads;
   // Activations [B, T, hidden]: under sequence parallelism the norms' side is Shard(1).
   const Placement region = sequence_parallel ? Placement{Shard{1}} : Placement{Replicate{}};
-  auto heads_col = std::make_shared<ColwiseParallel>(hd, region);
+  // Each block enters the region once (one all-gather of T, or one f), and its column-parallel
+  // projections take the entered input as it is: their gradients are summed before the one
+  // reduce-scatter / all-reduce of the block's backward.
+  auto enter = std::make_shared<PrepareModuleInput>(region);
+  auto heads_col = std::make_shared<ColwiseParallel>(hd, std::nullopt);
   ShardingPlan plan{
+      {"*self_attn", enter},
       {"*self_attn.q_proj", heads_col},
       {"*self_attn.k_proj", heads_col},
       {"*self_attn.v_proj", heads_col},
       {"*self_attn.o_proj", std::make_shared<RowwiseParallel>(hd, region)},
   };
   if (mlp) {
-    auto col = std::make_shared<ColwiseParallel>(0, region);
+    auto col = std::make_shared<ColwiseParallel>(0, std::nullopt);
+    plan.emplace_back("*mlp", enter);
     plan.emplace_back("*mlp.gate_proj", col);
     plan.emplace_back("*mlp.up_proj", col);
     plan.emplace_back("*mlp.down_proj", std::make_shared<RowwiseParallel>(0, region));

@@ -8,15 +8,16 @@
 namespace hp::models {
 
 // Tensor parallelism for every Llama / Qwen2 / Qwen3 decoder layer (models/transformer.h):
-// q/k/v/gate/up colwise, o/down rowwise; attention split by whole heads (num_attention_heads and
+// self_attn and mlp enter the tensor-parallel region once (PrepareModuleInput), q/k/v/gate/up
+// colwise on that input, o/down rowwise; attention split by whole heads (num_attention_heads and
 // num_key_value_heads must divide by the degree), the MLP by the torch.chunk rule; Qwen3's q_norm /
 // k_norm (model_type "qwen3" / "qwen3_moe") as LocalNormParallel. Patterns start with `*`, so the
 // plan applies to a CausalLM, a DecoderModel or a single DecoderLayer. With `mlp` false the
 // feed-forward blocks are left out (they stay replicated: MoE experts).
 // sequence_parallel (Megatron-SP): the decoder layers' input and output, the residual stream and
 // input_layernorm / post_attention_layernorm (SequenceParallel) are this rank's Shard(1) rows of
-// [B, T, hidden] (torch.chunk split of T); q/k/v/gate/up take input layout Shard(1) (all-gather
-// of T), o/down give output layout Shard(1) (reduce-scatter instead of all-reduce).
+// [B, T, hidden] (torch.chunk split of T); self_attn / mlp take input layout Shard(1) (one
+// all-gather of T each), o/down give output layout Shard(1) (reduce-scatter, not all-reduce).
 shard::ShardingPlan llama_tp_plan(const ModelConfig& c, bool sequence_parallel = false,
                                   bool mlp = true);
 

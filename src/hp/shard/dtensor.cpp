@@ -63,6 +63,10 @@ Shape local_shape(const Shape& global, const DeviceMesh& mesh, const Placements&
   return local_box(global, mesh, p).second;
 }
 
+Shape DTensor::offsets() const {
+  return local_offsets(global_, *mesh_, placements_);
+}
+
 DTensor DTensor::from_local(const Tensor& local, MeshPtr mesh, Placements placements,
                             Shape global) {
   HP_CHECK(mesh != nullptr);

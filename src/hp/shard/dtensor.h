@@ -48,6 +48,8 @@ class DTensor {
   const MeshPtr& mesh() const { return mesh_; }
   const Placements& placements() const { return placements_; }
   bool defined() const { return local_.defined(); }
+  // The global index of local()'s first element on every dim (local_offsets below).
+  Shape offsets() const;
 
   // The same global tensor laid out as dst, planned one mesh axis at a time. Differentiable.
   DTensor redistribute(const Placements& dst,

@@ -1,5 +1,7 @@
 #include "hp/shard/plan.h"
 
+#include <atomic>
+
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
 #include "hp/ops/ops.h"
@@ -33,13 +35,26 @@ Tensor reduce_scatter_dim(const Tensor& x, int64_t d, const std::vector<int64_t>
       .contiguous();
 }
 
+std::atomic<int64_t> g_region_bytes{0}, g_region_calls{0};
+
+// Counts one collective of a region operator: `factor`·(W−1)/W of `nbytes` (ring algorithms).
+void count(const Tensor& t, int64_t w, int64_t factor) {
+  g_region_bytes += factor * (w - 1) * t.nbytes() / w;
+  ++g_region_calls;
+}
+
 }  // namespace
 }  // namespace detail
+
+RegionStats region_stats() {
+  return {detail::g_region_bytes.load(), detail::g_region_calls.load()};
+}
 
 Tensor copy_to_region(const Tensor& x, const dist::CommPtr& comm) {
   if (comm->size() == 1 || !autograd::needs_grad({x})) return x;
   Tensor y = x.detach();
   autograd::record("CopyToTpRegion", {x}, {y}, [comm](const std::vector<Tensor>& g) {
+    detail::count(g[0], comm->size(), 2);
     return std::vector<Tensor>{comm->all_reduce(g[0].contiguous())};
   });
   return y;
@@ -51,6 +66,7 @@ Tensor reduce_from_region(const Tensor& x, const dist::CommPtr& comm) {
   Tensor y;
   {
     autograd::NoGradGuard ng;
+    detail::count(x, comm->size(), 2);
     y = comm->all_reduce(x.contiguous());
   }
   autograd::record("ReduceFromTpRegion", {x}, {y},
@@ -70,10 +86,12 @@ Tensor gather_from_region(const Tensor& x, int64_t dim, const dist::CommPtr& com
   {
     autograd::NoGradGuard ng;
     y = detail::all_gather_dim(x, d, counts, comm);
+    detail::count(y, comm->size(), 1);
   }
   autograd::record("GatherFromSeqRegion", {x}, {y},
                    [comm, d, counts](const std::vector<Tensor>& g) {
                      autograd::NoGradGuard ng;
+                     detail::count(g[0], comm->size(), 1);
                      return std::vector<Tensor>{detail::reduce_scatter_dim(g[0], d, counts, comm)};
                    });
   return y;
@@ -90,12 +108,15 @@ Tensor reduce_scatter_to_region(const Tensor& x, int64_t dim, const dist::CommPt
   Tensor y;
   {
     autograd::NoGradGuard ng;
+    detail::count(x, comm->size(), 1);
     y = detail::reduce_scatter_dim(x, d, counts, comm);
   }
   autograd::record("ReduceScatterToSeqRegion", {x}, {y},
                    [comm, d, counts](const std::vector<Tensor>& g) {
                      autograd::NoGradGuard ng;
-                     return std::vector<Tensor>{detail::all_gather_dim(g[0], d, counts, comm)};
+                     Tensor full = detail::all_gather_dim(g[0], d, counts, comm);
+                     detail::count(full, comm->size(), 1);
+                     return std::vector<Tensor>{full};
                    });
   return y;
 }
@@ -186,7 +207,7 @@ bool ShardedParameters::contains(const std::string& fqn) const {
 }
 
 void ColwiseParallel::check(nn::Module& m, const StyleContext& ctx) const {
-  detail::check_layout(input_layout_, "input", name(), ctx);
+  if (input_layout_) detail::check_layout(*input_layout_, "input", name(), ctx);
   detail::check_heads(detail::as_linear(m, name(), ctx.fqn).weight.size(0), head_dim_, name(), ctx);
 }
 
@@ -197,7 +218,7 @@ void ColwiseParallel::apply(nn::Module& m, const StyleContext& ctx, ShardedParam
   detail::shard_parameter(lin, lin.bias, "bias", Shard{0}, ctx, out);      // [out/tp]
   // x: replicated [..., in] (f) or this rank's Shard(seq) rows (all-gathered) → this rank's
   // columns [..., out/tp].
-  detail::enter_region(lin, input_layout_, ctx);
+  if (input_layout_) detail::enter_region(lin, *input_layout_, ctx);
 }
 
 void PrepareModuleInput::check(nn::Module&, const StyleContext& ctx) const {

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,16 +83,20 @@ class ColwiseParallel : public ParallelStyle {
   // head_dim > 0: rows are attention heads of that size, split whole and evenly.
   // input_layout: Replicate (f: identity forward, all-reduce backward) or Shard(seq_dim) (this
   // rank's rows of the activation, all-gathered forward, gradient reduce-scattered backward).
-  explicit ColwiseParallel(int64_t head_dim = 0, Placement input_layout = Replicate{})
+  // std::nullopt: the input is already in the region — a parent's PrepareModuleInput entered it
+  // once for several modules (q/k/v share one gather; their gradients meet before its backward).
+  explicit ColwiseParallel(int64_t head_dim = 0,
+                           std::optional<Placement> input_layout = Placement{Replicate{}})
       : head_dim_(head_dim), input_layout_(input_layout) {}
   void check(nn::Module& m, const StyleContext& ctx) const override;
   void apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const override;
   std::string name() const override { return "ColwiseParallel"; }
-  const Placement& input_layout() const { return input_layout_; }
+  const std::optional<Placement>& input_layout() const { return input_layout_; }
+  int64_t head_dim() const { return head_dim_; }
 
  private:
   int64_t head_dim_;
-  Placement input_layout_;
+  std::optional<Placement> input_layout_;
 };
 
 class RowwiseParallel : public ParallelStyle {
@@ -157,6 +162,14 @@ Tensor copy_to_region(const Tensor& x, const dist::CommPtr& comm);
 Tensor reduce_from_region(const Tensor& x, const dist::CommPtr& comm);
 Tensor gather_from_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm);
 Tensor reduce_scatter_to_region(const Tensor& x, int64_t dim, const dist::CommPtr& comm);
+
+// What the region operators sent from this process since it started, counted as ring algorithms
+// send: 2·(W−1)/W of the tensor per all-reduce, (W−1)/W of the whole (gathered) tensor per
+// all-gather or reduce-scatter — the tensor-parallel communication volume.
+struct RegionStats {
+  int64_t bytes = 0, calls = 0;
+};
+RegionStats region_stats();
 
 // Ordered (pattern, style) rules.
 using ShardingPlan = std::vector<std::pair<std::string, StylePtr>>;

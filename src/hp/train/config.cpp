@@ -7,14 +7,40 @@
 
 #include "hp/core/error.h"
 #include "hp/io/json.h"
+#include "hp/models/registry.h"
 #include "hp/train/schema.h"
 
 namespace hp::train {
 
-void ModelConfig::describe(Schema& s) {
+namespace {
+
+// The short names of the MoE architectures buildable from sizes, joined ("qwen3_moe, mixtral"; the
+// last with `last` when given: "qwen3_moe or mixtral").
+std::string moe_names(const std::string& sep, const std::string& last = "") {
+  std::vector<std::string> names;
+  for (const auto& a : models::architectures())
+    if (a.moe() && a.buildable_from_sizes) names.push_back(a.short_name);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() && !last.empty() ? last : sep) + names[i];
+  return out;
+}
+
+}  // namespace
+
+void ModelSection::describe(Schema& s) {
   s.add("path", &path, "Hugging Face model directory (config.json + safetensors); or use arch");
+  // The choices are the architecture table's rows buildable from sizes, read at parse time (so an
+  // architecture registered at run time is accepted); a row that needs a config.json says so.
   s.add("arch", &arch, "architecture of a freshly initialized model (instead of path)")
-      .choices({"llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3"});
+      .check([this] {
+        const models::Architecture* a =
+            arch.empty() ? nullptr : models::find_architecture_by_short_name(arch);
+        if (!a || a->buildable_from_sizes) return std::string();
+        return arch + " (" + a->hf_class +
+               ") is built from a config.json, not from sizes: use model.path";
+      })
+      .choices(models::sized_architecture_names());
   s.add("hidden", &hidden, "hidden size (with arch)").min(0);
   s.add("layers", &layers, "number of decoder layers (with arch)").min(0);
   s.add("heads", &heads, "attention heads (with arch)").min(0);
@@ -24,7 +50,7 @@ void ModelConfig::describe(Schema& s) {
   s.add("head_dim", &head_dim, "attention head size (with arch; 0 = hidden / heads)").min(0);
   s.add("tie_embeddings", &tie_embeddings, "output head shares the embedding matrix (with arch)");
   s.add("rope_theta", &rope_theta, "RoPE base frequency (with arch)").above(0);
-  s.add("experts", &experts, "routed experts per MoE layer (qwen3_moe, mixtral)").min(0);
+  s.add("experts", &experts, "routed experts per MoE layer (" + moe_names(", ") + ")").min(0);
   s.add("experts_per_token", &experts_per_token, "experts each token is routed to (top-k)").min(0);
   s.add("moe_intermediate", &moe_intermediate, "expert intermediate size (0 = intermediate)")
       .min(0);
@@ -91,6 +117,9 @@ void TrainingConfig::describe(Schema& s) {
   s.add("seq_len", &seq_len, "tokens per sequence").min(1);
   s.add("grad_accum", &grad_accum, "micro-batches per optimizer step").min(1);
   s.add("grad_clip", &grad_clip, "max global gradient norm (0 = no clipping)").min(0);
+  s.add("mixed_precision", &mixed_precision,
+        "dtype the model computes in (parameters gathered and cast to it; f32 masters either way)")
+      .choices({"f32", "bf16"});
   s.add("sample_prompt", &sample_prompt, "prompt of the sample generated at the end");
   s.add("sample_tokens", &sample_tokens, "tokens generated at the end (0 = no sample)").min(0);
 }
@@ -98,8 +127,7 @@ void TrainingConfig::describe(Schema& s) {
 void FsdpConfig::describe(Schema& s) {
   s.add("reshard_after_forward", &reshard_after_forward,
         "free gathered parameters after forward (re-gather in backward)");
-  s.add("param_dtype", &param_dtype, "dtype parameters are gathered and computed in")
-      .choices({"f32", "bf16"});
+  s.deprecated_alias("param_dtype", "training.mixed_precision");
   s.add("reduce_dtype", &reduce_dtype, "dtype gradients are reduce-scattered in")
       .choices({"f32", "bf16"});
 }
@@ -194,7 +222,9 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     const std::string& origin = f && !f->origin.empty() ? f->origin : file;
     errors->push_back("[config] " + origin + ": " + path + ": " + what);
   };
-  const ModelConfig& m = c.model;
+  const ModelSection& m = c.model;
+  const models::Architecture* arch =
+      m.arch.empty() ? nullptr : models::find_architecture_by_short_name(m.arch);
   if (m.path.empty() && m.arch.empty())
     fail("model.path", "required (or model.arch with the size fields)");
   if (!m.path.empty() && !m.arch.empty())
@@ -242,15 +272,14 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
              std::to_string(split) + " equal micro-batches");
   if (c.low_precision.recipe == "mxfp8" && c.low_precision.modules.empty())
     fail("low_precision.modules", "must not be empty with recipe mxfp8");
-  if (m.arch == "deepseek_v3")
-    fail("model.arch", "deepseek_v3 (MLA) is built from a config.json: use model.path");
-  if ((m.arch == "qwen3_moe" || m.arch == "mixtral") && m.experts < 1)
+  // (model.arch not buildable from sizes is the field's own check.)
+  if (arch && arch->buildable_from_sizes && arch->moe() && m.experts < 1)
     fail("model.experts", "must be >= 1 with model.arch " + m.arch);
   if (m.experts > 0 && (m.experts_per_token < 1 || m.experts_per_token > m.experts))
     fail("model.experts_per_token", "must be in [1, model.experts = " + std::to_string(m.experts) +
                                         "], got " + std::to_string(m.experts_per_token));
-  if (m.experts > 0 && m.arch != "qwen3_moe" && m.arch != "mixtral")
-    fail("model.experts", "needs model.arch qwen3_moe or mixtral, got '" + m.arch + "'");
+  if (m.experts > 0 && !(arch && arch->moe()))
+    fail("model.experts", "needs model.arch " + moe_names(", ", " or ") + ", got '" + m.arch + "'");
   if (c.recompute.mode == "selective" && m.layers > 0 && c.recompute.every_k_layers > m.layers)
     fail("recompute.every_k_layers", std::to_string(c.recompute.every_k_layers) +
                                          " exceeds model.layers (" + std::to_string(m.layers) +
@@ -286,6 +315,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
   s.validate(source, &errors);
   check_consistency(c, s, source, &errors);
   throw_if_any(errors);
+  c.notes.lines = s.deprecations();
   return c;
 }
 

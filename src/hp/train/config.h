@@ -19,9 +19,12 @@ namespace hp::train {
 
 class Schema;
 
-struct ModelConfig {
+// The model section (not models::ModelConfig, the typed config.json it leads to).
+struct ModelSection {
   std::string path;  // Hugging Face directory (config.json + safetensors), or "" with arch
-  std::string arch;  // architecture for a freshly initialized model, or "" with path
+  // Short name of an architecture buildable from sizes (models/registry.h: the table's rows,
+  // including registered ones) for a freshly initialized model, or "" with path.
+  std::string arch;
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, intermediate = 0, vocab = 0;
   int64_t head_dim = 0;  // 0 = hidden / heads
   bool tie_embeddings = false;
@@ -30,7 +33,7 @@ struct ModelConfig {
   int64_t experts = 0, experts_per_token = 0, moe_intermediate = 0;
   double router_aux_loss_coef = 0.001;
   void describe(Schema& s);
-  bool operator==(const ModelConfig&) const = default;
+  bool operator==(const ModelSection&) const = default;
 };
 
 struct DataConfig {
@@ -87,15 +90,17 @@ struct LrSchedulerConfig {
 struct TrainingConfig {
   int64_t steps = 1000, seed = 0, batch_size = 8, seq_len = 2048, grad_accum = 1;
   double grad_clip = 1.0;
-  std::string sample_prompt = "The";  // generated from at the end of the run (rank 0)
-  int64_t sample_tokens = 0;          // 0 = no sample
+  std::string mixed_precision = "bf16";  // compute dtype f32 | bf16 (f32 masters either way)
+  std::string sample_prompt = "The";     // generated from at the end of the run (rank 0)
+  int64_t sample_tokens = 0;             // 0 = no sample
   void describe(Schema& s);
   bool operator==(const TrainingConfig&) const = default;
 };
 
 struct FsdpConfig {
   bool reshard_after_forward = true;
-  std::string param_dtype = "bf16", reduce_dtype = "f32";
+  // parallel.fsdp.param_dtype is a deprecated alias of training.mixed_precision (the gather dtype).
+  std::string reduce_dtype = "f32";
   void describe(Schema& s);
   bool operator==(const FsdpConfig&) const = default;
 };
@@ -155,8 +160,16 @@ struct RunConfig {
   bool operator==(const RunConfig&) const = default;
 };
 
+// Lines a run prints once before its first step: the deprecated keys its config used
+// ("[config] parallel.fsdp.param_dtype is deprecated: use training.mixed_precision"). Not part of
+// the config's value: configs compare equal whatever their notes, and to_yaml does not write them.
+struct ConfigNotes {
+  std::vector<std::string> lines;
+  bool operator==(const ConfigNotes&) const { return true; }
+};
+
 struct Config {
-  ModelConfig model;
+  ModelSection model;
   DataConfig data;
   OptimizerConfig optimizer;
   LrSchedulerConfig lr_scheduler;
@@ -167,6 +180,7 @@ struct Config {
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
   RunConfig run;
+  ConfigNotes notes;  // filled by parse_config
   void describe(Schema& s);
   bool operator==(const Config&) const = default;
 };

@@ -139,6 +139,7 @@ void MetricsLog::record(const StepRecord& r) {
                         {"peak_mem_bytes", r.peak_mem_bytes},
                         {"act_mem_bytes", r.act_mem_bytes},
                         {"step_s", r.step_s}};
+    if (r.tp_comm_bytes > 0) j["tp_comm_bytes"] = r.tp_comm_bytes;
     std::ofstream o(jsonl_path(run_dir_), std::ios::app);
     o << j.dump() << "\n";
   }
@@ -201,6 +202,8 @@ void MetricsLog::finish(const TrainResult& res) {
     << si(res.tokens_per_s) << " tok/s; MFU " << fmt("%.1f%%", 100.0 * res.mfu) << " of "
     << fmt("%.3f", res.peak_tflops) << " TFLOP/s peak; peak memory " << mib(res.peak_mem_bytes)
     << " (activations " << mib(res.act_mem_bytes) << ")";
+  if (last.tp_comm_bytes > 0)
+    s << "; tensor-parallel traffic " << mib(last.tp_comm_bytes) << "/step per rank";
   out_ << s.str() << "\n";
   std::vector<StepRecord> all = cfg_.jsonl ? read_jsonl(jsonl_path(run_dir_)) : res.steps;
   const auto svg = std::filesystem::path(run_dir_) / "metrics.svg";

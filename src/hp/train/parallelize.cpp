@@ -52,31 +52,57 @@ shard::StylePtr style_by_name(const std::string& name, bool sequence_parallel) {
 }
 
 // The architecture's plan with parallel.plan applied module by module: both are resolved to exact
-// module FQNs, and a module a user entry matches takes that entry's style (replicate: none).
+// module FQNs, and a module a user entry matches takes that entry's style (replicate: none). A
+// block whose children a user entry changed no longer enters the region once for all of them:
+// its remaining column-parallel children enter it themselves.
 shard::ShardingPlan with_overrides(models::CausalLM& model, const shard::ShardingPlan& plan,
                                    const std::vector<PlanEntryConfig>& overrides,
                                    bool sequence_parallel) {
   if (overrides.empty()) return plan;
-  shard::ShardingPlan out;
+  struct Rule {
+    std::string fqn;
+    shard::StylePtr style;
+    bool user = false;
+  };
+  std::vector<Rule> rules;
   std::vector<bool> used(overrides.size(), false);
   for (const auto& [fqn, m] : model.named_modules()) {
-    shard::StylePtr style;
-    bool overridden = false;
-    for (size_t i = 0; i < overrides.size() && !overridden; ++i)
+    Rule rule{fqn, nullptr, false};
+    for (size_t i = 0; i < overrides.size() && !rule.user; ++i)
       for (const std::string& glob : overrides[i].modules)
         if (nn::glob_match(glob, fqn)) {
-          style = style_by_name(overrides[i].style, sequence_parallel);
-          overridden = used[i] = true;
+          rule.style = style_by_name(overrides[i].style, sequence_parallel);
+          rule.user = used[i] = true;
           break;
         }
-    for (size_t r = 0; r < plan.size() && !overridden; ++r)
-      if (nn::glob_match(plan[r].first, fqn)) style = plan[r].second;
-    if (style) out.emplace_back(fqn, style);
+    for (size_t r = 0; r < plan.size() && !rule.user && !rule.style; ++r)
+      if (nn::glob_match(plan[r].first, fqn)) rule.style = plan[r].second;
+    rules.push_back(std::move(rule));
   }
   for (size_t i = 0; i < overrides.size(); ++i)
     if (!used[i])
       HP_THROW(ValueError, "train", "parallel.plan[", i, "].modules matches no module of the model",
                " (first glob: '", overrides[i].modules.front(), "')");
+  const shard::Placement region =
+      sequence_parallel ? shard::Placement{shard::Shard{1}} : shard::Placement{shard::Replicate{}};
+  auto under = [](const std::string& fqn, const std::string& block) {
+    return fqn.rfind(block + ".", 0) == 0;
+  };
+  for (Rule& block : rules) {
+    if (block.user || !std::dynamic_pointer_cast<const shard::PrepareModuleInput>(block.style))
+      continue;
+    bool changed = false;
+    for (const Rule& r : rules) changed |= r.user && under(r.fqn, block.fqn);
+    if (!changed) continue;
+    block.style = nullptr;
+    for (Rule& r : rules)
+      if (auto col = std::dynamic_pointer_cast<const shard::ColwiseParallel>(r.style);
+          col && !r.user && under(r.fqn, block.fqn) && !col->input_layout())
+        r.style = std::make_shared<shard::ColwiseParallel>(col->head_dim(), region);
+  }
+  shard::ShardingPlan out;
+  for (const Rule& r : rules)
+    if (r.style) out.emplace_back(r.fqn, r.style);
   return out;
 }
 
@@ -113,7 +139,7 @@ shard::ShardedParameters apply_tensor_parallel(models::CausalLM& model, const La
 }  // namespace
 
 DType compute_dtype(const Config& cfg) {
-  return cfg.parallel.fsdp.param_dtype == "bf16" ? DType::bf16 : DType::f32;
+  return cfg.training.mixed_precision == "bf16" ? DType::bf16 : DType::f32;
 }
 
 Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
@@ -171,18 +197,18 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
                                         l.shard_comm, l.replicate_comm, fsdp_options(cfg));
 
   // One description per parameter: FSDP's Shard(0) over dp_shard on top of its TP placement (the
-  // tp axis is innermost, so it splits first: shard/dtensor.h).
-  const int64_t dp_axis = l.mesh->axis("dp_shard");
-  for (const auto& info : out.fsdp->shard_info()) {
+  // tp axis is innermost, so it splits first: shard/dtensor.h). from_local checks that FSDP's rows
+  // are the ones that rule gives.
+  const auto dp_axis = static_cast<size_t>(l.mesh->axis("dp_shard"));
+  for (auto& [fqn, d] : out.fsdp->parameters()) {
     shard::Placements p(static_cast<size_t>(l.mesh->ndim()), shard::Replicate{});
-    Shape global = info.global_shape;
-    if (tp.contains(info.fqn)) {
-      const shard::DTensor& t = tp.at(info.fqn);
-      p = t.placements();
-      global = t.global_shape();
+    Shape global = d.global_shape();
+    if (tp.contains(fqn)) {
+      p = tp.at(fqn).placements();
+      global = tp.at(fqn).global_shape();
     }
-    p[static_cast<size_t>(dp_axis)] = shard::Shard{0};
-    out.params.emplace_back(info.fqn, shard::DTensor::from_local(info.shard, l.mesh, p, global));
+    p[dp_axis] = d.placements()[0];
+    out.params.emplace_back(fqn, shard::DTensor::from_local(d.local(), l.mesh, p, global));
   }
   return out;
 }
@@ -204,8 +230,7 @@ std::map<std::string, optim::ShardSpec> Parallelized::shard_specs(const Layout& 
   for (const auto& [fqn, t] : params) {
     const dist::CommPtr& comm = split_over_tp(t) ? l.model_comm : l.shard_comm;
     if (comm->size() == 1) continue;
-    specs[fqn] = {t.global_shape(),
-                  shard::local_offsets(t.global_shape(), *t.mesh(), t.placements()), comm};
+    specs[fqn] = {t.global_shape(), t.offsets(), comm};
   }
   return specs;
 }
@@ -235,8 +260,7 @@ std::vector<checkpoint::Chunk> Parallelized::chunks(
   for (const auto& [fqn, t] : params) {
     by_fqn[fqn] = &t;
     if (!writes(t)) continue;
-    out.push_back({fqn, t.local(), t.global_shape(),
-                   shard::local_offsets(t.global_shape(), *t.mesh(), t.placements())});
+    out.push_back({fqn, t.local(), t.global_shape(), t.offsets()});
   }
   for (const auto& [key, v] : optimizer_state) {
     const auto [fqn, name] = split_state_key(key);
@@ -250,8 +274,7 @@ std::vector<checkpoint::Chunk> Parallelized::chunks(
                " is for a parameter this model does not have");
     const shard::DTensor& t = *it->second;
     if (!writes(t)) continue;
-    out.push_back({key, v, t.global_shape(),
-                   shard::local_offsets(t.global_shape(), *t.mesh(), t.placements())});
+    out.push_back({key, v, t.global_shape(), t.offsets()});
   }
   return out;
 }

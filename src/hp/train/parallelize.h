@@ -55,7 +55,7 @@ struct Layout {
 };
 Layout parallel_layout(const Config& cfg, const dist::CommPtr& world);
 
-// The dtype the model computes in: parallel.fsdp.param_dtype (f32 masters either way).
+// The dtype the model computes in: training.mixed_precision (f32 masters either way).
 DType compute_dtype(const Config& cfg);
 
 struct Parallelized {

@@ -82,6 +82,12 @@ Field& Schema::add_field(std::string_view name, std::string type, std::string do
   return *fields_.back();
 }
 
+void Schema::deprecated_alias(std::string_view name, std::string target) {
+  Field& f = add_field(name, "", "deprecated: use " + target);
+  f.alias_of = std::move(target);
+  f.default_text = "-";
+}
+
 namespace {
 // Registers a scalar or list binding: parse(node, T*) → ok; emit(e, const T&); nums(const T&).
 template <class T, class Parse, class Emit, class Nums>

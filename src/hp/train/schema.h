@@ -6,7 +6,10 @@
 // The schema then does everything by field, never by hand: YAML loading with type checks, unknown
 // keys with a did-you-mean, --set overrides, range validation, writing the resolved YAML and
 // printing `hp config schema`. Every value remembers where it was set ("run.yaml:12" or
-// "--set training.steps=10") so errors name it. A Schema points into the config it was built on, so
+// "--set training.steps=10") so errors name it. A renamed key stays readable as a deprecated alias:
+//   s.deprecated_alias("param_dtype", "training.mixed_precision");
+// sets the field at the full path given, the config notes "[config] <alias> is deprecated: use
+// <target>", and setting both is an error. A Schema points into the config it was built on, so
 // that config must outlive it and not move.
 #pragma once
 
@@ -50,6 +53,9 @@ struct Field {
   std::string doc;           // one line
   std::string default_text;  // the default as YAML flow text
   std::string origin;        // where the value was last set; "" = default
+  // A deprecated alias: the full path of the field it sets ("" = a field of its own). An alias
+  // has no value, checks or assign of its own; its origin says where it was used.
+  std::string alias_of;
   // Parses and stores a YAML value, reporting type errors to `src`.
   std::function<void(const YAML::Node&, Source&)> assign;
   // Writes the value (flow style for lists).
@@ -94,6 +100,10 @@ class Schema {
   FieldRef add(std::string_view name, std::vector<double>* v, std::string doc);
   FieldRef add(std::string_view name, std::vector<std::string>* v, std::string doc);
 
+  // `name` (under the current section) as a deprecated spelling of the field at `target` (its
+  // full path in this schema): a value given under it sets `target`.
+  void deprecated_alias(std::string_view name, std::string target);
+
   // Fields of `obj` (obj.describe(*this)) under "<prefix>.<name>".
   template <class T>
   void section(std::string_view name, T& obj) {
@@ -129,8 +139,11 @@ class Schema {
   void apply(const YAML::Node& map, Source& src);
   // Applies one "path=value" override (value parsed as YAML flow text).
   void apply_override(const std::string& assignment, std::vector<std::string>* errors);
-  // Runs every field's checks, recording "[config] <origin>: <path>: <what>".
+  // Runs every field's checks, recording "[config] <origin>: <path>: <what>" (a value given
+  // through an alias is reported at the alias), and rejects an alias set together with its target.
   void validate(const std::string& default_origin, std::vector<std::string>* errors) const;
+  // "[config] <alias> is deprecated: use <target>" for each alias that was set, in schema order.
+  std::vector<std::string> deprecations() const;
   // Writes the current values as nested YAML mappings (the body of the enclosing map).
   void emit(YAML::Emitter& out) const;
   // One line per field: path, type, default, doc (list elements as "groups[].lr").
@@ -140,6 +153,9 @@ class Schema {
 
  private:
   Field& add_field(std::string_view name, std::string type, std::string doc);
+  const Field* field(std::string_view path) const;
+  // The field a value given at `f` goes to: f itself, or an alias's target (null: unknown).
+  Field* target_of(Field* f);
   void bind_list(Field& f, std::function<void(size_t)> resize,
                  std::function<void(size_t, Schema&)> describe_item, std::function<size_t()> size);
   void apply_map(const YAML::Node& map, const std::string& prefix, Source& src);

@@ -26,10 +26,21 @@ Field* Schema::find(std::string_view path) {
   return nullptr;
 }
 
+const Field* Schema::field(std::string_view path) const {
+  for (const auto& f : fields_)
+    if (f->path == path) return f.get();
+  return nullptr;
+}
+
+Field* Schema::target_of(Field* f) {
+  return f->alias_of.empty() ? f : find(f->alias_of);
+}
+
 std::vector<std::string> Schema::known_paths() const {
   std::set<std::string> seen;
   std::vector<std::string> out;
   for (const auto& f : fields_) {
+    if (!f->alias_of.empty()) continue;  // never suggest a deprecated spelling
     for (size_t dot = f->path.find('.', prefix_.size() + 1); dot != std::string::npos;
          dot = f->path.find('.', dot + 1))
       if (seen.insert(f->path.substr(0, dot)).second) out.push_back(f->path.substr(0, dot));
@@ -61,8 +72,12 @@ void Schema::apply_map(const YAML::Node& map, const std::string& prefix, Source&
       continue;
     }
     if (Field* f = find(path)) {
-      f->assign(value, src);
-      f->origin = src.where(key);
+      if (Field* target = target_of(f)) {
+        target->assign(value, src);
+        f->origin = src.where(key);
+      } else {
+        src.error(key, path, "alias of the unknown key " + f->alias_of);
+      }
       continue;
     }
     const bool is_section = std::any_of(fields_.begin(), fields_.end(), [&](const auto& f) {
@@ -106,27 +121,54 @@ void Schema::apply_override(const std::string& assignment, std::vector<std::stri
     src.error(none, path, "invalid YAML value: " + e.msg);
     return;
   }
-  f->assign(value, src);
+  Field* target = target_of(f);
+  if (!target) {
+    src.error(none, path, "alias of the unknown key " + f->alias_of);
+    return;
+  }
+  target->assign(value, src);
   f->origin = src.name();
 }
 
 void Schema::validate(const std::string& default_origin, std::vector<std::string>* errors) const {
   for (const auto& f : fields_) {
+    if (!f->alias_of.empty()) {
+      const Field* target = field(f->alias_of);
+      if (!f->origin.empty() && target && !target->origin.empty())
+        errors->push_back("[config] " + f->origin + ": " + f->path + ": deprecated alias of " +
+                          target->path + ", which is also set (" + target->origin +
+                          "): keep only " + target->path);
+      continue;
+    }
+    // A value given only through an alias is reported where the alias was used.
+    const Field* via = f.get();
+    if (f->origin.empty())
+      for (const auto& a : fields_)
+        if (a->alias_of == f->path && !a->origin.empty()) via = a.get();
     for (const auto& check : f->checks) {
       std::string what = check();
       if (what.empty()) continue;
-      errors->push_back("[config] " + (f->origin.empty() ? default_origin : f->origin) + ": " +
-                        f->path + ": " + what);
+      errors->push_back("[config] " + (via->origin.empty() ? default_origin : via->origin) + ": " +
+                        via->path + ": " + what);
       break;
     }
     for (const auto& item : f->items) item->validate(default_origin, errors);
   }
 }
 
+std::vector<std::string> Schema::deprecations() const {
+  std::vector<std::string> out;
+  for (const auto& f : fields_)
+    if (!f->alias_of.empty() && !f->origin.empty())
+      out.push_back("[config] " + f->path + " is deprecated: use " + f->alias_of);
+  return out;
+}
+
 void Schema::emit(YAML::Emitter& out) const {
   // Fields are registered section by section, so nested maps open and close in order.
   std::vector<std::string> open;
   for (const auto& f : fields_) {
+    if (!f->alias_of.empty()) continue;  // written under its target's key
     std::string rel = f->path.substr(prefix_.empty() ? 0 : prefix_.size() + 1);
     std::vector<std::string> parts;
     for (size_t b = 0, e; b <= rel.size(); b = e + 1) {
@@ -157,7 +199,8 @@ void Schema::emit(YAML::Emitter& out) const {
 
 void Schema::collect_lines(std::vector<std::vector<std::string>>& rows) const {
   for (const auto& f : fields_) {
-    rows.push_back({f->path, f->type, f->default_text, f->doc});
+    const Field* target = f->alias_of.empty() ? f.get() : field(f->alias_of);
+    rows.push_back({f->path, target ? target->type : "", f->default_text, f->doc});
     if (f->item_template) f->item_template()->collect_lines(rows);
   }
 }

@@ -2,7 +2,6 @@
 #include "hp/train/setup.h"
 
 #include <filesystem>
-#include <map>
 
 #include "hp/core/error.h"
 #include "hp/data/dataset.h"
@@ -27,20 +26,16 @@ data::DatasetOptions dataset_options(const Config& cfg) {
   return o;
 }
 
-models::ModelConfig arch_model_config(const ModelConfig& m, int64_t data_vocab, int64_t seq_len,
+models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab, int64_t seq_len,
                                       int64_t separator_id) {
-  static const std::map<std::string, std::string> kArchitectures = {
-      {"llama", "LlamaForCausalLM"},     {"qwen2", "Qwen2ForCausalLM"},
-      {"qwen3", "Qwen3ForCausalLM"},     {"qwen3_moe", "Qwen3MoeForCausalLM"},
-      {"mixtral", "MixtralForCausalLM"},
-  };
-  auto it = kArchitectures.find(m.arch);
-  if (it == kArchitectures.end())
-    HP_THROW(ValueError, "train", "model.arch = '", m.arch, "' cannot be built from sizes");
+  const models::Architecture& arch = models::architecture_by_short_name(m.arch);
+  if (!arch.buildable_from_sizes)
+    HP_THROW(ValueError, "train", "model.arch = '", m.arch, "' (", arch.hf_class,
+             ") cannot be built from sizes: use model.path");
   models::ModelConfig c;
   c.file = "model (config)";
-  c.architecture = it->second;
-  c.model_type = m.arch;
+  c.architecture = arch.hf_class;
+  c.model_type = arch.model_type;
   c.vocab_size = m.vocab > 0 ? m.vocab : data_vocab;
   c.hidden_size = m.hidden;
   c.intermediate_size = m.intermediate;
@@ -51,7 +46,7 @@ models::ModelConfig arch_model_config(const ModelConfig& m, int64_t data_vocab, 
   c.max_position_embeddings = std::max<int64_t>(2048, seq_len + 1);
   c.rope_theta = m.rope_theta;
   c.tie_word_embeddings = m.tie_embeddings;
-  c.attention_bias = m.arch == "qwen2";
+  c.attention_bias = arch.qkv_bias;
   if (separator_id >= 0) c.eos_token_ids = {separator_id};
   if (m.experts > 0) {
     c.num_experts = m.experts;

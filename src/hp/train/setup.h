@@ -24,8 +24,10 @@ namespace hp::train {
 // data.* (tokenizer "" → model.path/tokenizer.json when it exists, else byte-level).
 data::DatasetOptions dataset_options(const Config& cfg);
 
-// The models::ModelConfig of an arch-and-size model section; vocab 0 takes `data_vocab`.
-models::ModelConfig arch_model_config(const ModelConfig& m, int64_t data_vocab, int64_t seq_len,
+// The models::ModelConfig of an arch-and-size model section: the architecture table's row of
+// model.arch (models/registry.h) gives the class and model_type; vocab 0 takes `data_vocab`.
+// Throws ValueError for an architecture unknown or not buildable from sizes.
+models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab, int64_t seq_len,
                                       int64_t separator_id);
 // model.path → loaded in f32 (the masters); model.arch → randomly initialized (HF init) from the
 // current default generator. Throws ValueError when the data's ids do not fit the vocabulary.

@@ -26,6 +26,7 @@
 #include "hp/ops/ops.h"
 #include "hp/optim/grad.h"
 #include "hp/optim/optimizer.h"
+#include "hp/shard/plan.h"
 #include "hp/train/metrics.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/setup.h"
@@ -93,6 +94,7 @@ bool any_rank(dist::Communicator& comm, bool flag) {
 void describe_run(const Config& cfg, const TrainResult& res, const data::TokenDataset& data,
                   const Layout& layout, const Parallelized& par, const models::CausalLM& model,
                   MetricsLog& log) {
+  for (const auto& note : cfg.notes.lines) log.message(note);  // deprecated keys used
   const auto& c = model.config();
   log.message("model: " + c.architecture + ", " + std::to_string(res.num_parameters) +
               " parameters (" + std::to_string(c.num_hidden_layers) + " layers, hidden " +
@@ -106,7 +108,7 @@ void describe_run(const Config& cfg, const TrainResult& res, const data::TokenDa
          ", vocabulary-parallel head and loss";
   log.message("parallel: " + std::to_string(layout.mesh->size()) + " rank(s), dp_replicate " +
               std::to_string(layout.dp_replicate) + " × dp_shard " +
-              std::to_string(layout.dp_shard) + tp + "; params " + cfg.parallel.fsdp.param_dtype +
+              std::to_string(layout.dp_shard) + tp + "; params " + cfg.training.mixed_precision +
               " compute, f32 masters");
   if (!res.mx_modules.empty()) {
     std::string list;
@@ -225,6 +227,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     opt.zero_grad();
     Allocator::instance().reset_peak(MemTier::host);
     const int64_t live_at_start = Allocator::instance().stats(MemTier::host).live_bytes;
+    const int64_t tp_bytes_at_start = shard::region_stats().bytes;
     const double lr = cfg.optimizer.lr * optim::lr_factor(schedule, step - 1);
     double loss_sum = 0;  // Σ over this rank's micro-batches of mean loss · rows
     for (int64_t m = 0; m < cfg.training.grad_accum; ++m) {
@@ -263,6 +266,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     r.mfu = r.tflops / res.peak_tflops;
     r.peak_mem_bytes = Allocator::instance().stats(MemTier::host).peak_bytes;
     r.act_mem_bytes = fwd_bwd_peak - live_at_start - grad_bytes;
+    r.tp_comm_bytes = shard::region_stats().bytes - tp_bytes_at_start;
     res.steps.push_back(r);
     metrics.record(r);
 

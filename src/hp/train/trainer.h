@@ -1,10 +1,11 @@
 // The training loop behind `hp train CONFIG.yaml [--set key=value ...] [--resume auto|PATH]`.
 //
 // One step, as data flows (docs/ARCHITECTURE.md §2): loader → this rank's slice of the global
-// batch, split into training.grad_accum micro-batches → CausalLM::loss (modules run through their
-// forward wrappers: FSDP gathering in parallel.fsdp.param_dtype, MX linears, recompute) → backward
-// of (mean loss · local tokens / global tokens), so the summed gradients are those of
-// Σ token losses / global tokens → FSDP reduce-scatter into f32 shards → global-norm clipping →
+// batch, split into training.grad_accum micro-batches (the tp ranks of a slice share it) →
+// CausalLM::loss (modules run through the forward wrappers the parallelize step installed: FSDP
+// gathering in training.mixed_precision, tensor-parallel redistributions, MX linears, recompute) →
+// backward of (mean loss · local tokens / global tokens), so the summed gradients are those of Σ
+// token losses / global tokens → FSDP reduce-scatter into f32 shards → global-norm clipping →
 // optimizer step on the shards → metrics → a DCP checkpoint every checkpoint.interval steps.
 //
 // Determinism: the same config gives bitwise the same losses for any HP_NUM_THREADS, and a run
@@ -40,6 +41,8 @@ struct StepRecord {
   int64_t act_mem_bytes = 0;   // peak of forward + backward minus what was live when the step
                                // began and minus the step's f32 gradients: activations and
                                // transient buffers
+  int64_t tp_comm_bytes = 0;   // sent by this rank's tensor-parallel collectives in the step
+                               // (shard::region_stats: ring-algorithm bytes)
 };
 
 struct TrainResult {
