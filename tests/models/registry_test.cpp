@@ -145,5 +145,24 @@ TEST(Registry, ConfigJsonFactsComeFromTheRows) {
   }
 }
 
+// The tensor-parallel plan is the row's: the Llama family's decoder plan, none for MLA.
+TEST(Registry, TensorParallelPlanComesFromTheRow) {
+  EXPECT_EQ(architecture("Qwen3ForCausalLM").tp_plan, &decoder_tp_plan);
+  EXPECT_EQ(architecture("DeepseekV3ForCausalLM").tp_plan, nullptr);
+  ModelConfig c;
+  c.architecture = "DeepseekV3ForCausalLM";
+  EXPECT_EQ(error_of([&] { tp_plan(c, false); }),
+            "[models] DeepseekV3ForCausalLM: no tensor-parallel plan for this architecture (use "
+            "parallel.tp: 1)");
+  c.architecture = "LlamaForCausalLM";
+  c.hidden_size = 8;
+  c.num_attention_heads = 2;
+  const shard::ShardingPlan plan = tp_plan(c, /*sequence_parallel=*/true);
+  bool vocab_parallel = false;
+  for (const auto& [pattern, style] : plan)
+    vocab_parallel |= pattern == "model.embed_tokens" && style->name() == "VocabParallelEmbedding";
+  EXPECT_TRUE(vocab_parallel);
+}
+
 }  // namespace
 }  // namespace hp::models

@@ -145,6 +145,7 @@ std::vector<Architecture> builtin_architectures() {
   deepseek_v3.experts_key = "n_routed_experts";
   deepseek_v3.mla = true;
   deepseek_v3.buildable_from_sizes = false;  // MLA's ranks and head sizes come from config.json
+  deepseek_v3.tp_plan = nullptr;             // no plan for MLA attention yet
   return {llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3};
 }
 

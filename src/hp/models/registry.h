@@ -1,10 +1,10 @@
 // Architecture registry: the one table of the architectures hp builds. A row gives the Hugging
 // Face class (config.json architectures[0]), its model_type, the short name a training config
 // uses as model.arch, the LayerFactory that builds its layers, whether model.arch + sizes can build
-// it, and what config.json holds for the family. Everything per architecture derives from it:
-// config.json parsing and writing (models/config.cpp), the model.arch choices and checks of a
-// training config and the model built from sizes (train/config.cpp, train/setup.cpp). The
-// tensor-parallel plans are separate (models/tp_plan.h).
+// it, what config.json holds for the family, and its tensor-parallel plan. Everything per
+// architecture derives from it: config.json parsing and writing (models/config.cpp), the model.arch
+// choices and checks of a training config and the model built from sizes (train/config.cpp,
+// train/setup.cpp), and the plan the parallelize step applies (models/tp_plan.h).
 //
 // Built in: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM,
 // MixtralForCausalLM, DeepseekV3ForCausalLM (also Kimi-K2, model_type deepseek_v3). To add an
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hp/models/config.h"
+#include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
 
 namespace hp::models {
@@ -44,6 +45,8 @@ struct Architecture {
   // q/k/v always carry a bias whatever attention_bias says (Qwen2); a model built from sizes
   // records attention_bias true.
   bool qkv_bias = false;
+  // Its tensor-parallel plan (models/tp_plan.h); null = tensor parallelism is not offered.
+  TpPlanFn tp_plan = decoder_tp_plan;
 
   bool moe() const { return !experts_key.empty(); }
 };

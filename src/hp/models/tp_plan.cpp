@@ -2,6 +2,7 @@
 #include "hp/models/tp_plan.h"
 
 #include "hp/core/error.h"
+#include "hp/models/registry.h"
 #include "hp/shard/vocab_parallel.h"
 
 namespace hp::models {
@@ -48,10 +49,15 @@ bool supports_sequence_parallel(const ModelConfig& c) {
 }
 
 shard::ShardingPlan tp_plan(const ModelConfig& c, bool sequence_parallel) {
-  using namespace shard;
-  if (c.q_lora_rank > 0 || c.kv_lora_rank > 0)
+  const Architecture* a = find_architecture(c.architecture);
+  if (!a || !a->tp_plan)
     HP_THROW(ValueError, "models", c.architecture,
-             ": tensor parallelism has no plan for MLA attention yet (use parallel.tp: 1)");
+             ": no tensor-parallel plan for this architecture (use parallel.tp: 1)");
+  return a->tp_plan(c, sequence_parallel);
+}
+
+shard::ShardingPlan decoder_tp_plan(const ModelConfig& c, bool sequence_parallel) {
+  using namespace shard;
   if (sequence_parallel && !supports_sequence_parallel(c))
     HP_THROW(ValueError, "models", c.architecture,
              ": sequence parallelism with experts is not supported (the router would see a slice "

@@ -21,15 +21,21 @@ namespace hp::models {
 shard::ShardingPlan llama_tp_plan(const ModelConfig& c, bool sequence_parallel = false,
                                   bool mlp = true);
 
-// The plan of a whole CausalLM: its layers' plan plus the vocabulary-parallel ends — the
+// The plan of a whole Llama-family CausalLM (the registry's default): its layers' plan plus the
+// vocabulary-parallel ends — the
 // embedding's rows split over the vocabulary (VocabParallelEmbedding, whose reduction is the
 // sequence-parallel scatter under SP), the final norm as SequenceParallel under SP, and the head
 // producing this rank's vocabulary columns (ColwiseParallel, or PrepareModuleInput for a head tied
 // to the embedding, whose weight is already split). The loss then runs on the local columns
 // (shard::vocab_parallel_cross_entropy, installed by the parallelize step). MoE architectures keep
 // their experts replicated (attention-only TP) and do not take sequence parallelism: their
-// routers would see only a slice of the sequence. Throws ValueError("[models] ...") for an
-// architecture without a plan (DeepSeek-V3's MLA attention) or SP with experts.
+// routers would see only a slice of the sequence. Throws ValueError("[models] ...") for SP with
+// experts.
+shard::ShardingPlan decoder_tp_plan(const ModelConfig& c, bool sequence_parallel);
+using TpPlanFn = shard::ShardingPlan (*)(const ModelConfig& c, bool sequence_parallel);
+
+// The plan of c's architecture from the registry (models/registry.h); throws ValueError naming
+// the architecture when it has none (DeepSeek-V3's MLA attention).
 shard::ShardingPlan tp_plan(const ModelConfig& c, bool sequence_parallel);
 // Whether tp_plan accepts sequence parallelism for this architecture.
 bool supports_sequence_parallel(const ModelConfig& c);
