@@ -5,6 +5,7 @@
 
 #include "hp/core/error.h"
 #include "hp/models/registry.h"
+#include "hp/train/parallelize.h"
 #include "hp/train/schema.h"
 
 namespace hp::train {

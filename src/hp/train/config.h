@@ -12,9 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "hp/optim/optimizer.h"
-#include "hp/optim/schedule.h"
-
 namespace hp::train {
 
 class Schema;
@@ -195,9 +192,5 @@ Config load_config(const std::string& path, const std::vector<std::string>& sets
 std::string to_yaml(const Config& config);
 // `hp config schema`: every field with its type, default and doc.
 std::string schema_text();
-
-// What the trainer loop builds from the config.
-optim::OptimizerOptions optimizer_options(const OptimizerConfig& c);
-optim::ScheduleSpec schedule_spec(const Config& c);
 
 }  // namespace hp::train

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "hp/core/tensor.h"
 #include "hp/train/config.h"
 #include "hp/train/trainer.h"
 

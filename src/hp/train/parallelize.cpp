@@ -138,6 +138,38 @@ shard::ShardedParameters apply_tensor_parallel(models::CausalLM& model, const La
 
 }  // namespace
 
+optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
+  optim::OptimizerOptions o;
+  o.adamw = {c.betas.at(0), c.betas.at(1), c.eps, c.weight_decay};
+  o.muon.momentum = c.muon.momentum;
+  o.muon.nesterov = c.muon.nesterov;
+  o.muon.ns_steps = static_cast<int>(c.muon.ns_steps);
+  o.muon.update_scale = optim::muon_scale_from_name(c.muon.update_scale);
+  o.muon.weight_decay = c.weight_decay;
+  const bool muon = c.name == "muon";
+  const auto run_rule = muon ? optim::Algorithm::auto_select : optim::Algorithm::adamw;
+  for (size_t i = 0; i < c.groups.size(); ++i) {
+    const ParamGroupConfig& g = c.groups[i];
+    optim::ParamGroup pg;
+    pg.name = "optimizer.groups[" + std::to_string(i) + "]";
+    pg.globs = g.params;
+    pg.algorithm = g.optimizer == "auto" ? run_rule : optim::algorithm_from_name(g.optimizer);
+    pg.lr_scale = g.lr ? *g.lr / c.lr : 1.0;
+    pg.weight_decay = g.weight_decay;
+    o.groups.push_back(std::move(pg));
+  }
+  if (muon)
+    o.groups.push_back({"optimizer.muon.adamw_params", c.muon.adamw_params, optim::Algorithm::adamw,
+                        1.0, std::nullopt});
+  o.default_algorithm = run_rule;
+  return o;
+}
+
+optim::ScheduleSpec schedule_spec(const Config& c) {
+  return {optim::schedule_kind_from_name(c.lr_scheduler.name), c.training.steps,
+          c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_fraction, c.lr_scheduler.min_lr_ratio};
+}
+
 DType compute_dtype(const Config& cfg) {
   return cfg.training.mixed_precision == "bf16" ? DType::bf16 : DType::f32;
 }

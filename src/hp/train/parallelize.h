@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "hp/optim/optimizer.h"
+#include "hp/optim/schedule.h"
 #include "hp/shard/dtensor.h"
 #include "hp/train/config.h"
 
@@ -55,8 +56,12 @@ struct Layout {
 };
 Layout parallel_layout(const Config& cfg, const dist::CommPtr& world);
 
-// The dtype the model computes in: training.mixed_precision (f32 masters either way).
+// The config → options translations, all here: the compute dtype (training.mixed_precision; f32
+// masters either way), the optimizer and the lr schedule (MX, recompute and FSDP options are
+// internal to parallelize()).
 DType compute_dtype(const Config& cfg);
+optim::OptimizerOptions optimizer_options(const OptimizerConfig& c);
+optim::ScheduleSpec schedule_spec(const Config& c);
 
 struct Parallelized {
   std::unique_ptr<fsdp::FsdpModel> fsdp;
