@@ -1,5 +1,5 @@
-// `hp ckpt inspect DIR` and `hp ckpt export-hf DIR OUT`: DCP checkpoints from the command line.
-// DIR is a step dir or a run dir (its latest checkpoint).
+// `hp ckpt inspect DIR`, `hp ckpt verify DIR` and `hp ckpt export-hf DIR OUT`: DCP checkpoints
+// from the command line. DIR is a step dir or a run dir (its latest checkpoint).
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -50,33 +50,64 @@ int inspect(const std::string& dir) {
   return 0;
 }
 
+// Every fault on its own line and exit 2, or one OK line and exit 0.
+int verify(const std::string& dir) {
+  const std::string step_dir = checkpoint::resolve_step_dir(dir);
+  const std::vector<checkpoint::Fault> faults = checkpoint::verify(step_dir);
+  for (const checkpoint::Fault& f : faults) {
+    const std::string tensor = f.tensor.empty() ? "" : " (tensor '" + f.tensor + "')";
+    std::printf("FAULT %s/%s%s: %s\n", step_dir.c_str(), f.file.c_str(), tensor.c_str(),
+                f.what.c_str());
+  }
+  if (!faults.empty()) {
+    std::printf("%s: %zu fault(s): the checkpoint is damaged\n", step_dir.c_str(), faults.size());
+    return 2;
+  }
+  const checkpoint::Metadata meta = checkpoint::read_metadata(step_dir);
+  size_t pieces = 0;
+  uint64_t bytes = 0;
+  std::map<std::string, int> files;
+  for (const checkpoint::TensorMeta& t : meta.tensors)
+    for (const auto& p : t.pieces) ++pieces, bytes += p.end - p.begin, ++files[p.file];
+  std::printf(
+      "OK %s: step %lld, %zu tensors, %zu pieces in %zu file(s), %s, every checksum matches\n",
+      step_dir.c_str(), static_cast<long long>(meta.step), meta.tensors.size(), pieces,
+      files.size(), human_bytes(static_cast<double>(bytes)).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int run_ckpt(const Args& argv) {
   Args args = argv;
-  if (args.empty()) throw UsageError{"expected 'inspect DIR' or 'export-hf DIR OUT'"};
+  if (args.empty()) throw UsageError{"expected 'inspect DIR', 'verify DIR' or 'export-hf DIR OUT'"};
   const std::string sub = args.front();
   args.erase(args.begin());
   if (sub == "inspect") {
     if (args.size() != 1) throw UsageError{"usage: hp ckpt inspect DIR"};
     return inspect(args[0]);
   }
+  if (sub == "verify") {
+    if (args.size() != 1) throw UsageError{"usage: hp ckpt verify DIR"};
+    return verify(args[0]);
+  }
   if (sub == "export-hf") {
     std::string max_shard;
     int64_t max_bytes = 2'000'000'000;
     if (take_value(args, "--max-shard-bytes", &max_shard))
       max_bytes = parse_int("--max-shard-bytes", max_shard, 1, int64_t(1) << 50);
+    const bool overwrite = take_flag(args, "--overwrite");
     if (args.size() != 2)
-      throw UsageError{"usage: hp ckpt export-hf DIR OUT [--max-shard-bytes N]"};
+      throw UsageError{"usage: hp ckpt export-hf DIR OUT [--max-shard-bytes N] [--overwrite]"};
     const std::string step_dir = checkpoint::resolve_step_dir(args[0]);
-    const auto stats = checkpoint::export_hf(step_dir, args[1], max_bytes);
+    const auto stats = checkpoint::export_hf(step_dir, args[1], max_bytes, overwrite);
     std::printf("exported %lld tensors (%s) from %s to %s in %lld shard(s)\n",
                 static_cast<long long>(stats.tensors),
                 human_bytes(static_cast<double>(stats.bytes)).c_str(), step_dir.c_str(),
                 args[1].c_str(), static_cast<long long>(stats.shards));
     return 0;
   }
-  throw UsageError{"unknown subcommand '" + sub + "' (expected inspect or export-hf)"};
+  throw UsageError{"unknown subcommand '" + sub + "' (expected inspect, verify or export-hf)"};
 }
 
 }  // namespace hp::cli

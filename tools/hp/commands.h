@@ -33,10 +33,13 @@ int run_bench(const Args& args);
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
       {"train",
-       "CONFIG.yaml [--set key=value ...] [--resume auto|PATH]: train a model as the config says",
+       "CONFIG.yaml [--set key=value ...] [--resume auto|PATH [--allow-config-change] | "
+       "--overwrite]: train a model as the config says",
        run_train},
       {"config", "print the config schema, or the resolved YAML of a run config", run_config},
-      {"launch", "run a command as N MPI ranks: hp launch -n N [--hosts h1,h2] [--dry-run] -- CMD",
+      {"launch",
+       "run a command as N MPI ranks: hp launch -n N [--hosts h1:2,h2:2 | --hostfile F] "
+       "[--dry-run] -- CMD",
        run_launch},
       {"mx", "MXFP8 quantize / dequantize / stats on raw float32 files", run_mx},
       {"forward", "--model DIR --tokens FILE --out LOGITS.f32: logits of a HF model", run_forward},
@@ -45,7 +48,9 @@ inline const std::vector<Command>& commands() {
        "--top-p P] [--seed S]",
        run_generate},
       {"model", "info DIR: architecture, parameter count and memory by dtype", run_model},
-      {"ckpt", "inspect DIR | export-hf DIR OUT: distributed checkpoints (DIR: step or run dir)",
+      {"ckpt",
+       "inspect DIR | verify DIR | export-hf DIR OUT: distributed checkpoints (DIR: step or run "
+       "dir)",
        run_ckpt},
       {"bench",
        "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "
@@ -60,7 +65,14 @@ bool take_flag(Args& args, const std::string& name);
 bool take_value(Args& args, const std::string& name, std::string* out);
 long long parse_int(const std::string& flag, const std::string& value, long long lo, long long hi);
 double parse_double(const std::string& flag, const std::string& value);
+// Throws UsageError "unknown flag '--x'" for the first leftover that looks like a flag, else
+// "unexpected argument 'x'" for the first leftover.
 void reject_leftovers(const Args& args);
+// Call first, before any required-flag check: throws UsageError "unknown flag '--reseum' (did you
+// mean --resume?)" for the first argument that looks like a flag (-x, --x, --x=v; not "-5") and is
+// none of `value_flags` (whose next argument, a value, is skipped) or `bool_flags`. Stops at "--".
+void reject_unknown_flags(const Args& args, const std::vector<std::string>& value_flags,
+                          const std::vector<std::string>& bool_flags = {});
 // "1.50 MiB".
 std::string human_bytes(double bytes);
 // `s` as one /bin/sh word (single-quoted when it holds spaces or shell metacharacters).

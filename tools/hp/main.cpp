@@ -1,12 +1,16 @@
 // hp — the HyperParallel command-line tool.
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 
 #include "commands.h"
 #include "hp/core/error.h"
+#include "hp/dist/communicator.h"
 
 namespace hp::cli {
 
@@ -63,8 +67,77 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+namespace {
+
+// "-x" / "--xyz" (not "-", "--" or a negative number such as "-5" or "-.5").
+bool looks_like_flag(const std::string& a) {
+  return a.size() >= 2 && a[0] == '-' && a != "--" &&
+         !std::isdigit(static_cast<unsigned char>(a[1])) && a[1] != '.';
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+[[noreturn]] void unknown_flag(const std::string& flag, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, flag.size() / 3) + 1;
+  for (const std::string& k : known)
+    if (const size_t d = edit_distance(flag, k); d < best_d) best = k, best_d = d;
+  throw UsageError{"unknown flag '" + flag + "'" +
+                   (best.empty() ? std::string() : " (did you mean " + best + "?)")};
+}
+
+}  // namespace
+
+void reject_unknown_flags(const Args& args, const std::vector<std::string>& value_flags,
+                          const std::vector<std::string>& bool_flags) {
+  std::vector<std::string> known = value_flags;
+  known.insert(known.end(), bool_flags.begin(), bool_flags.end());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") return;  // what follows belongs to someone else (hp launch -- CMD)
+    if (!looks_like_flag(a)) continue;
+    const std::string name = a.substr(0, a.find('='));
+    const bool takes_value =
+        std::find(value_flags.begin(), value_flags.end(), name) != value_flags.end();
+    if (takes_value) {
+      if (name.size() == a.size()) ++i;  // "--flag VALUE": VALUE may itself start with '-'
+      continue;
+    }
+    if (name.size() == a.size() &&
+        std::find(bool_flags.begin(), bool_flags.end(), name) != bool_flags.end())
+      continue;
+    unknown_flag(name, known);
+  }
+}
+
+std::string describe(const std::filesystem::filesystem_error& e) {
+  // libstdc++: "filesystem error: <operation>: <reason> [path1] [path2]".
+  std::string s = e.what();
+  const std::string prefix = "filesystem error: ";
+  if (s.rfind(prefix, 0) == 0) s.erase(0, prefix.size());
+  for (const auto* p : {&e.path1(), &e.path2()})
+    if (!p->empty() && s.find(p->string()) == std::string::npos) s += " [" + p->string() + "]";
+  return s;
+}
+
 void reject_leftovers(const Args& args) {
-  if (!args.empty()) throw UsageError{"unexpected argument '" + args.front() + "'"};
+  if (args.empty()) return;
+  if (looks_like_flag(args.front()))
+    throw UsageError{"unknown flag '" + args.front().substr(0, args.front().find('=')) + "'"};
+  throw UsageError{"unexpected argument '" + args.front() + "'"};
 }
 
 std::string shell_quote(const std::string& s) {
@@ -81,6 +154,18 @@ void print_help() {
   std::printf("hp %s — HyperParallel\n\nusage: hp <command> [args]\n\ncommands:\n", HP_VERSION);
   for (const auto& c : hp::cli::commands()) std::printf("  %-14s %s\n", c.name, c.summary);
   std::printf("  %-14s %s\n  %-14s %s\n", "--version", "print the version", "--help", "this text");
+  std::printf(
+      "\nhp train stopped by SIGINT or SIGTERM saves a checkpoint, then exits 128 + the signal "
+      "(130, 143).\n");
+}
+
+// The world size once a CommError was thrown (MPI is up by then); 1 when it cannot be known.
+int world_size_after_comm_error() {
+  try {
+    return hp::dist::world()->size();
+  } catch (...) {
+    return 1;
+  }
 }
 }  // namespace
 
@@ -101,8 +186,20 @@ int main(int argc, char** argv) {
     } catch (const hp::cli::UsageError& e) {
       std::fprintf(stderr, "hp %s: %s\n", c.name, e.message.c_str());
       return 2;
+    } catch (const hp::dist::CommError& e) {
+      // Under mpirun the peers may be stuck in a collective (or stopped): a normal exit would
+      // block in MPI_Finalize, so end every rank of the job at once.
+      const std::string msg = std::string("hp ") + c.name + ": " + e.what();
+      if (world_size_after_comm_error() > 1) hp::dist::abort_job(msg);
+      std::fprintf(stderr, "%s\n", msg.c_str());
+      return 1;
     } catch (const hp::Error& e) {
       std::fprintf(stderr, "hp %s: %s\n", c.name, e.what());
+      return 2;
+    } catch (const std::filesystem::filesystem_error& e) {
+      // A path the user gave (run.dir, an output directory) that cannot be created or written:
+      // the user's to fix, so exit 2 naming the path(s).
+      std::fprintf(stderr, "hp %s: %s\n", c.name, hp::cli::describe(e).c_str());
       return 2;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "hp %s: internal error: %s\n", c.name, e.what());

@@ -1,5 +1,8 @@
 // `hp forward`, `hp generate`, `hp model info`: Hugging Face model directories from the command
 // line (config.json + safetensors [+ tokenizer.json]).
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -27,8 +30,10 @@ std::string need_model_dir(Args& args) {
   return dir;
 }
 
-// One sequence per non-empty line of whitespace-separated token ids.
-std::vector<std::vector<int64_t>> read_token_file(const std::string& path) {
+// One sequence per non-empty line of whitespace-separated token ids; `line_of` gets each
+// sequence's line number. An id that does not fit int64 is reported as written, not saturated.
+std::vector<std::vector<int64_t>> read_token_file(const std::string& path,
+                                                  std::vector<int>* line_of) {
   std::ifstream f(path);
   if (!f) HP_THROW(IoError, "forward", path, ": cannot open token file");
   std::vector<std::vector<int64_t>> seqs;
@@ -39,12 +44,16 @@ std::vector<std::vector<int64_t>> read_token_file(const std::string& path) {
     std::string tok;
     while (is >> tok) {
       char* end = nullptr;
+      errno = 0;
       const long long v = std::strtoll(tok.c_str(), &end, 10);
-      if (*end != '\0' || v < 0)
-        HP_THROW(IoError, "forward", path, ":", line_no, ": bad token id '", tok, "'");
+      if (*end != '\0' || v < 0 || errno == ERANGE)
+        HP_THROW(IoError, "forward", path, ":", line_no, ": bad token id '", tok, "' (position ",
+                 ids.size(), ")");
       ids.push_back(v);
     }
-    if (!ids.empty()) seqs.push_back(std::move(ids));
+    if (ids.empty()) continue;
+    seqs.push_back(std::move(ids));
+    line_of->push_back(line_no);
   }
   if (seqs.empty()) HP_THROW(IoError, "forward", path, ": no token ids");
   return seqs;
@@ -54,23 +63,40 @@ std::vector<std::vector<int64_t>> read_token_file(const std::string& path) {
 
 int run_forward(const Args& argv) {
   Args args = argv;
+  reject_unknown_flags(args, {"--model", "--tokens", "--out"});
   const std::string dir = need_model_dir(args);
   std::string tokens, out;
   if (!take_value(args, "--tokens", &tokens)) throw UsageError{"--tokens FILE is required"};
   if (!take_value(args, "--out", &out)) throw UsageError{"--out LOGITS.f32 is required"};
   reject_leftovers(args);
-  const auto seqs = read_token_file(tokens);
+  std::vector<int> line_of;
+  const auto seqs = read_token_file(tokens, &line_of);
   auto model = models::load_model(dir, DType::f32);
   const int64_t vocab = model->config().vocab_size;
+  // Every id is checked before any logits are computed; the first bad one is named as written.
+  for (size_t i = 0; i < seqs.size(); ++i)
+    for (size_t p = 0; p < seqs[i].size(); ++p)
+      if (seqs[i][p] >= vocab)
+        HP_THROW(ValueError, "forward", tokens, ":", line_of[i], ": token id ", seqs[i][p],
+                 " (position ", p, ") is outside the vocabulary [0, ", vocab, ") of ", dir);
   autograd::NoGradGuard no_grad;
-  std::ofstream f(out, std::ios::binary);
+  // Written to a temp file beside `out`, renamed to it at the end and removed on any failure, so a
+  // failed run leaves no partial (or empty) logits file behind. A device or pipe (/dev/stdout) is
+  // written directly.
+  std::error_code ec;
+  const bool direct = fs::exists(out, ec) && !fs::is_regular_file(out, ec);
+  struct TempFile {
+    std::string path;
+    bool kept = false;
+    ~TempFile() {
+      std::error_code ec;
+      if (!kept && !path.empty()) fs::remove(path, ec);
+    }
+  } tmp{direct ? std::string() : out + ".partial-" + std::to_string(::getpid())};
+  std::ofstream f(direct ? out : tmp.path, std::ios::binary);
   if (!f) HP_THROW(IoError, "forward", out, ": cannot write");
   int64_t rows = 0;
   for (const auto& s : seqs) {
-    for (int64_t id : s)
-      if (id >= vocab)
-        HP_THROW(ValueError, "forward", tokens, ": token id ", id, " outside the vocabulary [0, ",
-                 vocab, ") of ", dir);
     const Tensor ids = from_vector(std::vector<double>(s.begin(), s.end()),
                                    {1, static_cast<int64_t>(s.size())}, DType::i64);
     const Tensor logits = model->forward(ids).contiguous();  // [1, T, V] f32
@@ -78,7 +104,14 @@ int run_forward(const Args& argv) {
             static_cast<std::streamsize>(logits.nbytes()));
     rows += logits.size(1);
   }
+  f.close();
   if (!f) HP_THROW(IoError, "forward", out, ": write failed");
+  if (!direct) {
+    fs::rename(tmp.path, out, ec);
+    if (ec)
+      HP_THROW(IoError, "forward", out, ": cannot rename ", tmp.path, " to it: ", ec.message());
+    tmp.kept = true;
+  }
   std::printf("wrote %lld x %lld float32 logits to %s\n", static_cast<long long>(rows),
               static_cast<long long>(vocab), out.c_str());
   return 0;
@@ -86,6 +119,9 @@ int run_forward(const Args& argv) {
 
 int run_generate(const Args& argv) {
   Args args = argv;
+  reject_unknown_flags(
+      args, {"--model", "--prompt", "--max-new-tokens", "--temperature", "--top-p", "--seed"},
+      {"--greedy"});
   const std::string dir = need_model_dir(args);
   std::string prompt, v;
   if (!take_value(args, "--prompt", &prompt)) throw UsageError{"--prompt TEXT is required"};
@@ -120,6 +156,7 @@ int run_model(const Args& argv) {
   Args args = argv;
   if (args.empty() || args[0] != "info") throw UsageError{"usage: hp model info DIR"};
   args.erase(args.begin());
+  reject_unknown_flags(args, {});
   if (args.size() != 1) throw UsageError{"usage: hp model info DIR"};
   const std::string dir = args[0];
   const auto c = models::read_model_config(dir);

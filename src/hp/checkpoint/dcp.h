@@ -87,7 +87,10 @@ struct Metadata {
 
 // Reads <step_dir>/metadata.json with strict validation (version, types, unknown keys, piece
 // bounds, byte ranges that match sizes × dtype, pieces that tile each tensor exactly); errors name
-// metadata.json and the key at fault.
+// metadata.json and the key at fault. The file protects itself: "metadata_crc32c" is the CRC32C
+// of the canonical body (the document without that key, serialized by nlohmann::json::dump():
+// compact, keys sorted), and a mismatch is an IoError naming metadata.json. Checkpoints written
+// before the key existed have none and still load (unchecked).
 Metadata read_metadata(const std::string& step_dir);
 
 // Fills each chunk.local (preallocated by the caller, any dtype: converted from the saved dtype)
@@ -100,6 +103,20 @@ Metadata read_metadata(const std::string& step_dir);
 void load(const std::string& step_dir, const std::vector<Chunk>& chunks);
 // The same with metadata already read (to look at trainer state first, or load tensor by tensor).
 void load(const Metadata& meta, const std::vector<Chunk>& chunks);
+
+// One problem verify() found in a step dir.
+struct Fault {
+  std::string file;    // inside the step dir: "rank-00001.safetensors", "metadata.json"
+  std::string tensor;  // the fqn whose piece is affected; "" when not about one tensor
+  std::string what;    // "missing", "truncated: ...", "checksum mismatch ..."
+};
+
+// Checks a step dir without loading it: metadata.json reads (strictly, its own checksum included),
+// every piece's file exists, every piece's byte range lies inside its file, and every piece's bytes
+// match their CRC32C. Returns every fault found, in file order (empty: the checkpoint is intact);
+// a metadata.json that does not read is one fault and nothing else can be checked. Reads every
+// data file once (a full pass over the checkpoint); not collective.
+std::vector<Fault> verify(const std::string& step_dir);
 
 // "step-00000042".
 std::string step_dir_name(int64_t step);

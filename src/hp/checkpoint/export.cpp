@@ -1,7 +1,11 @@
 // DCP → Hugging Face export, one tensor in memory at a time.
 #include "hp/checkpoint/export.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -14,8 +18,82 @@ namespace hp::checkpoint {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// `dir` as an absolute path without a trailing separator ("out/" → "/cwd/out"), so that its
+// siblings can be named.
+fs::path dir_path(const std::string& dir) {
+  fs::path p = fs::absolute(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  if (!p.has_filename()) HP_THROW(ValueError, "ckpt", "cannot export to '", dir, "'");
+  return p;
+}
+
+// "<out><tag><pid>" beside `out`: the staging dir (".partial-") or the replaced export (".old-").
+fs::path sibling(const fs::path& out, const char* tag) {
+  return out.parent_path() / (out.filename().string() + tag + std::to_string(::getpid()));
+}
+
+// Refuses an out_dir that is not a directory, or a non-empty one unless `overwrite` (and never
+// one that holds the checkpoint itself, which replacing it would delete).
+void check_out_dir(const fs::path& out, const std::string& out_dir, const std::string& step_dir,
+                   bool overwrite) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(out, ec);
+  if (!fs::exists(st)) return;
+  if (!fs::is_directory(st)) HP_THROW(IoError, "ckpt", out_dir, ": exists and is not a directory");
+  if (fs::is_empty(out, ec) && !ec) return;
+  if (!overwrite)
+    HP_THROW(IoError, "ckpt", out_dir,
+             ": directory is not empty; refusing to export into it (--overwrite replaces it "
+             "whole)");
+  const fs::path rel =
+      fs::weakly_canonical(step_dir, ec).lexically_relative(fs::canonical(out, ec));
+  if (!ec && !rel.empty() && *rel.begin() != "..")
+    HP_THROW(IoError, "ckpt", out_dir, ": holds the checkpoint ", step_dir,
+             "; refusing to replace it");
+}
+
+// Removes the staging dir unless the export was published.
+struct StagingGuard {
+  fs::path dir;
+  bool published = false;
+  ~StagingGuard() {
+    std::error_code ec;
+    if (!published) fs::remove_all(dir, ec);
+  }
+};
+
+// Renames the finished staging dir to `out` (new, or an empty directory). With `overwrite` an
+// existing export is renamed away first and deleted once the new one is in place.
+void publish(const fs::path& staging, const fs::path& out, const std::string& out_dir,
+             bool overwrite) {
+  if (std::rename(staging.c_str(), out.c_str()) == 0) return;
+  if (!overwrite || (errno != ENOTEMPTY && errno != EEXIST))
+    HP_THROW(IoError, "ckpt", out_dir, ": cannot rename ", staging.string(),
+             " to it: ", std::strerror(errno));
+  const fs::path old = sibling(out, ".old-");
+  std::error_code ec;
+  fs::remove_all(old, ec);
+  if (std::rename(out.c_str(), old.c_str()) != 0)
+    HP_THROW(IoError, "ckpt", out_dir, ": cannot move it aside to ", old.string(), ": ",
+             std::strerror(errno));
+  if (std::rename(staging.c_str(), out.c_str()) != 0) {
+    const int err = errno;
+    std::rename(old.c_str(), out.c_str());  // the previous export stays
+    HP_THROW(IoError, "ckpt", out_dir, ": cannot rename ", staging.string(),
+             " to it: ", std::strerror(err));
+  }
+  fs::remove_all(old, ec);
+  if (ec)
+    std::fprintf(stderr, "[ckpt] warning: cannot delete the replaced export %s: %s\n", old.c_str(),
+                 ec.message().c_str());
+}
+
+}  // namespace
+
 ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
-                      int64_t max_shard_bytes) {
+                      int64_t max_shard_bytes, bool overwrite) {
   if (max_shard_bytes <= 0)
     HP_THROW(ValueError, "ckpt", "max shard bytes must be > 0, got ", max_shard_bytes);
   const Metadata meta = read_metadata(step_dir);
@@ -24,9 +102,18 @@ ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
     if (t.fqn.rfind("state.", 0) != 0) model.push_back(&t);
   if (model.empty())
     HP_THROW(IoError, "ckpt", step_dir, ": no model tensors to export (only optimizer state)");
+  const fs::path out = dir_path(out_dir);
+  check_out_dir(out, out_dir, step_dir, overwrite);
   std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec) HP_THROW(IoError, "ckpt", out_dir, ": cannot create directory: ", ec.message());
+  fs::create_directories(out.parent_path(), ec);
+  if (ec)
+    HP_THROW(IoError, "ckpt", out.parent_path().string(),
+             ": cannot create directory: ", ec.message());
+  StagingGuard guard{sibling(out, ".partial-")};
+  const fs::path& staging = guard.dir;
+  fs::remove_all(staging, ec);  // a leftover of a killed export with our pid
+  if (!ec) fs::create_directory(staging, ec);
+  if (ec) HP_THROW(IoError, "ckpt", staging.string(), ": cannot create directory: ", ec.message());
 
   // Greedy sharding in name order, as transformers does.
   ExportStats stats;
@@ -57,7 +144,7 @@ ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
       by_name[t->fqn] = t;
       weight_map.emplace_back(t->fqn, file);
     }
-    io::SafetensorsWriter writer((fs::path(out_dir) / file).string(), entries, {{"format", "pt"}});
+    io::SafetensorsWriter writer((staging / file).string(), entries, {{"format", "pt"}});
     for (const auto& slot : writer.layout()) {
       const TensorMeta& t = *by_name.at(slot.name);
       // [global_shape] assembled from every piece, written, then freed.
@@ -69,15 +156,21 @@ ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
     writer.close();
   }
   if (n > 1)
-    detail::write_file_synced((fs::path(out_dir) / "model.safetensors.index.json").string(),
+    detail::write_file_synced((staging / "model.safetensors.index.json").string(),
                               io::hf_index_json(weight_map, uint64_t(stats.bytes)));
-  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json",
-                        "special_tokens_map.json", "generation_config.json"}) {
-    const fs::path src = fs::path(step_dir) / f;
-    if (!fs::exists(src)) continue;
-    fs::copy_file(src, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);
-    if (ec) HP_THROW(IoError, "ckpt", src.string(), ": cannot copy: ", ec.message());
+  // The files saved beside the tensors (SaveOptions::extra_files: config.json and the tokenizer's),
+  // not the checkpoint's own nor the training config.
+  for (fs::directory_iterator it(step_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!it->is_regular_file() || name.rfind(detail::kMetadataFile, 0) == 0 ||
+        name.rfind("rank-", 0) == 0 || name == "config.yaml")
+      continue;
+    fs::copy_file(it->path(), staging / name, ec);
+    if (ec) HP_THROW(IoError, "ckpt", it->path().string(), ": cannot copy: ", ec.message());
   }
+  if (ec) HP_THROW(IoError, "ckpt", step_dir, ": cannot list: ", ec.message());
+  publish(staging, out, out_dir, overwrite);
+  guard.published = true;
   return stats;
 }
 

@@ -4,11 +4,26 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "hp/checkpoint/crc32c.h"
 #include "hp/checkpoint/dcp_detail.h"
 #include "hp/core/error.h"
 #include "hp/io/json.h"
 
 namespace hp::checkpoint {
+
+namespace {
+
+constexpr const char* kChecksumKey = "metadata_crc32c";
+
+// CRC32C of the canonical body (dcp.h read_metadata): `doc` without the checksum key, compact,
+// keys sorted. Writer and reader both hash a parsed document, so the file's layout never matters.
+uint32_t body_crc32c(nlohmann::json doc) {
+  doc.erase(kChecksumKey);
+  const std::string body = doc.dump();
+  return crc32c(body.data(), body.size());
+}
+
+}  // namespace
 
 namespace detail {
 
@@ -72,6 +87,7 @@ std::string metadata_to_json(const Metadata& meta) {
         {"dtype", dtype_name(t.dtype)}, {"shape", t.global_shape}, {"pieces", pieces}};
   }
   j["tensors"] = std::move(tensors);
+  j[kChecksumKey] = body_crc32c(nlohmann::json::parse(j.dump()));
   return j.dump(1) + "\n";
 }
 
@@ -117,7 +133,17 @@ TensorMeta::Piece read_piece(const io::Json& p) {
 // Strict parse; read_metadata() adjusts the error prefix.
 Metadata parse_metadata(const std::string& step_dir) {
   const io::Json root = io::read_json_file(step_dir + "/" + detail::kMetadataFile);
-  check_keys(root, {"format", "version", "step", "world_size", "trainer_state", "tensors"});
+  // First, so a damaged file is reported as such rather than by whatever key the damage hit.
+  if (root.is_object())
+    if (const std::optional<io::Json> stored = root.find(kChecksumKey)) {
+      const uint64_t want = stored->as_uint();
+      const uint32_t got = body_crc32c(root.raw());
+      if (want != got)
+        HP_THROW(IoError, "ckpt", root.file(), ": checksum mismatch (", kChecksumKey, " ", want,
+                 ", the content hashes to ", got, "): the file is corrupted or was edited");
+    }
+  check_keys(root,
+             {"format", "version", "step", "world_size", "trainer_state", "tensors", kChecksumKey});
   if (root.get_string("format") != "hp-dcp")
     bad(root.at("format"), "expected \"hp-dcp\", got \"" + root.get_string("format") + "\"");
   if (root.get_int("version") != detail::kFormatVersion)

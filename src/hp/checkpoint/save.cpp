@@ -288,6 +288,17 @@ std::string save(const std::string& run_dir, int64_t step, const std::vector<Chu
   const fs::path run(run_dir), final_dir = run / step_dir_name(step);
   const fs::path staging = run / (step_dir_name(step) + ".partial");
   const std::string where = final_dir.string();
+  // A failed save leaves nothing behind: rank 0 removes the staging dir when any phase fails. Each
+  // phase ends in a collective, so every rank is done writing into it by then, and the previous
+  // checkpoint is never touched. (A killed save's staging dir goes at the next save's pruning.)
+  struct RemoveStagingOnFailure {
+    const fs::path& dir;
+    bool armed;
+    ~RemoveStagingOnFailure() {
+      std::error_code ec;
+      if (armed) fs::remove_all(dir, ec);
+    }
+  } cleanup{staging, rank == 0};
 
   // 1. Rank 0 checks the arguments and makes an empty staging dir.
   run_phase(comm, where, [&] {
@@ -335,6 +346,7 @@ std::string save(const std::string& run_dir, int64_t step, const std::vector<Chu
     prune(run, opt.keep, step);
     return std::string();
   });
+  cleanup.armed = false;
   return where;
 }
 

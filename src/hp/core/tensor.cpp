@@ -11,11 +11,14 @@
 namespace hp {
 
 int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
   for (int64_t s : shape) {
     if (s < 0) HP_THROW(ValueError, "shape", "negative dimension in ", shape_str(shape));
-    n *= s;
+    if (s == 0) return 0;  // [huge, 0] holds nothing, whatever the other dims
   }
+  int64_t n = 1;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(n, s, &n))
+      HP_THROW(ValueError, "shape", "element count of ", shape_str(shape), " overflows int64");
   return n;
 }
 
@@ -341,13 +344,23 @@ std::string Tensor::to_string(int64_t max_per_dim) const {
   return os.str();
 }
 
+// Bytes of a contiguous `shape` of `dt`; throws ValueError naming the shape when the element
+// count or the byte size overflows int64 (a bad size from a config, never a real allocation).
+static size_t checked_nbytes(const Shape& shape, DType dt) {
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(shape_numel(shape), static_cast<int64_t>(dtype_size(dt)), &bytes))
+    HP_THROW(ValueError, "shape", "byte size of ", shape_str(shape), " ", dtype_name(dt),
+             " overflows int64");
+  return static_cast<size_t>(bytes);
+}
+
 Tensor empty(const Shape& shape, DType dt, MemTier tier) {
-  const int64_t n = shape_numel(shape);
+  const size_t nbytes = checked_nbytes(shape, dt);
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dt;
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n) * dtype_size(dt), tier);
+  impl->storage = std::make_shared<Storage>(nbytes, tier);
   return Tensor(std::move(impl));
 }
 
@@ -370,6 +383,9 @@ Tensor full(const Shape& shape, double value, DType dt) {
 Tensor arange(double start, double end, double step, DType dt) {
   if (step == 0.0) HP_THROW(ValueError, "arange", "step must be nonzero");
   const double span = (end - start) / step;
+  if (!(span < 0x1p63))  // also NaN: the count must fit int64 before it is converted
+    HP_THROW(ValueError, "arange", "arange(", start, ", ", end, ", ", step, ") has ", span,
+             " elements, more than int64 holds");
   const int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
   Tensor t = empty({n}, dt);
   char* p = static_cast<char*>(t.raw_data());
@@ -391,13 +407,12 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType 
 }
 
 Tensor from_blob(void* data, const Shape& shape, DType dt, std::shared_ptr<void> keep_alive) {
-  const int64_t n = shape_numel(shape);
+  const size_t nbytes = checked_nbytes(shape, dt);
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dt;
-  impl->storage = std::make_shared<Storage>(data, static_cast<size_t>(n) * dtype_size(dt),
-                                            std::move(keep_alive));
+  impl->storage = std::make_shared<Storage>(data, nbytes, std::move(keep_alive));
   return Tensor(std::move(impl));
 }
 

@@ -1,5 +1,7 @@
 #include "hp/models/config.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -44,14 +46,28 @@ RopeScaling parse_rope(const io::Json& r, const std::string& key, ModelConfig& c
   if (s.type != "linear" && s.type != "dynamic" && s.type != "yarn" && s.type != "llama3")
     fail(r, key + ".rope_type",
          "unsupported rope type '" + s.type + "' (default, linear, dynamic, yarn, llama3)");
+  const bool has_factor = r.contains("factor") && !r.at("factor").is_null();
+  const bool has_original = r.contains("original_max_position_embeddings") &&
+                            !r.at("original_max_position_embeddings").is_null();
+  // YaRN without a factor derives it from max_position_embeddings / the original context, so
+  // that must be given: else the "scaling" would silently be none (factor 1).
+  if (!has_factor && !(s.type == "yarn" && has_original))
+    fail(r, key + ".factor",
+         "missing: rope type " + s.type + " needs a factor >= 1" +
+             (s.type == "yarn" ? " (or original_max_position_embeddings to derive it from)" : ""));
   s.factor = r.get_double_or("factor", 0.0);
-  if (!(s.factor >= 1.0) && !(s.type == "yarn" && s.factor == 0.0))
-    fail(r, key + ".factor", "must be >= 1 for rope type " + s.type);
   s.original_max_position_embeddings =
       r.get_int_or("original_max_position_embeddings", c.max_position_embeddings);
-  if (s.type == "yarn" && s.factor == 0.0)
+  if (s.original_max_position_embeddings <= 0)
+    fail(r, key + ".original_max_position_embeddings",
+         "must be > 0, got " + std::to_string(s.original_max_position_embeddings));
+  if (!has_factor)
     s.factor = static_cast<double>(c.max_position_embeddings) /
                static_cast<double>(s.original_max_position_embeddings);
+  if (!(s.factor >= 1.0))
+    fail(r, key + ".factor",
+         "must be >= 1 for rope type " + s.type + ", got " + std::to_string(s.factor) +
+             (has_factor ? "" : " (max_position_embeddings / original_max_position_embeddings)"));
   if (s.type == "llama3") {
     s.low_freq_factor = r.get_double("low_freq_factor");
     s.high_freq_factor = r.get_double("high_freq_factor");
@@ -82,6 +98,69 @@ std::vector<int64_t> int_list(const io::Json& j, const char* key) {
 }
 
 }  // namespace
+
+SizeOverflow parameter_count_overflow(const ModelConfig& c, const SizeKeys& k) {
+  struct F {
+    int64_t v;
+    const std::string& key;
+  };
+  SizeOverflow out;
+  // Π factors, or 0 after recording the largest factor of the first product that overflows.
+  auto mul = [&](std::initializer_list<F> fs, const char* what) -> int64_t {
+    int64_t p = 1;
+    for (const F& f : fs)
+      if (__builtin_mul_overflow(p, std::max<int64_t>(f.v, 0), &p)) {
+        const F* big = fs.begin();
+        for (const F& g : fs)
+          if (g.v > big->v) big = &g;
+        if (out.key.empty()) {
+          out.key = big->key;
+          out.what =
+              std::to_string(big->v) + " makes the " + what + " parameter count overflow int64";
+        }
+        return 0;
+      }
+    return p;
+  };
+  const std::string none;
+  const int64_t two = 2, three = 3;
+  // Each term fits int64 (or is 0 after an error): their sum, saturated, fits uint64.
+  const uint64_t attention = uint64_t(mul({{two, none},
+                                           {c.hidden_size, k.hidden},
+                                           {c.num_attention_heads, k.heads},
+                                           {c.head_dim, k.head_dim}},
+                                          "attention")) +
+                             uint64_t(mul({{two, none},
+                                           {c.hidden_size, k.hidden},
+                                           {c.num_key_value_heads, k.kv_heads},
+                                           {c.head_dim, k.head_dim}},
+                                          "attention"));
+  const uint64_t mlp = uint64_t(std::max(
+      mul({{three, none}, {c.hidden_size, k.hidden}, {c.intermediate_size, k.intermediate}}, "MLP"),
+      c.is_moe() ? mul({{three, none},
+                        {c.num_experts, k.experts},
+                        {c.hidden_size, k.hidden},
+                        {c.moe_intermediate_size, k.moe_intermediate}},
+                       "experts'")
+                 : 0));
+  const uint64_t per_layer = attention + mlp;
+  int64_t layers = 0, embed = 0, total = 0;
+  if (out.key.empty() && (per_layer > uint64_t(INT64_MAX) ||
+                          __builtin_mul_overflow(std::max<int64_t>(c.num_hidden_layers, 0),
+                                                 static_cast<int64_t>(per_layer), &layers))) {
+    out.key = k.layers;
+    out.what = std::to_string(c.num_hidden_layers) + " layers of " + std::to_string(per_layer) +
+               " parameters overflow int64";
+  }
+  embed =
+      mul({{two, none}, {c.vocab_size, k.vocab}, {c.hidden_size, k.hidden}}, "embedding and head");
+  if (out.key.empty() && __builtin_add_overflow(layers, embed, &total)) {
+    out.key = k.layers;
+    out.what = std::to_string(c.num_hidden_layers) +
+               " layers make the total parameter count overflow int64";
+  }
+  return out;
+}
 
 ModelConfig parse_model_config(const io::Json& j) {
   ModelConfig c;
@@ -179,6 +258,12 @@ ModelConfig parse_model_config(const io::Json& j) {
   } else if (arch->moe()) {
     fail(j, arch->experts_key, c.architecture + " needs an expert count");
   }
+  // Sizes no model can have (their parameter count overflows int64) fail here, naming the key,
+  // before anything is allocated for them.
+  SizeKeys keys;
+  if (arch->moe()) keys.experts = arch->experts_key;
+  if (const SizeOverflow o = parameter_count_overflow(c, keys); !o.key.empty())
+    fail(j, o.key, o.what);
   return c;
 }
 

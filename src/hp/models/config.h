@@ -82,6 +82,24 @@ struct ModelConfig {
   bool is_moe() const { return num_experts > 0; }
 };
 
+// The names of the size fields in error messages: config.json's by default; a training config
+// passes its own (model.hidden, ...).
+struct SizeKeys {
+  std::string vocab = "vocab_size", hidden = "hidden_size", intermediate = "intermediate_size",
+              layers = "num_hidden_layers", heads = "num_attention_heads",
+              kv_heads = "num_key_value_heads", head_dim = "head_dim", experts = "num_experts",
+              moe_intermediate = "moe_intermediate_size";
+};
+// The size that makes a config's parameter count overflow int64 (no model can have it).
+struct SizeOverflow {
+  std::string key;   // "" = the count fits
+  std::string what;  // "<value> ... overflows int64 (...)"
+};
+// Checks the parameter count `c` implies (embeddings and head, each layer's attention and MLP or
+// experts, times the layers) against int64, naming the largest size of the product that
+// overflows. parse_model_config applies it; a model built from sizes should too.
+SizeOverflow parameter_count_overflow(const ModelConfig& c, const SizeKeys& keys = {});
+
 // Parses a config.json document (`j` root). Throws IoError "[config] <file>: <key>: ...".
 ModelConfig parse_model_config(const io::Json& j);
 // Reads <dir>/config.json (or a path to the json file itself).

@@ -246,6 +246,9 @@ std::shared_ptr<CausalLM> load_model(const std::string& dir) {
 std::shared_ptr<CausalLM> load_model(const std::string& dir, DType dtype) {
   ModelConfig c = read_model_config(dir);
   c.dtype = dtype;
+  // The config's sizes against the weights' headers first: a wrong num_hidden_layers or hidden
+  // size fails here, naming the key, instead of building (allocating) a model of that size.
+  check_config_against_weights(c, dir);
   std::shared_ptr<CausalLM> m;
   {
     // Every parameter is overwritten by load_weights (which fails on any missing one).

@@ -1,5 +1,7 @@
 #include "hp/models/weights.h"
 
+#include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +10,7 @@
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/io/safetensors.h"
+#include "hp/models/registry.h"
 
 namespace hp::models {
 
@@ -33,7 +36,84 @@ void write_text(const fs::path& p, const std::string& text) {
   if (!f) HP_THROW(IoError, "models", p.string(), ": cannot write");
 }
 
+// The i of "model.layers.<i>.…", or -1 (also for an index too long to be a real one: 19+ digits
+// are reported as the layer count int64 cannot hold).
+int64_t layer_index(const std::string& name, std::string* rest) {
+  static const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) != 0) return -1;
+  size_t end = prefix.size();
+  while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+  if (end == prefix.size() || end >= name.size() || name[end] != '.') return -1;
+  if (end - prefix.size() > 18) return INT64_MAX;
+  *rest = name.substr(end + 1);
+  return std::stoll(name.substr(prefix.size(), end - prefix.size()));
+}
+
 }  // namespace
+
+void check_config_against_weights(const ModelConfig& c, const std::string& path) {
+  const auto ckpt = io::SafetensorsCheckpoint::open(path);
+  // Layers: the largest index + 1 (a gap is a missing tensor, which load_weights names).
+  int64_t layers = 0;
+  std::string example, rest;
+  for (const auto& name : ckpt.names())
+    if (const int64_t i = layer_index(name, &rest); i >= 0 && i >= layers) {
+      layers = i == INT64_MAX ? i : i + 1;
+      example = name;
+    }
+  if (layers != c.num_hidden_layers)
+    HP_THROW(IoError, "models", c.file, ": num_hidden_layers = ", c.num_hidden_layers,
+             " does not match the weights: ", path, " holds ", layers, " layer(s)",
+             example.empty() ? std::string(" (no model.layers.<i>.* tensor)")
+                             : " (last: '" + example + "')");
+  const Architecture* arch = find_architecture(c.architecture);
+  const bool mla = arch && arch->mla;
+  const std::string experts_key = arch && arch->moe() ? arch->experts_key : "num_experts";
+  auto product = [](int64_t a, int64_t b) {
+    int64_t p = 0;
+    return __builtin_mul_overflow(a, b, &p) ? int64_t{-1} : p;
+  };
+  const std::string heads_key =
+      "num_attention_heads × head_dim = " + std::to_string(c.num_attention_heads) + " × " +
+      std::to_string(c.head_dim);
+  const std::string kv_key =
+      "num_key_value_heads × head_dim = " + std::to_string(c.num_key_value_heads) + " × " +
+      std::to_string(c.head_dim);
+  // dim `d` of tensor `name` must be `want` (config key `key`); absent tensors are load_weights'.
+  auto expect = [&](const std::string& name, const Shape& shape, size_t d, int64_t want,
+                    const std::string& key) {
+    if (d < shape.size() && shape[d] == want) return;
+    HP_THROW(IoError, "models", c.file, ": ", key, " = ", want,
+             " does not match the weights: ", path, ": tensor '", name, "' has shape ",
+             shape_str(shape),
+             d < shape.size() ? " (dim " + std::to_string(d) + ")" : std::string());
+  };
+  for (const auto& name : ckpt.names()) {
+    const Shape shape = ckpt.tensor(name).shape;
+    if (name == "model.embed_tokens.weight" ||
+        (name == "lm_head.weight" && !c.tie_word_embeddings)) {
+      expect(name, shape, 0, c.vocab_size, "vocab_size");
+      expect(name, shape, 1, c.hidden_size, "hidden_size");
+    } else if (name == "model.norm.weight") {
+      expect(name, shape, 0, c.hidden_size, "hidden_size");
+    } else if (layer_index(name, &rest) >= 0) {
+      if (rest == "input_layernorm.weight") {
+        expect(name, shape, 0, c.hidden_size, "hidden_size");
+      } else if (rest == "mlp.gate_proj.weight") {
+        expect(name, shape, 0, c.intermediate_size, "intermediate_size");
+        expect(name, shape, 1, c.hidden_size, "hidden_size");
+      } else if (!mla && rest == "self_attn.q_proj.weight") {
+        expect(name, shape, 0, product(c.num_attention_heads, c.head_dim), heads_key);
+        expect(name, shape, 1, c.hidden_size, "hidden_size");
+      } else if (!mla && rest == "self_attn.k_proj.weight") {
+        expect(name, shape, 0, product(c.num_key_value_heads, c.head_dim), kv_key);
+      } else if (c.is_moe() &&
+                 (rest == "mlp.gate.weight" || rest == "block_sparse_moe.gate.weight")) {
+        expect(name, shape, 0, c.num_experts, experts_key);
+      }
+    }
+  }
+}
 
 void load_weights(nn::Module& model, const std::string& path) {
   const auto ckpt = io::SafetensorsCheckpoint::open(path);

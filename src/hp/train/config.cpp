@@ -122,6 +122,10 @@ void TrainingConfig::describe(Schema& s) {
       .choices({"f32", "bf16"});
   s.add("sample_prompt", &sample_prompt, "prompt of the sample generated at the end");
   s.add("sample_tokens", &sample_tokens, "tokens generated at the end (0 = no sample)").min(0);
+  s.add("max_skipped_steps", &max_skipped_steps,
+        "stop the run as diverged after this many consecutive steps skipped for a non-finite "
+        "gradient norm (0 = never)")
+      .min(0);
 }
 
 void FsdpConfig::describe(Schema& s) {
@@ -253,7 +257,7 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
         {"model.kv_heads", m.kv_heads},
         {"model.intermediate", m.experts > 0 ? 0 : m.intermediate}};
     for (auto [name, v] : split_by_tp)
-      if (complete && v % c.parallel.tp != 0)
+      if (complete && c.parallel.tp >= 1 && v % c.parallel.tp != 0)  // tp < 1: its own error
         fail("parallel.tp", std::to_string(c.parallel.tp) + " does not divide " + name + " (" +
                                 std::to_string(v) + ")");
   }
@@ -262,10 +266,14 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     fail("lr_scheduler.warmup_steps", std::to_string(c.lr_scheduler.warmup_steps) +
                                           " exceeds training.steps (" + std::to_string(t.steps) +
                                           ")");
-  // With dp_shard -1 the world size is known only at launch (checked again there).
-  const int64_t split =
-      t.grad_accum * std::max<int64_t>(1, c.parallel.dp_shard) * c.parallel.dp_replicate;
-  if (t.batch_size % split != 0)
+  // With dp_shard -1 the world size is known only at launch (checked again there). A factor < 1
+  // has already been reported at its own key (and would divide by zero here).
+  // A product that overflows int64 exceeds batch_size: it cannot divide it.
+  int64_t split = 0;
+  const bool huge =
+      __builtin_mul_overflow(t.grad_accum, std::max<int64_t>(1, c.parallel.dp_shard), &split) ||
+      __builtin_mul_overflow(split, c.parallel.dp_replicate, &split);
+  if (t.grad_accum >= 1 && c.parallel.dp_replicate >= 1 && (huge || t.batch_size % split != 0))
     fail("training.batch_size",
          std::to_string(t.batch_size) +
              " does not divide into grad_accum × dp_shard × dp_replicate = " +

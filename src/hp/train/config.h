@@ -90,6 +90,9 @@ struct TrainingConfig {
   std::string mixed_precision = "bf16";  // compute dtype f32 | bf16 (f32 masters either way)
   std::string sample_prompt = "The";     // generated from at the end of the run (rank 0)
   int64_t sample_tokens = 0;             // 0 = no sample
+  // Stop (as diverged, without saving) after this many consecutive steps whose update was
+  // skipped for a non-finite gradient norm; 0 = never stop.
+  int64_t max_skipped_steps = 10;
   void describe(Schema& s);
   bool operator==(const TrainingConfig&) const = default;
 };

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -54,8 +56,20 @@ std::filesystem::path jsonl_path(const std::string& dir) {
   return std::filesystem::path(dir) / "metrics.jsonl";
 }
 
+// JSON has no NaN or infinity: a non-finite value (a diverged step's loss or gradient norm) is
+// written as null, and null reads back as NaN.
+nlohmann::json number(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+double number_at(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end()) return 0.0;
+  return it->is_number() ? it->get<double>() : std::nan("");
+}
+
 std::vector<StepRecord> read_jsonl(const std::filesystem::path& p) {
   std::vector<StepRecord> out;
+  if (!std::filesystem::is_regular_file(p)) return out;  // not /dev/full's endless zeros
   std::ifstream in(p);
   std::string line;
   while (std::getline(in, line)) {
@@ -64,13 +78,13 @@ std::vector<StepRecord> read_jsonl(const std::filesystem::path& p) {
     if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
     StepRecord r;
     r.step = j.value("step", int64_t{0});
-    r.loss = j.value("loss", 0.0);
-    r.grad_norm = j.value("grad_norm", 0.0);
-    r.lr = j.value("lr", 0.0);
-    r.tokens_per_s = j.value("tokens_per_s", 0.0);
-    r.mfu = j.value("mfu", 0.0);
-    r.step_s = j.value("step_s", 0.0);
-    r.tflops = j.value("tflops", 0.0);
+    r.loss = number_at(j, "loss");
+    r.grad_norm = number_at(j, "grad_norm");
+    r.lr = number_at(j, "lr");
+    r.tokens_per_s = number_at(j, "tokens_per_s");
+    r.mfu = number_at(j, "mfu");
+    r.step_s = number_at(j, "step_s");
+    r.tflops = number_at(j, "tflops");
     r.peak_mem_bytes = j.value("peak_mem_bytes", int64_t{0});
     r.act_mem_bytes = j.value("act_mem_bytes", int64_t{0});
     out.push_back(r);
@@ -106,7 +120,7 @@ MetricsLog::MetricsLog(const MetricsConfig& cfg, const std::string& run_dir, int
   // Keep the lines of the steps before the resume point (they are not re-run); drop later ones.
   const auto p = jsonl_path(run_dir_);
   std::vector<std::string> keep;
-  if (resume_step > 0) {
+  if (resume_step > 0 && std::filesystem::is_regular_file(p)) {
     std::ifstream in(p);
     std::string line;
     while (std::getline(in, line)) {
@@ -118,6 +132,7 @@ MetricsLog::MetricsLog(const MetricsConfig& cfg, const std::string& run_dir, int
   std::ofstream o(p, std::ios::trunc);
   if (!o) HP_THROW(IoError, "train", "cannot write ", p.string());
   for (const auto& l : keep) o << l << "\n";
+  if (!o.flush()) write_failed(p.string(), resume_step, errno);
 }
 
 bool MetricsLog::logged(int64_t step) const {
@@ -130,18 +145,21 @@ void MetricsLog::record(const StepRecord& r) {
   if (!enabled_) return;
   if (logged(r.step) && cfg_.jsonl) {
     nlohmann::json j = {{"step", r.step},
-                        {"loss", r.loss},
-                        {"grad_norm", r.grad_norm},
-                        {"lr", r.lr},
-                        {"tokens_per_s", r.tokens_per_s},
-                        {"tflops", r.tflops},
-                        {"mfu", r.mfu},
+                        {"loss", number(r.loss)},
+                        {"grad_norm", number(r.grad_norm)},
+                        {"lr", number(r.lr)},
+                        {"tokens_per_s", number(r.tokens_per_s)},
+                        {"tflops", number(r.tflops)},
+                        {"mfu", number(r.mfu)},
                         {"peak_mem_bytes", r.peak_mem_bytes},
                         {"act_mem_bytes", r.act_mem_bytes},
-                        {"step_s", r.step_s}};
+                        {"step_s", number(r.step_s)}};
     if (r.tp_comm_bytes > 0) j["tp_comm_bytes"] = r.tp_comm_bytes;
+    // Checked after each write (ENOSPC shows at the flush): a full disk costs metrics, not the run.
+    errno = 0;
     std::ofstream o(jsonl_path(run_dir_), std::ios::app);
-    o << j.dump() << "\n";
+    if (!(o << j.dump() << "\n" << std::flush))
+      write_failed(jsonl_path(run_dir_).string(), r.step, errno);
   }
   if (cfg_.progress == "none") return;
   if (logged(r.step)) print_line(r);
@@ -205,12 +223,29 @@ void MetricsLog::finish(const TrainResult& res) {
   if (last.tp_comm_bytes > 0)
     s << "; tensor-parallel traffic " << mib(last.tp_comm_bytes) << "/step per rank";
   out_ << s.str() << "\n";
-  std::vector<StepRecord> all = cfg_.jsonl ? read_jsonl(jsonl_path(run_dir_)) : res.steps;
+  // After a failed write metrics.jsonl lacks lines: plot this call's steps instead.
+  std::vector<StepRecord> all =
+      cfg_.jsonl && complete() ? read_jsonl(jsonl_path(run_dir_)) : res.steps;
   const auto svg = std::filesystem::path(run_dir_) / "metrics.svg";
+  errno = 0;
   std::ofstream o(svg, std::ios::trunc);
-  o << svg_plot(all);
+  if (!(o << svg_plot(all) << std::flush)) write_failed(svg.string(), last.step, errno);
   out_ << "metrics: " << (cfg_.jsonl ? jsonl_path(run_dir_).string() + ", " : "") << svg.string()
        << "\n";
+  if (failed_writes_ > 0)
+    out_ << "warning: metrics are incomplete: " << failed_writes_ << " write(s) failed, the first "
+         << "to " << failed_path_ << " at step " << first_failed_step_ << "\n";
+  out_.flush();
+}
+
+void MetricsLog::write_failed(const std::string& path, int64_t step, int err) {
+  if (failed_writes_++ == 0) failed_path_ = path, first_failed_step_ = step;
+  if (step == warned_step_) return;
+  warned_step_ = step;
+  clear_bar();
+  out_ << "warning: step " << step << ": cannot write " << path << ": "
+       << (err ? std::strerror(err) : "write failed") << " (training continues; metrics will be "
+       << "incomplete)\n";
   out_.flush();
 }
 

@@ -32,14 +32,19 @@ class MetricsLog {
   void record(const StepRecord& r);
   // A line of its own (clears the bar first).
   void message(const std::string& text);
-  // Summary lines and <run_dir>/metrics.svg from every line of metrics.jsonl.
+  // Summary lines and <run_dir>/metrics.svg from every line of metrics.jsonl; when a metrics
+  // write failed (a full disk), a closing warning that the metrics are incomplete.
   void finish(const TrainResult& result);
+  // False once a write of metrics.jsonl or metrics.svg failed. Training goes on regardless.
+  bool complete() const { return failed_writes_ == 0; }
 
  private:
   bool logged(int64_t step) const;
   void print_line(const StepRecord& r);
   void draw_bar(const StepRecord& r);
   void clear_bar();
+  // Records a failed write of `path` (errno `err`) at `step`: a warning, at most one per step.
+  void write_failed(const std::string& path, int64_t step, int err);
 
   MetricsConfig cfg_;
   std::string run_dir_;
@@ -48,6 +53,8 @@ class MetricsLog {
   bool enabled_, bar_ = false, bar_drawn_ = false;
   double elapsed_s_ = 0;  // sum of step times in this call, for the ETA
   int64_t steps_seen_ = 0;
+  int64_t failed_writes_ = 0, first_failed_step_ = -1, warned_step_ = -1;
+  std::string failed_path_;  // the first write that failed
 };
 
 // The loss and tokens/s curves of `records` as a standalone SVG document (two stacked panels).

@@ -180,6 +180,14 @@ Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
   Layout l;
   l.tp = p.tp;
   l.dp_replicate = p.dp_replicate;
+  // parse_config rejects these; a Config built in code must not reach the divisions below.
+  for (const auto& [key, v] :
+       {std::pair<const char*, int64_t>{"parallel.dp_replicate", p.dp_replicate},
+        {"parallel.tp", p.tp},
+        {"training.grad_accum", cfg.training.grad_accum}})
+    if (v < 1) HP_THROW(ValueError, "train", key, " must be >= 1, got ", v);
+  if (p.dp_shard != -1 && p.dp_shard < 1)
+    HP_THROW(ValueError, "train", "parallel.dp_shard must be -1 or >= 1, got ", p.dp_shard);
   if (n % (p.dp_replicate * p.tp) != 0)
     HP_THROW(ValueError, "train", "parallel.dp_replicate × parallel.tp = ", p.dp_replicate, " × ",
              p.tp, " does not divide the world size ", n, " (launched ranks)");

@@ -56,21 +56,58 @@ models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab,
     c.router_aux_loss_coef = m.router_aux_loss_coef;
     c.output_router_logits = m.router_aux_loss_coef > 0;
   }
+  // Sizes whose parameter count overflows int64 can only be mistakes: name the key before any
+  // allocation (which would otherwise overflow its element count).
+  const models::SizeKeys keys{"model.vocab",    "model.hidden",  "model.intermediate",
+                              "model.layers",   "model.heads",   "model.kv_heads",
+                              "model.head_dim", "model.experts", "model.moe_intermediate"};
+  if (const models::SizeOverflow o = models::parameter_count_overflow(c, keys); !o.key.empty())
+    HP_THROW(ValueError, "train", o.key, ": ", o.what);
   return c;
 }
 
+namespace {
+
+// The batch's token, hidden-state and logit element counts must fit int64 (a batch_size or
+// seq_len that overflows them can only be a mistake): checked before the loader allocates.
+void check_batch_size(const Config& cfg, const models::ModelConfig& c) {
+  const TrainingConfig& t = cfg.training;
+  const int64_t micro = t.batch_size / std::max<int64_t>(t.grad_accum, 1);
+  int64_t n = 0;
+  const bool over =
+      t.seq_len == INT64_MAX || __builtin_mul_overflow(t.batch_size, t.seq_len + 1, &n) ||
+      __builtin_mul_overflow(micro * (t.seq_len + 1), std::max(c.vocab_size, c.hidden_size), &n);
+  if (over)
+    HP_THROW(ValueError, "train", "training.batch_size = ", t.batch_size,
+             " and training.seq_len = ", t.seq_len, " make a batch of more elements than int64 ",
+             "holds (", micro, " sequences × ", t.seq_len + 1, " tokens × ",
+             std::max(c.vocab_size, c.hidden_size), " logits/hidden per token)");
+}
+
+}  // namespace
+
 std::shared_ptr<models::CausalLM> build_causal_lm(const Config& cfg,
                                                   const data::TokenDataset& data) {
-  std::shared_ptr<models::CausalLM> model =
-      cfg.model.path.empty()
-          ? models::build_model(arch_model_config(cfg.model, data.vocab_size(),
-                                                  cfg.training.seq_len, data.separator_id()))
-          : models::load_model(cfg.model.path, DType::f32);
+  const models::ModelConfig config =
+      cfg.model.path.empty() ? arch_model_config(cfg.model, data.vocab_size(), cfg.training.seq_len,
+                                                 data.separator_id())
+                             : models::read_model_config(cfg.model.path);
+  check_batch_size(cfg, config);
+  std::shared_ptr<models::CausalLM> model = cfg.model.path.empty()
+                                                ? models::build_model(config)
+                                                : models::load_model(cfg.model.path, DType::f32);
   const int64_t vocab = model->config().vocab_size;
-  if (data.vocab_size() > vocab)
+  // Also names the first id outside the vocabulary, as stored, and its position in the stream.
+  const int32_t* tokens = data.tokens();
+  int64_t first = 0;
+  while (first < data.size() && tokens[first] < vocab) ++first;
+  if (data.vocab_size() > vocab || first < data.size())
     HP_THROW(ValueError, "train", "data ", cfg.data.path, " has token ids up to ",
              data.vocab_size() - 1, " but the model's vocabulary is ", vocab,
-             cfg.model.path.empty() ? " (raise model.vocab)" : " (wrong tokenizer?)");
+             cfg.model.path.empty() ? " (raise model.vocab)" : " (wrong tokenizer?)",
+             first < data.size() ? detail::cat(": the first, token id ", tokens[first],
+                                               ", at position ", first, " of the token stream")
+                                 : std::string());
   return model;
 }
 
@@ -87,13 +124,15 @@ std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& 
                                                                   const models::CausalLM& model) {
   std::vector<std::pair<std::string, std::string>> files = {
       {"config.json", models::model_config_to_json(model.config())}, {"config.yaml", to_yaml(cfg)}};
-  std::vector<fs::path> tokenizer_files;
-  if (!cfg.data.tokenizer.empty()) tokenizer_files.push_back(cfg.data.tokenizer);
+  // (name in the checkpoint, source): data.tokenizer is a tokenizer.json whatever its file name,
+  // so an export of the checkpoint finds it where `hp generate` looks.
+  std::vector<std::pair<std::string, fs::path>> tokenizer_files;
+  if (!cfg.data.tokenizer.empty())
+    tokenizer_files.emplace_back("tokenizer.json", cfg.data.tokenizer);
   if (!cfg.model.path.empty())
     for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
-      tokenizer_files.push_back(fs::path(cfg.model.path) / name);
-  for (const auto& p : tokenizer_files) {
-    const std::string name = p.filename().string();
+      tokenizer_files.emplace_back(name, fs::path(cfg.model.path) / name);
+  for (const auto& [name, p] : tokenizer_files) {
     bool seen = false;
     for (const auto& f : files) seen |= f.first == name;
     if (!seen && fs::exists(p)) files.emplace_back(name, io::read_text_file(p.string(), "train"));

@@ -1,16 +1,23 @@
 // Trainer checkpoints (state.h).
 #include "hp/train/state.h"
 
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "hp/checkpoint/dcp.h"
 #include "hp/core/error.h"
 #include "hp/core/random.h"
 #include "hp/data/loader.h"
+#include "hp/io/json.h"
 #include "hp/optim/optimizer.h"
 #include "hp/train/parallelize.h"
+#include "hp/train/schema.h"
+#include "hp/train/trainer.h"
 
 namespace hp::train {
 
@@ -32,14 +39,127 @@ std::string trainer_state_json(int64_t step, const data::LoaderState& loader, in
   return j.dump();
 }
 
-std::string resolve_resume(const std::string& resume, const std::string& run_dir) {
+namespace {
+
+// Complete checkpoints of run_dir to try, newest first: `latest`'s, then every step-<N> dir with
+// metadata.json by step.
+std::vector<std::string> resume_candidates(const std::string& run_dir) {
+  std::vector<std::string> out;
+  if (auto latest = checkpoint::find_latest(run_dir)) out.push_back(*latest);
+  std::vector<std::pair<int64_t, std::string>> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() < 6 || name.size() > 23 || name.rfind("step-", 0) != 0 ||
+        !std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        !fs::is_regular_file(e.path() / "metadata.json", ec))
+      continue;
+    steps.emplace_back(std::stoll(name.substr(5)), e.path().string());
+  }
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a > b; });
+  for (const auto& [step, dir] : steps)
+    if (out.empty() || fs::path(dir) != fs::path(out.front())) out.push_back(dir);
+  return out;
+}
+
+// "rank-00001.safetensors (tensor 'w'): checksum mismatch ... (and 2 more faults)".
+std::string describe_faults(const std::vector<checkpoint::Fault>& faults) {
+  const checkpoint::Fault& f = faults.front();
+  std::string s = f.file + (f.tensor.empty() ? "" : " (tensor '" + f.tensor + "')") + ": " + f.what;
+  if (faults.size() > 1) s += " (and " + std::to_string(faults.size() - 1) + " more faults)";
+  return s;
+}
+
+// The newest candidate of run_dir that verifies, "" when there is none at all.
+std::string newest_verified(const std::string& run_dir, std::ostream* log) {
+  const std::vector<std::string> candidates = resume_candidates(run_dir);
+  std::string rejected;
+  for (const std::string& dir : candidates) {
+    const std::vector<checkpoint::Fault> faults = checkpoint::verify(dir);
+    if (faults.empty()) return dir;
+    const std::string why = describe_faults(faults);
+    if (log) *log << "skipping checkpoint " << dir << ": " << why << "\n";
+    rejected += "\n  " + dir + ": " + why;
+  }
+  if (candidates.empty()) return "";
+  HP_THROW(ValueError, "train", "--resume auto: no checkpoint in ", run_dir,
+           " verifies (hp ckpt verify lists every fault):", rejected);
+}
+
+bool changes_math(const std::string& path) {
+  return path.rfind("model.", 0) == 0 || path == "training.seq_len" ||
+         path == "training.batch_size" || path == "training.seed";
+}
+
+// A field's value as the resolved YAML writes it ("32", "qwen3", "\"\"").
+std::string value_text(const Field& f) {
+  YAML::Emitter e;
+  f.emit(e);
+  return e.c_str();
+}
+
+}  // namespace
+
+std::string resolve_resume(const std::string& resume, const std::string& run_dir,
+                           std::ostream* log) {
   if (resume.empty()) return "";
-  if (resume == "auto") return checkpoint::find_latest(run_dir).value_or("");
+  if (resume == "auto") return newest_verified(run_dir, log);
   if (fs::exists(fs::path(resume) / "metadata.json")) return resume;
   if (auto latest = checkpoint::find_latest(resume)) return *latest;
   HP_THROW(ValueError, "train", "--resume ", resume,
            ": no checkpoint there (expected a step directory with metadata.json, or a run "
            "directory holding one)");
+}
+
+std::vector<std::string> math_config_changes(const Config& saved, const Config& now) {
+  // Schemas bound to copies: one walk over every field, whatever fields the sections grow.
+  Config a = saved, b = now;
+  Schema sa, sb;
+  a.describe(sa);
+  b.describe(sb);
+  std::vector<std::string> out;
+  for (const auto& f : sa.fields()) {
+    if (!f->alias_of.empty() || !f->emit || !changes_math(f->path)) continue;
+    const Field* g = sb.find(f->path);
+    const std::string was = value_text(*f), is = g ? value_text(*g) : "(none)";
+    if (was != is) out.push_back(f->path + ": " + was + " in the checkpoint, " + is + " now");
+  }
+  return out;
+}
+
+void check_resume_config(const std::string& step_dir, const Config& now, bool allow_change,
+                         std::ostream* log) {
+  const fs::path file = fs::path(step_dir) / "config.yaml";
+  if (!fs::exists(file)) return;
+  std::vector<std::string> changes;
+  try {
+    changes = math_config_changes(
+        parse_config(io::read_text_file(file.string(), "train"), file.string()), now);
+  } catch (const ValueError& e) {
+    if (!allow_change)
+      HP_THROW(ValueError, "train", file.string(),
+               ": cannot compare the run's config with the checkpoint's (pass "
+               "--allow-config-change to resume anyway): ",
+               e.what());
+    if (log) *log << "warning: " << file.string() << " not compared: " << e.what() << "\n";
+    return;
+  }
+  if (changes.empty()) return;
+  std::string list;
+  for (const std::string& c : changes) list += "\n  " + c;
+  if (!allow_change)
+    HP_THROW(ValueError, "train", file.string(), ": resuming would change the run's math; ",
+             changes.size(),
+             " key(s) differ from the checkpoint's config (pass "
+             "--allow-config-change to resume anyway):",
+             list);
+  if (log) *log << "resuming with config changes (--allow-config-change):" << list << "\n";
+}
+
+std::string resume_step_dir(const TrainOptions& options, const Config& cfg, std::ostream& log) {
+  const std::string dir = resolve_resume(options.resume, cfg.run.dir, &log);
+  if (!dir.empty()) check_resume_config(dir, cfg, options.allow_config_change, &log);
+  return dir;
 }
 
 int64_t restore(const std::string& step_dir, Parallelized& model, optim::Optimizer& opt,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,7 +19,9 @@ class Optimizer;
 
 namespace hp::train {
 
+struct Config;
 struct Parallelized;
+struct TrainOptions;
 
 // "state.<fqn>.<name>" → (fqn, name); throws ValueError for other keys.
 std::pair<std::string, std::string> split_state_key(const std::string& key);
@@ -26,9 +29,29 @@ std::pair<std::string, std::string> split_state_key(const std::string& key);
 // {"step", "loader": {"epoch", "cursor"}, "rng": {"seed", "offset"}, "world_size"}.
 std::string trainer_state_json(int64_t step, const data::LoaderState& loader, int world_size);
 
-// The step directory `resume` names: "" → none; "auto" → run_dir's latest, or "" when it has
-// none; a step directory; or a run directory's latest. Throws ValueError when PATH holds none.
-std::string resolve_resume(const std::string& resume, const std::string& run_dir);
+// The step directory `resume` names: "" → none; "auto" → the newest checkpoint of run_dir that
+// passes checkpoint::verify (`latest` first, then by step), each newer one that fails being
+// skipped with a line on `log` naming it and why, or "" when run_dir has none (ValueError when it
+// has some but none verifies); a step directory; or a run directory's latest. Throws ValueError
+// when PATH holds none. "auto" reads every candidate in full (a verify pass before the load).
+std::string resolve_resume(const std::string& resume, const std::string& run_dir,
+                           std::ostream* log = nullptr);
+
+// The keys that change what a run computes — training.seq_len, training.batch_size,
+// training.seed and every model.* key — whose values differ between the config a checkpoint was
+// saved with and `now`: "training.seq_len: 32 in the checkpoint, 64 now" per key, in schema order.
+std::vector<std::string> math_config_changes(const Config& saved, const Config& now);
+
+// Refuses to resume from `step_dir` when its config.yaml (parsed by parse_config) differs from
+// `now` in math_config_changes: a ValueError naming the file and listing every such key with both
+// values, unless allow_change, which logs them instead. A step dir without config.yaml (saved by
+// something other than the trainer) is not checked.
+void check_resume_config(const std::string& step_dir, const Config& now, bool allow_change,
+                         std::ostream* log);
+
+// What the trainer resumes from: resolve_resume(options.resume, cfg.run.dir, &log), then
+// check_resume_config(that, cfg, options.allow_config_change, &log); "" = start fresh.
+std::string resume_step_dir(const TrainOptions& options, const Config& cfg, std::ostream& log);
 
 // Loads parameter shards, optimizer state, loader position and the default generator's RNG state
 // from a step directory saved at any rank count; returns the step it was saved at.

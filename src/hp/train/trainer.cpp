@@ -1,10 +1,18 @@
 // The training loop (trainer.h): set-up from the config tree, the step, checkpoints and resume.
 #include "hp/train/trainer.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -38,11 +46,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// SIGINT / SIGTERM ask the loop to save and stop after the current step; a second one (an
-// impatient Ctrl-C) takes the default action at once. signal() and raise() are async-signal-safe.
-std::atomic<bool> g_stop{false};
+// SIGINT / SIGTERM ask the loop to save and stop after the current step or micro-batch; g_stop
+// holds the signal (0: none). A second one (an impatient Ctrl-C) takes the default action at once.
+// signal() and raise() are async-signal-safe.
+std::atomic<int> g_stop{0};
 extern "C" void on_stop_signal(int sig) {
-  if (g_stop.exchange(true)) {
+  if (g_stop.exchange(sig) != 0) {
     std::signal(sig, SIG_DFL);
     std::raise(sig);
   }
@@ -51,7 +60,7 @@ extern "C" void on_stop_signal(int sig) {
 class StopSignals {
  public:
   StopSignals() {
-    g_stop.store(false);
+    g_stop.store(0);
     struct sigaction sa = {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
@@ -88,6 +97,89 @@ bool any_rank(dist::Communicator& comm, bool flag) {
   if (comm.size() == 1) return flag;
   Tensor t = full({1}, flag ? 1.0 : 0.0, DType::i32);
   return comm.all_reduce(t, dist::ReduceOp::max).item() > 0;
+}
+
+// The stop signal every rank agrees on: the largest one any rank received (0: none).
+int agreed_stop_signal(dist::Communicator& comm) {
+  const int sig = g_stop.load();
+  if (comm.size() == 1) return sig;
+  Tensor t = full({1}, double(sig), DType::i32);
+  return static_cast<int>(comm.all_reduce(t, dist::ReduceOp::max).item());
+}
+
+// A run directory has one owner: rank 0 holds an exclusive flock on <run.dir>/.lock for the whole
+// run, the file naming the holder ("host H pid P"). The kernel drops the lock when the process
+// ends, however it ends.
+class RunDirLock {
+ public:
+  explicit RunDirLock(const fs::path& dir) : path_(dir / ".lock") {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      HP_THROW(IoError, "train", path_.string(), ": cannot open: ", std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      std::string holder(256, '\0');
+      const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
+      holder.resize(n > 0 ? size_t(n) : 0);
+      while (!holder.empty() && std::isspace(static_cast<unsigned char>(holder.back())))
+        holder.pop_back();
+      ::close(fd_);
+      if (err != EWOULDBLOCK)
+        HP_THROW(IoError, "train", path_.string(), ": cannot lock: ", std::strerror(err));
+      HP_THROW(IoError, "train", "run.dir ", dir.string(), " is in use by another run (",
+               holder.empty() ? "holder not yet written" : holder, ", lock ", path_.string(),
+               "): wait for it to end, or use another run.dir");
+    }
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const std::string me =
+        std::string("host ") + host + " pid " + std::to_string(::getpid()) + "\n";
+    // Best effort: the flock is the lock; the text only names its holder.
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
+    }
+  }
+  ~RunDirLock() {
+    if (::ftruncate(fd_, 0) != 0) {
+    }
+    ::close(fd_);
+  }
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
+
+// Rank 0, before anything in run.dir is written: takes its lock; refuses a fresh run into a
+// directory holding checkpoints (they would be pruned or mixed with the new run's), or with
+// options.overwrite deletes the old step-* directories, `latest` and metrics first. Returns the
+// error to raise on this rank, or null.
+std::exception_ptr claim_run_dir(const std::string& run_dir, const TrainOptions& o,
+                                 std::unique_ptr<RunDirLock>* lock) {
+  try {
+    if (o.overwrite && !o.resume.empty())
+      HP_THROW(ValueError, "train", "--overwrite starts a fresh run: not with --resume");
+    fs::create_directories(run_dir);
+    *lock = std::make_unique<RunDirLock>(run_dir);
+    if (!o.resume.empty()) return nullptr;
+    std::vector<fs::path> old_ckpt, old_metrics;
+    for (const auto& e : fs::directory_iterator(run_dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("step-", 0) == 0 || name.rfind("latest", 0) == 0) old_ckpt.push_back(e.path());
+      if (name == "metrics.jsonl" || name == "metrics.svg") old_metrics.push_back(e.path());
+    }
+    if (old_ckpt.empty()) return nullptr;
+    if (!o.overwrite)
+      HP_THROW(ValueError, "train", "run.dir ", run_dir,
+               " holds checkpoints of an earlier run: use --resume auto, or a new run.dir, or "
+               "--overwrite (deletes them)");
+    for (const auto& p : old_ckpt) fs::remove_all(p);
+    for (const auto& p : old_metrics) fs::remove(p);
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
 }
 
 // What the run is, before its first step (rank 0).
@@ -171,9 +263,22 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
 
   TrainResult res;
   res.run_dir = cfg.run.dir;
+  // Rank 0 locks run.dir (held until train returns) and checks it; every rank learns the verdict,
+  // so a refusal is an error everywhere rather than a hang.
+  std::unique_ptr<RunDirLock> run_dir_lock;
+  std::exception_ptr refused;
+  if (rank == 0) refused = claim_run_dir(cfg.run.dir, options, &run_dir_lock);
+  if (any_rank(*world, refused != nullptr)) {
+    if (refused) std::rethrow_exception(refused);
+    HP_THROW(IoError, "train", "rank 0 refused run.dir ", cfg.run.dir, " (its error says why)");
+  }
   if (rank == 0) {
-    fs::create_directories(cfg.run.dir);
-    std::ofstream(fs::path(cfg.run.dir) / "config.yaml") << to_yaml(cfg);
+    const fs::path p = fs::path(cfg.run.dir) / "config.yaml";
+    errno = 0;
+    std::ofstream o(p);
+    if (!(o << to_yaml(cfg) << std::flush))
+      log << "warning: cannot write " << p.string() << ": "
+          << (errno ? std::strerror(errno) : "write failed") << " (each checkpoint holds a copy)\n";
   }
 
   // Data: every rank loads the corpus (a few MB here; token files are mapped).
@@ -195,7 +300,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
 
   // Resume: parameters, optimizer state, loader position and RNG.
   int64_t done = 0;
-  if (const std::string dir = resolve_resume(options.resume, cfg.run.dir); !dir.empty()) {
+  if (const std::string dir = resume_step_dir(options, cfg, log); !dir.empty()) {
     done = restore(dir, par, opt, loader);
     par.fsdp->reshard();  // the next forward gathers the loaded masters
     log << "resumed from " << dir << " at step " << done << "\n";
@@ -222,6 +327,9 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   // The f32 gradients every step allocates; excluded from the activation figure.
   int64_t grad_bytes = 0;
   for (const Tensor& p : shard_params) grad_bytes += p.numel() * int64_t(sizeof(float));
+  // Consecutive steps whose update was skipped (equal on every rank: the norm is global). While
+  // it is > 0 nothing is saved, so a diverged model never replaces a good checkpoint.
+  int64_t skipped = 0;
   for (int64_t step = done + 1; step <= cfg.training.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
@@ -230,7 +338,13 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     const int64_t tp_bytes_at_start = shard::region_stats().bytes;
     const double lr = cfg.optimizer.lr * optim::lr_factor(schedule, step - 1);
     double loss_sum = 0;  // Σ over this rank's micro-batches of mean loss · rows
+    // A stop agreed between micro-batches drops the step: loader and RNG go back to its start.
+    const data::LoaderState loader_at_start = loader.state();
+    const RngState rng_at_start = default_generator().state();
+    int stop_signal = 0;
     for (int64_t m = 0; m < cfg.training.grad_accum; ++m) {
+      // Every rank asks at the same point (one all-reduce), so all leave the loop together.
+      if (m > 0 && (stop_signal = agreed_stop_signal(*world)) != 0) break;
       Tensor ids = loader.next_batch(micro_rows, layout.dp_rank, layout.dp_size);
       const int64_t local_tokens = ids.size(0) * cfg.training.seq_len;
       Tensor loss = model->loss(ids);
@@ -238,7 +352,27 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       // d(Σ token losses / global tokens): FSDP sums the shards' gradients over ranks.
       mul(loss, double(local_tokens) / double(global_tokens)).backward();
     }
-    par.fsdp->finish_grads();
+    par.fsdp->finish_grads();  // also drains the reductions in flight when the step is dropped
+    if (stop_signal != 0) {
+      // Dropped as if never begun; the state after step - 1 is saved (unless its update was
+      // skipped), so --resume auto redoes this step bitwise.
+      loader.set_state(loader_at_start);
+      default_generator().set_state(rng_at_start);
+      if (skipped == 0) {
+        checkpoint::SaveOptions so;
+        so.keep = cfg.checkpoint.keep;
+        so.extra_files = checkpoint_files(cfg, *model);
+        res.last_checkpoint =
+            checkpoint::save(cfg.run.dir, step - 1, par.chunks(opt.state_dict(), /*for_save=*/true),
+                             trainer_state_json(step - 1, loader.state(), nranks), world.get(), so);
+        metrics.message("checkpoint " + res.last_checkpoint);
+      }
+      res.interrupted = true;
+      res.stop_signal = stop_signal;
+      metrics.message("stopped during step " + std::to_string(step) +
+                      " (not applied); continue with --resume auto");
+      break;
+    }
     // Forward + backward only: the optimizer's first step allocates its state, not activations.
     const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::host).peak_bytes;
     // The tp ranks of a data-parallel slice computed the same loss: count it once.
@@ -250,7 +384,9 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
         optim::clip_grad_norm(counted, {}, cfg.training.grad_clip, *layout.model_comm, uncounted);
     if (std::isfinite(grad_norm)) {
       opt.step(lr);
+      skipped = 0;
     } else {
+      ++skipped;
       metrics.message("step " + std::to_string(step) +
                       ": non-finite gradient norm; update skipped");
     }
@@ -271,10 +407,15 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     metrics.record(r);
 
     const bool last = step == cfg.training.steps;
-    const bool stop = any_rank(*world, g_stop.load()) ||
-                      (options.stop_after > 0 && step - done >= options.stop_after && !last);
+    const int signal = agreed_stop_signal(*world);
+    const bool stop =
+        signal != 0 || (options.stop_after > 0 && step - done >= options.stop_after && !last);
     const bool periodic = cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0;
-    if (periodic || stop || (last && cfg.checkpoint.save_final)) {
+    const bool save = periodic || stop || (last && cfg.checkpoint.save_final);
+    if (save && skipped > 0)
+      metrics.message("step " + std::to_string(step) +
+                      ": no checkpoint saved (its update was skipped); the last one is kept");
+    if (save && skipped == 0) {
       checkpoint::SaveOptions so;
       so.keep = cfg.checkpoint.keep;
       so.extra_files = checkpoint_files(cfg, *model);
@@ -285,8 +426,20 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       metrics.message("checkpoint " + res.last_checkpoint + " (" +
                       std::to_string(seconds_since(t_save)).substr(0, 5) + " s)");
     }
+    if (cfg.training.max_skipped_steps > 0 && skipped >= cfg.training.max_skipped_steps) {
+      summarize(res);
+      metrics.finish(res);
+      const auto kept = checkpoint::find_latest(cfg.run.dir);
+      HP_THROW(TrainingDiverged, "train", "training diverged: stopped at step ", step, " after ",
+               skipped, " consecutive steps (", step - skipped + 1, "..", step,
+               ") with a non-finite gradient norm (training.max_skipped_steps = ",
+               cfg.training.max_skipped_steps, "); nothing saved since, the last checkpoint is ",
+               kept ? *kept : std::string("none"),
+               ". Lower optimizer.lr (or raise lr_scheduler.warmup_steps) and resume from it.");
+    }
     if (stop) {
       res.interrupted = true;
+      res.stop_signal = signal;
       metrics.message("stopped at step " + std::to_string(step) + "; continue with --resume auto");
       break;
     }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "hp/core/error.h"
 #include "hp/train/config.h"
 
 namespace hp::train {
@@ -29,6 +30,12 @@ struct TrainOptions {
   // Stop (saving a checkpoint, as on SIGINT) once this many steps ran in this call; 0 = never.
   // Lets tests and benchmarks interrupt a run at a chosen step.
   int64_t stop_after = 0;
+  // A fresh run (resume "") into a run.dir that holds checkpoints is refused unless this is set;
+  // then the old step-* directories, `latest` and metrics files are deleted first.
+  bool overwrite = false;
+  // Resume even when the checkpoint's config.yaml differs from the run's config in a key that
+  // changes the math (train/state.h math_config_changes); the differences are logged instead.
+  bool allow_config_change = false;
   // Where the run log goes (rank 0 only); null = std::cout.
   std::ostream* log = nullptr;
 };
@@ -51,6 +58,7 @@ struct TrainResult {
   std::string run_dir;
   std::string last_checkpoint;  // step directory, or "" when none was saved
   bool interrupted = false;     // stopped by a signal or stop_after
+  int stop_signal = 0;          // the signal (SIGINT, SIGTERM) that stopped the run, else 0
   double tokens_per_s = 0;      // mean over the steps after the first (warm-up) one
   double mfu = 0;
   double peak_tflops = 0;  // the MFU denominator used
@@ -62,8 +70,17 @@ struct TrainResult {
   std::string sample;                          // generated text (training.sample_tokens > 0)
 };
 
+// training.max_skipped_steps consecutive steps had a non-finite gradient norm: the run stopped
+// without saving anything after the divergence began (`hp train` exits 3).
+class TrainingDiverged : public Error {
+ public:
+  using Error::Error;
+};
+
 // Runs (or resumes) the training described by `config`. Collective when launched on several
-// ranks. Throws the typed errors of the components (config, data, checkpoint) on bad input.
+// ranks. Throws the typed errors of the components (config, data, checkpoint) on bad input, an
+// IoError when another run holds run.dir (rank 0 keeps run.dir/.lock locked for the whole run)
+// and a ValueError for a fresh run into a run.dir with checkpoints (see overwrite).
 TrainResult train(const Config& config, const TrainOptions& options = {});
 
 }  // namespace hp::train

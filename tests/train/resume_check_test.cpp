@@ -1,0 +1,146 @@
+// What --resume checks before it loads: `auto` falls back past a damaged newest checkpoint to the
+// newest one that verifies (and says so), and a checkpoint saved with a config that differs in a
+// key that changes the math (here training.seq_len) is refused unless allow_config_change.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "error_of.h"
+#include "hp/checkpoint/dcp.h"
+#include "hp/core/error.h"
+#include "hp/train/config.h"
+#include "hp/train/state.h"
+#include "hp/train/trainer.h"
+
+namespace hp::train {
+namespace {
+
+namespace fs = std::filesystem;
+using hp::testing::error_of;
+
+// A ~35k-parameter Qwen3 on the first 100 kB of the KJV corpus, checkpointing every 2 steps.
+Config small_config(const std::string& name, const std::vector<std::string>& sets = {}) {
+  static const std::string corpus = [] {
+    const fs::path p = fs::temp_directory_path() / "hp_resume_check_test_corpus.txt";
+    std::ifstream in(HP_TEST_DIR "/../../data/kjv.txt", std::ios::binary);
+    std::string text(100000, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }();
+  const fs::path dir = fs::temp_directory_path() / ("hp_resume_check_test_" + name);
+  fs::remove_all(dir);
+  // A constant lr: steps 1..N are the same whatever training.steps.
+  const std::string yaml =
+      "model: {arch: qwen3, hidden: 32, layers: 2, heads: 4, kv_heads: 2, intermediate: 64}\n"
+      "training: {steps: 4, batch_size: 4, seq_len: 32, seed: 3}\n"
+      "lr_scheduler: {name: constant}\n"
+      "metrics: {log_every: 100, progress: none, peak_tflops: 1}\n"
+      "checkpoint: {interval: 2, keep: 0}\n";
+  std::vector<std::string> all = {"data.path=" + corpus, "run.dir=" + dir.string()};
+  all.insert(all.end(), sets.begin(), sets.end());
+  return parse_config(yaml, name + ".yaml", all);
+}
+
+// Runs `cfg`; the run log goes to *log.
+TrainResult run(const Config& cfg, const std::string& resume, std::string* log = nullptr,
+                bool allow_config_change = false) {
+  std::ostringstream out;
+  TrainOptions o;
+  o.resume = resume;
+  o.allow_config_change = allow_config_change;
+  o.log = &out;
+  TrainResult r = train(cfg, o);
+  if (log) *log = out.str();
+  return r;
+}
+
+// Flips one byte inside the first tensor piece of a step dir's rank file.
+void damage(const std::string& step_dir) {
+  const checkpoint::Metadata meta = checkpoint::read_metadata(step_dir);
+  const checkpoint::TensorMeta::Piece& p = meta.tensors.front().pieces.front();
+  std::fstream f(step_dir + "/" + p.file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(p.begin));
+  const char c = static_cast<char>(f.get() ^ 0x10);
+  f.seekp(static_cast<std::streamoff>(p.begin));
+  f.put(c);
+}
+
+TEST(ResumeCheck, AutoSkipsADamagedNewestCheckpoint) {
+  const TrainResult full = run(small_config("full", {"training.steps=6"}), "");
+  const Config c = small_config("damaged");
+  const TrainResult first = run(c, "");
+  const std::string step2 = c.run.dir + "/step-00000002", step4 = c.run.dir + "/step-00000004";
+  ASSERT_EQ(first.last_checkpoint, step4);
+  damage(step4);
+
+  std::string log;
+  const Config more = parse_config(to_yaml(c), "more.yaml", {"training.steps=6"});
+  const TrainResult second = run(more, "auto", &log);
+  EXPECT_NE(log.find("skipping checkpoint " + step4 + ": rank-00000.safetensors (tensor '"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("checksum mismatch"), std::string::npos) << log;
+  EXPECT_NE(log.find("resumed from " + step2 + " at step 2"), std::string::npos) << log;
+  ASSERT_EQ(second.first_step, 3);
+  // Steps 3..6 replay the uninterrupted run exactly.
+  ASSERT_EQ(second.steps.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(second.steps[i].loss, full.steps[i + 2].loss) << i;
+
+  // Nothing left that verifies: an error naming each one, not a silent fresh start.
+  for (const char* s : {"/step-00000002", "/step-00000004", "/step-00000006"})
+    damage(c.run.dir + s);
+  const std::string err = error_of([&] { run(more, "auto"); });
+  EXPECT_NE(err.find("[train] --resume auto: no checkpoint in " + c.run.dir + " verifies"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find(step2 + ": rank-00000.safetensors"), std::string::npos) << err;
+}
+
+TEST(ResumeCheck, MathChangingConfigIsRefusedUnlessAllowed) {
+  const Config c = small_config("config", {"training.steps=2"});
+  run(c, "");
+  const std::string step2 = c.run.dir + "/step-00000002";
+
+  // Keys that do not change the math resume freely.
+  const Config longer =
+      parse_config(to_yaml(c), "longer.yaml", {"training.steps=3", "optimizer.lr=0.001"});
+  EXPECT_EQ(run(longer, step2).first_step, 3);
+
+  const Config changed =
+      parse_config(to_yaml(c), "changed.yaml", {"training.steps=4", "training.seq_len=64"});
+  const std::string err = error_of([&] { run(changed, "auto"); });
+  EXPECT_NE(err.find("[train] " + c.run.dir + "/step-00000003/config.yaml"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("training.seq_len: 32 in the checkpoint, 64 now"), std::string::npos) << err;
+  EXPECT_NE(err.find("--allow-config-change"), std::string::npos) << err;
+  EXPECT_EQ(err.find("training.steps"), std::string::npos) << err;
+
+  std::string log;
+  const TrainResult r = run(changed, "auto", &log, /*allow_config_change=*/true);
+  EXPECT_EQ(r.first_step, 4);
+  EXPECT_EQ(r.steps.size(), 1u);
+  EXPECT_NE(log.find("resuming with config changes (--allow-config-change):\n"
+                     "  training.seq_len: 32 in the checkpoint, 64 now"),
+            std::string::npos)
+      << log;
+}
+
+TEST(ResumeCheck, MathConfigChangesListsEveryDifferingKey) {
+  const Config a = small_config("keys");
+  const Config b = parse_config(to_yaml(a), "b.yaml",
+                                {"model.heads=8", "model.kv_heads=4", "training.seed=4",
+                                 "training.batch_size=8", "optimizer.lr=0.1"});
+  EXPECT_EQ(math_config_changes(a, b),
+            (std::vector<std::string>{"model.heads: 4 in the checkpoint, 8 now",
+                                      "model.kv_heads: 2 in the checkpoint, 4 now",
+                                      "training.seed: 3 in the checkpoint, 4 now",
+                                      "training.batch_size: 4 in the checkpoint, 8 now"}));
+  EXPECT_TRUE(math_config_changes(a, a).empty());
+}
+
+}  // namespace
+}  // namespace hp::train
