@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "corpus.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/core/error.h"
 #include "hp/dist/communicator.h"
@@ -26,15 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string corpus() {
-  static const std::string path = [] {
-    const fs::path p = fs::temp_directory_path() / "hp_reliability_test_corpus.txt";
-    std::ifstream in(HP_TEST_DIR "/../../data/kjv.txt", std::ios::binary);
-    std::string text(100000, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<size_t>(in.gcount()));
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
-  }();
+  static const std::string path = testing::corpus_prefix("hp_reliability_test", 100000);
   return path;
 }
 

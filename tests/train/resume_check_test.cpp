@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "corpus.h"
 #include "error_of.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/core/error.h"
@@ -22,15 +23,7 @@ using hp::testing::error_of;
 
 // A ~35k-parameter Qwen3 on the first 100 kB of the KJV corpus, checkpointing every 2 steps.
 Config small_config(const std::string& name, const std::vector<std::string>& sets = {}) {
-  static const std::string corpus = [] {
-    const fs::path p = fs::temp_directory_path() / "hp_resume_check_test_corpus.txt";
-    std::ifstream in(HP_TEST_DIR "/../../data/kjv.txt", std::ios::binary);
-    std::string text(100000, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<size_t>(in.gcount()));
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
-  }();
+  static const std::string corpus = testing::corpus_prefix("hp_resume_check_test", 100000);
   const fs::path dir = fs::temp_directory_path() / ("hp_resume_check_test_" + name);
   fs::remove_all(dir);
   // A constant lr: steps 1..N are the same whatever training.steps.

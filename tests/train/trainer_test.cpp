@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "corpus.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/checkpoint/export.h"
 #include "hp/core/error.h"
@@ -27,15 +28,7 @@ namespace fs = std::filesystem;
 
 // A ~60k-parameter Qwen3 on the first 200 kB of the KJV corpus (written once per process).
 std::string corpus() {
-  static const std::string path = [] {
-    const fs::path p = fs::temp_directory_path() / "hp_trainer_test_corpus.txt";
-    std::ifstream in(HP_TEST_DIR "/../../data/kjv.txt", std::ios::binary);
-    std::string text(200000, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<size_t>(in.gcount()));
-    std::ofstream(p, std::ios::binary) << text;
-    return p.string();
-  }();
+  static const std::string path = testing::corpus_prefix("hp_trainer_test", 200000);
   return path;
 }
 
@@ -256,7 +249,8 @@ TEST(Trainer, TrainsFromHuggingFaceDirectoryAndExportsBack) {
                              fixture + "}\ndata: {path: " + tokens +
                              ", format: tokens_u16}\ntraining: {steps: 8, batch_size: 2, "
                              "seq_len: 32}\noptimizer: {lr: 0.003}\nmetrics: {progress: none}\n"
-                             "run: {dir: " + dir + "/" + fixture + "}\n";
+                             "run: {dir: " +
+                             dir + "/" + fixture + "}\n";
     TrainResult r = quiet_train(parse_config(yaml, "hf.yaml"));
     ASSERT_EQ(r.steps.size(), 8u) << fixture;
     EXPECT_LT(r.steps.back().loss, r.steps.front().loss) << fixture;
@@ -280,8 +274,9 @@ TEST(Trainer, TrainsFromHuggingFaceDirectoryAndExportsBack) {
     quiet_train(parse_config(bad, "bad.yaml"));
     ADD_FAILURE() << "no error";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("has token ids up to 256 but the model's vocabulary is 96"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("has token ids up to 256 but the model's vocabulary is 96"),
+        std::string::npos)
         << e.what();
   }
 }
