@@ -51,6 +51,19 @@ TEST_F(CliErrors, UnknownFlagIsNamedFirst) {
   // A value that starts with '-' is a value, not a flag.
   r = run_hp("generate --model " + kQwen3 + " --prompt -hello --max-new-tokens 1 --bogus");
   EXPECT_TRUE(has(r.output, "unknown flag '--bogus'")) << r.output;
+  // Every command names it: train, ckpt, config, bench, launch, mx.
+  const std::pair<std::string, std::string> cases[] = {
+      {"train cfg.yaml --reseum auto", "hp train: unknown flag '--reseum' (did you mean --resume?)"},
+      {"ckpt export-hf a b --overwrit", "unknown flag '--overwrit' (did you mean --overwrite?)"},
+      {"config show c.yaml --sett a=1", "unknown flag '--sett' (did you mean --set?)"},
+      {"bench train c.yaml --step 2", "unknown flag '--step' (did you mean --steps?)"},
+      {"launch -n 2 --host a -- true", "unknown flag '--host' (did you mean --hosts?)"},
+      {"mx quantize --inn x", "unknown flag '--inn' (did you mean --in?)"}};
+  for (const auto& [cmd, want] : cases) {
+    r = run_hp(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.output;
+    EXPECT_TRUE(has(r.output, want)) << cmd << ": " << r.output;
+  }
 }
 
 TEST_F(CliErrors, RunDirThatCannotBeCreatedIsAUserErrorNamingThePath) {

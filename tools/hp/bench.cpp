@@ -37,6 +37,8 @@ BenchOptions parse_options(Args args) {
   BenchOptions o;
   // Checkpoints would be timed as part of the steps; a --set may still ask for them.
   o.sets = {"checkpoint.interval=0", "checkpoint.save_final=false"};
+  reject_unknown_flags(args, {"--set", "--steps", "--peer-dtype", "--peer-steps", "--json"},
+                       {"--no-peer"});
   std::string v;
   while (take_value(args, "--set", &v)) o.sets.push_back(v);
   if (take_value(args, "--steps", &v))
@@ -57,9 +59,12 @@ BenchOptions parse_options(Args args) {
   if (no_peer && (has_dtype || o.peer_steps > 0))
     throw UsageError{"--no-peer excludes --peer-dtype / --peer-steps"};
   if (!no_peer) {
-    if (dtype == "both") o.peer_dtypes = {"bf16", "f32"};
-    else if (has_dtype) o.peer_dtypes = {dtype};
-    else o.peer_dtypes = {""};  // ours: training.mixed_precision, resolved after loading
+    if (dtype == "both")
+      o.peer_dtypes = {"bf16", "f32"};
+    else if (has_dtype)
+      o.peer_dtypes = {dtype};
+    else
+      o.peer_dtypes = {""};  // ours: training.mixed_precision, resolved after loading
   }
   return o;
 }
@@ -103,8 +108,9 @@ int run_bench(const Args& in) {
   const train::Config cfg = train::load_config(opt.config, opt.sets);
   const int threads = num_threads();
   const int64_t peer_steps =
-      opt.peer_steps > 0 ? opt.peer_steps
-                         : std::max<int64_t>(kPeerWarmupSteps + 1, std::min<int64_t>(cfg.training.steps, 6));
+      opt.peer_steps > 0
+          ? opt.peer_steps
+          : std::max<int64_t>(kPeerWarmupSteps + 1, std::min<int64_t>(cfg.training.steps, 6));
   for (auto& d : opt.peer_dtypes)
     if (d.empty()) d = cfg.training.mixed_precision;
   // Fail before training when the peer cannot mirror the config.
@@ -132,17 +138,18 @@ int run_bench(const Args& in) {
   std::printf("model      %s, %lld parameters\n",
               cfg.model.arch.empty() ? cfg.model.path.c_str() : cfg.model.arch.c_str(),
               static_cast<long long>(res.num_parameters));
-  std::printf("shape      batch %lld x seq %lld = %lld tokens/step, grad_accum %lld, %s, %d threads\n",
-              static_cast<long long>(cfg.training.batch_size),
-              static_cast<long long>(cfg.training.seq_len), static_cast<long long>(tokens),
-              static_cast<long long>(cfg.training.grad_accum), cfg.optimizer.name.c_str(), threads);
+  std::printf(
+      "shape      batch %lld x seq %lld = %lld tokens/step, grad_accum %lld, %s, %d threads\n",
+      static_cast<long long>(cfg.training.batch_size), static_cast<long long>(cfg.training.seq_len),
+      static_cast<long long>(tokens), static_cast<long long>(cfg.training.grad_accum),
+      cfg.optimizer.name.c_str(), threads);
   std::printf("hp         mixed_precision %s, low_precision %s, recompute %s\n",
               cfg.training.mixed_precision.c_str(), cfg.low_precision.recipe.c_str(),
               cfg.recompute.mode.c_str());
   std::printf("ceiling    GEMM peak %.4f TFLOP/s (the trainer's MFU denominator)\n\n",
               res.peak_tflops);
-  std::printf("%-30s %6s %11s %10s %9s %7s %9s\n", "run", "timed", "tokens/s", "ms/step",
-              "TFLOP/s", "MFU", "hp / run");
+  std::printf("%-30s %6s %11s %10s %9s %7s %9s\n", "run", "timed", "tokens/s", "ms/step", "TFLOP/s",
+              "MFU", "hp / run");
   print_row({"hp (" + cfg.training.mixed_precision + ")", timed.size(), res.tokens_per_s,
              1e3 * mean(timed), tflops, res.mfu, "-"});
 
@@ -163,19 +170,25 @@ int run_bench(const Args& in) {
   bool failed = false;
   std::vector<std::string> notes;
   for (const PeerRun& p : peers) {
-    const std::string name = p.dtype == "bf16" ? "PyTorch eager, bf16 autocast" : "PyTorch eager, f32";
-    nlohmann::ordered_json pj = {{"dtype", p.dtype}, {"ran", p.ran}, {"note", p.note},
-                                 {"spec", p.spec_path}};
+    const std::string name =
+        p.dtype == "bf16" ? "PyTorch eager, bf16 autocast" : "PyTorch eager, f32";
+    nlohmann::ordered_json pj = {
+        {"dtype", p.dtype}, {"ran", p.ran}, {"note", p.note}, {"spec", p.spec_path}};
     if (p.ran) {
       const double peer_tflops = flops_per_token * p.tokens_per_s / 1e12;
       const double peer_mfu = res.peak_tflops > 0 ? peer_tflops / res.peak_tflops : 0;
       const std::string ratio = ratio_of(res.tokens_per_s, p.tokens_per_s);
-      print_row({name, p.step_s.size(), p.tokens_per_s, 1e3 * mean(p.step_s), peer_tflops,
-                 peer_mfu, ratio});
-      pj.update({{"tokens_per_s", p.tokens_per_s}, {"step_s", p.step_s}, {"tflops", peer_tflops},
-                 {"mfu", peer_mfu}, {"ratio", res.tokens_per_s / p.tokens_per_s},
-                 {"num_parameters", p.num_parameters}, {"optimizer", p.optimizer},
-                 {"loss_first", p.loss_first}, {"loss_last", p.loss_last}});
+      print_row({name, p.step_s.size(), p.tokens_per_s, 1e3 * mean(p.step_s), peer_tflops, peer_mfu,
+                 ratio});
+      pj.update({{"tokens_per_s", p.tokens_per_s},
+                 {"step_s", p.step_s},
+                 {"tflops", peer_tflops},
+                 {"mfu", peer_mfu},
+                 {"ratio", res.tokens_per_s / p.tokens_per_s},
+                 {"num_parameters", p.num_parameters},
+                 {"optimizer", p.optimizer},
+                 {"loss_first", p.loss_first},
+                 {"loss_last", p.loss_last}});
       if (p.num_parameters != res.num_parameters)
         notes.push_back("WARNING: the " + p.dtype + " peer has " +
                         std::to_string(p.num_parameters) + " parameters, hp " +

@@ -83,6 +83,7 @@ int run_ckpt(const Args& argv) {
   if (args.empty()) throw UsageError{"expected 'inspect DIR', 'verify DIR' or 'export-hf DIR OUT'"};
   const std::string sub = args.front();
   args.erase(args.begin());
+  reject_unknown_flags(args, {"--max-shard-bytes"}, {"--overwrite"});
   if (sub == "inspect") {
     if (args.size() != 1) throw UsageError{"usage: hp ckpt inspect DIR"};
     return inspect(args[0]);

@@ -13,6 +13,7 @@ int run_config(const Args& args_in) {
     throw UsageError{"expected 'schema' or 'show CONFIG.yaml [--set key=value ...]'"};
   const std::string sub = args.front();
   args.erase(args.begin());
+  reject_unknown_flags(args, {"--set"});
   if (sub == "schema") {
     reject_leftovers(args);
     std::fputs(train::schema_text().c_str(), stdout);

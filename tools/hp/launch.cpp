@@ -185,6 +185,7 @@ int run_launch(const Args& in) {
       args.resize(i);
       break;
     }
+  reject_unknown_flags(args, {"-n", "--hosts", "--hostfile"}, {"--dry-run"});
   std::string n_str, hosts, hostfile;
   const char* slurm_tasks = std::getenv("SLURM_NTASKS");
   const char* slurm_nodes = std::getenv("SLURM_NNODES");

@@ -202,6 +202,8 @@ int run_mx(const Args& in) {
   if (in.empty()) throw UsageError{"expected a subcommand: quantize, dequantize or stats"};
   const std::string sub = in.front();
   const Args rest(in.begin() + 1, in.end());
+  reject_unknown_flags(rest, {"--in", "--out", "--shape", "--axis", "--elem", "--scale-mode",
+                              "--codes", "--scales"});
   if (sub == "quantize") return run_quantize(rest);
   if (sub == "dequantize") return run_dequantize(rest);
   if (sub == "stats") return run_stats(rest);

@@ -11,6 +11,8 @@ namespace hp::cli {
 
 int run_train(const Args& args_in) {
   Args args = args_in;
+  reject_unknown_flags(args, {"--set", "--resume", "--stop-after"},
+                       {"--overwrite", "--allow-config-change"});
   std::vector<std::string> sets;
   std::string value;
   while (take_value(args, "--set", &value)) sets.push_back(value);
@@ -25,7 +27,7 @@ int run_train(const Args& args_in) {
   if (args.size() != 1)
     throw UsageError{
         "expected one CONFIG.yaml (usage: hp train CONFIG.yaml [--set key=value ...] "
-        "[--resume auto|PATH])"};
+        "[--resume auto|PATH] [--stop-after N] [--overwrite] [--allow-config-change])"};
   const train::Config cfg = train::load_config(args.front(), sets);
   try {
     // The run log and run.dir hold the results; a stop by signal exits as the shell expects.
