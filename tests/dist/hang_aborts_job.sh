@@ -5,11 +5,6 @@
 # Usage: hang_aborts_job.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
 victim=
-ranks() {  # this test's live rank processes
-  pgrep -f "train $dir/run.yaml" | while read -r p; do
-    [ "$(cat /proc/"$p"/comm 2>/dev/null)" = hp ] && grep -qa OMPI_COMM_WORLD_RANK= \
-      /proc/"$p"/environ 2>/dev/null && echo "$p"; done || true
-}
 cleanup() {
   [ -n "$victim" ] && kill -CONT "$victim" 2>/dev/null
   for p in $(ranks); do kill -KILL "$p" 2>/dev/null; done

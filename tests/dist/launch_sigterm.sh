@@ -3,11 +3,6 @@
 # save a checkpoint and stop, no rank outlives the launcher, and it exits 143 (128 + SIGTERM), all
 # within ~20 s. Usage: launch_sigterm.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
-ranks() {  # this test's live rank processes
-  pgrep -f "train $dir/run.yaml" | while read -r p; do
-    [ "$(cat /proc/"$p"/comm 2>/dev/null)" = hp ] && grep -qa OMPI_COMM_WORLD_RANK= \
-      /proc/"$p"/environ 2>/dev/null && echo "$p"; done || true
-}
 cleanup() {
   for p in $(ranks); do kill -KILL "$p" 2>/dev/null; done
   rm -rf "$dir"
