@@ -81,12 +81,12 @@ grep -q "model.layers.0.mlp.down_proj.weight" "$dir/inspect.txt"
 "$hp" ckpt export-hf "$dir/saved" "$dir/hf" > "$dir/export.log"
 "$hp" model info "$dir/hf" > "$dir/info.txt"
 grep -q "Qwen3ForCausalLM" "$dir/info.txt"
-# Degrees that do not multiply to the world: an error naming all four numbers, on every rank.
+# Degrees that do not multiply to the world: an error naming all five numbers, on every rank.
 if "$hp" launch -n 2 -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/bad" \
     --set parallel.tp=2 --set parallel.dp_shard=2 > "$dir/bad.log" 2>&1; then
   echo "expected a world-size error"; exit 1
 fi
-grep -q "parallel.dp_replicate × parallel.dp_shard × parallel.tp = 1 × 2 × 2 must equal the world size 2" "$dir/bad.log"
+grep -q "parallel.dp_replicate × parallel.dp_shard × parallel.cp × parallel.tp = 1 × 2 × 1 × 2 must equal the world size 2" "$dir/bad.log"
 for layout in "3 1" "1 1" "1 2"; do
   set -- $layout
   name="resumed_$1_$2"

@@ -69,12 +69,12 @@ Tensor MLAttention::forward(const Tensor& x, AttentionContext& ctx) const {
     HP_THROW(ValueError, "mla",
              "needs rotary tables over qk_rope_head_dim = ", opt_.qk_rope_head_dim, ", got ",
              ctx.rope ? ctx.rope->dim() : 0);
-  auto [cos, sin] = ctx.rope->get(ctx.start, x.size(1), DType::f32);
-  return attend(x, cos, sin, ctx.cache);
+  auto [cos, sin] = rotary_tables(ctx, x.size(1));
+  return attend(x, cos, sin, ctx.cache, ctx.context);
 }
 
-Tensor MLAttention::attend(const Tensor& x, const Tensor& cos, const Tensor& sin,
-                           LayerCache* cache) const {
+Tensor MLAttention::attend(const Tensor& x, const Tensor& cos, const Tensor& sin, LayerCache* cache,
+                           const ContextSplit* context) const {
   const MLAOptions& o = opt_;
   if (x.dim() != 3 || x.size(2) != o.hidden_size)
     HP_THROW(ValueError, "mla", "expects x [batch, seq, hidden_size = ", o.hidden_size, "], got ",
@@ -122,7 +122,7 @@ Tensor MLAttention::attend(const Tensor& x, const Tensor& cos, const Tensor& sin
     vf = cache->v;
   }
   const double scale = o.softmax_scale > 0.0 ? o.softmax_scale : mla_softmax_scale(qk);
-  Tensor attn = scaled_dot_product_attention(qf, kf, vf, causal, scale);  // [B, nh, T, d]
+  Tensor attn = models::attend(context, qf, kf, vf, causal, scale);  // [B, nh, T, d]
   if (d != dv) attn = narrow(attn, -1, 0, dv);
   attn = reshape(transpose(attn, 1, 2), {b, t, nh * dv});
   return o_proj->forward(attn);

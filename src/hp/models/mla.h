@@ -64,7 +64,8 @@ class MLAttention : public AttentionBlock {
   std::shared_ptr<nn::RMSNorm> q_a_layernorm, kv_a_layernorm;
 
  private:
-  Tensor attend(const Tensor& x, const Tensor& cos, const Tensor& sin, LayerCache* cache) const;
+  Tensor attend(const Tensor& x, const Tensor& cos, const Tensor& sin, LayerCache* cache,
+                const ContextSplit* context = nullptr) const;
   MLAOptions opt_;
 };
 

@@ -1,9 +1,34 @@
 #include "hp/models/transformer.h"
 
+#include <cmath>
+
 #include "hp/models/moe.h"
 #include "hp/ops/ops.h"
+#include "hp/shard/context_parallel.h"
 
 namespace hp::models {
+
+std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t) {
+  HP_CHECK(ctx.rope, "attention context without rotary tables");
+  if (!ctx.context || ctx.context->degree == 1) return ctx.rope->get(ctx.start, t, DType::f32);
+  // The whole row's tables, then this rank's rows of them: frequencies that depend on the length
+  // (dynamic NTK) see the row's length, as on one rank.
+  const ContextSplit& cp = *ctx.context;
+  const int64_t len = t * cp.degree;
+  auto [cos, sin] = ctx.rope->get(ctx.start, std::max(len, ctx.row_length), DType::f32);
+  return {shard::context_shard(narrow(cos, 0, 0, len), 0, cp.degree, cp.index),
+          shard::context_shard(narrow(sin, 0, 0, len), 0, cp.degree, cp.index)};
+}
+
+Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
+              bool causal, double scale) {
+  if (!context || context->degree == 1)
+    return scaled_dot_product_attention(q, k, v, causal, scale);
+  if (!causal || q.size(2) != k.size(2))
+    HP_THROW(ValueError, "models", "context parallelism runs causal attention over whole rows ",
+             "(training); got q ", q.desc(), ", k ", k.desc(), " (incremental decoding?)");
+  return context->attention(q, k, v, scale);
+}
 
 Attention::Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm)
     : heads_(c.num_attention_heads), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
@@ -48,7 +73,7 @@ Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
   }
-  auto [cos, sin] = ctx.rope->get(ctx.start, t, DType::f32);
+  auto [cos, sin] = rotary_tables(ctx, t);
   q = transpose(rotary_embedding(q, cos, sin, false, 1), 1, 2);  // [B, Hq, T, D]
   k = transpose(rotary_embedding(k, cos, sin, false, 1), 1, 2);  // [B, Hkv, T, D]
   v = transpose(v, 1, 2);
@@ -72,7 +97,8 @@ Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
     k = lc.k;
     v = lc.v;
   }
-  Tensor o = scaled_dot_product_attention(q, k, v, causal);  // [B, Hq, T, D]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
+  Tensor o = attend(ctx.context, q, k, v, causal, scale);  // [B, Hq, T, D]
   o = reshape(transpose(o, 1, 2), {b, t, heads * head_dim_});
   return o_proj->forward(o);
 }
@@ -147,6 +173,11 @@ Tensor TiedHead::forward(const Tensor& x) const {
 }
 
 Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
+  return run(ids, cache, nullptr);
+}
+
+Tensor CausalLM::run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
+                     int64_t row_length) {
   if (ids.dim() != 2) HP_THROW(ValueError, "models", "input ids must be [B, T], got ", ids.desc());
   if (cache && cache->layers.size() != model->layers.size())
     HP_THROW(ValueError, "models", "KV cache has ", cache->layers.size(), " layers, model has ",
@@ -154,6 +185,8 @@ Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
   AttentionContext ctx;
   ctx.start = cache ? cache->length : 0;
   ctx.rope = &rope_;
+  ctx.context = context;
+  ctx.row_length = row_length;
   Tensor h = model->embed_tokens->forward(ids);  // [B, T, hidden]
   for (size_t i = 0; i < model->layers.size(); ++i) {
     ctx.cache = cache ? &cache->layers[i] : nullptr;
@@ -180,23 +213,57 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
   const int64_t b = ids.size(0), t = ids.size(1);
   if (t < 2)
     HP_THROW(ValueError, "models", "loss needs at least 2 tokens per row, got ", ids.desc());
-  const Tensor logits = head(hidden_states(ids));  // [B, T, V_local]
-  Tensor shifted = reshape(narrow(logits, 1, 0, t - 1), {b * (t - 1), logits.size(2)});
-  Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
   // The loss runs in f32 whatever the compute dtype (as torch autocast does): a bf16 mean over
   // thousands of tokens keeps 3 significant digits.
-  if (shifted.dtype() != DType::f32) shifted = cast(shifted, DType::f32);
-  Tensor l = vocab_split_.cross_entropy ? vocab_split_.cross_entropy(shifted, targets)
-                                        : cross_entropy(shifted, targets, -100, "mean");
+  auto flat_f32 = [](const Tensor& logits) {
+    Tensor f = reshape(logits, {logits.size(0) * logits.size(1), logits.size(2)});
+    return f.dtype() == DType::f32 ? f : cast(f, DType::f32);
+  };
+  auto mean_ce = [this](const Tensor& logits, const Tensor& targets) {
+    return vocab_split_.cross_entropy ? vocab_split_.cross_entropy(logits, targets)
+                                      : cross_entropy(logits, targets, -100, "mean");
+  };
+  if (context_.degree > 1) {
+    // Context parallelism: positions [0, t − 1) predict ids [1, t); this rank runs its spans of
+    // both and returns Σ its token losses / all targets of the rows, so the cp ranks' shares sum
+    // to the mean (and their gradients, summed by FSDP over dp_shard × cp, to its gradient).
+    const int64_t n = t - 1;
+    const Tensor in = shard::context_shard(narrow(ids, 1, 0, n), 1, context_.degree, context_.index);
+    const Tensor all_targets = narrow(lab, 1, 1, n);
+    const Tensor targets = reshape(
+        contiguous(shard::context_shard(all_targets, 1, context_.degree, context_.index)),
+        {b * (n / context_.degree)});
+    auto valid = [](const Tensor& x) {
+      int64_t count = 0;
+      for (double v : contiguous(x).to_vector()) count += v != -100;
+      return count;
+    };
+    const int64_t local = valid(targets), total = valid(all_targets);
+    const Tensor logits = flat_f32(head(run(in, nullptr, &context_, t)));
+    // Σ = mean · count; a rank whose targets are all ignored adds a zero that still reaches its
+    // parameters (every rank runs the same backward).
+    Tensor l = local > 0 ? mul(mean_ce(logits, targets), double(local) / double(std::max<int64_t>(total, 1)))
+                         : mul(sum(logits), 0.0);
+    // Aux losses over this rank's tokens only, weighed so the cp ranks' shares sum to one.
+    return add_aux_losses(l, 1.0 / double(context_.degree));
+  }
+  const Tensor logits = head(hidden_states(ids));  // [B, T, V_local]
+  Tensor shifted = flat_f32(narrow(logits, 1, 0, t - 1));
+  Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
+  return add_aux_losses(mean_ce(shifted, targets), 1.0);
+}
+
+Tensor CausalLM::add_aux_losses(Tensor l, double scale) const {
+  auto plus = [&](const Tensor& a) { l = add(l, scale == 1.0 ? a : mul(a, scale)); };
   for (const auto& layer : model->layers)
-    if (Tensor aux = layer->mlp->aux_loss(); aux.defined()) l = add(l, aux);
+    if (Tensor aux = layer->mlp->aux_loss(); aux.defined()) plus(aux);
   if (config_.output_router_logits && config_.router_aux_loss_coef != 0.0) {
     std::vector<Tensor> router;
     for (const auto& layer : model->layers)
       if (Tensor r = layer->mlp->router_logits(); r.defined()) router.push_back(r);
     if (!router.empty())
-      l = add(l, load_balancing_loss(router, config_.num_experts, config_.num_experts_per_tok) *
-                     config_.router_aux_loss_coef);
+      plus(load_balancing_loss(router, config_.num_experts, config_.num_experts_per_tok) *
+           config_.router_aux_loss_coef);
   }
   return l;
 }

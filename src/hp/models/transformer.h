@@ -26,12 +26,34 @@ struct LayerCache {
   Tensor k, v;
 };
 
+// How the sequence is split over context-parallel ranks (installed by the parallelize step): of
+// every row of L tokens this rank holds the zigzag spans shard::context_spans(L, degree, index)
+// (shard/context_parallel.h), concatenated; `attention` is causal attention over the whole
+// sequence from those rows: q [B, Hq, T, D], k, v [B, Hkv, T, D], softmax scale → [B, Hq, T, D].
+struct ContextSplit {
+  int64_t degree = 1, index = 0;
+  std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, double)> attention;
+};
+
 // Per-forward context handed to every attention block.
 struct AttentionContext {
-  int64_t start = 0;             // position of the first token of x (the cache length)
-  RotaryTables* rope = nullptr;  // the model's shared tables
-  LayerCache* cache = nullptr;   // null: no cache (training / plain forward)
+  int64_t start = 0;                      // position of the first token of x (the cache length)
+  RotaryTables* rope = nullptr;           // the model's shared tables
+  LayerCache* cache = nullptr;            // null: no cache (training / plain forward)
+  const ContextSplit* context = nullptr;  // null: x holds whole rows
+  // With `context`: the length of the whole row as one rank would run it (the loss's rows include
+  // a last token whose logits go unused), so length-dependent RoPE (dynamic NTK) matches it;
+  // 0: T · degree.
+  int64_t row_length = 0;
 };
+
+// cos/sin [T, rope dim / 2] (f32) for the T tokens of this forward: positions [start, start + T),
+// or this rank's spans of a context-parallel row of T · degree tokens.
+std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t);
+// Causal attention q [B, Hq, T, D] × k, v [B, Hkv, S, D] (`causal` false: every key visible),
+// across the context-parallel ranks when `context` is set (training: causal, S = T).
+Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
+              bool causal, double scale);
 
 class AttentionBlock : public nn::Module {
  public:
@@ -163,6 +185,11 @@ class CausalLM : public nn::Module {
   KVCache new_cache() const;
   // Installs the vocabulary split of a tensor-parallel head (parallelize step).
   void set_vocab_split(VocabSplit s) { vocab_split_ = std::move(s); }
+  // Installs the sequence split of context parallelism (parallelize step): loss() then trains on
+  // this rank's spans of each row and returns its share of the loss (the shares of the cp ranks
+  // sum to the whole loss, as their gradients do).
+  void set_context_split(ContextSplit s) { context_ = std::move(s); }
+  const ContextSplit& context_split() const { return context_; }
 
   std::shared_ptr<DecoderModel> model;
   std::shared_ptr<nn::Linear> lm_head;  // null when tied
@@ -171,9 +198,14 @@ class CausalLM : public nn::Module {
  private:
   // h [B, T, hidden] → this rank's logit columns [B, T, V_local] (all without a vocab split).
   Tensor head(const Tensor& h) const;
+  Tensor run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
+             int64_t row_length = 0);
+  // l + scale · (each feed-forward aux loss, then the router load-balancing loss), in that order.
+  Tensor add_aux_losses(Tensor l, double scale) const;
 
   ModelConfig config_;
   VocabSplit vocab_split_;
+  ContextSplit context_;
   RotaryTables rope_;
 };
 

@@ -145,7 +145,9 @@ void PlanEntryConfig::describe(Schema& s) {
 }
 
 void ParallelConfig::describe(Schema& s) {
-  s.add("dp_shard", &dp_shard, "FSDP degree (ranks sharding parameters; -1 = world / dp_replicate)")
+  s.add("dp_shard", &dp_shard,
+        "data-parallel shard degree (FSDP shards parameters over dp_shard × cp ranks; -1 = world "
+        "/ (dp_replicate × cp × tp))")
       .check([this] {
         return dp_shard == -1 || dp_shard >= 1
                    ? std::string()
@@ -154,6 +156,14 @@ void ParallelConfig::describe(Schema& s) {
   s.add("dp_replicate", &dp_replicate, "replicated data-parallel degree (HSDP when > 1)").min(1);
   s.add("tp", &tp, "tensor-parallel degree (attention heads, MLP and vocabulary split over tp)")
       .min(1);
+  s.add("cp", &cp,
+        "context-parallel degree: every sequence split over cp ranks (training.seq_len must "
+        "divide by 2 × cp: the load-balanced zigzag layout)")
+      .min(1);
+  s.add("cp_method", &cp_method,
+        "ring (K/V blocks passed around the ring, overlapped with attention) | alltoall "
+        "(Ulysses: heads split over cp; the query heads per tp rank must divide by cp)")
+      .choices({"ring", "alltoall"});
   s.add("sequence_parallel", &sequence_parallel,
         "with tp > 1: norms and the residual stream hold this rank's slice of the sequence "
         "(Megatron-SP; not for MoE models)");
@@ -278,6 +288,18 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
          std::to_string(t.batch_size) +
              " does not divide into grad_accum × dp_shard × dp_replicate = " +
              std::to_string(split) + " equal micro-batches");
+  // Context parallelism: each rank holds 2 of the 2·cp equal chunks of a row's seq_len positions.
+  if (c.parallel.cp > 1 && t.seq_len >= 1 && t.seq_len % (2 * c.parallel.cp) != 0)
+    fail("training.seq_len", std::to_string(t.seq_len) + " does not split into 2 × parallel.cp = " +
+                                 std::to_string(2 * c.parallel.cp) +
+                                 " equal chunks (context parallelism's load-balanced layout)");
+  if (c.parallel.cp > 1 && c.parallel.cp_method == "alltoall" && m.heads >= 1 &&
+      c.parallel.tp >= 1 && m.heads % c.parallel.tp == 0 &&
+      (m.heads / c.parallel.tp) % c.parallel.cp != 0)
+    fail("parallel.cp", std::to_string(c.parallel.cp) + " does not divide the query heads per " +
+                            "tp rank (model.heads " + std::to_string(m.heads) + " / parallel.tp " +
+                            std::to_string(c.parallel.tp) +
+                            "), which Ulysses (cp_method alltoall) splits; use cp_method ring");
   if (c.low_precision.recipe == "mxfp8" && c.low_precision.modules.empty())
     fail("low_precision.modules", "must not be empty with recipe mxfp8");
   // (model.arch not buildable from sizes is the field's own check.)

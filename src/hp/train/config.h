@@ -114,7 +114,8 @@ struct PlanEntryConfig {
 };
 
 struct ParallelConfig {
-  int64_t dp_shard = -1, dp_replicate = 1, tp = 1;
+  int64_t dp_shard = -1, dp_replicate = 1, tp = 1, cp = 1;
+  std::string cp_method = "ring";  // ring | alltoall (shard/context_parallel.h)
   bool sequence_parallel = true;
   std::vector<PlanEntryConfig> plan;  // overrides of the architecture's TP plan, per module
   FsdpConfig fsdp;

@@ -8,6 +8,7 @@
 #include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
 #include "hp/mx/convert.h"
+#include "hp/shard/context_parallel.h"
 #include "hp/shard/vocab_parallel.h"
 #include "hp/train/state.h"
 
@@ -136,6 +137,25 @@ shard::ShardedParameters apply_tensor_parallel(models::CausalLM& model, const La
   return tp;
 }
 
+// Step 2: the sequence split over cp (the parameters stay whole over cp).
+void apply_context_parallel(models::CausalLM& model, const Layout& l, const ParallelConfig& p) {
+  if (l.cp == 1) return;
+  const shard::ContextMethod method = shard::context_method_from_name(p.cp_method);
+  const int64_t heads = model.config().num_attention_heads;
+  if (method == shard::ContextMethod::alltoall && (heads / l.tp) % l.cp != 0)
+    HP_THROW(ValueError, "train", "parallel.cp = ", l.cp, " does not divide the query heads per ",
+             "tp rank (num_attention_heads ", heads, " / parallel.tp ", l.tp,
+             "), which Ulysses (parallel.cp_method alltoall) splits; use cp_method ring");
+  models::ContextSplit split;
+  split.degree = l.cp;
+  split.index = l.cp_rank;
+  split.attention = [comm = l.cp_comm, method](const Tensor& q, const Tensor& k, const Tensor& v,
+                                               double scale) {
+    return shard::context_attention(q, k, v, scale, method, comm);
+  };
+  model.set_context_split(std::move(split));
+}
+
 }  // namespace
 
 optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
@@ -179,23 +199,31 @@ Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
   const ParallelConfig& p = cfg.parallel;
   Layout l;
   l.tp = p.tp;
+  l.cp = p.cp;
   l.dp_replicate = p.dp_replicate;
   // parse_config rejects these; a Config built in code must not reach the divisions below.
   for (const auto& [key, v] :
        {std::pair<const char*, int64_t>{"parallel.dp_replicate", p.dp_replicate},
         {"parallel.tp", p.tp},
+        {"parallel.cp", p.cp},
         {"training.grad_accum", cfg.training.grad_accum}})
     if (v < 1) HP_THROW(ValueError, "train", key, " must be >= 1, got ", v);
   if (p.dp_shard != -1 && p.dp_shard < 1)
     HP_THROW(ValueError, "train", "parallel.dp_shard must be -1 or >= 1, got ", p.dp_shard);
-  if (n % (p.dp_replicate * p.tp) != 0)
-    HP_THROW(ValueError, "train", "parallel.dp_replicate × parallel.tp = ", p.dp_replicate, " × ",
-             p.tp, " does not divide the world size ", n, " (launched ranks)");
-  l.dp_shard = p.dp_shard == -1 ? n / (p.dp_replicate * p.tp) : p.dp_shard;
-  if (l.dp_replicate * l.dp_shard * l.tp != n)
+  const int64_t fixed = p.dp_replicate * p.cp * p.tp;
+  if (n % fixed != 0)
+    HP_THROW(ValueError, "train", "parallel.dp_replicate × parallel.cp × parallel.tp = ",
+             p.dp_replicate, " × ", p.cp, " × ", p.tp, " does not divide the world size ", n,
+             " (launched ranks)");
+  l.dp_shard = p.dp_shard == -1 ? n / fixed : p.dp_shard;
+  if (l.dp_replicate * l.dp_shard * l.cp * l.tp != n)
     HP_THROW(ValueError, "train",
-             "parallel.dp_replicate × parallel.dp_shard × parallel.tp = ", l.dp_replicate, " × ",
-             l.dp_shard, " × ", l.tp, " must equal the world size ", n, " (launched ranks)");
+             "parallel.dp_replicate × parallel.dp_shard × parallel.cp × parallel.tp = ",
+             l.dp_replicate, " × ", l.dp_shard, " × ", l.cp, " × ", l.tp,
+             " must equal the world size ", n, " (launched ranks)");
+  if (cfg.training.seq_len % (2 * l.cp) != 0 && l.cp > 1)
+    HP_THROW(ValueError, "train", "training.seq_len = ", cfg.training.seq_len,
+             " does not split into 2 × parallel.cp = ", 2 * l.cp, " equal chunks");
   l.dp_size = static_cast<int>(l.dp_replicate * l.dp_shard);
   const int64_t split = cfg.training.grad_accum * l.dp_size;
   if (cfg.training.batch_size % split != 0)
@@ -204,12 +232,17 @@ Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
              " equal micro-batches");
   l.mesh = std::make_shared<shard::DeviceMesh>(
       std::vector<std::pair<std::string, int64_t>>{
-          {"dp_replicate", l.dp_replicate}, {"dp_shard", l.dp_shard}, {"tp", l.tp}},
+          {"dp_replicate", l.dp_replicate}, {"dp_shard", l.dp_shard * l.cp}, {"tp", l.tp}},
       world);
-  l.dp_rank = static_cast<int>(l.mesh->coordinate(0) * l.dp_shard + l.mesh->coordinate(1));
+  const int64_t shard_coord = l.mesh->coordinate(1);  // dp_shard index · cp + cp index
+  l.dp_rank = static_cast<int>(l.mesh->coordinate(0) * l.dp_shard + shard_coord / l.cp);
+  l.cp_rank = static_cast<int>(shard_coord % l.cp);
   l.shard_comm = l.mesh->axis_comm("dp_shard");
   if (l.dp_replicate > 1) l.replicate_comm = l.mesh->axis_comm("dp_replicate");
   l.tp_comm = l.mesh->axis_comm("tp");
+  // cp groups: the ranks of one shard group with the same dp_shard index (neighbours in it).
+  l.cp_comm = l.cp == 1 ? l.shard_comm->split(static_cast<int>(l.shard_comm->rank()), 0)
+                        : l.shard_comm->split(static_cast<int>(shard_coord / l.cp), l.cp_rank);
   l.model_comm = l.tp == 1 ? l.shard_comm : l.mesh->sub_mesh({"dp_shard", "tp"})->comm();
   return l;
 }
@@ -226,12 +259,14 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   // 1. TP / SP.
   const shard::ShardedParameters tp =
       apply_tensor_parallel(model, l, out.sequence_parallel, cfg.parallel.plan);
-  // 2. MXFP8 (the kernel hook sits under the TP wrappers).
+  // 2. CP.
+  apply_context_parallel(model, l, cfg.parallel);
+  // 3. MXFP8 (the kernel hook sits under the TP wrappers).
   if (cfg.low_precision.recipe == "mxfp8")
     out.mx_modules = mx::convert_to_mx(model, mx_convert_spec(cfg.low_precision));
-  // 3. Recompute (FSDP's wrappers go outside it, so a recomputed forward re-gathers).
+  // 4. Recompute (FSDP's wrappers go outside it, so a recomputed forward re-gathers).
   out.recompute_modules = models::apply_recompute(model, recompute_spec(cfg.recompute));
-  // 4. FSDP over dp_shard (HSDP over dp_replicate), on the TP-local tensors.
+  // 5. FSDP over dp_shard × cp (HSDP over dp_replicate), on the TP-local tensors.
   out.fsdp =
       std::make_unique<fsdp::FsdpModel>(model, fsdp::groups_by_glob(model, {"model.layers.*"}),
                                         l.shard_comm, l.replicate_comm, fsdp_options(cfg));

@@ -8,10 +8,17 @@
 //   2. MXFP8     low_precision.recipe mxfp8: matched Linears / expert sets run MX kernels (inside
 //                the TP wrappers: the kernel hook is the innermost GEMM)
 //   3. recompute activation checkpoint regions on decoder layers or their blocks
-//   4. FSDP      every decoder layer and the root become groups whose TP-local tensors are
-//                sharded on dim 0 over dp_shard (HSDP: replicated over dp_replicate); mixed
-//                precision is this step over a world of one
-// (expert, context and pipeline parallelism and offload will be further steps of this function.)
+//   2. CP        context parallelism over the cp ranks: loss() trains on this rank's zigzag spans
+//                of every row and attention runs across the ranks (ring or Ulysses,
+//                shard/context_parallel.h); parameters stay whole over cp
+//   3. MXFP8     low_precision.recipe mxfp8: matched Linears / expert sets run MX kernels (inside
+//                the TP wrappers: the kernel hook is the innermost GEMM)
+//   4. recompute activation checkpoint regions on decoder layers or their blocks
+//   5. FSDP      every decoder layer and the root become groups whose TP-local tensors are
+//                sharded on dim 0 over dp_shard × cp (torchtitan's dp_shard_cp: the cp ranks
+//                hold the same parameters, so they shard them too; HSDP: replicated over
+//                dp_replicate); mixed precision is this step over a world of one
+// (expert and pipeline parallelism and offload will be further steps of this function.)
 //
 // Every trained parameter is then described once, as a DTensor over the mesh (global shape and one
 // placement per axis, e.g. (Replicate, Shard(0), Shard(1)) for a row-parallel weight under FSDP):
@@ -42,17 +49,24 @@ class CausalLM;
 
 namespace hp::train {
 
-// The ranks: world = dp_replicate × dp_shard × tp, outermost first (tp innermost, so a TP group
-// is neighbouring ranks). Resolves dp_shard -1 and checks the degrees against the world size, the
-// model (heads) and the batch split. Throws ValueError("[train] ...") naming the keys and values.
+// The ranks: world = dp_replicate × dp_shard × cp × tp, outermost first (tp innermost, so a TP
+// group is neighbouring ranks; a cp group is neighbouring TP groups). Resolves dp_shard -1 and
+// checks the degrees against the world size, the model (heads) and the batch split. Throws
+// ValueError("[train] ...") naming the keys and values.
+//
+// The parameters' mesh has three axes: "dp_replicate", "dp_shard" and "tp", where "dp_shard"
+// spans dp_shard × cp ranks (the FSDP shard group; the cp ranks of a data-parallel slice sit next
+// to each other inside it). The cp split itself is the sequence's, not the parameters'.
 struct Layout {
-  int64_t dp_replicate = 1, dp_shard = 1, tp = 1;
+  int64_t dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1;
   int dp_rank = 0, dp_size = 1;  // this rank's data-parallel slice of the global batch
-  shard::MeshPtr mesh;           // axes "dp_replicate", "dp_shard", "tp"
-  dist::CommPtr shard_comm;      // dp_shard (FSDP)
+  int cp_rank = 0;               // this rank's place in the sequence split
+  shard::MeshPtr mesh;           // axes "dp_replicate", "dp_shard" (dp_shard × cp ranks), "tp"
+  dist::CommPtr shard_comm;      // dp_shard × cp (FSDP)
   dist::CommPtr replicate_comm;  // dp_replicate (HSDP); null when 1
+  dist::CommPtr cp_comm;         // cp
   dist::CommPtr tp_comm;         // tp
-  dist::CommPtr model_comm;      // dp_shard × tp: the ranks that hold one copy of the model
+  dist::CommPtr model_comm;      // dp_shard × cp × tp: the ranks that hold one copy of the model
 };
 Layout parallel_layout(const Config& cfg, const dist::CommPtr& world);
 

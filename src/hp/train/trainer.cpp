@@ -198,10 +198,15 @@ void describe_run(const Config& cfg, const TrainResult& res, const data::TokenDa
     tp = std::string(" × tp ") + std::to_string(layout.tp) +
          (par.sequence_parallel ? " (sequence parallel)" : " (no sequence parallelism)") +
          ", vocabulary-parallel head and loss";
+  std::string cp;
+  if (layout.cp > 1)
+    cp = " × cp " + std::to_string(layout.cp) + " (" + cfg.parallel.cp_method + ", " +
+         std::to_string(cfg.training.seq_len / layout.cp) + " of " +
+         std::to_string(cfg.training.seq_len) + " tokens per rank)";
   log.message("parallel: " + std::to_string(layout.mesh->size()) + " rank(s), dp_replicate " +
               std::to_string(layout.dp_replicate) + " × dp_shard " +
-              std::to_string(layout.dp_shard) + tp + "; params " + cfg.training.mixed_precision +
-              " compute, f32 masters");
+              std::to_string(layout.dp_shard) + cp + tp + "; params " +
+              cfg.training.mixed_precision + " compute, f32 masters");
   if (!res.mx_modules.empty()) {
     std::string list;
     for (const auto& m : res.mx_modules) list += (list.empty() ? "" : ", ") + m;

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# hp train with context parallelism (the parallelize step's CP): at cp 2 every step's loss equals
+# the 1-rank run's within 1e-5 relative (f32; attention blocks merged by log-sum-exp, gradients
+# summed in another order), by ring attention and by Ulysses, with tp 2 × cp 2 at 4 ranks, with a
+# DeepSeek-V3 (MLA + MoE) fixture, and with recompute; a run saved at cp 2 resumes at cp 1 with the
+# uninterrupted run's losses; bad degrees and lengths fail naming the numbers.
+# Usage: train_cp.sh HP_BINARY REPO_ROOT
+source "$(dirname "$0")/../script_lib.sh" "$@"
+cat > "$dir/run.yaml" <<YAML
+model: {arch: qwen3, hidden: 32, layers: 2, heads: 4, kv_heads: 2, intermediate: 64, vocab: 259,
+        tie_embeddings: true}
+data: {path: $dir/corpus.txt}
+optimizer: {name: adamw, lr: 0.01}
+training: {steps: 8, batch_size: 4, seq_len: 48, seed: 3, mixed_precision: f32}
+parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
+metrics: {log_every: 1, progress: lines}
+checkpoint: {interval: 0, save_final: false}
+YAML
+losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1/metrics.jsonl"; }
+# compare NAME REF RUN TOLERANCE: the runs' per-step losses agree within TOLERANCE (relative).
+compare() {
+  paste <(losses "$2") <(losses "$3") | awk -v name="$1" -v tol="$4" '
+    { d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > worst) worst = r }
+    END { printf "%s: %d steps, worst relative difference %.3g\n", name, NR, worst
+          exit !(NR == 8 && worst < tol) }'
+}
+run() {  # run NAME RANKS ARGS...: a run directory $dir/NAME
+  local name=$1 n=$2
+  shift 2
+  "$hp" launch -n "$n" -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/$name" "$@" \
+    > "$dir/$name.log"
+}
+run ref 1
+for method in ring alltoall; do
+  run "cp_$method" 2 --set parallel.cp=2 --set parallel.cp_method=$method
+  grep -q "cp 2 ($method, 24 of 48 tokens per rank)" "$dir/cp_$method.log"
+  compare "cp 2 ($method) vs 1 rank" "$dir/ref" "$dir/cp_$method" 1e-5
+done
+run cp_recompute 2 --set parallel.cp=2 --set recompute.mode=full
+compare "cp 2 with recompute full vs 1 rank" "$dir/ref" "$dir/cp_recompute" 1e-5
+# cp 2 × dp_shard 2 (FSDP over all 4 ranks) and tp 2 × cp 2 (with sequence parallelism).
+run cp_dp 4 --set parallel.cp=2
+compare "dp_shard 2 × cp 2 vs 1 rank" "$dir/ref" "$dir/cp_dp" 1e-5
+run cp_tp 4 --set parallel.cp=2 --set parallel.tp=2
+grep -q "cp 2 (ring, 24 of 48 tokens per rank) × tp 2 (sequence parallel)" "$dir/cp_tp.log"
+compare "cp 2 × tp 2 vs 1 rank" "$dir/ref" "$dir/cp_tp" 1e-5
+# MLA with MoE layers: the DeepSeek-V3 fixture's weights, on token ids below its vocabulary (96).
+head -c 20000 "$dir/corpus.txt" |
+  perl -e 'binmode STDIN; binmode STDOUT; local $/; print pack("v*", map { $_ % 96 } unpack("C*", <STDIN>))' \
+  > "$dir/tokens.u16"
+sed -e "s|^model:.*|model: {path: $root/tests/models/fixtures/deepseek_v3}|" -e '/^        tie_emb/d' \
+  -e "s|^data:.*|data: {path: $dir/tokens.u16, format: tokens_u16}|" "$dir/run.yaml" > "$dir/mla.yaml"
+cp "$dir/run.yaml" "$dir/base.yaml"
+cp "$dir/mla.yaml" "$dir/run.yaml"
+run ref_mla 1
+run cp_mla 2 --set parallel.cp=2
+compare "deepseek_v3 (MLA + MoE) cp 2 vs 1 rank" "$dir/ref_mla" "$dir/cp_mla" 1e-5
+cp "$dir/base.yaml" "$dir/run.yaml"
+# Saved at cp 2 after step 4, resumed at cp 1.
+run saved 2 --set parallel.cp=2 --stop-after 4
+grep -q "stopped at step 4" "$dir/saved.log"
+run saved 1 --resume auto
+grep -q "resumed from .* at step 4" "$dir/saved.log"
+compare "saved at cp 2, resumed at cp 1" "$dir/ref" "$dir/saved" 1e-5
+# Bad input: degrees that do not multiply to the world; a length that does not split into 2·cp
+# chunks; heads that Ulysses cannot split.
+expect_error() {  # expect_error NAME RANKS MESSAGE ARGS...
+  local name=$1 n=$2 msg=$3
+  shift 3
+  if run "$name" "$n" "$@" 2> "$dir/$name.err"; then echo "expected an error: $name"; exit 1; fi
+  grep -qF "$msg" "$dir/$name.err" "$dir/$name.log" || { cat "$dir/$name.err"; exit 1; }
+}
+expect_error bad_world 2 \
+  "parallel.dp_replicate × parallel.cp × parallel.tp = 1 × 2 × 2 does not divide the world size 2" \
+  --set parallel.cp=2 --set parallel.tp=2
+expect_error bad_len 2 "training.seq_len: 42 does not split into 2 × parallel.cp = 4 equal chunks" \
+  --set parallel.cp=2 --set training.seq_len=42
+expect_error bad_heads 3 "parallel.cp: 3 does not divide the query heads per tp rank" \
+  --set parallel.cp=3 --set parallel.cp_method=alltoall
