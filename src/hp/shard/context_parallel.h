@@ -60,4 +60,11 @@ struct RingStats {
 };
 RingStats ring_stats();
 
+namespace detail {
+// Benchmarks only: ring attention computes every block on this rank's own K/V and sends nothing
+// (the same kernel work without communication; the results are wrong). Returns the previous
+// setting.
+bool ring_skip_communication(bool skip);
+}  // namespace detail
+
 }  // namespace hp::shard
