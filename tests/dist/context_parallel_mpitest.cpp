@@ -2,8 +2,9 @@
 // Ulysses equal one rank's causal attention over the whole sequence in output and q/k/v gradients
 // (f32, 1e-5 relative, GQA, chunks that cross the flash kernel's blocks); a whole model's loss
 // shares and gradients, summed over the cp ranks, equal the one-rank loss and gradients (Llama,
-// Qwen3 with q/k norms, dynamic / YaRN / Llama-3 RoPE, DeepSeek-V3's MLA with MoE layers; labels
-// with ignored positions); bad lengths and head counts fail naming the numbers.
+// Qwen3 with q/k norms, Qwen3-MoE with its router loss, dynamic / YaRN / Llama-3 RoPE, DeepSeek-V3's
+// MLA with MoE layers; labels with ignored positions); bad lengths and head counts fail naming the
+// numbers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "hp/core/random.h"
 #include "hp/dist/communicator.h"
 #include "hp/models/config.h"
+#include "hp/models/moe.h"
 #include "hp/models/registry.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
@@ -104,6 +106,7 @@ TEST(ContextParallel, UlyssesNeedsHeadsDividingByCp) {
 
 // A whole model: the cp ranks' loss shares and gradients sum to the one-rank loss and gradients.
 void check_model(const models::ModelConfig& c, ContextMethod method, const std::string& name) {
+  const double rel = 1e-5;
   auto world = dist::world();
   const int64_t n = world->size(), len = 2 * n * 6;
   manual_seed(11);
@@ -115,6 +118,10 @@ void check_model(const models::ModelConfig& c, ContextMethod method, const std::
   split.index = world->rank();
   split.attention = [world, method](const Tensor& q, const Tensor& k, const Tensor& v, double s) {
     return context_attention(q, k, v, s, method, world);
+  };
+  split.sum = [world](const std::vector<double>& x) {
+    return world->all_reduce(from_data<double>(x, {int64_t(x.size())}), dist::ReduceOp::sum)
+        .to_vector();
   };
   cp->set_context_split(split);
   // ids [2, len + 1] (the loader's rows: len targets), some labels ignored.
@@ -132,7 +139,7 @@ void check_model(const models::ModelConfig& c, ContextMethod method, const std::
   const std::string what = name + " at cp " + std::to_string(n);
   const double total = world->all_reduce(from_data<double>({l_cp.item()}, {1}), dist::ReduceOp::sum)
                            .to_vector()[0];
-  EXPECT_NEAR(total, l_ref.item(), 1e-5 * std::abs(l_ref.item())) << what << " loss";
+  EXPECT_NEAR(total, l_ref.item(), rel * std::abs(l_ref.item())) << what << " loss";
   const auto rp = ref->named_parameters(), cpp = cp->named_parameters();
   ASSERT_EQ(rp.size(), cpp.size());
   for (size_t i = 0; i < rp.size(); ++i) {
@@ -140,7 +147,7 @@ void check_model(const models::ModelConfig& c, ContextMethod method, const std::
     // Buffers the loss does not reach (DeepSeek's e_score_correction_bias) have none either way.
     ASSERT_EQ(g.defined(), rp[i].second.grad().defined()) << what << " " << cpp[i].first;
     if (!g.defined()) continue;
-    expect_close(world->all_reduce(contiguous(g), dist::ReduceOp::sum), rp[i].second.grad(), 1e-5,
+    expect_close(world->all_reduce(contiguous(g), dist::ReduceOp::sum), rp[i].second.grad(), rel,
                  what + " grad " + rp[i].first);
   }
 }
@@ -153,6 +160,13 @@ TEST(ContextParallel, ModelLossAndGradientsSumToOneRank) {
       if (m == ContextMethod::alltoall && c.num_attention_heads % n != 0) continue;
       check_model(c, m, type + (m == ContextMethod::ring ? " ring" : " alltoall"));
     }
+  // Qwen3-MoE: routing and experts on this rank's tokens. Without the router loss here: the
+  // one-rank forward also routes each row's last token (whose logits the loss never uses), so
+  // its router loss counts L + 1 rows a row and the cp ranks' L (the shares' own exactness is
+  // RouterLossSharesSumToTheWholeLoss).
+  models::ModelConfig moe = models::testing::tiny_config("qwen3_moe", 64, 2);
+  moe.router_aux_loss_coef = 0.0;
+  check_model(moe, ContextMethod::ring, "qwen3_moe ring");
   // Scaled RoPE: positions past max_position_embeddings (dynamic NTK's frequencies follow the
   // whole row's length, not a rank's), YaRN and Llama-3 over a short original context.
   for (const std::string type : {"dynamic", "yarn", "llama3"}) {
@@ -167,6 +181,33 @@ TEST(ContextParallel, ModelLossAndGradientsSumToOneRank) {
   const models::ModelConfig mla =
       models::read_model_config(std::string(HP_SOURCE_DIR) + "/tests/models/fixtures/deepseek_v3");
   check_model(mla, ContextMethod::ring, "deepseek_v3 ring");
+}
+
+// The router loss over rows split across ranks: the ranks' shares (global expert counts) sum to
+// the loss over all rows, and their gradients are that loss's gradients of each rank's rows.
+TEST(ContextParallel, RouterLossSharesSumToTheWholeLoss) {
+  auto world = dist::world();
+  const int64_t n = world->size(), r = world->rank(), rows = 6, experts = 5;
+  manual_seed(3);
+  std::vector<Tensor> all = {randn({rows * n, experts}), randn({rows * n, experts})};
+  for (Tensor& t : all) t.requires_grad_(true);
+  const Tensor whole = models::load_balancing_loss(all, experts, 2);
+  whole.backward();
+  std::vector<Tensor> mine;
+  for (const Tensor& t : all) mine.push_back(contiguous(narrow(t.detach(), 0, r * rows, rows)));
+  for (Tensor& t : mine) t.requires_grad_(true);
+  const Tensor share = models::load_balancing_loss(
+      mine, experts, 2, [world](const std::vector<double>& x) {
+        return world->all_reduce(from_data<double>(x, {int64_t(x.size())}), dist::ReduceOp::sum)
+            .to_vector();
+      });
+  share.backward();
+  const double total =
+      world->all_reduce(from_data<double>({share.item()}, {1}), dist::ReduceOp::sum).to_vector()[0];
+  EXPECT_NEAR(total, whole.item(), 1e-6 * std::abs(whole.item()));
+  for (size_t i = 0; i < all.size(); ++i)
+    expect_close(mine[i].grad(), narrow(all[i].grad(), 0, r * rows, rows), 1e-6,
+                 "router logits grad " + std::to_string(i));
 }
 
 }  // namespace

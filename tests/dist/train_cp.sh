@@ -2,7 +2,8 @@
 # hp train with context parallelism (the parallelize step's CP): at cp 2 every step's loss equals
 # the 1-rank run's within 1e-5 relative (f32; attention blocks merged by log-sum-exp, gradients
 # summed in another order), by ring attention and by Ulysses, with tp 2 × cp 2 at 4 ranks, with a
-# DeepSeek-V3 (MLA + MoE) fixture, and with recompute; a run saved at cp 2 resumes at cp 1 with the
+# DeepSeek-V3 (MLA + MoE) fixture, a Qwen3-MoE and recompute (bf16: within 2%); a run saved at cp 2
+# resumes at cp 1 with the
 # uninterrupted run's losses; bad degrees and lengths fail naming the numbers.
 # Usage: train_cp.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
@@ -38,6 +39,16 @@ for method in ring alltoall; do
 done
 run cp_recompute 2 --set parallel.cp=2 --set recompute.mode=full
 compare "cp 2 with recompute full vs 1 rank" "$dir/ref" "$dir/cp_recompute" 1e-5
+# bf16 compute (attention in f32 either way; bf16 roundings of other sums may differ) and a
+# Qwen3-MoE with its router loss (from the global expert counts; within 1e-3: the one-rank forward
+# also routes each row's last token, whose logits the loss never uses — L + 1 rows a row vs L).
+run ref_bf16 1 --set training.mixed_precision=bf16
+run cp_bf16 2 --set training.mixed_precision=bf16 --set parallel.cp=2
+compare "cp 2 vs 1 rank (bf16)" "$dir/ref_bf16" "$dir/cp_bf16" 0.02
+moe=(--set model.arch=qwen3_moe --set model.experts=4 --set model.experts_per_token=2)
+run ref_moe 1 "${moe[@]}"
+run cp_moe 2 "${moe[@]}" --set parallel.cp=2
+compare "cp 2 vs 1 rank (qwen3_moe)" "$dir/ref_moe" "$dir/cp_moe" 1e-3
 # cp 2 × dp_shard 2 (FSDP over all 4 ranks) and tp 2 × cp 2 (with sequence parallelism).
 run cp_dp 4 --set parallel.cp=2
 compare "dp_shard 2 × cp 2 vs 1 rank" "$dir/ref" "$dir/cp_dp" 1e-5

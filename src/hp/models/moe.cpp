@@ -214,7 +214,7 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
 }
 
 Tensor load_balancing_loss(const std::vector<Tensor>& router_logits, int64_t num_experts,
-                           int64_t top_k) {
+                           int64_t top_k, const VectorSum& sum_over_ranks) {
   if (router_logits.empty())
     HP_THROW(ValueError, "moe", "load_balancing_loss needs at least one layer's router logits");
   std::vector<double> counts(num_experts, 0.0);
@@ -231,7 +231,13 @@ Tensor load_balancing_loss(const std::vector<Tensor>& router_logits, int64_t num
     prob_sum = prob_sum.defined() ? prob_sum + s : s;
     rows += l.size(0);
   }
-  const double r = static_cast<double>(rows);
+  double r = static_cast<double>(rows);
+  if (sum_over_ranks) {
+    counts.push_back(r);
+    counts = sum_over_ranks(counts);
+    r = counts.back();
+    counts.pop_back();
+  }
   return sum(from_vector(counts, {num_experts}) * prob_sum) *
          (static_cast<double>(num_experts) / (r * r));
 }

@@ -12,6 +12,7 @@
 // backward in one autograd Function), never as per-expert matmuls over the whole batch.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -136,7 +137,13 @@ Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& ind
 // Switch/Mixtral auxiliary loss (transformers' load_balancing_loss_func without attention mask):
 // with p = softmax(logits) and f_e = (top-k assignments to e) / rows over all layers' logits,
 // num_experts · Σ_e f_e · mean_rows(p_e). Differentiable through p. Returns a 0-d f32 tensor.
+//
+// When the rows are split over ranks (context parallelism), `sum_over_ranks` adds a vector over
+// them (no gradient): f and the row count are then the global ones and the result is this rank's
+// share, num_experts · Σ_e f_e · (Σ of its p_e) / global rows, so the shares sum to the loss over
+// all rows and each share's gradient is exactly that loss's gradient through this rank's logits.
+using VectorSum = std::function<std::vector<double>(const std::vector<double>&)>;
 Tensor load_balancing_loss(const std::vector<Tensor>& router_logits, int64_t num_experts,
-                           int64_t top_k);
+                           int64_t top_k, const VectorSum& sum_over_ranks = nullptr);
 
 }  // namespace hp::models

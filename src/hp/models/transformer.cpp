@@ -244,26 +244,27 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
     // parameters (every rank runs the same backward).
     Tensor l = local > 0 ? mul(mean_ce(logits, targets), double(local) / double(std::max<int64_t>(total, 1)))
                          : mul(sum(logits), 0.0);
-    // Aux losses over this rank's tokens only, weighed so the cp ranks' shares sum to one.
-    return add_aux_losses(l, 1.0 / double(context_.degree));
+    return add_aux_losses(l, &context_);
   }
   const Tensor logits = head(hidden_states(ids));  // [B, T, V_local]
   Tensor shifted = flat_f32(narrow(logits, 1, 0, t - 1));
   Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
-  return add_aux_losses(mean_ce(shifted, targets), 1.0);
+  return add_aux_losses(mean_ce(shifted, targets), nullptr);
 }
 
-Tensor CausalLM::add_aux_losses(Tensor l, double scale) const {
-  auto plus = [&](const Tensor& a) { l = add(l, scale == 1.0 ? a : mul(a, scale)); };
+Tensor CausalLM::add_aux_losses(Tensor l, const ContextSplit* context) const {
+  const double share = context ? 1.0 / double(context->degree) : 1.0;
   for (const auto& layer : model->layers)
-    if (Tensor aux = layer->mlp->aux_loss(); aux.defined()) plus(aux);
+    if (Tensor aux = layer->mlp->aux_loss(); aux.defined())
+      l = add(l, share == 1.0 ? aux : mul(aux, share));
   if (config_.output_router_logits && config_.router_aux_loss_coef != 0.0) {
     std::vector<Tensor> router;
     for (const auto& layer : model->layers)
       if (Tensor r = layer->mlp->router_logits(); r.defined()) router.push_back(r);
     if (!router.empty())
-      plus(load_balancing_loss(router, config_.num_experts, config_.num_experts_per_tok) *
-           config_.router_aux_loss_coef);
+      l = add(l, load_balancing_loss(router, config_.num_experts, config_.num_experts_per_tok,
+                                     context ? context->sum : nullptr) *
+                     config_.router_aux_loss_coef);
   }
   return l;
 }

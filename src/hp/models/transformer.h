@@ -33,6 +33,8 @@ struct LayerCache {
 struct ContextSplit {
   int64_t degree = 1, index = 0;
   std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, double)> attention;
+  // Adds a vector over the cp ranks (no gradient): the router loss's global expert counts.
+  std::function<std::vector<double>(const std::vector<double>&)> sum;
 };
 
 // Per-forward context handed to every attention block.
@@ -200,8 +202,10 @@ class CausalLM : public nn::Module {
   Tensor head(const Tensor& h) const;
   Tensor run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
              int64_t row_length = 0);
-  // l + scale · (each feed-forward aux loss, then the router load-balancing loss), in that order.
-  Tensor add_aux_losses(Tensor l, double scale) const;
+  // l + each feed-forward aux loss, then the router load-balancing loss, in that order; under
+  // context parallelism (`context`) this rank's shares of them (per-layer aux losses / degree,
+  // the router loss from the global expert counts: moe.h).
+  Tensor add_aux_losses(Tensor l, const ContextSplit* context) const;
 
   ModelConfig config_;
   VocabSplit vocab_split_;

@@ -153,6 +153,10 @@ void apply_context_parallel(models::CausalLM& model, const Layout& l, const Para
                                                double scale) {
     return shard::context_attention(q, k, v, scale, method, comm);
   };
+  split.sum = [comm = l.cp_comm](const std::vector<double>& x) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    return comm->all_reduce(from_data<double>(x, {n}), dist::ReduceOp::sum).to_vector();
+  };
   model.set_context_split(std::move(split));
 }
 
