@@ -25,25 +25,12 @@ namespace {
 
 using namespace hp::kernels;
 
-// Best-of-reps f32 GEMM rate (GFLOP/s) of OpenBLAS on 2048×2048×64 (one head's score product,
-// the block products' shape class) with OpenBLAS on as many threads as the hp pool. Re-measured
-// after each attention benchmark and the best kept: the machine is shared, so a ceiling taken once
-// can catch a busy moment.
+// The f32 GEMM ceiling (bench_common.h) with OpenBLAS on as many threads as the hp pool.
+// Re-measured after each attention benchmark and the best kept: the machine is shared, so a
+// ceiling taken once can catch a busy moment.
 double sgemm_gflops() {
   static double rate = 0;
-  {
-    const int m = 2048, n = 2048, k = 64;
-    std::vector<float> a(size_t(m) * k, 0.5f), b(size_t(k) * n, 0.25f), c(size_t(m) * n);
-    double best = 1e30;
-    for (int r = 0; r < 30; ++r) {
-      auto t0 = std::chrono::steady_clock::now();
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k,
-                  0.0f, c.data(), n);
-      best = std::min(best,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    rate = std::max(rate, 2.0 * m * n * k / best / 1e9);
-  }
+  rate = std::max(rate, hp::bench::sgemm_attention_gflops(30));
   return rate;
 }
 

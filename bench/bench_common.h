@@ -2,6 +2,8 @@
 // figures that every benchmark prints beside its own, as ratios from the same run.
 #pragma once
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -43,6 +45,22 @@ inline double run_peer(const std::string& script, const std::string& args) {
   char* end = nullptr;
   double v = std::strtod(last.c_str(), &end);
   return end == last.c_str() ? std::nan("") : v;
+}
+
+// Best-of-reps f32 GEMM rate (GFLOP/s) of OpenBLAS on 2048×2048×64 (one head's attention score
+// product: the block products' shape class), on the threads OpenBLAS is set to use. The ceiling of
+// the attention benchmarks.
+inline double sgemm_attention_gflops(int reps) {
+  const int m = 2048, n = 2048, k = 64;
+  std::vector<float> a(size_t(m) * k, 0.5f), b(size_t(k) * n, 0.25f), c(size_t(m) * n);
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k,
+                0.0f, c.data(), n);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * m * n * k / best / 1e9;
 }
 
 // "0.93x" or "n/a" when the peer figure is missing.

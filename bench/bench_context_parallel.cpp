@@ -31,20 +31,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Best-of-10 OpenBLAS sgemm 2048×2048×64 on one thread (GFLOP/s).
-double sgemm_gflops_one_core() {
-  openblas_set_num_threads(1);
-  const int m = 2048, n = 2048, k = 64;
-  std::vector<float> a(size_t(m) * k, 0.5f), b(size_t(k) * n, 0.25f), c(size_t(m) * n);
-  double best = 1e30;
-  for (int r = 0; r < 10; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k,
-                0.0f, c.data(), n);
-    best = std::min(best, seconds_since(t0));
-  }
-  return 2.0 * m * n * k / best / 1e9;
-}
 
 struct AttnShape {
   int64_t len, hq, hkv, d;
@@ -93,7 +79,8 @@ int main(int argc, char** argv) {
                 argc > 3 ? std::atoll(argv[3]) : 2, argc > 4 ? std::atoll(argv[4]) : 64};
   const int64_t t = s.len / n;
   const double flops = 7.0 * double(s.len) * double(s.len) * double(s.d) * double(s.hq);
-  const double gemm = sgemm_gflops_one_core();
+  openblas_set_num_threads(1);
+  const double gemm = bench::sgemm_attention_gflops(10);
   set_num_threads(1);
   if (rank == 0)
     std::printf("context-parallel attention, causal f32 fwd+bwd: L %lld, Hq %lld, Hkv %lld, D %lld, "

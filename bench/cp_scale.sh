@@ -34,15 +34,17 @@ step() {  # step CP SEQ_LEN [STEPS]: runs, prints "peak_bytes tokens_per_s" of t
   echo "$(field "$dir/$name" peak_mem_bytes) $(field "$dir/$name" tokens_per_s)"
 }
 fits() { local p; p=$(step "$1" "$2" | cut -d' ' -f1); [ "$p" -gt 0 ] && [ "$p" -le $((cap_mib << 20)) ]; }
-# Longest multiple of 512 tokens that fits: doubling, then bisection.
+# Longest multiple of 128 tokens (divisible by 2·cp up to cp 64) that fits: doubling, then
+# bisection.
+unit=128
 longest() {
-  local cp=$1 lo=0 hi=1
-  while fits "$cp" $((hi * 512)); do lo=$hi; hi=$((hi * 2)); done
+  local cp=$1 lo=0 hi=4
+  while fits "$cp" $((hi * unit)); do lo=$hi; hi=$((hi * 2)); done
   while ((hi - lo > 1)); do
     local mid=$(((lo + hi) / 2))
-    if fits "$cp" $((mid * 512)); then lo=$mid; else hi=$mid; fi
+    if fits "$cp" $((mid * unit)); then lo=$mid; else hi=$mid; fi
   done
-  echo $((lo * 512))
+  echo $((lo * unit))
 }
 echo "1. longest seq_len under ${cap_mib} MiB per rank (allocator peak; qwen3 hidden 128, 2 layers, batch 1):"
 prev=0
@@ -52,7 +54,8 @@ for cp in 1 2 4; do
   if ((prev > 0)); then
     ratio=$(awk -v a="$len" -v b="$prev" 'BEGIN { printf "(%.2fx the previous cp)", a / b }')
   fi
-  echo "  cp $cp: $len tokens $ratio"
+  peak=$(step "$cp" "$len" | cut -d' ' -f1)
+  echo "  cp $cp: $len tokens, peak $((peak >> 20)) MiB $ratio"
   prev=$len
 done
 echo "2. tokens/s at seq_len $speed_len (3 steps, last step; same cores):"

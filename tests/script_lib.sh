@@ -1,6 +1,6 @@
 # Sourced by the `hp train` script tests (tests/*/*.sh) with their arguments HP_BINARY REPO_ROOT:
 # strict mode, $hp and $root, a scratch $dir removed on exit, and $dir/corpus.txt (the first 300 kB
-# of the bundled corpus), and ranks() (this test's live rank processes).
+# of the bundled corpus), ranks() (this test's live rank processes), and the run helpers below.
 set -euo pipefail
 hp=$1
 root=$2
@@ -11,4 +11,21 @@ ranks() {  # the live MPI rank processes of `hp train $dir/run.yaml` (for kill /
   pgrep -f "train $dir/run.yaml" | while read -r p; do
     [ "$(cat /proc/"$p"/comm 2>/dev/null)" = hp ] && grep -qa OMPI_COMM_WORLD_RANK= \
       /proc/"$p"/environ 2>/dev/null && echo "$p"; done || true
+}
+# losses RUN_DIR: the per-step losses of a run, one per line.
+losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1/metrics.jsonl"; }
+# compare NAME REF RUN TOLERANCE [STEPS]: the runs' per-step losses agree within TOLERANCE
+# (relative) over STEPS steps (default 8).
+compare() {
+  paste <(losses "$2") <(losses "$3") | awk -v name="$1" -v tol="$4" -v steps="${5:-8}" '
+    { d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > worst) worst = r }
+    END { printf "%s: %d steps, worst relative difference %.3g\n", name, NR, worst
+          exit !(NR == steps && worst < tol) }'
+}
+# run NAME RANKS ARGS...: hp train $dir/run.yaml on RANKS ranks into $dir/NAME, log $dir/NAME.log.
+run() {
+  local name=$1 n=$2
+  shift 2
+  "$hp" launch -n "$n" -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/$name" "$@" \
+    > "$dir/$name.log"
 }

@@ -43,7 +43,6 @@ training: {steps: 10, batch_size: 12, seq_len: 32, seed: 3, mixed_precision: f32
 metrics: {log_every: 1, progress: lines}
 checkpoint: {interval: 0, save_final: false}
 YAML
-losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1/metrics.jsonl"; }
 "$hp" launch -n 2 -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/shm" > "$dir/shm.log"
 OMPI_MCA_plm_rsh_agent="$dir/agent.sh" OMPI_MCA_btl_tcp_if_include=hpveth \
   OMPI_MCA_oob_tcp_if_include=hpveth timeout 120 ip netns exec "$ns1" \

@@ -17,20 +17,6 @@ parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
 metrics: {log_every: 1, progress: lines}
 checkpoint: {interval: 0, save_final: false}
 YAML
-losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1/metrics.jsonl"; }
-# compare NAME REF RUN TOLERANCE: the runs' per-step losses agree within TOLERANCE (relative).
-compare() {
-  paste <(losses "$2") <(losses "$3") | awk -v name="$1" -v tol="$4" '
-    { d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > worst) worst = r }
-    END { printf "%s: %d steps, worst relative difference %.3g\n", name, NR, worst
-          exit !(NR == 8 && worst < tol) }'
-}
-run() {  # run NAME RANKS ARGS...: a run directory $dir/NAME
-  local name=$1 n=$2
-  shift 2
-  "$hp" launch -n "$n" -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/$name" "$@" \
-    > "$dir/$name.log"
-}
 run ref 1
 for method in ring alltoall; do
   run "cp_$method" 2 --set parallel.cp=2 --set parallel.cp_method=$method

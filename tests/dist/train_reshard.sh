@@ -15,7 +15,6 @@ parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
 metrics: {log_every: 1, progress: lines}
 checkpoint: {interval: 0, save_final: false}
 YAML
-losses() { sed -n 's/.*"loss":\([^,}]*\).*/\1/p' "$1/metrics.jsonl"; }
 for opt in adamw muon; do
   sed "s/OPT/$opt/" "$dir/run.yaml" > "$dir/$opt.yaml"
   "$hp" train "$dir/$opt.yaml" --set run.dir="$dir/ref_$opt" > "$dir/ref_$opt.log"
