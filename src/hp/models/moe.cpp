@@ -11,6 +11,7 @@
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/grouped_gemm.h"
 #include "hp/ops/ops.h"
+#include "hp/shard/expert_parallel.h"
 
 namespace hp::models {
 
@@ -192,8 +193,13 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
              x.desc());
   const Tensor x2 = reshape(x, {-1, opt_.hidden_size});  // [N, hidden]
   RouterOutput r = gate->route(x2);
-  if (grouped_kernel_) {
-    Tensor out = experts_through_kernel(x2, r);
+  if (grouped_kernel_ || ep_) {
+    Tensor out = shard::routed_experts(
+        x2, r.weights, r.indices, opt_.num_experts,
+        [this](const Tensor& xs, const std::vector<int64_t>& counts) {
+          return run_local_experts(xs, counts);
+        },
+        ep_);
     if (shared_experts) out = out + shared_experts->forward(x2);
     return {reshape(out, x.shape()), r.logits};
   }
@@ -443,27 +449,39 @@ struct GroupedExpertsFn {
 
 }  // namespace
 
-Tensor MoEBlock::experts_through_kernel(const Tensor& x2, const RouterOutput& r) const {
-  const int64_t e = opt_.num_experts;
-  const Plan p = make_plan(r.indices, e, opt_.hidden_size, opt_.moe_intermediate_size);
-  const int64_t a = p.tokens * p.k;
-  // Row a of the expert-sorted batch is assignment slot[a] = n·k + j of token n.
-  std::vector<int64_t> slot(p.sorted_slot.begin(), p.sorted_slot.end()), token(slot);
-  for (int64_t& t : token) t /= p.k;
-  const Tensor slot_idx = from_data<int64_t>(slot, {a}), token_idx = from_data<int64_t>(token, {a});
-  const Tensor ends = from_data<int32_t>(p.group_end, {e});
-  auto stacked = [&](std::shared_ptr<nn::Linear> SwiGLUMLP::*proj) {  // [E, out, in]
-    std::vector<Tensor> w;
-    for (const auto& ex : experts) w.push_back((*ex.*proj)->weight);
-    return stack(w, 0);
-  };
-  const Tensor xs = index_select(x2, 0, token_idx);                               // [A, hidden]
-  const Tensor g = grouped_kernel_(xs, ends, stacked(&SwiGLUMLP::gate_proj));     // [A, inter]
-  const Tensor u = grouped_kernel_(xs, ends, stacked(&SwiGLUMLP::up_proj));       // [A, inter]
-  Tensor y = grouped_kernel_(silu(g) * u, ends, stacked(&SwiGLUMLP::down_proj));  // [A, hidden]
-  const Tensor c = index_select(reshape(r.weights, {a}), 0, slot_idx);  // [A] routing weights
-  y = y * unsqueeze(cast(c, y.dtype()), 1);
-  return index_add(zeros({p.tokens, opt_.hidden_size}, y.dtype()), 0, token_idx, y);
+Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const {
+  const shard::ExpertRange mine =
+      ep_ ? shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank())
+          : shard::ExpertRange{0, opt_.num_experts};
+  const auto first = experts.begin() + mine.first, last = first + mine.count;
+  if (grouped_kernel_) {
+    std::vector<int32_t> ends(counts.size());
+    int64_t end = 0;
+    for (size_t e = 0; e < counts.size(); ++e) ends[e] = static_cast<int32_t>(end += counts[e]);
+    const Tensor group_ends = from_data<int32_t>(ends, {mine.count});
+    auto stacked = [&](std::shared_ptr<nn::Linear> SwiGLUMLP::*proj) {  // [E_local, out, in]
+      std::vector<Tensor> w;
+      for (auto ex = first; ex != last; ++ex) w.push_back((**ex.*proj)->weight);
+      return stack(w, 0);
+    };
+    const Tensor g = grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::gate_proj));  // [R, inter]
+    const Tensor u = grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::up_proj));    // [R, inter]
+    return grouped_kernel_(silu(g) * u, group_ends, stacked(&SwiGLUMLP::down_proj));   // [R, hidden]
+  }
+  // The fused f32 grouped experts with one assignment per row (weight 1, the local expert id).
+  const bool f32 = xs.dtype() == DType::f32 && opt_.dtype == DType::f32;
+  auto as_f32 = [&](const Tensor& t) { return f32 ? t : cast(t, DType::f32); };
+  std::vector<Tensor> g, u, d;
+  for (auto ex = first; ex != last; ++ex) {
+    g.push_back(as_f32((*ex)->gate_proj->weight));
+    u.push_back(as_f32((*ex)->up_proj->weight));
+    d.push_back(as_f32((*ex)->down_proj->weight));
+  }
+  std::vector<int64_t> id;
+  for (size_t e = 0; e < counts.size(); ++e) id.insert(id.end(), size_t(counts[e]), int64_t(e));
+  const int64_t rows = xs.size(0);
+  Tensor y = grouped_experts(as_f32(xs), ones({rows, 1}), from_data<int64_t>(id, {rows, 1}), g, u, d);
+  return f32 ? y : cast(y, xs.dtype());
 }
 
 Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,

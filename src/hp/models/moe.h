@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hp/core/tensor.h"
+#include "hp/dist/communicator.h"
 #include "hp/models/transformer.h"
 #include "hp/nn/module.h"
 
@@ -112,17 +113,23 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts {
   // x [..., hidden]; also returns the router logits for load_balancing_loss.
   MoEOutput forward_with_router(const Tensor& x) const;
   const MoEOptions& options() const { return opt_; }
+  // Expert parallelism (installed by the parallelize step): this rank runs only its experts
+  // (shard::local_experts over `ep`) and the assignments travel over `ep`
+  // (shard/expert_parallel.h); null restores every expert local.
+  void set_expert_parallel(dist::CommPtr ep) { ep_ = std::move(ep); }
 
   std::shared_ptr<TopKRouter> gate;
   std::vector<std::shared_ptr<SwiGLUMLP>> experts;
   std::shared_ptr<SwiGLUMLP> shared_experts;  // null unless n_shared_experts > 0
 
  private:
-  // Routed experts [N, hidden] of x2 [N, hidden] through grouped_kernel_.
-  Tensor experts_through_kernel(const Tensor& x2, const RouterOutput& r) const;
+  // This rank's experts over rows sorted by them: xs [R, hidden] with counts[e] rows for each
+  // (shard::LocalExperts), through grouped_kernel_ when set.
+  Tensor run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const;
 
   MoEOptions opt_;
   nn::GroupedKernel grouped_kernel_;
+  dist::CommPtr ep_;
   mutable Tensor last_router_logits_;
 };
 

@@ -14,6 +14,7 @@
 #include "hp/core/error.h"
 #include "hp/kernels/cpu/attention.h"
 #include "hp/ops/ops.h"
+#include "hp/shard/expert_parallel.h"
 
 namespace hp::shard {
 
@@ -270,19 +271,10 @@ Tensor ring_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
   return o;
 }
 
-// All-to-all over dim 0 of [cp·n, ...]: block j to rank j (differentiable: its adjoint is the same
-// exchange of the gradient).
+// All-to-all over dim 0 of [cp·n, ...]: block j to rank j (differentiable).
 Tensor all_to_all_rows(const Tensor& x, const dist::CommPtr& comm) {
-  Tensor y;
-  {
-    autograd::NoGradGuard ng;
-    y = comm->all_to_all(contiguous(x));
-  }
-  if (autograd::needs_grad({x}))
-    autograd::record("AllToAll", {x}, {y}, [comm](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{comm->all_to_all(contiguous(g[0]))};
-    });
-  return y;
+  const std::vector<int64_t> counts(static_cast<size_t>(comm->size()), x.size(0) / comm->size());
+  return all_to_all_v(x, counts, counts, comm);
 }
 
 // Ulysses (context_parallel.h).

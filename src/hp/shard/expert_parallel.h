@@ -1,0 +1,51 @@
+// Routed experts as one pipeline — sort, (exchange), grouped GEMMs, (exchange back), combine —
+// locally or with expert parallelism (EP).
+//
+// Each (token n, slot j) assignment of the router's top-k becomes one row: rows are sorted by
+// expert (stable: an expert's rows keep token order), the experts run over their row groups, and
+// the combine adds weights[n, j] · row into token n (index_add), so the routed output is
+// out[n] = Σ_j weights[n, j] · expert_{indices[n, j]}(x[n]).
+//
+// With EP over a communicator of `ep` ranks, rank s owns experts [s·E/ep, (s+1)·E/ep). The sorted
+// rows are then grouped by owner already; the per-expert row counts are exchanged first (one
+// all-to-all of E integers), the rows go to their owners with one all_to_all_v (dropless: every
+// assignment is sent, no capacity factor), the owner regroups what it received by its local
+// expert (stable by source rank) and runs its experts once over all of it, and the outputs come
+// back by the inverse all_to_all_v to be combined at home. Backward is the same exchanges in
+// reverse (the all_to_all_v is differentiable: its adjoint swaps the counts).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "hp/dist/communicator.h"
+
+namespace hp::shard {
+
+// This rank's experts [first, first + count) of `num_experts` over `ep` ranks. Throws ValueError
+// naming both numbers when the experts do not divide evenly.
+struct ExpertRange {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+ExpertRange local_experts(int64_t num_experts, int64_t ep, int64_t rank);
+
+// Runs this rank's experts over rows sorted by local expert: x_sorted [R, hidden] with counts[e]
+// rows for local expert e (Σ counts = R) → [R, hidden].
+using LocalExperts = std::function<Tensor(const Tensor& x_sorted, const std::vector<int64_t>& counts)>;
+
+// x [N, hidden], weights [N, k] (any float dtype; cast to the experts' output dtype), indices
+// [N, k] integer expert ids in [0, num_experts) → the routed output [N, hidden] (differentiable
+// through x, weights and whatever `local` computes). `ep` null or of size 1: every expert is local.
+// Collective over `ep` otherwise.
+Tensor routed_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,
+                      int64_t num_experts, const LocalExperts& local, const dist::CommPtr& ep);
+
+// x [Σ send_counts, ...]: send_counts[j] rows to rank j → [Σ recv_counts, ...], rank j's rows in
+// order (Communicator::all_to_all_v), differentiable: the gradient goes back the same way with the
+// counts swapped.
+Tensor all_to_all_v(const Tensor& x, const std::vector<int64_t>& send_counts,
+                    const std::vector<int64_t>& recv_counts, const dist::CommPtr& comm);
+
+}  // namespace hp::shard
