@@ -5,7 +5,10 @@ Usage: train_peer.py SPEC.json
 SPEC (written by `hp bench train`, tools/hp/bench.cpp):
   config        the Hugging Face config.json of the model (architectures, model_type, sizes)
   seq_len, batch_size (sequences per optimizer step), grad_accum (micro-batches per step),
-  steps, warmup_steps (steps excluded from the timing, >= 1)
+  warmup        {"min_steps", "window", "tolerance", "max_steps"}: warm up until the last `window`
+                of at least `min_steps` warm-up steps are within `tolerance` (slowest / fastest - 1),
+                or for `max_steps` at most -- the rule hp applies to itself (src/hp/train/step_timer.h)
+  timed_steps   steps timed after the warm-up; their median is the result
   lr, betas, eps, weight_decay, grad_clip (0 = none)   -- torch.optim.AdamW, constant lr
   threads       torch.set_num_threads
   dtype         "bf16": f32 parameters, forward under torch.autocast("cpu", bfloat16), as
@@ -16,10 +19,12 @@ The model is built from the config with random init (transformers' _init_weights
 random token batches of [batch_size / grad_accum, seq_len] (labels = inputs, shifted inside the model as for our
 causal LM loss). Throughput does not depend on the token values. Prints progress on stderr and one
 JSON line on stdout:
-  {"tokens_per_s": mean over the timed steps, "step_s": [timed steps], "loss_first": ..., "loss_last": ...,
-   "num_parameters": ..., "optimizer": "AdamW(fused)" | "AdamW(foreach)"}
+  {"tokens_per_s": tokens per step / median_step_s, "median_step_s": ..., "step_s": [timed steps],
+   "warmup_s": [warm-up steps], "stable": false when the warm-up hit max_steps, "loss_first": ...,
+   "loss_last": ..., "num_parameters": ..., "optimizer": "AdamW(fused)" | "AdamW(foreach)"}
 """
 import json
+import statistics
 import sys
 import time
 
@@ -60,9 +65,12 @@ def main():
     if b % accum:
         sys.exit(f"train_peer: batch_size ({b}) does not split into grad_accum ({accum}) micro-batches")
     vocab = int(spec["config"]["vocab_size"])
-    steps, warmup = int(spec["steps"]), max(1, int(spec.get("warmup_steps", 1)))
-    if steps <= warmup:
-        sys.exit(f"train_peer: steps ({steps}) must exceed warmup_steps ({warmup})")
+    rule = spec["warmup"]
+    min_warmup, window = int(rule["min_steps"]), int(rule["window"])
+    tolerance, max_warmup = float(rule["tolerance"]), int(rule["max_steps"])
+    timed_steps = int(spec["timed_steps"])
+    if not 1 <= window <= min_warmup <= max_warmup or timed_steps < 1:
+        sys.exit(f"train_peer: bad warm-up rule {rule} / timed_steps {timed_steps}")
     bf16 = spec["dtype"] == "bf16"
     clip = float(spec.get("grad_clip", 0.0))
 
@@ -80,18 +88,27 @@ def main():
         opt.zero_grad(set_to_none=True)
         return total
 
-    times, losses = [], []
-    for i in range(steps):
+    def stable(times):
+        last = times[-window:]
+        return len(times) >= min_warmup and max(last) / min(last) - 1 <= tolerance
+
+    warmup, times, losses = [], [], []
+    while len(times) < timed_steps:
         t0 = time.perf_counter()
         loss = step()
         dt = time.perf_counter() - t0
         losses.append(loss)
-        if i >= warmup:
-            times.append(dt)
-        print(f"peer step {i + 1}/{steps} loss {loss:.4f} {dt:.3f}s", file=sys.stderr, flush=True)
+        warm = len(warmup) >= max_warmup or (len(warmup) > 0 and stable(warmup))
+        (times if warm else warmup).append(dt)
+        kind = f"timed {len(times)}/{timed_steps}" if warm else f"warm-up {len(warmup)}"
+        print(f"peer step {len(losses)} ({kind}) loss {loss:.4f} {dt:.3f}s", file=sys.stderr, flush=True)
+    median = statistics.median(times)
     print(json.dumps({
-        "tokens_per_s": b * t * len(times) / sum(times),
+        "tokens_per_s": b * t / median,
+        "median_step_s": median,
         "step_s": times,
+        "warmup_s": warmup,
+        "stable": stable(warmup),
         "loss_first": losses[0],
         "loss_last": losses[-1],
         "num_parameters": sum(p.numel() for p in params),

@@ -17,6 +17,11 @@ inline std::string tokenizer_fixture(const std::string& name) {
   return std::string(HP_TEST_DIR) + "/../io/fixtures/tokenizers/" + name + ".tokenizer.json";
 }
 
+// The committed indexed-dataset fixtures (tools/make_indexed_fixture.py).
+inline std::string indexed_fixture(const std::string& name) {
+  return std::string(HP_TEST_DIR) + "/fixtures/indexed/" + name;
+}
+
 // Writes `bytes` to `path`, creating parent directories.
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -25,6 +30,11 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 }
 
 // Raw little-endian ids (the host is little-endian; dataset.cpp asserts it).
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 template <class T>
 void write_tokens(const std::string& path, const std::vector<T>& ids) {
   write_file(path, std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(T)));

@@ -8,18 +8,21 @@
 #include "data/data_test_util.h"
 #include "hp/core/thread_pool.h"
 #include "hp/data/files.h"
+#include "hp/data/indexed.h"
 #include "hp/io/json.h"
 
 namespace hp::data {
 namespace {
 
+using test::indexed_fixture;
+using test::read_bytes;
 using test::TempDir;
 using test::tokenizer_fixture;
 using test::write_file;
 using test::write_tokens;
 
 std::vector<int32_t> stream_of(const TokenDataset& ds) {
-  return std::vector<int32_t>(ds.tokens(), ds.tokens() + ds.size());
+  return ds.tokens(0, ds.size());
 }
 
 // Byte values of `text`, then the byte-level separator.
@@ -181,9 +184,8 @@ TEST(Dataset, BundledCorpusByteLevel) {
   std::string bytes = detail::read_file(path);
   ASSERT_GT(bytes.size(), 4000000u);
   ASSERT_EQ(ds->size(), static_cast<int64_t>(bytes.size()) + 1);
-  EXPECT_EQ(ds->tokens()[ds->size() - 1], 256);
-  EXPECT_EQ(ds->decode(std::vector<int32_t>(ds->tokens(), ds->tokens() + 200)),
-            bytes.substr(0, 200));
+  EXPECT_EQ(ds->tokens(ds->size() - 1, 1)[0], 256);
+  EXPECT_EQ(ds->decode(ds->tokens(0, 200)), bytes.substr(0, 200));
 }
 
 TEST(Dataset, TokenFilesRoundTrip) {
@@ -206,6 +208,67 @@ TEST(Dataset, TokenFilesRoundTrip) {
   EXPECT_EQ(ds32->num_documents(), 2);
   EXPECT_THROW_MSG(ds32->encode("x"), ValueError, "[data]", "tokens_u32");
   EXPECT_THROW_MSG(ds32->decode({1}), ValueError, "[data]", "tokens_u32");
+}
+
+// data.format indexed: the .bin read front to back through the mapping, with the tokenizer's
+// vocabulary and separator; nothing of it held in memory.
+TEST(Dataset, IndexedIsTheBinFrontToBack) {
+  auto ds = TokenDataset::load({.path = indexed_fixture("corpus"), .format = "indexed"});
+  auto text = TokenDataset::load({.path = indexed_fixture("corpus.txt"), .doc_separator = "\n\n"});
+  EXPECT_TRUE(ds->mapped());
+  EXPECT_FALSE(text->mapped());
+  EXPECT_EQ(stream_of(*ds), stream_of(*text));
+  EXPECT_EQ(ds->num_documents(), 4);
+  EXPECT_EQ(ds->vocab_size(), 257);
+  EXPECT_EQ(ds->separator_id(), 256);
+  EXPECT_EQ(ds->files(), (std::vector<std::string>{indexed_fixture("corpus.bin"),
+                                                   indexed_fixture("corpus.idx")}));
+  EXPECT_EQ(ds->decode(ds->tokens(0, 16)), "In the beginning");
+  EXPECT_EQ(ds->encode("In"), (std::vector<int32_t>{'I', 'n'}));
+  std::vector<int64_t> row(5);
+  ds->read(3, 5, row.data());
+  EXPECT_EQ(row, (std::vector<int64_t>{'t', 'h', 'e', ' ', 'b'}));
+  EXPECT_THROW_MSG(ds->read(ds->size() - 2, 3, row.data()), ValueError, "[data]", "outside");
+  EXPECT_THROW_MSG(ds->find_id_at_least(10), ValueError, "[data]", "not scanned");
+}
+
+TEST(DatasetErrors, IndexedIdsOutsideTheVocabularyAreNamedWhenRead) {
+  // The u16 fixture holds id 65535 (position 4): fine for no tokenizer at load, an error when that
+  // window is read under the byte-level vocabulary, naming the id, its position and the remedy.
+  auto ds = TokenDataset::load({.path = indexed_fixture("u16"), .format = "indexed"});
+  std::vector<int64_t> row(4);
+  ds->read(0, 4, row.data());
+  EXPECT_EQ(row, (std::vector<int64_t>{1, 2, 3, 256}));
+  EXPECT_THROW_MSG(ds->read(2, 4, row.data()), ValueError, "[data]", "u16", "token id 65535",
+                   "position 4", "[0, 257)", "data.tokenizer");
+  // Options of text datasets and float elements are refused at load.
+  EXPECT_THROW_MSG(
+      TokenDataset::load(
+          {.path = indexed_fixture("u16"), .format = "indexed", .doc_separator = "\n"}),
+      ValueError, "[data]", "doc_separator", "indexed");
+  TempDir dir;
+  {
+    IndexedDatasetWriter w(dir.file("f"), IndexedDType::u16);
+    w.add_document(std::vector<int32_t>{1, 2});
+    w.finish();
+  }
+  std::string idx = read_bytes(dir.file("f.idx"));
+  idx[17] = 7;  // float32: 2 elements of 4 bytes
+  write_file(dir.file("f.idx"), idx);
+  write_file(dir.file("f.bin"), std::string(8, '\0'));
+  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("f"), .format = "indexed"}), IoError,
+                   "[data]", "float32", "not token ids");
+  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("nope"), .format = "indexed"}), IoError,
+                   "[data]", "nope.idx", "does not exist");
+}
+
+TEST(Dataset, CompressedTextFilesAreDecompressed) {
+  // read_input is what the text loader reads through: a .gz that is really plain text fails by
+  // name instead of being tokenized as bytes.
+  TempDir dir;
+  write_file(dir.file("a.txt.gz"), "plain");
+  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("a.txt.gz")}), IoError, "[data]",
+                   "a.txt.gz", "gzip");
 }
 
 TEST(DatasetErrors, MissingAndEmptyPaths) {
@@ -282,7 +345,7 @@ TEST(DatasetErrors, Tokenizer) {
   auto ok = TokenDataset::load({.path = dir.file("a.txt"),
                                 .tokenizer = dir.file("nosep.json"),
                                 .separator_token = "<|end-of-doc|>"});
-  EXPECT_EQ(ok->tokens()[ok->size() - 1], 0);
+  EXPECT_EQ(ok->tokens(ok->size() - 1, 1)[0], 0);
 }
 
 TEST(DatasetErrors, InvalidUtf8UnderTokenizer) {

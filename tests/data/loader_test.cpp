@@ -1,11 +1,14 @@
 #include "hp/data/loader.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <set>
 
 #include "data/data_test_util.h"
+#include "hp/data/prepare.h"
 
 namespace hp::data {
 namespace {
@@ -167,6 +170,86 @@ TEST(Loader, PermutationIsUniform) {
   for (uint64_t seed = 0; seed < 6000; ++seed) ++counts[epoch_permutation(3, seed, 0)];
   ASSERT_EQ(counts.size(), 6u);
   for (const auto& [perm, n] : counts) EXPECT_NEAR(n, 1000, 144);
+}
+
+// A prepared (indexed, memory-mapped) dataset feeds the loader exactly the batches of the text it
+// was prepared from, from the start and after set_state (a resume).
+TEST(Loader, IndexedDatasetGivesTheTextBatches) {
+  TempDir dir;
+  std::ifstream in(std::string(HP_TEST_DIR) + "/../../data/kjv.txt", std::ios::binary);
+  std::string text(150000, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  test::write_file(dir.file("kjv.txt"), text);
+  PrepareOptions o;
+  o.inputs = {dir.file("kjv.txt")};
+  o.out = dir.file("kjv");
+  o.doc_separator = "\n\n";
+  prepare_dataset(o);
+  auto from_text = TokenDataset::load({.path = dir.file("kjv.txt"), .doc_separator = "\n\n"});
+  auto mapped = TokenDataset::load({.path = dir.file("kjv"), .format = "indexed"});
+  ASSERT_EQ(mapped->size(), from_text->size());
+  DataLoader a(from_text, 64, 11), b(mapped, 64, 11);
+  auto same = [](const Tensor& x, const Tensor& y) {
+    return x.shape() == y.shape() &&
+           std::equal(x.data<int64_t>(), x.data<int64_t>() + x.numel(), y.data<int64_t>());
+  };
+  // Past an epoch end (150000 / 64 ≈ 2344 windows per epoch; 150 × 2 batches of 9), with the
+  // rows of both data-parallel ranks.
+  for (int step = 0; step < 150; ++step)
+    for (int r = 0; r < 2; ++r)
+      ASSERT_TRUE(same(a.next_batch(9, r, 2), b.next_batch(9, r, 2))) << "step " << step;
+  EXPECT_EQ(a.state(), b.state());
+  EXPECT_EQ(a.state().epoch, 1);
+  DataLoader c(mapped, 64, 11);
+  c.set_state(a.state());
+  for (int step = 0; step < 5; ++step) EXPECT_TRUE(same(a.next_batch(4), c.next_batch(4)));
+  // Both epochs' orders were cached beside the data (and mapped by c instead of recomputed).
+  for (int64_t epoch : {0, 1})
+    EXPECT_TRUE(std::filesystem::exists(shuffle_index_path(dir.file("kjv"), 11, 64, epoch)))
+        << epoch;
+}
+
+// The cached order of an indexed dataset: written once, then mapped; the same values as the
+// in-memory permutation; a file that does not match (another n, a torn header) is rewritten; a
+// directory that cannot be written falls back to memory.
+TEST(Loader, ShuffleIndexIsCachedBesideTheData) {
+  TempDir dir;
+  const std::string prefix = dir.file("data");
+  const std::string path = shuffle_index_path(prefix, 5, 32, 2);
+  EXPECT_EQ(path, prefix + ".shuffle/seed5-len32-epoch2.i64");
+  const std::vector<int64_t> want = epoch_permutation(1000, 5, 2);
+  auto values = [](const EpochOrder& o) {
+    std::vector<int64_t> v;
+    for (int64_t k = 0; k < o.size(); ++k) v.push_back(o[k]);
+    return v;
+  };
+  {
+    EpochOrder first(prefix, 32000, 32, 1000, 5, 2);
+    EXPECT_EQ(first.path(), path);
+    EXPECT_EQ(values(first), want);
+  }
+  ASSERT_EQ(std::filesystem::file_size(path), 48u + 8 * 1000);
+  // Mapped, not recomputed: a value planted in the file is what the next order reads.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(48);
+    const int64_t planted = 999999;
+    f.write(reinterpret_cast<const char*>(&planted), 8);
+  }
+  EXPECT_EQ(EpochOrder(prefix, 32000, 32, 1000, 5, 2)[0], 999999);
+  // Another window count (a re-prepared dataset) or a broken magic: rewritten.
+  EXPECT_EQ(values(EpochOrder(prefix, 32000, 32, 999, 5, 2)), epoch_permutation(999, 5, 2));
+  EXPECT_EQ(std::filesystem::file_size(path), 48u + 8 * 999);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.write("XX", 2);
+  }
+  EXPECT_EQ(values(EpochOrder(prefix, 32000, 32, 999, 5, 2)), epoch_permutation(999, 5, 2));
+  // No writable place beside the data (a file where the directory would be): in memory.
+  test::write_file(dir.file("ro.shuffle"), "a file, not a directory");
+  EpochOrder mem(dir.file("ro"), 32000, 32, 1000, 5, 2);
+  EXPECT_EQ(mem.path(), "");
+  EXPECT_EQ(values(mem), want);
 }
 
 TEST(LoaderErrors, BadArguments) {

@@ -1,9 +1,11 @@
-// `hp bench train`: usage errors, the spec handed to the peer, and the figures reported beside it.
-// Trains a tiny model for a few steps; the peer's Python is tests/tools/fixtures/
-// fake_peer_python.sh (fixed tokens/s), so the test needs no torch.
+// `hp bench train`: usage errors, the spec handed to the peer, the warm-up and timing rule both
+// sides follow, and the figures reported beside the peer's. Trains a tiny model for 10+ steps; the
+// peer's Python is tests/tools/fixtures/fake_peer_python.sh (fixed tokens/s), so the test needs no
+// torch.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -69,7 +71,9 @@ TEST_F(BenchTrain, UsageErrorsExitTwoBeforeTraining) {
       {"bench forward", "expected 'train"},
       {"bench train --steps 0", "--steps expects an integer"},
       {"bench train --peer-dtype f16", "--peer-dtype expects bf16, f32 or both, got 'f16'"},
-      {"bench train --peer-steps 2", "--peer-steps expects an integer in [3,"},
+      {"bench train --steps 4", "--steps expects an integer in [5,"},
+      {"bench train --max-warmup 4", "--max-warmup expects an integer in [5,"},
+      {"bench train --peer-steps 6", "unknown flag '--peer-steps'"},
       {"bench train --no-peer --peer-dtype f32", "--no-peer excludes"},
       {"bench train a.yaml b.yaml", "unexpected argument 'b.yaml'"},
   };
@@ -113,8 +117,12 @@ TEST_F(BenchTrain, PeerGetsTheSameModelShapesAndOptimizer) {
     EXPECT_EQ(spec.at("seq_len"), 16);
     EXPECT_EQ(spec.at("batch_size"), 2);
     EXPECT_EQ(spec.at("grad_accum"), 1);
-    EXPECT_EQ(spec.at("steps"), 3);  // min(training.steps, 6), above the 2 warm-up steps
-    EXPECT_EQ(spec.at("warmup_steps"), 2);
+    // The rule hp times itself with (train/step_timer.h).
+    EXPECT_EQ(spec.at("timed_steps"), 5);
+    EXPECT_EQ(spec.at("warmup").at("min_steps"), 5);
+    EXPECT_EQ(spec.at("warmup").at("window"), 3);
+    EXPECT_DOUBLE_EQ(spec.at("warmup").at("tolerance").get<double>(), 0.10);
+    EXPECT_EQ(spec.at("warmup").at("max_steps"), 30);
     EXPECT_DOUBLE_EQ(spec.at("lr").get<double>(), 0.002);
     EXPECT_DOUBLE_EQ(spec.at("betas").at(0).get<double>(), 0.8);
     EXPECT_DOUBLE_EQ(spec.at("betas").at(1).get<double>(), 0.9);
@@ -129,7 +137,16 @@ TEST_F(BenchTrain, PeerGetsTheSameModelShapesAndOptimizer) {
   EXPECT_EQ(out.at("tokens_per_step"), 32);
   const double ours = out.at("hp").at("tokens_per_s").get<double>();
   ASSERT_GT(ours, 0);
-  EXPECT_EQ(out.at("hp").at("step_s").size(), 2u);  // steps 2 and 3: the first is warm-up
+  // Ours: at least 5 warm-up steps, then 5 timed ones; tokens/s from their median.
+  const auto& hp = out.at("hp");
+  EXPECT_EQ(hp.at("step_s").size(), 5u);
+  EXPECT_GE(hp.at("warmup_s").size(), 5u);
+  EXPECT_LE(hp.at("warmup_s").size(), 30u);
+  std::vector<double> timed = hp.at("step_s").get<std::vector<double>>();
+  std::sort(timed.begin(), timed.end());
+  EXPECT_DOUBLE_EQ(hp.at("median_step_s").get<double>(), timed[2]);
+  EXPECT_DOUBLE_EQ(ours, 32.0 / timed[2]);
+  EXPECT_EQ(out.at("timing").at("statistic"), "median");
   ASSERT_EQ(out.at("peers").size(), 2u);
   const double want[] = {1000, 2000};  // fake_peer_python.sh: bf16, f32
   for (int i = 0; i < 2; ++i) {
@@ -137,6 +154,8 @@ TEST_F(BenchTrain, PeerGetsTheSameModelShapesAndOptimizer) {
     EXPECT_EQ(p.at("dtype"), i == 0 ? "bf16" : "f32");
     EXPECT_TRUE(p.at("ran").get<bool>());
     EXPECT_DOUBLE_EQ(p.at("tokens_per_s").get<double>(), want[i]);
+    EXPECT_EQ(p.at("warmup_s").size(), 5u);
+    EXPECT_TRUE(p.at("stable").get<bool>());
     EXPECT_DOUBLE_EQ(p.at("ratio").get<double>(), ours / want[i]);
     // Same FLOPs per token on both sides, against the same peak (1.0 TFLOP/s in the config).
     const double hp_tflops = out.at("hp").at("tflops").get<double>();
@@ -145,19 +164,24 @@ TEST_F(BenchTrain, PeerGetsTheSameModelShapesAndOptimizer) {
   }
   EXPECT_NE(r.output.find("PyTorch eager, bf16 autocast"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("PyTorch eager, f32"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("GEMM peak 1.0000 TFLOP/s"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("MFU against metrics.peak_tflops = 1.000 TFLOP/s"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("then times 5 steps; figures are from the median timed step"),
+            std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find("WARNING"), std::string::npos) << r.output;
 }
 
 TEST_F(BenchTrain, PeerDtypeDefaultsToOursAndParameterMismatchWarns) {
   const auto r = bench(fake_python() + " FAKE_PEER_PARAMS=7",
                        "--set training.mixed_precision=f32 --set training.grad_accum=2 "
-                       "--peer-steps 4");
+                       "--steps 6 --max-warmup 7");
   ASSERT_EQ(r.code, 0) << r.output;
   const auto spec = read_json(run_dir() / "peer_spec_f32.json");
   EXPECT_EQ(spec.at("dtype"), "f32");
   EXPECT_EQ(spec.at("grad_accum"), 2);
-  EXPECT_EQ(spec.at("steps"), 4);
+  EXPECT_EQ(spec.at("timed_steps"), 6);
+  EXPECT_EQ(spec.at("warmup").at("max_steps"), 7);
   EXPECT_FALSE(fs::exists(run_dir() / "peer_spec_bf16.json"));
   EXPECT_NE(r.output.find("WARNING: the f32 peer has 7 parameters, hp " +
                           std::to_string(kTinyParams)),
@@ -185,12 +209,15 @@ TEST_F(BenchTrain, FailingPeerFailsTheBench) {
 }
 
 TEST_F(BenchTrain, NoPeerAndStepsOverride) {
-  const auto r = bench(fake_python(), "--no-peer --steps 4");
+  // training.steps (3 in the config) does not cut the timing short: the bench runs as many steps
+  // as its rule needs, at most --max-warmup + --steps.
+  const auto r = bench(fake_python(), "--no-peer --steps 6 --max-warmup 5");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("PyTorch"), std::string::npos) << r.output;
   const auto out = read_json(json());
   EXPECT_TRUE(out.at("peers").empty());
-  EXPECT_EQ(out.at("hp").at("step_s").size(), 3u);
+  EXPECT_EQ(out.at("hp").at("step_s").size(), 6u);
+  EXPECT_EQ(out.at("hp").at("warmup_s").size(), 5u);
   EXPECT_FALSE(fs::exists(run_dir() / "peer_spec_bf16.json"));
   // The bench never saves checkpoints (they would be timed with the steps).
   for (const auto& e : fs::directory_iterator(run_dir()))

@@ -1,24 +1,26 @@
-// hp bench train [CONFIG] [--steps N] [--set key=value ...] [--no-peer]
-//                [--peer-dtype bf16|f32|both] [--peer-steps N] [--json FILE]
+// hp bench train [CONFIG] [--steps N] [--max-warmup N] [--set key=value ...] [--no-peer]
+//                [--peer-dtype bf16|f32|both] [--json FILE]
+// hp bench peak [--remeasure] [--dtype f32|bf16|both]   (bench_peak.cpp)
 //
 // Training throughput end to end: runs train::train on CONFIG (default configs/bench_5m.yaml,
 // relative to the current directory; the run log goes to stderr), then the PyTorch peer
 // (bench/peers/train_peer.py) on the same model, shapes and AdamW settings with the same thread
-// count, and prints our tokens/s, TFLOP/s and MFU against the GEMM peak the trainer measured,
-// beside the peer's tokens/s and the ratio (docs/ARCHITECTURE.md §8). The bench never saves
-// checkpoints.
+// count. Both sides are timed the same way (train/step_timer.h): warm-up until the step time is
+// stable, then --steps timed steps, whose median gives tokens/s, TFLOP/s and MFU against the
+// trainer's MFU denominator, beside the ratio hp / peer (docs/ARCHITECTURE.md §8). The bench never
+// saves checkpoints.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "bench_peer.h"
 #include "commands.h"
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/dist/communicator.h"
+#include "hp/train/step_timer.h"
 #include "hp/train/trainer.h"
 
 namespace hp::cli {
@@ -29,7 +31,7 @@ struct BenchOptions {
   std::string config = "configs/bench_5m.yaml";
   std::vector<std::string> sets;
   std::vector<std::string> peer_dtypes;  // empty = no peer
-  int64_t peer_steps = 0;                // 0 = min(training.steps, 6)
+  train::WarmupRule rule;
   std::string json;
 };
 
@@ -37,27 +39,25 @@ BenchOptions parse_options(Args args) {
   BenchOptions o;
   // Checkpoints would be timed as part of the steps; a --set may still ask for them.
   o.sets = {"checkpoint.interval=0", "checkpoint.save_final=false"};
-  reject_unknown_flags(args, {"--set", "--steps", "--peer-dtype", "--peer-steps", "--json"},
+  reject_unknown_flags(args, {"--set", "--steps", "--max-warmup", "--peer-dtype", "--json"},
                        {"--no-peer"});
   std::string v;
   while (take_value(args, "--set", &v)) o.sets.push_back(v);
-  if (take_value(args, "--steps", &v))
-    o.sets.push_back("training.steps=" + std::to_string(parse_int("--steps", v, 1, 1LL << 40)));
+  if (take_value(args, "--steps", &v)) o.rule.timed = parse_int("--steps", v, 5, 1LL << 20);
+  if (take_value(args, "--max-warmup", &v))
+    o.rule.max_warmup = parse_int("--max-warmup", v, o.rule.min_warmup, 1LL << 20);
   const bool no_peer = take_flag(args, "--no-peer");
   std::string dtype;
   const bool has_dtype = take_value(args, "--peer-dtype", &dtype);
   if (has_dtype && dtype != "bf16" && dtype != "f32" && dtype != "both")
     throw UsageError{"--peer-dtype expects bf16, f32 or both, got '" + dtype + "'"};
-  if (take_value(args, "--peer-steps", &v))
-    o.peer_steps = parse_int("--peer-steps", v, kPeerWarmupSteps + 1, 1LL << 40);
   take_value(args, "--json", &o.json);
   if (!args.empty() && args.front().rfind("--", 0) != 0) {
     o.config = args.front();
     args.erase(args.begin());
   }
   reject_leftovers(args);
-  if (no_peer && (has_dtype || o.peer_steps > 0))
-    throw UsageError{"--no-peer excludes --peer-dtype / --peer-steps"};
+  if (no_peer && has_dtype) throw UsageError{"--no-peer excludes --peer-dtype"};
   if (!no_peer) {
     if (dtype == "both")
       o.peer_dtypes = {"bf16", "f32"};
@@ -66,30 +66,15 @@ BenchOptions parse_options(Args args) {
     else
       o.peer_dtypes = {""};  // ours: training.mixed_precision, resolved after loading
   }
+  // Our run lasts until the timer is done (TrainOptions::stop_when); this is its cap.
+  o.sets.push_back("training.steps=" + std::to_string(o.rule.max_warmup + o.rule.timed));
   return o;
-}
-
-double mean(const std::vector<double>& v) {
-  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
 std::string percent(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * x);
   return buf;
-}
-
-// One row of the table: tokens/s and, with the FLOPs per token of our run, TFLOP/s and MFU.
-struct Row {
-  std::string name;
-  size_t timed = 0;
-  double tokens_per_s = 0, step_ms = 0, tflops = 0, mfu = 0;
-  std::string ratio;  // ours / this row
-};
-
-void print_row(const Row& r) {
-  std::printf("%-30s %6zu %11.1f %10.1f %9.4f %7s %9s\n", r.name.c_str(), r.timed, r.tokens_per_s,
-              r.step_ms, r.tflops, percent(r.mfu).c_str(), r.ratio.c_str());
 }
 
 std::string ratio_of(double ours, double theirs) {
@@ -99,41 +84,89 @@ std::string ratio_of(double ours, double theirs) {
   return buf;
 }
 
-}  // namespace
+// One side's timing, hp's or a peer's: median timed step → tokens/s, TFLOP/s, MFU.
+struct Row {
+  std::string name;
+  std::vector<double> warmup_s, timed_s;
+  bool stable = false;
+  double median_s = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
+  std::string ratio;  // ours / this row
+};
 
-int run_bench(const Args& in) {
-  if (in.empty() || in.front() != "train")
-    throw UsageError{"expected 'train [CONFIG] [--steps N] [--set key=value ...] [--no-peer]'"};
-  BenchOptions opt = parse_options(Args(in.begin() + 1, in.end()));
+Row make_row(std::string name, std::vector<double> warmup, std::vector<double> timed, bool stable,
+             double median_s, int64_t tokens, double flops_per_token_per_rank, double peak) {
+  Row r;
+  r.name = std::move(name);
+  r.warmup_s = std::move(warmup);
+  r.timed_s = std::move(timed);
+  r.stable = stable;
+  r.median_s = median_s;
+  r.tokens_per_s = median_s > 0 ? double(tokens) / median_s : 0;
+  r.tflops = flops_per_token_per_rank * r.tokens_per_s / 1e12;
+  r.mfu = peak > 0 ? r.tflops / peak : 0;
+  return r;
+}
+
+void print_row(const Row& r) {
+  const std::string warm = std::to_string(r.warmup_s.size()) + (r.stable ? " " : "*");
+  std::printf("%-30s %7s %6zu %11.1f %9.1f %9.4f %7s %9s\n", r.name.c_str(), warm.c_str(),
+              r.timed_s.size(), r.tokens_per_s, 1e3 * r.median_s, r.tflops, percent(r.mfu).c_str(),
+              r.ratio.c_str());
+}
+
+// The warm-up note of a row that hit the cap.
+std::string unstable_note(const Row& r, const train::WarmupRule& rule) {
+  const size_t n = r.warmup_s.size();
+  double lo = 1e300, hi = 0;
+  for (size_t i = n >= size_t(rule.window) ? n - size_t(rule.window) : 0; i < n; ++i)
+    lo = std::min(lo, r.warmup_s[i]), hi = std::max(hi, r.warmup_s[i]);
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "* %s: not stable after %zu warm-up steps (the last %lld spread %.0f%%)",
+                r.name.c_str(), n, static_cast<long long>(rule.window),
+                lo > 0 && hi > 0 ? 100.0 * (hi / lo - 1) : 0.0);
+  return buf;
+}
+
+nlohmann::ordered_json row_json(const Row& r) {
+  return {{"tokens_per_s", r.tokens_per_s},
+          {"median_step_s", r.median_s},
+          {"step_s", r.timed_s},
+          {"warmup_s", r.warmup_s},
+          {"stable", r.stable},
+          {"tflops", r.tflops},
+          {"mfu", r.mfu}};
+}
+
+int run_bench_train(const Args& args) {
+  BenchOptions opt = parse_options(args);
   const train::Config cfg = train::load_config(opt.config, opt.sets);
   const int threads = num_threads();
-  const int64_t peer_steps =
-      opt.peer_steps > 0
-          ? opt.peer_steps
-          : std::max<int64_t>(kPeerWarmupSteps + 1, std::min<int64_t>(cfg.training.steps, 6));
   for (auto& d : opt.peer_dtypes)
     if (d.empty()) d = cfg.training.mixed_precision;
   // Fail before training when the peer cannot mirror the config.
   if (!opt.peer_dtypes.empty()) peer_model_config_json(cfg);
 
+  train::StepTimer timer(opt.rule);
   train::TrainOptions train_opt;
   train_opt.log = &std::cerr;
+  train_opt.stop_when = [&timer](const train::StepRecord& r) { return timer.add(r.step_s); };
   const train::TrainResult res = train::train(cfg, train_opt);
-  std::vector<double> timed;  // our steps after the warm-up one
-  for (size_t i = 1; i < res.steps.size(); ++i) timed.push_back(res.steps[i].step_s);
-  const double tflops = res.mfu * res.peak_tflops;
-  // Same model and shapes on both sides, so the peer's FLOPs per token are ours.
-  const double flops_per_token = res.tokens_per_s > 0 ? tflops * 1e12 / res.tokens_per_s : 0;
+  const int64_t tokens = cfg.training.batch_size * cfg.training.seq_len;
+  // Same model and shapes on both sides, so the peer's FLOPs per token are ours; per rank, as the
+  // trainer's TFLOP/s.
+  const double flops = res.flops_per_token / double(dist::world()->size());
+  const Row ours =
+      make_row("hp (" + cfg.training.mixed_precision + ")", timer.warmup_s(), timer.timed_s(),
+               timer.stable(), timer.median_s(), tokens, flops, res.peak_tflops);
 
   std::vector<PeerRun> peers;
   for (const auto& d : opt.peer_dtypes) {
-    std::fprintf(stderr, "peer: PyTorch eager %s, %lld steps (%lld warm-up)\n",
-                 d == "bf16" ? "bf16 autocast" : "f32", static_cast<long long>(peer_steps),
-                 static_cast<long long>(kPeerWarmupSteps));
-    peers.push_back(run_train_peer(cfg, d, peer_steps, threads));
+    std::fprintf(stderr, "peer: PyTorch eager %s, warm-up then %lld timed steps\n",
+                 d == "bf16" ? "bf16 autocast" : "f32", static_cast<long long>(opt.rule.timed));
+    peers.push_back(run_train_peer(cfg, d, opt.rule, threads));
   }
 
-  const int64_t tokens = cfg.training.batch_size * cfg.training.seq_len;
   std::printf("\nhp bench train %s\n", opt.config.c_str());
   std::printf("model      %s, %lld parameters\n",
               cfg.model.arch.empty() ? cfg.model.path.c_str() : cfg.model.arch.c_str(),
@@ -146,12 +179,20 @@ int run_bench(const Args& in) {
   std::printf("hp         mixed_precision %s, low_precision %s, recompute %s\n",
               cfg.training.mixed_precision.c_str(), cfg.low_precision.recipe.c_str(),
               cfg.recompute.mode.c_str());
-  std::printf("ceiling    GEMM peak %.4f TFLOP/s (the trainer's MFU denominator)\n\n",
-              res.peak_tflops);
-  std::printf("%-30s %6s %11s %10s %9s %7s %9s\n", "run", "timed", "tokens/s", "ms/step", "TFLOP/s",
-              "MFU", "hp / run");
-  print_row({"hp (" + cfg.training.mixed_precision + ")", timed.size(), res.tokens_per_s,
-             1e3 * mean(timed), tflops, res.mfu, "-"});
+  std::printf("ceiling    MFU against %s\n", res.peak_source.c_str());
+  std::printf(
+      "timing     each side warms up until its last %lld of >= %lld warm-up steps are within "
+      "%.0f%% (at most %lld), then times %lld steps; figures are from the median timed step\n\n",
+      static_cast<long long>(opt.rule.window), static_cast<long long>(opt.rule.min_warmup),
+      100.0 * opt.rule.tolerance, static_cast<long long>(opt.rule.max_warmup),
+      static_cast<long long>(opt.rule.timed));
+  std::printf("%-30s %7s %6s %11s %9s %9s %7s %9s\n", "run", "warm-up", "timed", "tokens/s",
+              "ms/step", "TFLOP/s", "MFU", "hp / run");
+  Row our_row = ours;
+  our_row.ratio = "-";
+  print_row(our_row);
+  std::vector<std::string> notes;
+  if (!ours.stable) notes.push_back(unstable_note(ours, opt.rule));
 
   nlohmann::ordered_json j;
   j["config"] = opt.config;
@@ -159,32 +200,29 @@ int run_bench(const Args& in) {
   j["tokens_per_step"] = tokens;
   j["threads"] = threads;
   j["peak_tflops"] = res.peak_tflops;
-  j["hp"] = {{"mixed_precision", cfg.training.mixed_precision},
-             {"tokens_per_s", res.tokens_per_s},
-             {"step_s", timed},
-             {"tflops", tflops},
-             {"mfu", res.mfu},
-             {"loss_first", res.steps.empty() ? 0.0 : res.steps.front().loss},
-             {"loss_last", res.steps.empty() ? 0.0 : res.steps.back().loss}};
+  j["peak_source"] = res.peak_source;
+  j["timing"] = {{"min_warmup", opt.rule.min_warmup}, {"window", opt.rule.window},
+                 {"tolerance", opt.rule.tolerance},   {"max_warmup", opt.rule.max_warmup},
+                 {"timed_steps", opt.rule.timed},     {"statistic", "median"}};
+  j["hp"] = row_json(ours);
+  j["hp"]["mixed_precision"] = cfg.training.mixed_precision;
+  j["hp"]["loss_first"] = res.steps.empty() ? 0.0 : res.steps.front().loss;
+  j["hp"]["loss_last"] = res.steps.empty() ? 0.0 : res.steps.back().loss;
   j["peers"] = nlohmann::ordered_json::array();
   bool failed = false;
-  std::vector<std::string> notes;
   for (const PeerRun& p : peers) {
     const std::string name =
         p.dtype == "bf16" ? "PyTorch eager, bf16 autocast" : "PyTorch eager, f32";
     nlohmann::ordered_json pj = {
         {"dtype", p.dtype}, {"ran", p.ran}, {"note", p.note}, {"spec", p.spec_path}};
     if (p.ran) {
-      const double peer_tflops = flops_per_token * p.tokens_per_s / 1e12;
-      const double peer_mfu = res.peak_tflops > 0 ? peer_tflops / res.peak_tflops : 0;
-      const std::string ratio = ratio_of(res.tokens_per_s, p.tokens_per_s);
-      print_row({name, p.step_s.size(), p.tokens_per_s, 1e3 * mean(p.step_s), peer_tflops, peer_mfu,
-                 ratio});
-      pj.update({{"tokens_per_s", p.tokens_per_s},
-                 {"step_s", p.step_s},
-                 {"tflops", peer_tflops},
-                 {"mfu", peer_mfu},
-                 {"ratio", res.tokens_per_s / p.tokens_per_s},
+      Row row = make_row(name, p.warmup_s, p.step_s, p.stable, p.median_step_s, tokens, flops,
+                         res.peak_tflops);
+      row.ratio = ratio_of(ours.tokens_per_s, row.tokens_per_s);
+      print_row(row);
+      if (!row.stable) notes.push_back(unstable_note(row, opt.rule));
+      pj.update(row_json(row));
+      pj.update({{"ratio", row.tokens_per_s > 0 ? ours.tokens_per_s / row.tokens_per_s : 0.0},
                  {"num_parameters", p.num_parameters},
                  {"optimizer", p.optimizer},
                  {"loss_first", p.loss_first},
@@ -210,6 +248,17 @@ int run_bench(const Args& in) {
   }
   std::fflush(stdout);
   return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int run_bench(const Args& in) {
+  if (!in.empty() && in.front() == "peak") return run_bench_peak(Args(in.begin() + 1, in.end()));
+  if (in.empty() || in.front() != "train")
+    throw UsageError{
+        "expected 'train [CONFIG] [--steps N] [--set key=value ...] [--no-peer]' or "
+        "'peak [--remeasure]'"};
+  return run_bench_train(Args(in.begin() + 1, in.end()));
 }
 
 }  // namespace hp::cli

@@ -59,6 +59,9 @@ PeerRun parse_result(PeerRun r, const std::string& out, int status) {
     const auto j = nlohmann::json::parse(last);
     r.tokens_per_s = j.at("tokens_per_s").get<double>();
     r.step_s = j.at("step_s").get<std::vector<double>>();
+    r.median_step_s = j.at("median_step_s").get<double>();
+    r.warmup_s = j.at("warmup_s").get<std::vector<double>>();
+    r.stable = j.at("stable").get<bool>();
     r.loss_first = j.at("loss_first").get<double>();
     r.loss_last = j.at("loss_last").get<double>();
     r.num_parameters = j.value("num_parameters", int64_t{0});
@@ -85,8 +88,8 @@ std::string peer_model_config_json(const train::Config& cfg) {
   return models::model_config_to_json(arch_config(cfg));
 }
 
-std::string peer_spec_json(const train::Config& cfg, const std::string& dtype, int64_t steps,
-                           int threads) {
+std::string peer_spec_json(const train::Config& cfg, const std::string& dtype,
+                           const train::WarmupRule& rule, int threads) {
   const auto& o = cfg.optimizer;
   const auto& t = cfg.training;
   ordered_json j;
@@ -94,8 +97,11 @@ std::string peer_spec_json(const train::Config& cfg, const std::string& dtype, i
   j["seq_len"] = t.seq_len;
   j["batch_size"] = t.batch_size;
   j["grad_accum"] = t.grad_accum;
-  j["steps"] = steps;
-  j["warmup_steps"] = kPeerWarmupSteps;
+  j["warmup"] = {{"min_steps", rule.min_warmup},
+                 {"window", rule.window},
+                 {"tolerance", rule.tolerance},
+                 {"max_steps", rule.max_warmup}};
+  j["timed_steps"] = rule.timed;
   j["lr"] = o.lr;
   j["betas"] = o.betas;
   j["eps"] = o.eps;
@@ -112,8 +118,8 @@ std::string peer_python() {
   return py && *py ? py : "python3";
 }
 
-PeerRun run_train_peer(const train::Config& cfg, const std::string& dtype, int64_t steps,
-                       int threads) {
+PeerRun run_train_peer(const train::Config& cfg, const std::string& dtype,
+                       const train::WarmupRule& rule, int threads) {
   PeerRun r;
   r.dtype = dtype;
   const std::string py = peer_python();
@@ -126,7 +132,7 @@ PeerRun run_train_peer(const train::Config& cfg, const std::string& dtype, int64
   r.spec_path = (fs::path(cfg.run.dir) / ("peer_spec_" + dtype + ".json")).string();
   {
     std::ofstream f(r.spec_path);
-    f << peer_spec_json(cfg, dtype, steps, threads);
+    f << peer_spec_json(cfg, dtype, rule, threads);
     if (!f) HP_THROW(IoError, "bench", r.spec_path, ": cannot write the peer spec");
   }
   const std::string cmd = shell_quote(py) + " " +

@@ -29,14 +29,21 @@ int run_config(const Args& args);
 int run_launch(const Args& args);
 int run_ckpt(const Args& args);
 int run_bench(const Args& args);
+int run_bench_peak(const Args& args);  // hp bench peak (bench_peak.cpp)
+int run_data(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
       {"train",
        "CONFIG.yaml [--set key=value ...] [--resume auto|PATH [--allow-config-change] | "
-       "--overwrite]: train a model as the config says",
+       "--overwrite] [--profile]: train a model as the config says",
        run_train},
       {"config", "print the config schema, or the resolved YAML of a run config", run_config},
+      {"data",
+       "prepare INPUT... --out PREFIX [--tokenizer FILE | --model DIR] [--format text|jsonl] "
+       "[--workers N] ...: tokenize corpora into an indexed dataset (data.format: indexed) | "
+       "info PREFIX",
+       run_data},
       {"launch",
        "run a command as N MPI ranks: hp launch -n N [--hosts h1:2,h2:2 | --hostfile F] "
        "[--dry-run] -- CMD",
@@ -54,7 +61,7 @@ inline const std::vector<Command>& commands() {
        run_ckpt},
       {"bench",
        "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "
-       "PyTorch",
+       "PyTorch | peak [--remeasure]: the GEMM peaks MFU divides by",
        run_bench},
   };
   return k;

@@ -9,6 +9,7 @@
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/kernels/cpu/elementwise.h"
 
 namespace hp::autograd {
@@ -169,6 +170,7 @@ void record(const char* name, const std::vector<Tensor>& inputs,
   if (!(force ? t_grad_enabled : needs_grad(inputs))) return;
   auto node = std::make_shared<LambdaNode>(name, std::move(backward));
   node->sequence_nr = g_sequence.fetch_add(1);
+  if (profiler::recording()) node->trace_module = profiler::current_module();
   node->next_edges.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));
   for (size_t k = 0; k < outputs.size(); ++k) {
@@ -254,7 +256,11 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     if (any) {
       for (size_t k = 0; k < in.size(); ++k)
         if (!in[k].defined()) in[k] = zeros(node->output_meta[k].first, node->output_meta[k].second);
-      out = node->apply(std::move(in));
+      {
+        const profiler::Scope scope(
+            profiler::Category::backward, [&] { return node->name(); }, node->trace_module);
+        out = node->apply(std::move(in));
+      }
       if (!retain_graph) node->release_saved();
       HP_CHECK(out.empty() || out.size() == node->next_edges.size(), node->name(), " returned ",
                out.size(), " gradients for ", node->next_edges.size(), " inputs");

@@ -17,6 +17,7 @@
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 
 namespace hp::autograd {
 
@@ -40,6 +41,7 @@ class FunctionCtx {
 
 template <class F>
 std::vector<Tensor> apply_function(const std::vector<Tensor>& inputs) {
+  HP_PROFILE_OP(F::kName);
   auto ctx = std::make_shared<FunctionCtx>();
   for (const Tensor& t : inputs) ctx->needs_input_grad.push_back(t.defined() && t.requires_grad());
   std::vector<Tensor> outs;

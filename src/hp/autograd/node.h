@@ -38,6 +38,9 @@ class Node {
   std::vector<std::pair<Shape, DType>> output_meta;
   // Creation order; backward runs later nodes first.
   uint64_t sequence_nr = 0;
+  // FQN of the module whose forward recorded the node, set only while the profiler records: its
+  // backward time goes to that layer (core/profiler.h).
+  const char* trace_module = nullptr;
 };
 
 // Sink node of a leaf tensor: adds the incoming gradient into tensor.grad (in the leaf's dtype).

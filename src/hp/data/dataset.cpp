@@ -8,7 +8,10 @@
 
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/data/documents.h"
 #include "hp/data/files.h"
+#include "hp/data/indexed.h"
+#include "hp/data/input.h"
 
 namespace hp::data {
 
@@ -26,23 +29,6 @@ struct Document {
   size_t file;  // index into the file list
 };
 
-// Non-empty pieces of `text` between occurrences of `sep` (the whole text if sep is "").
-void split_documents(std::string_view text, std::string_view sep, size_t file,
-                     std::vector<Document>& out) {
-  if (sep.empty()) {
-    if (!text.empty()) out.push_back({text, file});
-    return;
-  }
-  size_t begin = 0;
-  for (;;) {
-    size_t at = text.find(sep, begin);
-    size_t end = at == std::string_view::npos ? text.size() : at;
-    if (end > begin) out.push_back({text.substr(begin, end - begin), file});
-    if (at == std::string_view::npos) return;
-    begin = at + sep.size();
-  }
-}
-
 // Batch b covers documents [starts[b], starts[b + 1]).
 std::vector<size_t> batch_starts(const std::vector<Document>& docs) {
   std::vector<size_t> starts{0};
@@ -58,31 +44,6 @@ std::vector<size_t> batch_starts(const std::vector<Document>& docs) {
   return starts;
 }
 
-io::Tokenizer load_tokenizer(const std::string& path) {
-  try {
-    return io::Tokenizer::from_file(path);
-  } catch (const Error& e) {
-    HP_THROW(IoError, "data", "cannot load tokenizer '", path, "': ", e.what());
-  }
-}
-
-int32_t resolve_separator(const io::Tokenizer& tok, const DatasetOptions& o) {
-  if (!o.separator_token.empty()) {
-    auto id = tok.token_to_id(o.separator_token);
-    if (!id)
-      HP_THROW(ValueError, "data", "separator_token '", o.separator_token,
-               "' is not a token of tokenizer '", o.tokenizer, "'");
-    return *id;
-  }
-  std::string tried;
-  for (const char* name : kAutoSeparatorTokens) {
-    if (auto id = tok.token_to_id(name)) return *id;
-    tried += tried.empty() ? name : std::string(", ") + name;
-  }
-  HP_THROW(ValueError, "data", "tokenizer '", o.tokenizer, "' has none of the separator tokens ",
-           tried, "; set separator_token");
-}
-
 }  // namespace
 
 std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetOptions& o) {
@@ -93,10 +54,14 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetOptions& o) 
     elem_size = 2;
   } else if (o.format == "tokens_u32") {
     elem_size = 4;
-  } else if (o.format != "text") {
+  } else if (o.format != "text" && o.format != "indexed") {
     HP_THROW(ValueError, "data", "unknown dataset format '", o.format, "' for '", o.path,
-             "' (text | tokens_u16 | tokens_u32)");
+             "' (text | tokens_u16 | tokens_u32 | indexed)");
   }
+  if (o.format == "indexed" && !o.doc_separator.empty())
+    HP_THROW(ValueError, "data", "doc_separator '", o.doc_separator,
+             "' applies to text datasets only; '", o.path,
+             "' is an indexed dataset, whose documents were split when it was prepared");
   if (elem_size != 0) {
     for (const auto& [key, value] : {std::pair{"tokenizer", &o.tokenizer},
                                      {"doc_separator", &o.doc_separator},
@@ -106,35 +71,49 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetOptions& o) 
                  o.path, "' has format ", o.format);
     }
   }
+  if (o.format == "indexed") {
+    ds->load_indexed();
+    return ds;
+  }
   ds->files_ = detail::list_files(o.path);
   if (elem_size == 0) {
     ds->load_text();
   } else {
     ds->load_token_files(elem_size);
   }
+  ds->size_ = static_cast<int64_t>(ds->tokens_.size());
   return ds;
 }
 
-void TokenDataset::load_text() {
-  if (options_.tokenizer.empty()) {
-    if (!options_.separator_token.empty())
-      HP_THROW(ValueError, "data", "separator_token '", options_.separator_token,
-               "' needs a tokenizer.json; byte-level text separates documents with id ",
-               kByteSeparator);
-    vocab_size_ = kByteVocab;
-    separator_id_ = kByteSeparator;
-  } else {
-    tokenizer_ = load_tokenizer(options_.tokenizer);
-    vocab_size_ = tokenizer_->vocab_size();
-    separator_id_ = resolve_separator(*tokenizer_, options_);
-  }
+TokenDataset::~TokenDataset() = default;
 
-  // One text per file, all read before splitting: documents view into them.
+void TokenDataset::load_indexed() {
+  encoder_.emplace(options_.tokenizer, options_.separator_token);
+  vocab_size_ = encoder_->vocab_size();
+  separator_id_ = encoder_->separator_id();
+  indexed_ = IndexedDataset::open(options_.path);
+  const IndexedDType t = indexed_->dtype();
+  if (t == IndexedDType::f32 || t == IndexedDType::f64)
+    HP_THROW(IoError, "data", "indexed dataset '", options_.path, "' holds ", indexed_dtype_name(t),
+             " elements, not token ids");
+  files_ = {indexed_bin_path(options_.path), indexed_idx_path(options_.path)};
+  size_ = indexed_->num_tokens();
+  num_documents_ = indexed_->num_documents();
+}
+
+void TokenDataset::load_text() {
+  encoder_.emplace(options_.tokenizer, options_.separator_token);
+  vocab_size_ = encoder_->vocab_size();
+  separator_id_ = encoder_->separator_id();
+
+  // One text per file (decompressed), all read before splitting: documents view into them.
   std::vector<std::string> texts;
-  for (const std::string& path : files_) texts.push_back(detail::read_file(path));
+  for (const std::string& path : files_) texts.push_back(detail::read_input(path));
   std::vector<Document> docs;
   for (size_t f = 0; f < files_.size(); ++f)
-    split_documents(texts[f], options_.doc_separator, f, docs);
+    detail::split_documents(texts[f], options_.doc_separator, [&](std::string_view text, uint64_t) {
+      docs.push_back({text, f});
+    });
   num_documents_ = static_cast<int64_t>(docs.size());
 
   // Each batch encodes its documents (each followed by the separator) into its own buffer; a
@@ -147,8 +126,7 @@ void TokenDataset::load_text() {
     for (size_t d = starts[b]; d < starts[b + 1]; ++d) {
       const Document& doc = docs[d];
       try {
-        std::vector<int32_t> ids = encode_text(doc.text);
-        parts[b].insert(parts[b].end(), ids.begin(), ids.end());
+        encoder_->encode(doc.text, parts[b]);
         parts[b].push_back(separator_id_);
       } catch (const Error& e) {
         size_t offset = static_cast<size_t>(doc.text.data() - texts[doc.file].data());
@@ -207,35 +185,55 @@ void TokenDataset::load_token_files(int elem_size) {
   vocab_size_ = int64_t{max_id} + 1;
 }
 
-std::vector<int32_t> TokenDataset::encode(const std::string& text) const {
-  if (options_.format != "text")
-    HP_THROW(ValueError, "data", "encode needs a text dataset; '", options_.path, "' has format ",
-             options_.format);
-  return encode_text(text);
+void TokenDataset::read(int64_t begin, int64_t count, int64_t* dst) const {
+  if (begin < 0 || count < 0 || begin > size_ - count)
+    HP_THROW(ValueError, "data", "tokens [", begin, ", ", begin + count, ") of dataset '",
+             options_.path, "' are outside its ", size_, " tokens");
+  if (!indexed_) {
+    std::copy(tokens_.data() + begin, tokens_.data() + begin + count, dst);
+    return;
+  }
+  indexed_->read(begin, count, dst);
+  // Checked as read rather than at load, so start-up never touches the tokens.
+  for (int64_t i = 0; i < count; ++i)
+    if (dst[i] < 0 || dst[i] >= vocab_size_)
+      HP_THROW(ValueError, "data", "indexed dataset '", options_.path, "': token id ", dst[i],
+               " at position ", begin + i, " of the token stream is outside [0, ", vocab_size_,
+               ") of ", encoder_->describe(),
+               "; was it prepared with another tokenizer? (data.tokenizer names the one it was "
+               "prepared with)");
 }
 
-std::vector<int32_t> TokenDataset::encode_text(std::string_view text) const {
-  if (tokenizer_) return tokenizer_->encode(text, /*add_special_tokens=*/false);
-  std::vector<int32_t> ids(text.size());
-  std::transform(text.begin(), text.end(), ids.begin(),
-                 [](char c) { return static_cast<int32_t>(static_cast<uint8_t>(c)); });
+std::vector<int32_t> TokenDataset::tokens(int64_t begin, int64_t count) const {
+  std::vector<int64_t> wide(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  read(begin, count, wide.data());
+  return std::vector<int32_t>(wide.begin(), wide.end());
+}
+
+int64_t TokenDataset::find_id_at_least(int64_t limit) const {
+  if (indexed_)
+    HP_THROW(ValueError, "data", "indexed dataset '", options_.path,
+             "' is not scanned; its ids are checked as they are read");
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    if (tokens_[i] >= limit) return static_cast<int64_t>(i);
+  return -1;
+}
+
+const DocumentEncoder& TokenDataset::encoder(const char* what) const {
+  if (!encoder_)
+    HP_THROW(ValueError, "data", what, " needs a text or indexed dataset; '", options_.path,
+             "' has format ", options_.format);
+  return *encoder_;
+}
+
+std::vector<int32_t> TokenDataset::encode(const std::string& text) const {
+  std::vector<int32_t> ids;
+  encoder("encode").encode(text, ids);
   return ids;
 }
 
 std::string TokenDataset::decode(const std::vector<int32_t>& ids) const {
-  if (options_.format != "text")
-    HP_THROW(ValueError, "data", "decode needs a text dataset; '", options_.path, "' has format ",
-             options_.format);
-  if (tokenizer_) return tokenizer_->decode(ids, /*skip_special_tokens=*/false);
-  std::string text;
-  text.reserve(ids.size());
-  for (int32_t id : ids) {
-    if (id < 0 || id >= kByteVocab)
-      HP_THROW(ValueError, "data", "decode: id ", id, " is outside the byte-level vocabulary [0, ",
-               kByteVocab, ")");
-    text.push_back(id == kByteSeparator ? '\n' : static_cast<char>(static_cast<uint8_t>(id)));
-  }
-  return text;
+  return encoder("decode").decode(ids);
 }
 
 }  // namespace hp::data

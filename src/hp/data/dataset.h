@@ -1,12 +1,18 @@
 // A training corpus as one packed token stream: doc0 SEP doc1 SEP ... (the trainer's data source).
 //
 // Sources: one file or a directory (every regular file below it, recursively, in sorted path
-// order), either text (tokenized here: byte-level or a Hugging Face tokenizer.json) or raw token
-// ids (tokens_u16 / tokens_u32, little-endian, documents already separated by whoever wrote them).
-// Text files split into documents at `doc_separator`; empty documents are dropped; each document is
-// encoded without the tokenizer's post-processor template (no BOS) and followed by the separator
-// token. The stream is built once at load and immutable after, so one dataset can be shared by
-// every loader and thread.
+// order), either text (tokenized here: byte-level or a Hugging Face tokenizer.json; `.gz` / `.zst`
+// files are decompressed) or raw token ids (tokens_u16 / tokens_u32, little-endian, documents
+// already separated by whoever wrote them), or an indexed dataset (Megatron's PREFIX.bin +
+// PREFIX.idx, data/indexed.h, as `hp data prepare` writes it), whose stream is the .bin front to
+// back. Text files split into documents at `doc_separator` (data/documents.h); empty documents are
+// dropped; each document is encoded without the tokenizer's post-processor template (no BOS) and
+// followed by the separator token (data/encoder.h). The stream is built once at load and immutable
+// after, so one dataset can be shared by every loader and thread.
+//
+// Memory: text and token files are held in memory (4 bytes per token). An indexed dataset is
+// mapped: loading reads its index once and never the tokens, and its ids are checked against the
+// vocabulary as windows are read (read()), so start-up and memory do not grow with its size.
 //
 // Speed: byte-level text is a copy (kjv.txt, 4.1 MB: ~0.03 s). With a tokenizer.json, batches of
 // consecutive documents are encoded on the thread pool (batch boundaries depend only on document
@@ -21,57 +27,69 @@
 #include <string_view>
 #include <vector>
 
-#include "hp/io/tokenizer.h"
+#include "hp/data/encoder.h"
 
 namespace hp::data {
 
-// Byte-level text: ids 0..255 are the bytes, 256 separates documents.
-inline constexpr int32_t kByteSeparator = 256;
-inline constexpr int64_t kByteVocab = 257;
-// Separator tokens tried in order when DatasetOptions::separator_token is "".
-inline constexpr const char* kAutoSeparatorTokens[] = {"<|endoftext|>", "</s>", "<|end_of_text|>",
-                                                       "<|im_end|>", "<eos>"};
+class IndexedDataset;
 
 struct DatasetOptions {
-  // A file, or a directory (every regular file below it, recursively, sorted by path).
+  // A file, or a directory (every regular file below it, recursively, sorted by path); indexed:
+  // the PREFIX of PREFIX.bin + PREFIX.idx.
   std::string path{};
-  // text | tokens_u16 | tokens_u32 (raw little-endian ids, documents already separated).
+  // text | tokens_u16 | tokens_u32 (raw little-endian ids, documents already separated) |
+  // indexed (Megatron .bin/.idx).
   std::string format = "text";
   // text: tokenizer.json path; "" = byte-level (id = byte value, vocab 257, separator 256).
+  // indexed: the tokenizer the dataset was prepared with (its vocabulary and separator).
   std::string tokenizer{};
   // text: split each file into documents at this exact string ("" = one doc per file).
   std::string doc_separator{};
   // tokenizer.json: token appended after every document; "" = auto (the first present of
-  // kAutoSeparatorTokens; an error listing them if none is).
+  // kAutoSeparatorTokens; an error listing them if none is). indexed: the one it was prepared with.
   std::string separator_token{};
 };
 
 class TokenDataset {
  public:
-  // Reads and tokenizes everything. Errors ("[data] ...", naming the file and value): missing
-  // path (IoError), empty directory (IoError), unreadable file (IoError), token file size not a
-  // multiple of the element size (IoError), u32 id above INT32_MAX (IoError), unknown format
-  // (ValueError), text-only options on a token format (ValueError), tokenizer.json that fails to
-  // load (IoError carrying the io message), unknown separator token (ValueError), text that is not
-  // valid UTF-8 under a tokenizer.json (ValueError).
+  // Reads and tokenizes everything (indexed: maps and validates it). Errors ("[data] ...", naming
+  // the file and value): missing path (IoError), empty directory (IoError), unreadable file
+  // (IoError), token file size not a multiple of the element size (IoError), u32 id above
+  // INT32_MAX (IoError), unknown format (ValueError), text-only options on a token format
+  // (ValueError), tokenizer.json that fails to load (IoError carrying the io message), unknown
+  // separator token (ValueError), text that is not valid UTF-8 under a tokenizer.json
+  // (ValueError), corrupt or compressed input (IoError), an indexed dataset that is incomplete,
+  // inconsistent or holds float elements (IoError, IndexedDataset::open).
   static std::shared_ptr<const TokenDataset> load(const DatasetOptions& o);
+  ~TokenDataset();
 
   // Tokens in the packed stream.
-  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
-  // The packed stream: doc0 SEP doc1 SEP ... (token files: the files' ids concatenated).
-  const int32_t* tokens() const { return tokens_.data(); }
-  // Text: non-empty documents; token files: the number of files (their documents are not parsed).
+  int64_t size() const { return size_; }
+  // Tokens [begin, begin + count) of the packed stream (doc0 SEP doc1 SEP ...; token files: the
+  // files' ids concatenated), widened to i64 as the loader's rows are. ValueError for a range
+  // outside [0, size()); indexed: ValueError naming the position for an id outside
+  // [0, vocab_size()) (a dataset prepared with another tokenizer).
+  void read(int64_t begin, int64_t count, int64_t* dst) const;
+  // The same range as i32 ids.
+  std::vector<int32_t> tokens(int64_t begin, int64_t count) const;
+  // Held in memory (text, token files): the position of the first id >= `limit`, or -1.
+  // Indexed datasets are not scanned (ValueError): read() checks their ids instead.
+  int64_t find_id_at_least(int64_t limit) const;
+  // Indexed: tokens read through a mapping, not held in memory.
+  bool mapped() const { return indexed_ != nullptr; }
+  // Text, indexed: documents (indexed: as its index counts them); token files: the number of files
+  // (their documents are not parsed).
   int64_t num_documents() const { return num_documents_; }
   // Tokenizer vocab (incl. added tokens); 257 byte-level; token files: max id + 1.
   int64_t vocab_size() const { return vocab_size_; }
   // The id appended after every document; -1 for token files.
   int32_t separator_id() const { return separator_id_; }
   const DatasetOptions& options() const { return options_; }
-  // The files read, in stream order.
+  // The files read, in stream order (indexed: PREFIX.bin, PREFIX.idx).
   const std::vector<std::string>& files() const { return files_; }
 
-  // Text datasets only (ValueError otherwise): the ids of `text` as one document, without the
-  // separator. Byte-level accepts any bytes; a tokenizer.json needs valid UTF-8.
+  // Text and indexed datasets only (ValueError otherwise): the ids of `text` as one document,
+  // without the separator. Byte-level accepts any bytes; a tokenizer.json needs valid UTF-8.
   std::vector<int32_t> encode(const std::string& text) const;
   // Byte-level: invalid UTF-8 allowed, separator → "\n", ids outside [0, 257) → ValueError.
   // tokenizer.json: as io::Tokenizer::decode (unknown ids skipped).
@@ -81,13 +99,15 @@ class TokenDataset {
   TokenDataset() = default;
   void load_text();
   void load_token_files(int elem_size);
-  // encode() without the format check.
-  std::vector<int32_t> encode_text(std::string_view text) const;
+  void load_indexed();
+  const DocumentEncoder& encoder(const char* what) const;
 
   DatasetOptions options_;
   std::vector<std::string> files_;
-  std::optional<io::Tokenizer> tokenizer_;  // text with a tokenizer.json only
-  std::vector<int32_t> tokens_;
+  std::optional<DocumentEncoder> encoder_;  // text and indexed
+  std::vector<int32_t> tokens_;             // text and token files
+  std::shared_ptr<const IndexedDataset> indexed_;
+  int64_t size_ = 0;
   int64_t num_documents_ = 0;
   int64_t vocab_size_ = 0;
   int32_t separator_id_ = -1;

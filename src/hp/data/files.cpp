@@ -1,6 +1,7 @@
 #include "hp/data/files.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,6 +75,37 @@ std::string read_file(const std::string& path) {
   std::string bytes(f.size(), '\0');
   f.read_exact(bytes.data(), bytes.size());
   return bytes;
+}
+
+MappedFile::MappedFile(std::string path) : path_(std::move(path)) {
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) HP_THROW(IoError, "data", "cannot open '", path_, "': ", std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    HP_THROW(IoError, "data", "cannot stat '", path_, "': ", std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    HP_THROW(IoError, "data", "'", path_, "' is not a regular file");
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      HP_THROW(IoError, "data", "cannot map '", path_, "' (", size_,
+               " bytes): ", std::strerror(err));
+    }
+    data_ = static_cast<const unsigned char*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file open
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
 }
 
 }  // namespace hp::data::detail

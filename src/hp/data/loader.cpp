@@ -1,23 +1,15 @@
 #include "hp/data/loader.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "hp/core/error.h"
-#include "hp/core/random.h"
+#include "hp/data/shuffle.h"
 
 namespace hp::data {
 
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> perm(static_cast<size_t>(n));
-  std::iota(perm.begin(), perm.end(), int64_t{0});
-  for (int64_t i = n - 1; i > 0; --i) {
-    auto w = philox4x32(static_cast<uint64_t>(i), static_cast<uint64_t>(epoch), seed);
-    uint64_t r = (uint64_t{w[1]} << 32) | w[0];
-    // j uniform in [0, i] by multiply-high (bias below (i + 1) / 2^64).
-    auto j = static_cast<int64_t>((static_cast<unsigned __int128>(r) * (i + 1)) >> 64);
-    std::swap(perm[i], perm[j]);
-  }
+  epoch_permutation_into(n, seed, epoch, perm.data());
   return perm;
 }
 
@@ -46,11 +38,15 @@ int64_t DataLoader::window_at(int64_t ahead) {
   const int64_t epoch = state_.epoch + pos / samples_per_epoch_;
   const int64_t k = pos % samples_per_epoch_;
   if (!shuffle_) return k;
-  if (epoch != perm_epoch_) {
-    perm_ = epoch_permutation(samples_per_epoch_, seed_, epoch);
-    perm_epoch_ = epoch;
+  if (epoch != order_epoch_) {
+    order_.reset();  // before the next one is built: one epoch's order in memory at a time
+    order_ = ds_->mapped()
+                 ? std::make_shared<const EpochOrder>(ds_->options().path, ds_->size(), seq_len_,
+                                                      samples_per_epoch_, seed_, epoch)
+                 : std::make_shared<const EpochOrder>(samples_per_epoch_, seed_, epoch);
+    order_epoch_ = epoch;
   }
-  return perm_[static_cast<size_t>(k)];
+  return (*order_)[k];
 }
 
 Tensor DataLoader::next_batch(int64_t batch, int dp_rank, int dp_size) {
@@ -65,10 +61,8 @@ Tensor DataLoader::next_batch(int64_t batch, int dp_rank, int dp_size) {
 
   Tensor out = empty({row1 - row0, width}, DType::i64);  // [rows, seq_len + 1]
   int64_t* dst = out.data<int64_t>();
-  for (int64_t g = row0; g < row1; ++g) {
-    const int32_t* src = ds_->tokens() + window_at(g) * seq_len_;
-    std::copy(src, src + width, dst + (g - row0) * width);
-  }
+  for (int64_t g = row0; g < row1; ++g)
+    ds_->read(window_at(g) * seq_len_, width, dst + (g - row0) * width);
 
   const int64_t pos = state_.cursor + batch;
   state_.epoch += pos / samples_per_epoch_;

@@ -13,6 +13,7 @@
 
 #include "hp/core/tensor.h"
 #include "hp/data/dataset.h"
+#include "hp/data/shuffle.h"
 
 namespace hp::data {
 
@@ -24,7 +25,7 @@ struct LoaderState {
 
 // The order in which epoch `epoch` visits windows 0..n-1: a Fisher-Yates shuffle whose step i
 // draws from the Philox block (counter = (i, epoch), key = seed), so it depends only on
-// (n, seed, epoch).
+// (n, seed, epoch). For an indexed dataset the loader maps it from a cached file (shuffle.h).
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 
 class DataLoader {
@@ -60,9 +61,10 @@ class DataLoader {
   bool shuffle_;
   int64_t samples_per_epoch_ = 0;
   LoaderState state_;
-  // The permutation of epoch perm_epoch_ (computed when first needed; shuffle only).
-  std::vector<int64_t> perm_;
-  int64_t perm_epoch_ = -1;
+  // The order of epoch order_epoch_ (built when first needed; shuffle only). Indexed datasets map
+  // it from a file cached beside the data (shuffle.h), so resuming costs no pass over it.
+  std::shared_ptr<const EpochOrder> order_;
+  int64_t order_epoch_ = -1;
 };
 
 }  // namespace hp::data

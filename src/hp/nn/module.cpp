@@ -28,6 +28,13 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   return out;
 }
 
+void Module::set_trace_names(const std::string& prefix) {
+  for (const auto& [fqn, m] : named_modules()) {
+    const std::string name = prefix.empty() || fqn.empty() ? prefix + fqn : prefix + "." + fqn;
+    m->trace_name_ = name.empty() ? nullptr : profiler::intern(name);
+  }
+}
+
 bool glob_match(std::string_view pattern, std::string_view text) {
   // Greedy matching with one backtrack point (the last '*'): linear in practice.
   size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "hp/core/profiler.h"
 #include "hp/core/tensor.h"
 
 namespace hp::nn {
@@ -65,9 +66,14 @@ class Module {
   // inner(x), or the wrapper around it when one is set. Parents call it for children whose forward
   // takes more than a tensor (DecoderLayer → attention with its context); inner must own what it
   // captures, since a recompute wrapper keeps it and runs it again in backward.
+  // While the profiler records, the call is one "module" event named by the trace name.
   Tensor wrapped_forward(const Tensor& x, const ForwardFn& inner) const {
+    const profiler::Scope scope(profiler::Category::module, trace_name_);
     return wrapper_ ? wrapper_(x, inner) : inner(x);
   }
+  // Names this module and every one below it by FQN (below `prefix`) in profiler traces; until
+  // then their forwards are not traced as modules. Cheap; safe to call again.
+  void set_trace_names(const std::string& prefix = "");
 
  protected:
   // Marks t as a trainable leaf and records it under `name`.
@@ -85,6 +91,7 @@ class Module {
   std::vector<NamedTensor> params_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   ForwardWrapper wrapper_;
+  const char* trace_name_ = nullptr;  // profiler::intern'ed FQN; null = not traced
 };
 
 // While alive, Linear and Embedding built on this thread leave their weights uninitialized instead

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/kernels/cpu/attention.h"
 #include "hp/ops/ops.h"
 
@@ -41,6 +42,7 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, bo
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     std::optional<double> scale_opt) {
+  HP_PROFILE_OP("scaled_dot_product_attention");
   for (const Tensor* t : {&q, &k, &v})
     if (!t->defined() || t->dim() != 4)
       HP_THROW(ValueError, "attention", "expects 4-D [B, H, T, D] operands, got q ", q.desc(),

@@ -4,6 +4,7 @@
 #include "hp/kernels/cpu/dropout.h"
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/core/random.h"
 #include "hp/ops/dim_move.h"
 #include "hp/ops/ops.h"
@@ -11,6 +12,7 @@
 namespace hp {
 
 Tensor dropout(const Tensor& a, double p, bool training) {
+  HP_PROFILE_OP("dropout");
   detail::check_float_tensor(a, "dropout");
   if (!(p >= 0.0 && p <= 1.0))
     HP_THROW(ValueError, "dropout", "probability p = ", p, " is outside [0, 1]");

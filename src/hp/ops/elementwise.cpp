@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/ops/checks.h"
 #include "hp/ops/ops.h"
@@ -28,6 +29,7 @@ using UnaryBwd = std::function<Tensor(const Tensor& saved, const Tensor& g)>;
 // y = op(x) with dx = bwd(saved, g).
 Tensor unary(const char* name, EwOp op, const Tensor& a, Keep keep, UnaryBwd bwd,
              std::initializer_list<float> p = {}) {
+  HP_PROFILE_OP(name);
   check_float(a, name);
   Tensor y = ew(op, a, Tensor(), a.dtype(), p);
   if (autograd::needs_grad({a})) {
@@ -49,6 +51,7 @@ UnaryBwd functor_bwd(EwOp bwd_op, std::initializer_list<float> p = {}) {
 }
 
 Tensor binary(const char* name, EwOp op, const Tensor& a, const Tensor& b) {
+  HP_PROFILE_OP(name);
   check_float(a, name);
   check_float(b, name);
   const DType dt = kernels::promote_types(a.dtype(), b.dtype());
@@ -107,6 +110,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return binary("maximum", EwOp
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary("minimum", EwOp::minimum, a, b); }
 
 Tensor add(const Tensor& a, double s) {
+  HP_PROFILE_OP("add_scalar");
   check_float(a, "add");
   Tensor y = ew(EwOp::affine, a, Tensor(), a.dtype(), {1.0f, static_cast<float>(s)});
   autograd::record("add_scalar", {a}, {y}, [](const std::vector<Tensor>& g) { return g; });
@@ -114,6 +118,7 @@ Tensor add(const Tensor& a, double s) {
 }
 
 Tensor mul(const Tensor& a, double s) {
+  HP_PROFILE_OP("mul_scalar");
   check_float(a, "mul");
   const float f = static_cast<float>(s);
   Tensor y = a.dtype() == DType::f64 ? ew(EwOp::mul, a, full({}, s, DType::f64), DType::f64)
@@ -189,6 +194,7 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
 
 Tensor cast(const Tensor& a, DType dt) {
   if (a.dtype() == dt) return a;
+  HP_PROFILE_OP("cast");
   Tensor y = a.to(dt);
   if (is_floating(dt)) {
     const DType src = a.dtype();
@@ -200,6 +206,7 @@ Tensor cast(const Tensor& a, DType dt) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  HP_PROFILE_OP("where");
   if (cond.dtype() != DType::boolean && cond.dtype() != DType::u8)
     HP_THROW(ValueError, "where", "condition must be bool or u8, got ", cond.desc());
   check_float(a, "where");

@@ -4,6 +4,7 @@
 #include "hp/kernels/cpu/index.h"
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/ops/ops.h"
 
 namespace hp {
@@ -21,6 +22,7 @@ int64_t index_dim(const Tensor& a, int64_t dim, const char* op) {
 }  // namespace
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  HP_PROFILE_OP("gather");
   Tensor y = kernels::gather(a, dim, index, "gather");
   if (autograd::needs_grad({a})) {
     const int64_t d = index_dim(a, dim, "gather");
@@ -36,6 +38,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
+  HP_PROFILE_OP("scatter_add");
   Tensor y = kernels::scatter_add(a, dim, index, src, "scatter_add");
   if (autograd::needs_grad({a, src})) {
     const int64_t d = index_dim(a, dim, "scatter_add");
@@ -61,6 +64,7 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  HP_PROFILE_OP("index_select");
   Tensor y = kernels::index_select(a, dim, index, "index_select");
   if (autograd::needs_grad({a})) {
     const int64_t d = wrap_dim(dim, a.dim(), "index_select");
@@ -77,6 +81,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
+  HP_PROFILE_OP("index_add");
   Tensor y = kernels::index_add(a, dim, index, src, "index_add");
   if (autograd::needs_grad({a, src})) {
     const int64_t d = wrap_dim(dim, a.dim(), "index_add");
@@ -92,6 +97,7 @@ Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& ids) {
+  HP_PROFILE_OP("embedding");
   if (!weight.defined() || weight.dim() != 2)
     HP_THROW(ValueError, "embedding", "weight must be [V, D], got ",
              weight.defined() ? weight.desc() : "undefined");

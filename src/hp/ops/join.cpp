@@ -1,6 +1,7 @@
 // cat, split and stack. cat copies each input into its slab of the output; split returns views
 // (one node for all pieces, so the backward is a single cat); stack is cat of unsqueezed inputs.
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/ops/ops.h"
 
 namespace hp {
@@ -48,6 +49,7 @@ Tensor cat_raw(const std::vector<Tensor>& ts, int64_t d, const Shape& shape) {
 }  // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  HP_PROFILE_OP("cat");
   if (tensors.empty()) HP_THROW(ValueError, "cat", "needs at least one tensor");
   if (tensors[0].defined() && tensors[0].dim() == 0)
     HP_THROW(ValueError, "cat", "cannot concatenate 0-d tensors (use stack)");
@@ -72,6 +74,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
+  HP_PROFILE_OP("split");
   if (!a.defined() || a.dim() == 0)
     HP_THROW(ValueError, "split", "input must have at least one dim, got ",
              a.defined() ? a.desc() : "undefined");
@@ -99,6 +102,7 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  HP_PROFILE_OP("stack");
   if (tensors.empty()) HP_THROW(ValueError, "stack", "needs at least one tensor");
   for (size_t i = 0; i < tensors.size(); ++i)
     if (!tensors[i].defined() || tensors[i].shape() != tensors[0].shape())

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/kernels/cpu/gemm.h"
@@ -131,6 +132,7 @@ void check_matmul_input(const Tensor& t) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  HP_PROFILE_OP("matmul");
   check_matmul_input(a);
   check_matmul_input(b);
   // numpy rules for 1-D operands: a [K] → [1, K], b [K] → [K, 1], the added dim removed after.
@@ -153,6 +155,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  HP_PROFILE_OP("linear");
   if (!w.defined() || w.dim() != 2)
     HP_THROW(ValueError, "linear", "weight must be [out, in], got ", w.desc());
   if (!x.defined() || x.dim() < 1 || x.size(-1) != w.size(1))

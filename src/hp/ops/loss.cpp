@@ -6,6 +6,7 @@
 // An all-ignored batch with reduction "mean" gives loss 0 and a zero gradient (torch gives NaN, a
 // 0/0): a data-parallel rank whose micro-batch happens to be all padding must not poison the step.
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/kernels/cpu/softmax.h"
 #include "hp/kernels/cpu/typed.h"
 #include "hp/ops/dim_move.h"
@@ -48,6 +49,7 @@ std::vector<int64_t> checked_targets(const Tensor& targets, int64_t n, int64_t v
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                      const std::string& reduction_name) {
+  HP_PROFILE_OP("cross_entropy");
   detail::check_float_tensor(logits, "cross_entropy", "logits");
   if (logits.dim() != 2)
     HP_THROW(ValueError, "cross_entropy", "logits must be [N, V], got ", logits.desc());

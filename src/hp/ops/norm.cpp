@@ -3,6 +3,7 @@
 #include "hp/kernels/cpu/norm.h"
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/ops/checks.h"
 #include "hp/ops/ops.h"
 
@@ -28,6 +29,7 @@ void check_param(const Tensor& p, const Tensor& x, const char* op, const char* w
 
 Tensor norm(NormKind kind, const char* op, const Tensor& x, const Tensor& w, const Tensor& b,
             double eps) {
+  HP_PROFILE_OP(op);
   check_norm_input(x, op);
   check_param(w, x, op, "weight");
   check_param(b, x, op, "bias");

@@ -1,4 +1,5 @@
 // Random factories from the counter-based generator (values independent of the thread count).
+#include "hp/core/profiler.h"
 #include "hp/core/random.h"
 #include "hp/ops/ops.h"
 
@@ -6,6 +7,7 @@ namespace hp {
 
 namespace {
 Tensor random_f32(const Shape& shape, bool normal, double a, double b) {
+  HP_PROFILE_OP(normal ? "randn" : "rand");
   Tensor t = empty(shape, DType::f32);
   const int64_t n = t.numel();
   Generator& gen = default_generator();

@@ -1,5 +1,6 @@
 // Sum, mean, sum_to and amax with their backward (broadcast the gradient back).
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/kernels/cpu/reduce.h"
 #include "hp/ops/ops.h"
@@ -22,6 +23,7 @@ void check_reducible(const Tensor& a, const char* op) {
 }  // namespace
 
 Tensor sum(const Tensor& a, const Dims& dims_in, bool keepdim) {
+  HP_PROFILE_OP("sum");
   check_reducible(a, "sum");
   const auto dims = kernels::reduce_dims(dims_in, a.dim(), "sum");
   Tensor y = kernels::reduce(kernels::ReduceOp::sum, a, dims, keepdim, a.dtype());
@@ -35,6 +37,7 @@ Tensor sum(const Tensor& a, const Dims& dims_in, bool keepdim) {
 Tensor sum(const Tensor& a) { return sum(a, {}, false); }
 
 Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
+  HP_PROFILE_OP("mean");
   check_reducible(a, "mean");
   const auto dims = kernels::reduce_dims(dims_in, a.dim(), "mean");
   int64_t n = 1;
@@ -45,6 +48,7 @@ Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
 Tensor mean(const Tensor& a) { return mean(a, {}, false); }
 
 Tensor sum_to(const Tensor& a, const Shape& shape) {
+  HP_PROFILE_OP("sum_to");
   if (a.shape() == shape) return a;
   const int64_t lead = a.dim() - static_cast<int64_t>(shape.size());
   if (lead < 0) HP_THROW(ValueError, "sum_to", "cannot sum ", a.desc(), " to ", shape_str(shape));
@@ -63,6 +67,7 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
 }
 
 Tensor amax(const Tensor& a, const Dims& dims_in, bool keepdim) {
+  HP_PROFILE_OP("amax");
   check_reducible(a, "amax");
   const auto dims = kernels::reduce_dims(dims_in, a.dim(), "amax");
   Tensor y = kernels::reduce(kernels::ReduceOp::max, a, dims, keepdim, a.dtype());

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/ops/checks.h"
 #include "hp/ops/ops.h"
 
@@ -13,6 +14,7 @@ using autograd::SavedTensor;
 
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved,
                         int64_t seq_dim) {
+  HP_PROFILE_OP("rotary_embedding");
   const char* op = "rotary_embedding";
   detail::check_float_tensor(x, op, "x");
   if (!cos.defined() || !sin.defined()) HP_THROW(ValueError, op, "undefined cos/sin");

@@ -4,6 +4,7 @@
 #include "hp/kernels/cpu/select.h"
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/kernels/cpu/index.h"
 #include "hp/ops/dim_move.h"
 #include "hp/ops/ops.h"
@@ -39,6 +40,7 @@ void record_scatter_back(const char* name, const Tensor& a, const Tensor& values
 }  // namespace
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  HP_PROFILE_OP("max");
   detail::check_float_tensor(a, "max");
   const Tensor a1 = a.dim() == 0 ? a.as_strided({1}, {1}, a.offset()) : a;
   const int64_t d = wrap_dim(dim, a1.dim(), "max");
@@ -62,6 +64,7 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
 }
 
 std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim) {
+  HP_PROFILE_OP("topk");
   detail::check_float_tensor(a, "topk");
   if (a.dim() == 0)
     HP_THROW(ValueError, "topk", "input must have at least one dim, got ", a.desc());

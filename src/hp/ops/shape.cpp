@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/ops/ops.h"
 
 namespace hp {
@@ -100,6 +101,7 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
 
 Tensor contiguous(const Tensor& a) {
   if (a.is_contiguous()) return a;
+  HP_PROFILE_OP("contiguous");
   return recorded("contiguous", a, a.clone(), [](const Tensor& g) { return g; });
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/kernels/cpu/reduce.h"
 #include "hp/ops/dim_move.h"
 #include "hp/ops/ops.h"
@@ -19,6 +20,7 @@ Tensor at_least_1d(const Tensor& t) {
 }
 
 Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, bool log) {
+  HP_PROFILE_OP(name);
   detail::check_float_tensor(a, name);
   const Tensor a1 = at_least_1d(a);
   const int64_t d = wrap_dim(dim, a1.dim(), name);
@@ -52,6 +54,7 @@ Tensor log_softmax(const Tensor& a, int64_t dim) {
 }
 
 Tensor logsumexp(const Tensor& a, const Dims& dims_in, bool keepdim) {
+  HP_PROFILE_OP("logsumexp");
   detail::check_float_tensor(a, "logsumexp");
   const auto dims = kernels::reduce_dims(dims_in, a.dim(), "logsumexp");
   // Kept dims first, reduced dims last, as contiguous rows [O, R].

@@ -58,12 +58,25 @@ void ModelSection::describe(Schema& s) {
 }
 
 void DataConfig::describe(Schema& s) {
-  s.add("path", &path, "training corpus file").non_empty();
-  s.add("format", &format, "text (tokenized on load) or pre-tokenized little-endian ids")
-      .choices({"text", "tokens_u16", "tokens_u32"});
+  s.add("path", &path,
+        "training corpus file or directory (format indexed: PREFIX of PREFIX.bin + PREFIX.idx)")
+      .non_empty();
+  s.add("format", &format,
+        "text (tokenized on load), pre-tokenized little-endian ids, or indexed (Megatron "
+        ".bin/.idx from hp data prepare, memory-mapped)")
+      .choices({"text", "tokens_u16", "tokens_u32", "indexed"});
   s.add("tokenizer", &tokenizer,
-        "tokenizer.json for text data (\"\" = model.path's, else bytes: 256 ids + separator)");
-  s.add("doc_separator", &doc_separator, "text: string splitting files into documents");
+        "tokenizer.json for text data, or the one an indexed dataset was prepared with (\"\" = "
+        "model.path's, else bytes: 256 ids + separator)");
+  s.add("doc_separator", &doc_separator, "text: string splitting files into documents")
+      .check([this] {
+        return doc_separator.empty() || format == "text"
+                   ? std::string()
+                   : "applies to format text only (format is " + format +
+                         (format == "indexed" ? "; an indexed dataset's documents were split by "
+                                                "hp data prepare --doc-separator)"
+                                              : ")");
+      });
   s.add("separator_token", &separator_token,
         "token appended after each document (\"\" = the tokenizer's end-of-text)");
   s.add("shuffle", &shuffle, "visit sequences in a seeded random order each epoch");
@@ -202,10 +215,30 @@ void CheckpointConfig::describe(Schema& s) {
 void MetricsConfig::describe(Schema& s) {
   s.add("log_every", &log_every, "print metrics every N steps").min(1);
   s.add("jsonl", &jsonl, "also append every logged step's metrics to run.dir/metrics.jsonl");
-  s.add("peak_tflops", &peak_tflops, "MFU denominator (0 = measure the GEMM peak at start-up)")
+  s.add("peak_tflops", &peak_tflops,
+        "MFU denominator in TFLOP/s (0 = the GEMM peak of the compute dtype, measured once per "
+        "machine and cached: hp bench peak)")
       .min(0);
   s.add("progress", &progress, "auto (a bar on a terminal, else lines) | bar | lines | none")
       .choices({"auto", "bar", "lines", "none"});
+  s.add("profile_steps", &profile_steps,
+        "[first, last] steps (1-based, inclusive) to profile: a Chrome trace in run.dir/trace.json "
+        "and per-op / per-layer time tables at the end ([] = off; hp train --profile picks three)")
+      .check([this] {
+        if (profile_steps.empty()) return std::string();
+        if (profile_steps.size() != 2)
+          return "must be [first, last] or [], got " + std::to_string(profile_steps.size()) +
+                 " values";
+        for (double v : profile_steps)
+          if (v < 1 || v != double(int64_t(v)))
+            return ::hp::detail::cat("steps are integers >= 1, got ", v);
+        if (profile_steps[0] > profile_steps[1]) return std::string("needs first <= last");
+        return std::string();
+      });
+  s.add("profile_max_events", &profile_max_events,
+        "the profiler keeps at most this many events (~150 bytes each in the trace); later ones "
+        "are dropped with a note, the tables still count them")
+      .min(1000);
 }
 
 void RunConfig::describe(Schema& s) {

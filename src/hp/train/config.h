@@ -34,8 +34,8 @@ struct ModelSection {
 };
 
 struct DataConfig {
-  std::string path;             // corpus file
-  std::string format = "text";  // text | tokens_u16 | tokens_u32
+  std::string path;             // corpus file or directory; indexed: PREFIX of .bin + .idx
+  std::string format = "text";  // text | tokens_u16 | tokens_u32 | indexed
   std::string tokenizer;        // tokenizer.json ("" = the one in model.path, else byte-level)
   std::string doc_separator;    // text: splits files into documents ("" = one per file)
   std::string separator_token;  // token after each document ("" = the tokenizer's end-of-text)
@@ -149,8 +149,10 @@ struct CheckpointConfig {
 struct MetricsConfig {
   int64_t log_every = 10;
   bool jsonl = true;
-  double peak_tflops = 0;         // MFU denominator; 0 = measure the GEMM peak at start-up
+  double peak_tflops = 0;         // MFU denominator; 0 = the cached GEMM peak of the compute dtype
   std::string progress = "auto";  // auto (bar on a terminal) | bar | lines | none
+  std::vector<double> profile_steps;  // [first, last] steps to profile; [] = off (train/profile.h)
+  int64_t profile_max_events = 500000;  // the profiler's event cap (profiler::kDefaultMaxEvents)
   void describe(Schema& s);
   bool operator==(const MetricsConfig&) const = default;
 };

@@ -98,16 +98,16 @@ std::shared_ptr<models::CausalLM> build_causal_lm(const Config& cfg,
                                                 : models::load_model(cfg.model.path, DType::f32);
   const int64_t vocab = model->config().vocab_size;
   // Also names the first id outside the vocabulary, as stored, and its position in the stream.
-  const int32_t* tokens = data.tokens();
-  int64_t first = 0;
-  while (first < data.size() && tokens[first] < vocab) ++first;
-  if (data.vocab_size() > vocab || first < data.size())
+  // An indexed dataset is not scanned (start-up must not read the corpus): its ids are checked
+  // against its tokenizer's vocabulary, no larger than the model's, as windows are read.
+  const int64_t first = data.mapped() ? -1 : data.find_id_at_least(vocab);
+  if (data.vocab_size() > vocab || first >= 0)
     HP_THROW(ValueError, "train", "data ", cfg.data.path, " has token ids up to ",
              data.vocab_size() - 1, " but the model's vocabulary is ", vocab,
              cfg.model.path.empty() ? " (raise model.vocab)" : " (wrong tokenizer?)",
-             first < data.size() ? detail::cat(": the first, token id ", tokens[first],
-                                               ", at position ", first, " of the token stream")
-                                 : std::string());
+             first >= 0 ? detail::cat(": the first, token id ", data.tokens(first, 1)[0],
+                                      ", at position ", first, " of the token stream")
+                        : std::string());
   return model;
 }
 

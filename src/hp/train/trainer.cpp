@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -23,12 +24,13 @@
 #include "hp/checkpoint/dcp.h"
 #include "hp/core/allocator.h"
 #include "hp/core/error.h"
+#include "hp/core/profiler.h"
 #include "hp/core/random.h"
 #include "hp/data/dataset.h"
 #include "hp/data/loader.h"
 #include "hp/dist/communicator.h"
 #include "hp/fsdp/fsdp.h"
-#include "hp/kernels/cpu/gemm.h"
+#include "hp/kernels/cpu/gemm_peak.h"
 #include "hp/models/generate.h"
 #include "hp/models/registry.h"
 #include "hp/ops/ops.h"
@@ -37,6 +39,7 @@
 #include "hp/shard/plan.h"
 #include "hp/train/metrics.h"
 #include "hp/train/parallelize.h"
+#include "hp/train/profile.h"
 #include "hp/train/setup.h"
 #include "hp/train/state.h"
 
@@ -219,6 +222,25 @@ void describe_run(const Config& cfg, const TrainResult& res, const data::TokenDa
                 std::to_string(res.recompute_modules.size()) + " modules");
 }
 
+// The MFU denominator in TFLOP/s: metrics.peak_tflops, else the GEMM peak of the compute dtype,
+// measured once per machine and cached (kernels/cpu/gemm_peak.h). The log names the one used.
+double mfu_peak(const Config& cfg, MetricsLog& log, std::string* source) {
+  double tflops = cfg.metrics.peak_tflops;
+  if (tflops > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "metrics.peak_tflops = %.3f TFLOP/s (set in the config)",
+                  tflops);
+    *source = buf;
+  } else {
+    const kernels::GemmPeak peak = kernels::gemm_peak(compute_dtype(cfg));
+    for (const std::string& w : peak.warnings) log.message("warning: " + w);
+    *source = kernels::describe_peak(peak);
+    tflops = peak.gflops / 1e3;
+  }
+  log.message("MFU against " + *source);
+  return tflops;
+}
+
 // Mean throughput and MFU over the steps after the first (which pays one-time allocation and
 // packing costs), and the largest per-step peak memory.
 void summarize(TrainResult& res) {
@@ -320,9 +342,19 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   MetricsLog metrics(metrics_cfg, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
   describe_run(cfg, res, *dataset, layout, par, *model, metrics);
 
-  res.peak_tflops = cfg.metrics.peak_tflops > 0
-                        ? cfg.metrics.peak_tflops
-                        : kernels::gemm_peak_gflops(compute_dtype(cfg)) / 1e3;
+  res.peak_tflops = mfu_peak(cfg, metrics, &res.peak_source);
+  res.flops_per_token = flops_tok;
+  const StepRange profile_steps =
+      profile_range(cfg.metrics, options.profile, done + 1, cfg.training.steps);
+  if (!cfg.metrics.profile_steps.empty() && profile_steps.empty())
+    metrics.message("note: metrics.profile_steps lies outside steps " + std::to_string(done + 1) +
+                    ".." + std::to_string(cfg.training.steps) + " of this run: nothing profiled");
+  if (!profile_steps.empty()) model->set_trace_names();
+  RunProfiler profile(profile_steps, cfg.run.dir, rank, nranks, cfg.metrics.profile_max_events);
+  auto finish_profile = [&] {
+    for (const std::string& line : profile.finish()) metrics.message(line);
+    res.profile = profile.tables();
+  };
   const int64_t global_tokens = cfg.training.batch_size * cfg.training.seq_len;
   const int64_t micro_rows = cfg.training.batch_size / cfg.training.grad_accum;
 
@@ -336,6 +368,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   // it is > 0 nothing is saved, so a diverged model never replaces a good checkpoint.
   int64_t skipped = 0;
   for (int64_t step = done + 1; step <= cfg.training.steps; ++step) {
+    profile.begin_step(step);
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
     Allocator::instance().reset_peak(MemTier::host);
@@ -352,12 +385,20 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       if (m > 0 && (stop_signal = agreed_stop_signal(*world)) != 0) break;
       Tensor ids = loader.next_batch(micro_rows, layout.dp_rank, layout.dp_size);
       const int64_t local_tokens = ids.size(0) * cfg.training.seq_len;
-      Tensor loss = model->loss(ids);
+      Tensor loss;
+      {
+        const profiler::Scope phase(profiler::Phase::forward);
+        loss = model->loss(ids);
+      }
       loss_sum += loss.item() * double(local_tokens);
       // d(Σ token losses / global tokens): FSDP sums the shards' gradients over ranks.
+      const profiler::Scope phase(profiler::Phase::backward);
       mul(loss, double(local_tokens) / double(global_tokens)).backward();
     }
-    par.fsdp->finish_grads();  // also drains the reductions in flight when the step is dropped
+    {
+      const profiler::Scope phase(profiler::Phase::backward);
+      par.fsdp->finish_grads();  // also drains the reductions in flight when the step is dropped
+    }
     if (stop_signal != 0) {
       // Dropped as if never begun; the state after step - 1 is saved (unless its update was
       // skipped), so --resume auto redoes this step bitwise.
@@ -367,6 +408,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
         checkpoint::SaveOptions so;
         so.keep = cfg.checkpoint.keep;
         so.extra_files = checkpoint_files(cfg, *model);
+        const profiler::Scope phase(profiler::Phase::checkpoint);
         res.last_checkpoint =
             checkpoint::save(cfg.run.dir, step - 1, par.chunks(opt.state_dict(), /*for_save=*/true),
                              trainer_state_json(step - 1, loader.state(), nranks), world.get(), so);
@@ -385,10 +427,14 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
         global_sum(*world, loss_sum) / double(layout.tp) / double(global_tokens);
     // Replicas (HSDP) hold equal gradients after finish_grads, and so do the tp ranks for what TP
     // does not split: the norm counts every element once over dp_shard × tp.
-    const double grad_norm =
-        optim::clip_grad_norm(counted, {}, cfg.training.grad_clip, *layout.model_comm, uncounted);
+    double grad_norm = 0;
+    {
+      const profiler::Scope phase(profiler::Phase::optimizer);
+      grad_norm =
+          optim::clip_grad_norm(counted, {}, cfg.training.grad_clip, *layout.model_comm, uncounted);
+      if (std::isfinite(grad_norm)) opt.step(lr);
+    }
     if (std::isfinite(grad_norm)) {
-      opt.step(lr);
       skipped = 0;
     } else {
       ++skipped;
@@ -411,7 +457,10 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     res.steps.push_back(r);
     metrics.record(r);
 
-    const bool last = step == cfg.training.steps;
+    // Every rank asks (one all-reduce), so all end after the same step; asked after the last
+    // step too, which the caller's count must see.
+    const bool done_early = options.stop_when && any_rank(*world, options.stop_when(r));
+    const bool last = step == cfg.training.steps || done_early;
     const int signal = agreed_stop_signal(*world);
     const bool stop =
         signal != 0 || (options.stop_after > 0 && step - done >= options.stop_after && !last);
@@ -425,15 +474,20 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       so.keep = cfg.checkpoint.keep;
       so.extra_files = checkpoint_files(cfg, *model);
       const auto t_save = std::chrono::steady_clock::now();
-      res.last_checkpoint =
-          checkpoint::save(cfg.run.dir, step, par.chunks(opt.state_dict(), /*for_save=*/true),
-                           trainer_state_json(step, loader.state(), nranks), world.get(), so);
+      {
+        const profiler::Scope phase(profiler::Phase::checkpoint);
+        res.last_checkpoint =
+            checkpoint::save(cfg.run.dir, step, par.chunks(opt.state_dict(), /*for_save=*/true),
+                             trainer_state_json(step, loader.state(), nranks), world.get(), so);
+      }
       metrics.message("checkpoint " + res.last_checkpoint + " (" +
                       std::to_string(seconds_since(t_save)).substr(0, 5) + " s)");
     }
+    profile.end_step(step);
     if (cfg.training.max_skipped_steps > 0 && skipped >= cfg.training.max_skipped_steps) {
       summarize(res);
       metrics.finish(res);
+      finish_profile();
       const auto kept = checkpoint::find_latest(cfg.run.dir);
       HP_THROW(TrainingDiverged, "train", "training diverged: stopped at step ", step, " after ",
                skipped, " consecutive steps (", step - skipped + 1, "..", step,
@@ -448,9 +502,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       metrics.message("stopped at step " + std::to_string(step) + "; continue with --resume auto");
       break;
     }
+    if (done_early) break;  // after the step's checkpoint, as at the last step
   }
   summarize(res);
   metrics.finish(res);
+  finish_profile();
   if (cfg.training.sample_tokens > 0 && !res.interrupted) {
     res.sample = sample_text(*model, *dataset, cfg.training, /*kv_cache=*/layout.tp == 1);
     log << "sample: " << cfg.training.sample_prompt << res.sample << "\n";

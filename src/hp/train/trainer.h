@@ -14,14 +14,28 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
 
 #include "hp/core/error.h"
 #include "hp/train/config.h"
+#include "hp/train/profile.h"
 
 namespace hp::train {
+
+struct StepRecord {
+  int64_t step = 0;  // 1-based optimizer step
+  double loss = 0, grad_norm = 0, lr = 0;
+  double step_s = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
+  int64_t peak_mem_bytes = 0;  // host peak during the step (parameters, state, activations)
+  int64_t act_mem_bytes = 0;   // peak of forward + backward minus what was live when the step
+                               // began and minus the step's f32 gradients: activations and
+                               // transient buffers
+  int64_t tp_comm_bytes = 0;   // sent by this rank's tensor-parallel collectives in the step
+                               // (shard::region_stats: ring-algorithm bytes)
+};
 
 struct TrainOptions {
   // "" = start fresh; "auto" = the latest checkpoint in run.dir (fresh when there is none); else
@@ -38,18 +52,12 @@ struct TrainOptions {
   bool allow_config_change = false;
   // Where the run log goes (rank 0 only); null = std::cout.
   std::ostream* log = nullptr;
-};
-
-struct StepRecord {
-  int64_t step = 0;  // 1-based optimizer step
-  double loss = 0, grad_norm = 0, lr = 0;
-  double step_s = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
-  int64_t peak_mem_bytes = 0;  // host peak during the step (parameters, state, activations)
-  int64_t act_mem_bytes = 0;   // peak of forward + backward minus what was live when the step
-                               // began and minus the step's f32 gradients: activations and
-                               // transient buffers
-  int64_t tp_comm_bytes = 0;   // sent by this rank's tensor-parallel collectives in the step
-                               // (shard::region_stats: ring-algorithm bytes)
+  // hp train --profile: profile three steps when metrics.profile_steps does not name a range
+  // (train/profile.h).
+  bool profile = false;
+  // Called on every rank after each step's metrics; when it returns true on any rank, the run ends
+  // after that step as if it were the last (hp bench train stops once its timing is done).
+  std::function<bool(const StepRecord&)> stop_when;
 };
 
 struct TrainResult {
@@ -61,13 +69,16 @@ struct TrainResult {
   int stop_signal = 0;          // the signal (SIGINT, SIGTERM) that stopped the run, else 0
   double tokens_per_s = 0;      // mean over the steps after the first (warm-up) one
   double mfu = 0;
-  double peak_tflops = 0;  // the MFU denominator used
+  double peak_tflops = 0;      // the MFU denominator used
+  std::string peak_source;     // what it is: "the cached bf16 GEMM peak 0.190 TFLOP/s (...)"
+  double flops_per_token = 0;  // model FLOPs per trained token (the MFU numerator's)
   int64_t num_parameters = 0;
   int64_t peak_mem_bytes = 0;
   int64_t act_mem_bytes = 0;                   // largest per-step activation memory
   std::vector<std::string> mx_modules;         // modules switched to MXFP8
   std::vector<std::string> recompute_modules;  // modules recomputed in backward
   std::string sample;                          // generated text (training.sample_tokens > 0)
+  ProfileTables profile;                       // this rank's profile (steps == 0: none)
 };
 
 // training.max_skipped_steps consecutive steps had a non-finite gradient norm: the run stopped

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <numeric>
 
+#include "hp/core/profiler.h"
 #include "hp/dist/communicator.h"
 #include "hp/dist/mpi/mpi_work.h"
 
@@ -264,6 +265,10 @@ class MpiCommunicator final : public Communicator {
     w->keep_alive = std::move(keep);
     w->finish = std::move(finish);
     progress_add(w);
+    // The call itself (argument checks, staging casts, MPI_I*) as one event; its wait is another.
+    if (profiler::recording())
+      profiler::record(profiler::Category::comm, profiler::intern(w->op_name()), w->start_ns(),
+                       profiler::now_ns());
     return w;
   }
 

@@ -3,6 +3,8 @@
 #include <condition_variable>
 #include <thread>
 
+#include "hp/core/profiler.h"
+
 namespace hp::dist::detail {
 
 void check_mpi(int rc, const std::string& what) {
@@ -46,7 +48,17 @@ bool MpiWork::test() {
   return done_;
 }
 
+std::string MpiWork::op_name() const {
+  // what_: "rank 1 of 4: all_gather(bf16 [3, 4])", "rank 0 of 2: barrier".
+  const size_t colon = what_.find(": ");
+  const size_t begin = colon == std::string::npos ? 0 : colon + 2;
+  const size_t end = what_.find('(', begin);
+  return what_.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
 void MpiWork::wait() {
+  // The time the caller is blocked: the exposed part of the collective.
+  const profiler::Scope scope(profiler::Category::comm, [this] { return "wait " + op_name(); });
   while (!test()) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (s > timeout_s_)

@@ -29,6 +29,12 @@ class MpiWork : public Work {
   // Builds the result after completion (trim, average, downcast); runs once.
   std::function<Tensor()> finish;
   const std::string& what() const { return what_; }
+  // The op of what() ("all_gather"): its name in profiler traces.
+  std::string op_name() const;
+  // When the call began (profiler::now_ns time base).
+  int64_t start_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count();
+  }
 
  private:
   std::string what_;  // "rank 1 of 4: all_gather(bf16 [3, 4])"

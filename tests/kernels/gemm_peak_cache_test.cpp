@@ -1,0 +1,203 @@
+// The cached GEMM peak (kernels/cpu/gemm_peak.h): measured once and written, read back, and a
+// corrupt or unwritable cache costing a warning and a fresh measurement, never an error. Each
+// measurement takes a second or two (2048³ multiplies for at least a second).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "hp/core/error.h"
+#include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/gemm_peak.h"
+
+namespace hp::kernels {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool has(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += s + "\n";
+  return out;
+}
+
+class PeakCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("hp_peak_cache_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string cache() const { return (dir_ / "hp" / "peak.json").string(); }
+  // Written whatever the machine's load (the load gate has its own test).
+  PeakOptions always(const std::string& path) const {
+    PeakOptions o;
+    o.cache_path = path;
+    o.max_load_per_cpu = -1;
+    return o;
+  }
+  nlohmann::json read(const std::string& path) const {
+    std::ifstream in(path);
+    return nlohmann::json::parse(in);
+  }
+  fs::path dir_;
+};
+
+TEST_F(PeakCache, MeasuresOnceWritesTheEntryAndReadsItBack) {
+  const GemmPeak first = gemm_peak(DType::f32, always(cache()));
+  EXPECT_FALSE(first.cached);
+  EXPECT_GT(first.gflops, 0);
+  EXPECT_EQ(first.library, "OpenBLAS sgemm");
+  EXPECT_EQ(first.cache_path, cache());
+  EXPECT_TRUE(first.warnings.empty()) << joined(first.warnings);
+  const nlohmann::json doc = read(cache());
+  ASSERT_EQ(doc.at("peaks").size(), 1u);
+  const auto& e = doc.at("peaks").at(0);
+  const PeakKey key = peak_key(DType::f32);
+  EXPECT_EQ(e.at("cpu"), key.cpu);
+  EXPECT_EQ(e.at("isa"), key.isa);
+  EXPECT_EQ(e.at("threads"), num_threads());
+  EXPECT_EQ(e.at("dtype"), "f32");
+  EXPECT_DOUBLE_EQ(e.at("gflops").get<double>(), first.gflops);
+
+  const GemmPeak second = gemm_peak(DType::f32, always(cache()));
+  EXPECT_TRUE(second.cached);
+  EXPECT_DOUBLE_EQ(second.gflops, first.gflops);
+  EXPECT_EQ(second.measured_at, first.measured_at);
+  EXPECT_TRUE(has(describe_peak(second), "the cached f32 GEMM peak")) << describe_peak(second);
+  EXPECT_TRUE(has(describe_peak(second), "OpenBLAS sgemm")) << describe_peak(second);
+  EXPECT_TRUE(has(describe_peak(second), cache())) << describe_peak(second);
+  EXPECT_TRUE(has(describe_peak(second), "measured " + first.measured_at.substr(0, 10)));
+
+  // Another thread count is another machine as far as the peak goes: a second entry.
+  const int threads = num_threads();
+  set_num_threads(threads == 1 ? 2 : 1);
+  const GemmPeak other = gemm_peak(DType::f32, always(cache()));
+  set_num_threads(threads);
+  EXPECT_FALSE(other.cached);
+  EXPECT_EQ(read(cache()).at("peaks").size(), 2u);
+
+  // --remeasure replaces the entry rather than adding one.
+  PeakOptions again = always(cache());
+  again.remeasure = true;
+  EXPECT_FALSE(gemm_peak(DType::f32, again).cached);
+  EXPECT_EQ(read(cache()).at("peaks").size(), 2u);
+}
+
+TEST_F(PeakCache, CorruptCacheWarnsAndMeasuresAfresh) {
+  const std::string corrupt[] = {
+      "{\"format\": 1, \"peaks\": [",  // cut short
+      "[1, 2, 3]",
+      "{\"format\": 7, \"peaks\": []}",
+      // this machine's entry with fields of the wrong type
+      "{\"format\": 1, \"peaks\": [{\"cpu\": 5, \"gflops\": \"fast\"}, 3]}",
+  };
+  for (const std::string& text : corrupt) {
+    fs::create_directories(fs::path(cache()).parent_path());
+    std::ofstream(cache()) << text;
+    const GemmPeak p = gemm_peak(DType::f32, always(cache()));
+    EXPECT_FALSE(p.cached) << text;
+    EXPECT_GT(p.gflops, 0) << text;
+    // Rewritten whole and valid, with this measurement in it.
+    const nlohmann::json doc = read(cache());
+    EXPECT_EQ(doc.at("format"), 1) << text;
+    bool found = false;
+    for (const auto& e : doc.at("peaks"))
+      found = found || (e.is_object() && e.contains("gflops") && e["gflops"].is_number() &&
+                        e["gflops"].get<double>() == p.gflops);
+    EXPECT_TRUE(found) << text << "\n" << doc.dump();
+  }
+  // The first three are corrupt as files (the fourth only lacks a usable entry): said so.
+  std::ofstream(cache()) << corrupt[0];
+  const GemmPeak p = gemm_peak(DType::f32, always(cache()));
+  EXPECT_TRUE(has(joined(p.warnings), "ignoring the corrupt GEMM peak cache " + cache()))
+      << joined(p.warnings);
+}
+
+TEST_F(PeakCache, MalformedEntryOfThisMachineIsMeasuredAgain) {
+  const PeakKey key = peak_key(DType::f32);
+  nlohmann::json doc = {{"format", 1},
+                        {"peaks",
+                         {{{"cpu", key.cpu},
+                           {"isa", key.isa},
+                           {"threads", key.threads},
+                           {"dtype", "f32"},
+                           {"gflops", -3}}}}};
+  fs::create_directories(fs::path(cache()).parent_path());
+  std::ofstream(cache()) << doc.dump();
+  const GemmPeak p = gemm_peak(DType::f32, always(cache()));
+  EXPECT_FALSE(p.cached);
+  EXPECT_GT(p.gflops, 0);
+  EXPECT_TRUE(has(joined(p.warnings), "ignoring the f32 entry")) << joined(p.warnings);
+  EXPECT_EQ(read(cache()).at("peaks").size(), 1u);
+}
+
+TEST_F(PeakCache, UnwritableCacheWarnsAndStillMeasures) {
+  // A path below a regular file can be neither created nor written (whoever runs the test).
+  std::ofstream(dir_ / "file") << "x";
+  const std::string path = (dir_ / "file" / "hp" / "peak.json").string();
+  const GemmPeak p = gemm_peak(DType::f32, always(path));
+  EXPECT_GT(p.gflops, 0);
+  EXPECT_FALSE(p.cached);
+  EXPECT_EQ(p.cache_path, "");
+  EXPECT_TRUE(has(joined(p.warnings), "cannot write the GEMM peak cache " + path))
+      << joined(p.warnings);
+  EXPECT_TRUE(has(describe_peak(p), "not cached")) << describe_peak(p);
+}
+
+TEST_F(PeakCache, MeasurementUnderLoadIsNotCached) {
+  PeakOptions o;
+  o.cache_path = cache();
+  o.max_load_per_cpu = 0;  // any load at all counts as busy
+  const GemmPeak p = gemm_peak(DType::f32, o);
+  if (p.load_average <= 0) GTEST_SKIP() << "load average 0: this machine is idle";
+  EXPECT_FALSE(fs::exists(cache()));
+  EXPECT_EQ(p.cache_path, "");
+  EXPECT_TRUE(has(joined(p.warnings), "measured under load")) << joined(p.warnings);
+}
+
+TEST_F(PeakCache, Bf16PeakNamesItsLibrary) {
+  const GemmPeak p = gemm_peak(DType::bf16, always(cache()));
+  EXPECT_GT(p.gflops, 0);
+  // A native oneDNN kernel, or the f32 ceiling with the reason.
+  if (p.library.rfind("oneDNN bf16 matmul", 0) == 0) {
+    EXPECT_EQ(p.note, "");
+  } else {
+    EXPECT_EQ(p.library, "OpenBLAS sgemm");
+    EXPECT_TRUE(has(p.note, "f32 ceiling")) << p.note;
+  }
+  EXPECT_EQ(read(cache()).at("peaks").at(0).at("dtype"), "bf16");
+}
+
+TEST(PeakCachePath, FollowsXdgCacheHome) {
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  setenv("XDG_CACHE_HOME", "/some/cache", 1);
+  EXPECT_EQ(default_peak_cache_path(), "/some/cache/hp/peak.json");
+  setenv("XDG_CACHE_HOME", "relative/cache", 1);  // invalid per the XDG spec: ignored
+  const char* home = std::getenv("HOME");
+  if (home && *home) {
+    EXPECT_EQ(default_peak_cache_path(),
+              (std::filesystem::path(home) / ".cache" / "hp" / "peak.json").string());
+  }
+  if (old)
+    setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  else
+    unsetenv("XDG_CACHE_HOME");
+}
+
+TEST(PeakMeasure, OtherDtypesAreRejected) {
+  EXPECT_THROW(measure_gemm_peak(DType::i32), ValueError);
+}
+
+}  // namespace
+}  // namespace hp::kernels

@@ -1,0 +1,126 @@
+// `hp train ... --profile` writes the Chrome trace and prints the time tables; `hp bench peak`
+// measures, caches and re-reads the GEMM peaks MFU divides by, and survives a corrupt cache.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_run.h"
+
+namespace hp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_command;
+using test::run_hp;
+
+bool has(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+class ProfileCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(test::hp_binary())) << "build target hp_cli";
+    dir_ = fs::temp_directory_path() / ("hp_profile_cli_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    {
+      std::ofstream corpus(dir_ / "corpus.txt");
+      for (int i = 0; i < 200; ++i) corpus << "In the beginning was the word, line " << i << ".\n";
+    }
+    std::ofstream(dir_ / "tiny.yaml") << "model: {arch: llama, hidden: 32, layers: 1, heads: 2, "
+                                         "kv_heads: 1, intermediate: 64, vocab: 300}\n"
+                                      << "data: {path: " << (dir_ / "corpus.txt").string() << "}\n"
+                                      << "training: {steps: 4, batch_size: 2, seq_len: 16}\n"
+                                      << "metrics: {peak_tflops: 1.0, progress: none}\n"
+                                      << "checkpoint: {save_final: false}\n"
+                                      << "run: {dir: " << (dir_ / "run").string() << "}\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string peak(const std::string& flags) const {
+    return "XDG_CACHE_HOME=" + (dir_ / "cache").string() + " " + test::hp_binary() +
+           " bench peak --dtype f32 " + flags;
+  }
+  fs::path dir_;
+};
+
+TEST_F(ProfileCli, TrainProfileWritesTheTraceAndPrintsTheTables) {
+  const auto r = run_hp("train " + (dir_ / "tiny.yaml").string() + " --profile");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const fs::path trace = dir_ / "run" / "trace.json";
+  ASSERT_TRUE(fs::exists(trace)) << r.output;
+  std::ifstream in(trace);
+  const auto j = nlohmann::json::parse(in);  // throws (fails the test) unless valid JSON
+  size_t complete = 0;
+  for (const auto& e : j.at("traceEvents")) complete += e.at("ph") == "X";
+  EXPECT_GT(complete, 100u);
+  EXPECT_TRUE(has(r.output, "profile: steps 2..4 traced in " + trace.string())) << r.output;
+  EXPECT_TRUE(has(r.output, "profile of 3 step(s)")) << r.output;
+  EXPECT_TRUE(has(r.output, "model.layers.0")) << r.output;
+  EXPECT_TRUE(has(r.output, "MFU against metrics.peak_tflops = 1.000 TFLOP/s")) << r.output;
+}
+
+TEST_F(ProfileCli, TrainWithoutProfileWritesNoTrace) {
+  const auto r = run_hp("train " + (dir_ / "tiny.yaml").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "trace.json"));
+  EXPECT_FALSE(has(r.output, "profile:")) << r.output;
+  EXPECT_FALSE(has(r.output, "profile of")) << r.output;
+  const auto typo = run_hp("train " + (dir_ / "tiny.yaml").string() + " --profil");
+  EXPECT_EQ(typo.code, 2) << typo.output;
+  EXPECT_TRUE(has(typo.output, "unknown flag '--profil' (did you mean --profile?)")) << typo.output;
+}
+
+TEST_F(ProfileCli, BenchPeakMeasuresOnceThenReadsTheCache) {
+  const auto first = run_command(peak(""));
+  ASSERT_EQ(first.code, 0) << first.output;
+  EXPECT_TRUE(has(first.output, "cache      " + (dir_ / "cache" / "hp" / "peak.json").string()))
+      << first.output;
+  EXPECT_TRUE(has(first.output, "OpenBLAS sgemm")) << first.output;
+  EXPECT_TRUE(has(first.output, "(now)")) << first.output;
+  const auto second = run_command(peak(""));
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_TRUE(has(second.output, "(cached)")) << second.output;
+  const auto again = run_command(peak("--remeasure"));
+  EXPECT_TRUE(has(again.output, "(now)")) << again.output;
+
+  std::ofstream(dir_ / "cache" / "hp" / "peak.json") << "{ not json";
+  const auto corrupt = run_command(peak(""));
+  EXPECT_EQ(corrupt.code, 0) << corrupt.output;
+  EXPECT_TRUE(has(corrupt.output, "warning: ignoring the corrupt GEMM peak cache"))
+      << corrupt.output;
+  EXPECT_TRUE(has(corrupt.output, "(now)")) << corrupt.output;
+
+  const auto bad = run_hp("bench peak --dtype f16");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_TRUE(has(bad.output, "--dtype expects f32, bf16 or both, got 'f16'")) << bad.output;
+  const auto typo = run_hp("bench peak --remeasur");
+  EXPECT_TRUE(has(typo.output, "unknown flag '--remeasur' (did you mean --remeasure?)"))
+      << typo.output;
+}
+
+TEST_F(ProfileCli, TrainNamesTheCachedPeak) {
+  // Cached by bench peak (whatever the load), then used by a run that does not pin the peak.
+  ASSERT_EQ(run_command(peak("")).code, 0);
+  std::ofstream(dir_ / "f32.yaml") << "model: {arch: llama, hidden: 32, layers: 1, heads: 2, "
+                                      "kv_heads: 1, intermediate: 64, vocab: 300}\n"
+                                   << "data: {path: " << (dir_ / "corpus.txt").string() << "}\n"
+                                   << "training: {steps: 1, batch_size: 2, seq_len: 16, "
+                                      "mixed_precision: f32}\n"
+                                   << "metrics: {progress: none}\n"
+                                   << "checkpoint: {save_final: false}\n"
+                                   << "run: {dir: " << (dir_ / "run32").string() << "}\n";
+  const auto r = run_command("XDG_CACHE_HOME=" + (dir_ / "cache").string() + " " +
+                             test::hp_binary() + " train " + (dir_ / "f32.yaml").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "MFU against the cached f32 GEMM peak ")) << r.output;
+  EXPECT_TRUE(has(r.output, "OpenBLAS sgemm")) << r.output;
+  EXPECT_TRUE(has(r.output, (dir_ / "cache" / "hp" / "peak.json").string())) << r.output;
+}
+
+}  // namespace
+}  // namespace hp::cli
