@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "error_of.h"
+#include "expect_close.h"
 #include "hp/core/random.h"
 #include "hp/dist/communicator.h"
 #include "hp/models/moe.h"
@@ -21,15 +22,7 @@ namespace hp::shard {
 namespace {
 
 using hp::testing::error_of;
-
-void expect_close(const Tensor& a, const Tensor& b, double rel, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  auto av = contiguous(a).to_vector(), bv = contiguous(b).to_vector();
-  double scale = 0, worst = 0;
-  for (double v : bv) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < av.size(); ++i) worst = std::max(worst, std::abs(av[i] - bv[i]));
-  EXPECT_LE(worst, rel * scale) << what << " (max |b| " << scale << ")";
-}
+using hp::testing::expect_close;
 
 TEST(ExpertParallel, LocalExpertsSplitEvenly) {
   EXPECT_EQ(local_experts(8, 4, 3).first, 6);
