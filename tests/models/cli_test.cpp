@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli_run.h"
@@ -102,6 +103,39 @@ TEST(Cli, GenerateAndInfoOnASavedRandomModel) {
   ASSERT_EQ(rc3, 0) << text3;
   EXPECT_NE(text3.find("Qwen3ForCausalLM"), std::string::npos) << text3;
   EXPECT_NE(text3.find("F32"), std::string::npos) << text3;
+}
+
+// Without weights `hp model info` counts the parameters the config implies (layer by layer): the
+// same count as the weights' headers give, and an absurd layer count fails at once, naming the
+// file, key and value, where it used to build layers for years.
+TEST(Cli, InfoWithoutWeightsCountsFromTheConfig) {
+  const std::string hp = hp_binary();
+  ASSERT_FALSE(hp.empty()) << "hp binary not built (target hp_cli)";
+  const fs::path dir = fs::path(::testing::TempDir()) / "hp_cli_info_config_only";
+  for (const std::string name : {"qwen3", "qwen3_moe", "deepseek_v3"}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(fixture(name) + "/config.json", dir / "config.json");
+    auto [rc, with_weights] = run(hp + " model info " + fixture(name));
+    ASSERT_EQ(rc, 0) << with_weights;
+    auto [rc2, from_config] = run(hp + " model info " + dir.string());
+    ASSERT_EQ(rc2, 0) << from_config;
+    EXPECT_NE(from_config.find("[no weights: from config]"), std::string::npos) << from_config;
+    const auto count = [](const std::string& text) {
+      const size_t at = text.find("parameters");
+      return at == std::string::npos ? std::string() : text.substr(at, text.find(" (", at) - at);
+    };
+    EXPECT_EQ(count(from_config), count(with_weights)) << name;
+  }
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(fixture("qwen3") + "/config.json"));
+  j["num_hidden_layers"] = 1000000000000LL;
+  std::ofstream(dir / "config.json") << j.dump(2);
+  // `timeout`: before the bound this ran until killed.
+  auto [rc, text] = run("timeout 60 " + hp + " model info " + dir.string());
+  EXPECT_EQ(rc, 2) << text;
+  EXPECT_NE(text.find((dir / "config.json").string() + ": num_hidden_layers: 1000000000000 layers"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

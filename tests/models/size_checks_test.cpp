@@ -1,7 +1,7 @@
-// Bad sizes in config.json: the ones no model can have (parameter count over int64) fail while
-// parsing; the ones that disagree with the safetensors weights fail in load_model from the headers,
-// naming config.json, the key and the value, before a model of that size is built. YaRN without a
-// factor is an error, not silently no scaling.
+// Bad sizes in config.json: the ones no model can have (parameter count over int64, more than
+// kMaxLayers layers) fail while parsing; the ones that disagree with the safetensors weights fail
+// in load_model from the headers, naming config.json, the key and the value, before a model of that
+// size is built. YaRN without a factor is an error, not silently no scaling.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -49,9 +49,36 @@ TEST(SizeChecks, LayerCountIsCheckedAgainstTheWeightsBeforeBuilding) {
   ASSERT_TRUE(has(e, "config.json") && has(e, "num_hidden_layers = 3") &&
               has(e, "holds 2 layer(s)"))
       << e;
-  // Before the header check this built 10^12 layers until the OOM killer came.
+  // Before the header check this built the layers (10^12 of them until the OOM killer came; such
+  // a count now fails while parsing, see below).
+  e = load_error("qwen3", {{"num_hidden_layers", kMaxLayers}});
+  EXPECT_TRUE(has(e, "num_hidden_layers = 65536") && has(e, "holds 2 layer(s)")) << e;
   e = load_error("qwen3", {{"num_hidden_layers", 1000000000000LL}});
-  EXPECT_TRUE(has(e, "num_hidden_layers = 1000000000000") && has(e, "holds 2 layer(s)")) << e;
+  EXPECT_TRUE(has(e, "config.json: num_hidden_layers: 1000000000000 layers is more than the 65536"))
+      << e;
+}
+
+// The experts' width: before these checks a wrong one allocated every expert at that width (here
+// terabytes) before load_weights compared shapes.
+TEST(SizeChecks, ExpertSizesAreCheckedAgainstTheWeightsBeforeBuilding) {
+  EXPECT_EQ(load_error("qwen3_moe", nlohmann::json::object()), "(no error)");
+  std::string e = load_error("qwen3_moe", {{"moe_intermediate_size", 100000000000LL}});
+  EXPECT_TRUE(has(e, "config.json: moe_intermediate_size = 100000000000") &&
+              has(e, ".mlp.experts.") && has(e, ".gate_proj.weight' has shape [16, 32]"))
+      << e;
+  e = load_error("deepseek_v3", {{"moe_intermediate_size", 17}});
+  EXPECT_TRUE(has(e, "config.json: moe_intermediate_size") && has(e, "17") &&
+              has(e, "has shape [16, 32]"))
+      << e;
+  e = load_error("deepseek_v3", {{"n_shared_experts", 1000000000}});
+  EXPECT_TRUE(has(e, "moe_intermediate_size × n_shared_experts = 16 × 1000000000 = 16000000000") &&
+              has(e, "mlp.shared_experts.gate_proj.weight"))
+      << e;
+  // Mixtral's experts are intermediate_size wide.
+  e = load_error("mixtral", {{"intermediate_size", 100000000000LL}});
+  EXPECT_TRUE(has(e, "config.json: intermediate_size = 100000000000") &&
+              has(e, ".block_sparse_moe.experts.") && has(e, ".w1.weight' has shape [24, 32]"))
+      << e;
 }
 
 TEST(SizeChecks, SizesAreCheckedAgainstTensorShapesNamingKeyAndTensor) {
@@ -97,6 +124,22 @@ TEST(SizeChecks, SizesWhoseParameterCountOverflowsFailWhileParsing) {
         "num_hidden_layers": 2})");
   });
   EXPECT_TRUE(has(e, "cfg.json: intermediate_size:")) << e;
+  // A count that fits int64 but no model has: building (or counting) it layer by layer never ends.
+  e = error_of([] { parse(cfg(R"("num_hidden_layers": 1000000000000)")); });
+  EXPECT_TRUE(has(e, "cfg.json: num_hidden_layers: 1000000000000 layers is more than the 65536"))
+      << e;
+  EXPECT_EQ(parse(cfg(R"("num_hidden_layers": 65536)")).num_hidden_layers, 65536);
+  // moe_intermediate_size, when given, is a size like the others.
+  for (const char* bad : {"0", "-3"}) {
+    e = error_of([&] {
+      parse(cfg(R"("num_hidden_layers": 2, "moe_intermediate_size": )" + std::string(bad)));
+    });
+    EXPECT_TRUE(has(e, "cfg.json: moe_intermediate_size: must be > 0, got " + std::string(bad)))
+        << e;
+  }
+  EXPECT_EQ(
+      parse(cfg(R"("num_hidden_layers": 2, "moe_intermediate_size": null)")).moe_intermediate_size,
+      0);
 }
 
 TEST(SizeChecks, YarnNeedsAFactor) {

@@ -15,6 +15,7 @@
 #include "hp/io/tokenizer.h"
 #include "hp/models/generate.h"
 #include "hp/models/registry.h"
+#include "hp/nn/module.h"
 #include "hp/ops/ops.h"
 
 namespace hp::cli {
@@ -184,8 +185,10 @@ int run_model(const Args& argv) {
       total += t.numel();
     }
   } else {
-    // One decoder layer at a time (memory bounded by the largest layer), embeddings and head from
-    // their shapes.
+    // One decoder layer at a time (memory bounded by the largest layer; the layer count is bounded
+    // by read_model_config), embeddings and head from their shapes. Only the shapes count, so the
+    // weights are not drawn.
+    nn::SkipInitGuard skip_init;
     const auto& factory = models::architecture(c.architecture).layers;
     const int64_t io_params =
         c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) + c.hidden_size;

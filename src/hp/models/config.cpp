@@ -159,6 +159,14 @@ SizeOverflow parameter_count_overflow(const ModelConfig& c, const SizeKeys& k) {
     out.what = std::to_string(c.num_hidden_layers) +
                " layers make the total parameter count overflow int64";
   }
+  // A layer count that fits int64 can still be absurd (10^12 layers of a tiny model): building
+  // the model, or counting its parameters layer by layer (`hp model info` without weights), would
+  // run for years before failing.
+  if (out.key.empty() && c.num_hidden_layers > kMaxLayers) {
+    out.key = k.layers;
+    out.what = std::to_string(c.num_hidden_layers) + " layers is more than the " +
+               std::to_string(kMaxLayers) + " hp accepts (no model is that deep)";
+  }
   return out;
 }
 
@@ -230,7 +238,7 @@ ModelConfig parse_model_config(const io::Json& j) {
   for (const char* key : {"num_experts", "num_local_experts", "n_routed_experts"})
     if (j.contains(key) && !j.at(key).is_null()) c.num_experts = positive(j, key, true, 0);
   c.num_experts_per_tok = j.get_int_or("num_experts_per_tok", 0);
-  c.moe_intermediate_size = j.get_int_or("moe_intermediate_size", 0);
+  c.moe_intermediate_size = positive(j, "moe_intermediate_size", false, 0);
   c.norm_topk_prob = j.get_bool_or("norm_topk_prob", false);
   c.decoder_sparse_step = j.get_int_or("decoder_sparse_step", 1);
   c.mlp_only_layers = int_list(j, "mlp_only_layers");

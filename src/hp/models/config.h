@@ -90,14 +90,19 @@ struct SizeKeys {
               kv_heads = "num_key_value_heads", head_dim = "head_dim", experts = "num_experts",
               moe_intermediate = "moe_intermediate_size";
 };
-// The size that makes a config's parameter count overflow int64 (no model can have it).
+// The most decoder layers a config may have: far beyond the deepest transformers published (about
+// a thousand layers), so only a mistaken count is refused.
+constexpr int64_t kMaxLayers = int64_t(1) << 16;
+// The size that makes a config's parameter count overflow int64, or a layer count above
+// kMaxLayers (no model can have either).
 struct SizeOverflow {
   std::string key;   // "" = the count fits
   std::string what;  // "<value> ... overflows int64 (...)"
 };
 // Checks the parameter count `c` implies (embeddings and head, each layer's attention and MLP or
 // experts, times the layers) against int64, naming the largest size of the product that
-// overflows. parse_model_config applies it; a model built from sizes should too.
+// overflows, then the layer count against kMaxLayers. parse_model_config applies it; a model built
+// from sizes should too.
 SizeOverflow parameter_count_overflow(const ModelConfig& c, const SizeKeys& keys = {});
 
 // Parses a config.json document (`j` root). Throws IoError "[config] <file>: <key>: ...".

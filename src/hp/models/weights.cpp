@@ -49,6 +49,13 @@ int64_t layer_index(const std::string& name, std::string* rest) {
   return std::stoll(name.substr(prefix.size(), end - prefix.size()));
 }
 
+// Whether `rest` (a layer tensor name after "model.layers.<i>.") is "<prefix><expert>.<leaf>".
+bool expert_weight(const std::string& rest, const std::string& prefix, const std::string& leaf) {
+  if (rest.rfind(prefix, 0) != 0) return false;
+  const size_t dot = rest.find('.', prefix.size());
+  return dot != std::string::npos && rest.compare(dot + 1, std::string::npos, leaf) == 0;
+}
+
 }  // namespace
 
 void check_config_against_weights(const ModelConfig& c, const std::string& path) {
@@ -110,6 +117,18 @@ void check_config_against_weights(const ModelConfig& c, const std::string& path)
       } else if (c.is_moe() &&
                  (rest == "mlp.gate.weight" || rest == "block_sparse_moe.gate.weight")) {
         expect(name, shape, 0, c.num_experts, experts_key);
+      } else if (c.is_moe() && expert_weight(rest, "mlp.experts.", "gate_proj.weight")) {
+        expect(name, shape, 0, c.moe_intermediate_size, "moe_intermediate_size");
+        expect(name, shape, 1, c.hidden_size, "hidden_size");
+      } else if (c.is_moe() && rest == "mlp.shared_experts.gate_proj.weight") {
+        expect(name, shape, 0, product(c.moe_intermediate_size, c.n_shared_experts),
+               "moe_intermediate_size × n_shared_experts = " +
+                   std::to_string(c.moe_intermediate_size) + " × " +
+                   std::to_string(c.n_shared_experts));
+      } else if (c.is_moe() && expert_weight(rest, "block_sparse_moe.experts.", "w1.weight")) {
+        // Mixtral's experts are intermediate_size wide (it has no dense MLP to check it on).
+        expect(name, shape, 0, c.intermediate_size, "intermediate_size");
+        expect(name, shape, 1, c.hidden_size, "hidden_size");
       }
     }
   }

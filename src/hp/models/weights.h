@@ -18,9 +18,10 @@ void load_weights(nn::Module& model, const std::string& path);
 // Checks `config`'s sizes against the safetensors headers at `path` (no tensor data is read),
 // before a model is built for them: the layer count the names model.layers.<i>.* imply must be
 // num_hidden_layers, and the tensors whose shapes every architecture shares must agree with
-// vocab_size, hidden_size, intermediate_size, the attention heads × head_dim and the expert
-// count. Throws IoError "[models] <config file>: <key> = <value> ...: <path> ..." naming the tensor
-// and its shape. load_model calls it; other tensors are checked by load_weights.
+// vocab_size, hidden_size, intermediate_size, the attention heads × head_dim, the expert
+// count and the experts' width (moe_intermediate_size; Mixtral: intermediate_size). Throws IoError
+// "[models] <config file>: <key> = <value> ...: <path> ..." naming the tensor and its shape.
+// load_model calls it; other tensors are checked by load_weights.
 void check_config_against_weights(const ModelConfig& config, const std::string& path);
 
 // Writes `out_dir`/config.json and the weights: model.safetensors when they fit in

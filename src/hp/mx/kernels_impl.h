@@ -67,12 +67,15 @@ inline F load(const void* base, int64_t idx) {
 
 // Prefetches the cache lines of the 32 elements at base[idx]. The panel kernels call it two rows
 // ahead: each row of a panel is a separate 2-4 KiB stream that crosses a page, which the hardware
-// prefetchers pick up late.
+// prefetchers pick up late. Past the last panel that address lies beyond the input (a prefetch
+// never faults), so it is computed in integers: a pointer that far out of its array would be
+// undefined behaviour the optimizer may assume away.
 template <bool kBf16>
 inline void prefetch_block(const void* base, int64_t idx) {
-  const char* p = static_cast<const char*>(base) + idx * (kBf16 ? 2 : 4);
-  __builtin_prefetch(p);
-  if constexpr (!kBf16) __builtin_prefetch(p + 64);
+  const uintptr_t p =
+      reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(idx * (kBf16 ? 2 : 4));
+  __builtin_prefetch(reinterpret_cast<const void*>(p));
+  if constexpr (!kBf16) __builtin_prefetch(reinterpret_cast<const void*>(p + 64));
 }
 
 inline I abs_bits(F v) {
