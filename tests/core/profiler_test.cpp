@@ -40,6 +40,21 @@ void operator delete(void* p, size_t) noexcept {
 void operator delete[](void* p, size_t) noexcept {
   std::free(p);
 }
+// The nothrow forms too (std::stable_partition's temporary buffer uses them): every allocation of
+// this binary must come from the same malloc its deletes free (AddressSanitizer checks the pair).
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  if (t_count_allocations) ++t_allocations;
+  return std::malloc(n ? n : 1);
+}
+void* operator new[](size_t n, const std::nothrow_t& t) noexcept {
+  return operator new(n, t);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
 
 namespace hp::profiler {
 namespace {
