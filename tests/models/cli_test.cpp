@@ -1,6 +1,7 @@
 // The `hp forward` / `hp generate` / `hp model info` paths on fixture models (runs the hp binary
 // built next to this test; skipped when it is not there).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -111,7 +112,8 @@ TEST(Cli, GenerateAndInfoOnASavedRandomModel) {
 TEST(Cli, InfoWithoutWeightsCountsFromTheConfig) {
   const std::string hp = hp_binary();
   ASSERT_FALSE(hp.empty()) << "hp binary not built (target hp_cli)";
-  const fs::path dir = fs::path(::testing::TempDir()) / "hp_cli_info_config_only";
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("hp_cli_info_config_only_" + std::to_string(::getpid()));
   for (const std::string name : {"qwen3", "qwen3_moe", "deepseek_v3"}) {
     fs::remove_all(dir);
     fs::create_directories(dir);
@@ -136,6 +138,7 @@ TEST(Cli, InfoWithoutWeightsCountsFromTheConfig) {
   EXPECT_NE(text.find((dir / "config.json").string() + ": num_hidden_layers: 1000000000000 layers"),
             std::string::npos)
       << text;
+  fs::remove_all(dir);
 }
 
 }  // namespace

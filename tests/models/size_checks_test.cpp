@@ -3,6 +3,7 @@
 // in load_model from the headers, naming config.json, the key and the value, before a model of that
 // size is built. YaRN without a factor is an error, not silently no scaling.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -26,9 +27,11 @@ bool has(const std::string& s, const std::string& needle) {
 }
 
 // A copy of fixture `name` (config.json + model.safetensors) whose config.json has `patch` merged.
+// Per process: ctest runs each test as its own process, several at once.
 std::string patched_fixture(const std::string& name, const nlohmann::json& patch) {
   const fs::path src = fs::path(HP_TEST_DIR) / "fixtures" / name;
-  const fs::path dst = fs::path(::testing::TempDir()) / ("hp_size_checks_" + name);
+  const fs::path dst = fs::path(::testing::TempDir()) /
+                       ("hp_size_checks_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dst);
   fs::create_directories(dst);
   fs::copy_file(src / "model.safetensors", dst / "model.safetensors");
@@ -40,7 +43,9 @@ std::string patched_fixture(const std::string& name, const nlohmann::json& patch
 
 std::string load_error(const std::string& name, const nlohmann::json& patch) {
   const std::string dir = patched_fixture(name, patch);
-  return error_of([&] { load_model(dir); });
+  const std::string e = error_of([&] { load_model(dir); });
+  fs::remove_all(dir);
+  return e;
 }
 
 TEST(SizeChecks, LayerCountIsCheckedAgainstTheWeightsBeforeBuilding) {

@@ -74,7 +74,10 @@ class Pool {
   void start(int n) {
     size_ = std::max(1, n);
     quit_ = false;
-    for (int i = 1; i < size_; ++i) workers_.emplace_back([this] { loop(); });
+    // A new worker starts from the current generation: starting from 0 would make it run a
+    // finished job once more and decrement pending_ of the next job twice, so run() would wait
+    // for a count that went past zero (a hang seen after set_num_threads in CI).
+    for (int i = 1; i < size_; ++i) workers_.emplace_back([this, g = generation_] { loop(g); });
   }
 
   void stop() {
@@ -102,8 +105,7 @@ class Pool {
     t_in_parallel = false;
   }
 
-  void loop() {
-    uint64_t seen = 0;
+  void loop(uint64_t seen) {
     for (;;) {
       {
         std::unique_lock<std::mutex> lk(mu_);
