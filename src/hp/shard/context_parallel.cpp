@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <tuple>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
@@ -135,8 +136,10 @@ Tensor lse_rows(const Tensor& lse, int64_t t0, int64_t n) {
   return n == lse.size(2) ? lse : contiguous(narrow(lse, 2, t0, n));
 }
 
-// Forward: o [B, Hq, T, D] and lse [B, Hq, T] of the whole-sequence causal attention.
-std::pair<Tensor, Tensor> ring_forward(const Tensor& q, const Tensor& kv, const RingGeometry& g,
+// Forward: o [B, Hq, T, D] and lse [B, Hq, T] of the whole-sequence causal attention, and the
+// K/V [2, B, Hkv, T, D] the last hop brought (rank r+1's; this rank's own when n == 1), which the
+// backward starts from.
+std::tuple<Tensor, Tensor, Tensor> ring_forward(const Tensor& q, const Tensor& kv, const RingGeometry& g,
                                        const dist::CommPtr& comm) {
   const int n = comm->size(), r = comm->rank();
   Tensor o = zeros({g.b, g.hq, g.t, g.d});
@@ -185,62 +188,68 @@ std::pair<Tensor, Tensor> ring_forward(const Tensor& q, const Tensor& kv, const 
       timed_wait(send);
     }
   }
-  return {o, lse};
+  return {o, lse, cur};
 }
 
-// Backward: dq [B, Hq, T, D] and dkv [2, B, Hkv, T, D] (this rank's K/V gradients).
-std::pair<Tensor, Tensor> ring_backward(const Tensor& q, const Tensor& kv, const Tensor& o,
-                                        const Tensor& lse, const Tensor& dout,
+// Backward: dq [B, Hq, T, D] and dkv [2, B, Hkv, T, D] (this rank's K/V gradients). It runs the
+// forward's ring in reverse: step i multiplies the K/V of rank r+1+i, starting from the K/V the
+// forward's last hop left here (`kv_next`) and ending with this rank's own block. K/V and each
+// block's accumulated dK/dV travel to rank r−1, and the dK/dV of this rank's own K/V arrive from
+// rank r+1 while its own block is multiplied. So no hop waits after the last block (in forward
+// order the dK/dV need one more hop home that nothing overlaps): n−2 K/V and n−1 dK/dV hops.
+std::pair<Tensor, Tensor> ring_backward(const Tensor& q, const Tensor& kv, const Tensor& kv_next,
+                                        const Tensor& o, const Tensor& lse, const Tensor& dout,
                                         const RingGeometry& g, const dist::CommPtr& comm) {
   const int n = comm->size(), r = comm->rank();
+  const int next = (r + 1) % n, prev = (r - 1 + n) % n;
   Tensor dq = zeros({g.b, g.hq, g.t, g.d});
-  Tensor dkv = zeros({2, g.b, g.hkv, g.t, g.d});
+  Tensor dkv;
   Tensor tq = empty({g.b, g.hq, g.t, g.d}), tk = empty({g.b, g.hkv, g.t, g.d}),
          tv = empty({g.b, g.hkv, g.t, g.d});
   const Tensor lse_second = lse_rows(lse, g.c, g.c);
   const Rows qr = rows_of(q), orr = rows_of(o), dor = rows_of(dout);
-  Tensor cur = kv;
-  const int next = (r + 1) % n, prev = (r - 1 + n) % n;
-  dist::WorkPtr send_d, recv_d;  // the dK/dV hop in flight
+  Tensor cur = skip_comm ? kv : kv_next;
+  dist::WorkPtr send_d;  // the dK/dV hop leaving
   for (int i = 0; i < n; ++i) {
-    const int src = (r - i + n) % n;
-    dist::WorkPtr send_kv, recv_kv;
-    if (i + 1 < n && !skip_comm) {
-      send_kv = comm->isend(cur, next, 12);
-      recv_kv = comm->irecv(cur.shape(), DType::f32, prev, 12);
-      count_bytes(cur);
+    const bool own = i + 1 == n;
+    const int src = own ? r : (r + 1 + i) % n;
+    dist::WorkPtr send_kv, recv_kv, recv_d;
+    if (!skip_comm) {
+      if (i + 2 < n) {  // the next (remote) block's K/V travel while this one is multiplied
+        send_kv = comm->isend(cur, prev, 12);
+        recv_kv = comm->irecv(cur.shape(), DType::f32, next, 12);
+        count_bytes(cur);
+      }
+      if (i > 0) recv_d = comm->irecv(kv.shape(), DType::f32, next, 13);
     }
+    const Tensor& blk = own ? kv : cur;
     const Block k = block_for(src, r, g.c);
-    const Rows kr{cur.data<float>(), g.hkv, g.t, g.d};
-    const Rows vr{cur.data<float>() + g.b * g.hkv * g.t * g.d, g.hkv, g.t, g.d};
+    const Rows kr{blk.data<float>(), g.hkv, g.t, g.d};
+    const Rows vr{blk.data<float>() + g.b * g.hkv * g.t * g.d, g.hkv, g.t, g.d};
     const float* l = (k.q0 == 0 ? lse : lse_second).data<float>();
     kernels::attention_backward(g.shape(k), g.options(k), qr.in(k.q0), kr.in(k.k0), vr.in(k.k0),
                                 orr.in(k.q0), l, dor.in(k.q0), Rows{tq.data<float>(), g.hq, k.nq, g.d}.out(0),
                                 Rows{tk.data<float>(), g.hkv, k.nk, g.d}.out(0),
                                 Rows{tv.data<float>(), g.hkv, k.nk, g.d}.out(0));
     add_rows(dq.data<float>(), g.t, k.q0, tq.data<float>(), k.nq, g.b * g.hq, g.d);
-    // The block's accumulated dK/dV arrived while it was multiplied (none at i = 0: this rank's
-    // own block starts at zero); they go on with this rank's share added and, after n hops, are
-    // back at their owner.
-    if (recv_d) {
-      dkv = timed_result(recv_d);
-      timed_wait(send_d);
-    }
-    float* dk = dkv.data<float>();
+    // The block's dK/dV accumulated by ranks r+1, r+2, … (none for the first block) plus this
+    // rank's share; they go on to rank r−1, except the last block's, which are this rank's own.
+    Tensor acc = recv_d ? timed_result(recv_d) : zeros(kv.shape());
+    float* dk = acc.data<float>();
     add_rows(dk, g.t, k.k0, tk.data<float>(), k.nk, g.b * g.hkv, g.d);
     add_rows(dk + g.b * g.hkv * g.t * g.d, g.t, k.k0, tv.data<float>(), k.nk, g.b * g.hkv, g.d);
-    if (skip_comm) continue;
-    send_d = comm->isend(dkv, next, 13);
-    recv_d = comm->irecv(dkv.shape(), DType::f32, prev, 13);
-    count_bytes(dkv);
+    if (send_d) timed_wait(send_d);
+    send_d = nullptr;
+    if (own) {
+      dkv = acc;
+    } else if (!skip_comm) {
+      send_d = comm->isend(acc, prev, 13);
+      count_bytes(acc);
+    }
     if (send_kv) {
       cur = timed_result(recv_kv);
       timed_wait(send_kv);
     }
-  }
-  if (recv_d) {
-    dkv = timed_result(recv_d);
-    timed_wait(send_d);
   }
   return {dq, dkv};
 }
@@ -254,17 +263,19 @@ Tensor ring_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
     HP_THROW(ValueError, "shard", "ring attention needs the two zigzag chunks of equal length; "
              "this rank holds ", t, " tokens");
   const RingGeometry g{q.size(0), q.size(1), k_in.size(1), t, q.size(3), t / 2, scale};
-  Tensor o, lse;
+  Tensor o, lse, kv_next;
   {
     autograd::NoGradGuard ng;
-    std::tie(o, lse) = ring_forward(q, kv, g, comm);
+    std::tie(o, lse, kv_next) = ring_forward(q, kv, g, comm);
   }
   if (autograd::needs_grad({q_in, k_in, v_in})) {
-    autograd::SavedTensor sq(q), skv(kv), so(o), sl(lse);
+    // kv_next: one more K/V chunk kept for the backward, which saves it two hops.
+    autograd::SavedTensor sq(q), skv(kv), snext(kv_next), so(o), sl(lse);
     autograd::record("RingAttention", {q_in, k_in, v_in}, {o},
                      [=](const std::vector<Tensor>& grads) {
-                       auto [dq, dkv] = ring_backward(sq.unpack(), skv.unpack(), so.unpack(),
-                                                      sl.unpack(), contiguous(grads[0]), g, comm);
+                       auto [dq, dkv] = ring_backward(sq.unpack(), skv.unpack(), snext.unpack(),
+                                                      so.unpack(), sl.unpack(),
+                                                      contiguous(grads[0]), g, comm);
                        return std::vector<Tensor>{dq, select(dkv, 0, 0), select(dkv, 0, 1)};
                      });
   }

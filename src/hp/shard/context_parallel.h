@@ -9,8 +9,10 @@
 // Two ways to attend (parallel.cp_method):
 //   ring      K/V blocks travel around the ring (non-blocking send/recv of the next block while
 //             the current one is multiplied); each block's flash output is merged by its
-//             log-sum-exp (online softmax). Backward sends K/V around again with their dK/dV
-//             accumulators, which arrive back at their owner after cp hops. With the zigzag
+//             log-sum-exp (online softmax). Backward runs the ring in reverse from the K/V
+//             the forward's last hop left (one extra chunk saved), K/V travelling with their
+//             dK/dV accumulators, and multiplies the rank's own block last, while its dK/dV
+//             arrive: 3·cp − 4 hops per step, none left waiting after the last block. With the zigzag
 //             layout, block (q from rank r, kv from rank s) is: s == r, causal over the local
 //             2c × 2c; s < r, all local q against the first kv chunk, unmasked; s > r, the second
 //             q chunk against all local kv, unmasked (c = L / 2cp).
