@@ -47,19 +47,20 @@ TEST(Fsdp, GroupsByGlob) {
   auto m = tiny_model(1);
   Groups g = groups_by_glob(*m, {"model.layers.*"});
   ASSERT_EQ(g.size(), 2u);
-  EXPECT_EQ(g[0].first, "model.layers.0");
-  EXPECT_EQ(g[1].first, "model.layers.1");
-  EXPECT_EQ(g[1].second, m->model->layers[1].get());
+  EXPECT_EQ(g[0].prefix, "model.layers.0");
+  EXPECT_EQ(g[1].prefix, "model.layers.1");
+  EXPECT_EQ(g[1].module, m->model->layers[1].get());
   EXPECT_THROW(groups_by_glob(*m, {"model.blocks.*"}), ValueError);
 }
 
 TEST(Fsdp, RejectsBadGroupsAndDtypes) {
   auto m = tiny_model(1);
-  EXPECT_THROW(FsdpModel(*m, {{"model.layer.0", m->model->layers[0].get()}}, nullptr, nullptr,
+  EXPECT_THROW(FsdpModel(*m, {{"model.layer.0", m->model->layers[0].get(), {}, nullptr}}, nullptr, nullptr,
                          options(DType::bf16)),
                ValueError);
   EXPECT_THROW(
-      FsdpModel(*m, {{"model", m->model.get()}, {"model.layers.0", m->model->layers[0].get()}},
+      FsdpModel(*m, {{"model", m->model.get(), {}, nullptr},
+                     {"model.layers.0", m->model->layers[0].get(), {}, nullptr}},
                 nullptr, nullptr, options(DType::bf16)),
       ValueError);
   struct Scalar : nn::Module {
@@ -72,30 +73,53 @@ TEST(Fsdp, RejectsBadGroupsAndDtypes) {
 }
 
 // World of one, param_dtype bf16: forward/backward run on bf16 casts of the masters, exactly as a
-// model holding those bf16 weights; the f32 master grads are its bf16 grads, widened.
+// model holding those bf16 weights; the f32 master grads are its bf16 grads, widened. `split`
+// makes every layer two groups sharing its forward (its MLP by a parameter glob, the rest), as
+// expert parallelism does with a layer's experts: the result is the same.
+void expect_bf16_model(bool reshard, bool split) {
+  auto m = tiny_model(3);
+  auto ref = bf16_copy(*m);
+  Groups groups;
+  for (const Group& g : groups_by_glob(*m, {"model.layers.*"})) {
+    groups.push_back(g);
+    if (split) groups.push_back({g.prefix, g.module, {"mlp.*"}, nullptr});
+  }
+  FsdpModel f(*m, groups, nullptr, nullptr, options(DType::bf16, reshard));
+  EXPECT_FALSE(f.passthrough());
+  const Tensor ids = token_batch(1, 3, 7, kVocab);
+  Tensor l = scaled_sum_loss(*m, ids, 1.0 / 18);
+  Tensor lr = scaled_sum_loss(*ref, ids, 1.0 / 18);
+  EXPECT_EQ(l.item(), lr.item());
+  l.backward();
+  lr.backward();
+  f.finish_grads();
+  auto shards = f.sharded_parameters();
+  auto want = ref->named_parameters();
+  ASSERT_EQ(shards.size(), want.size());
+  for (size_t k = 0; k < shards.size(); ++k) {
+    EXPECT_EQ(shards[k].first, want[k].first);
+    EXPECT_EQ(shards[k].second.dtype(), DType::f32);
+    ASSERT_TRUE(shards[k].second.grad().defined()) << shards[k].first;
+    EXPECT_EQ(shards[k].second.grad().dtype(), DType::f32);
+    expect_same(shards[k].second.grad(), want[k].second.grad().to(DType::f32), shards[k].first);
+  }
+}
+
 TEST(Fsdp, Bf16OnOneProcessEqualsBf16Model) {
-  for (bool reshard : {true, false}) {
-    auto m = tiny_model(3);
-    auto ref = bf16_copy(*m);
-    auto f = wrap(*m, options(DType::bf16, reshard));
-    EXPECT_FALSE(f->passthrough());
-    const Tensor ids = token_batch(1, 3, 7, kVocab);
-    Tensor l = scaled_sum_loss(*m, ids, 1.0 / 18);
-    Tensor lr = scaled_sum_loss(*ref, ids, 1.0 / 18);
-    EXPECT_EQ(l.item(), lr.item());
-    l.backward();
-    lr.backward();
-    f->finish_grads();
-    auto shards = f->sharded_parameters();
-    auto want = ref->named_parameters();
-    ASSERT_EQ(shards.size(), want.size());
-    for (size_t k = 0; k < shards.size(); ++k) {
-      EXPECT_EQ(shards[k].first, want[k].first);
-      EXPECT_EQ(shards[k].second.dtype(), DType::f32);
-      ASSERT_TRUE(shards[k].second.grad().defined()) << shards[k].first;
-      EXPECT_EQ(shards[k].second.grad().dtype(), DType::f32);
-      expect_same(shards[k].second.grad(), want[k].second.grad().to(DType::f32), shards[k].first);
-    }
+  for (bool reshard : {true, false}) expect_bf16_model(reshard, false);
+}
+
+TEST(Fsdp, GroupsSharingAModuleSplitItsParametersByGlob) {
+  for (bool reshard : {true, false}) expect_bf16_model(reshard, true);
+  auto m = tiny_model(1);
+  nn::Module* layer = m->model->layers[0].get();
+  try {
+    FsdpModel(*m, {{"model.layers.0", layer, {"nope.*"}, nullptr}}, nullptr, nullptr,
+              options(DType::bf16));
+    FAIL() << "a glob matching nothing was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("'nope.*' matches nothing"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -309,14 +309,18 @@ TEST(Config, ArchChoicesComeFromTheArchitectureTable) {
 TEST(Config, BuildsOptimizerOptionsAndSchedule) {
   Config c = parse_config(kValid, "run.yaml", {"lr_scheduler.warmup_steps=10"});
   optim::OptimizerOptions o = optimizer_options(c.optimizer);
-  ASSERT_EQ(o.groups.size(), 2u);
+  // Routers' correction biases (no weight decay, first), the config's group, Muon's AdamW group.
+  ASSERT_EQ(o.groups.size(), 3u);
+  EXPECT_EQ(o.groups[0].globs, std::vector<std::string>{"*.e_score_correction_bias"});
   EXPECT_EQ(o.groups[0].weight_decay, 0.0);
-  EXPECT_EQ(o.groups[1].algorithm, optim::Algorithm::adamw);  // embeddings and head
+  EXPECT_EQ(o.groups[1].weight_decay, 0.0);
+  EXPECT_EQ(o.groups[2].algorithm, optim::Algorithm::adamw);  // embeddings and head
   EXPECT_EQ(o.default_algorithm, optim::Algorithm::auto_select);
   std::vector<optim::NamedTensor> params = {{"embed_tokens.weight", zeros({8, 4})},
                                             {"layers.0.mlp.up.weight", zeros({8, 4})},
                                             {"layers.0.norm.weight", zeros({4})},
-                                            {"lm_head.weight", zeros({8, 4})}};
+                                            {"lm_head.weight", zeros({8, 4})},
+                                            {"layers.0.mlp.gate.e_score_correction_bias", zeros({8})}};
   optim::Optimizer opt(params, o);
   const auto& e = opt.entries();
   EXPECT_EQ(e[0].algorithm, optim::Algorithm::adamw);
@@ -324,6 +328,8 @@ TEST(Config, BuildsOptimizerOptionsAndSchedule) {
   EXPECT_EQ(e[2].algorithm, optim::Algorithm::adamw);
   EXPECT_EQ(e[2].weight_decay, 0.0);
   EXPECT_EQ(e[3].algorithm, optim::Algorithm::adamw);
+  EXPECT_EQ(e[4].algorithm, optim::Algorithm::adamw);
+  EXPECT_EQ(e[4].weight_decay, 0.0);
   auto spec = schedule_spec(c);
   EXPECT_EQ(spec.total_steps, 100);
   EXPECT_EQ(spec.warmup_steps, 10);

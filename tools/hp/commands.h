@@ -21,6 +21,7 @@ struct UsageError {
 };
 
 int run_train(const Args& args);
+int run_eval(const Args& args);
 int run_mx(const Args& args);
 int run_forward(const Args& args);
 int run_generate(const Args& args);
@@ -38,6 +39,10 @@ inline const std::vector<Command>& commands() {
        "CONFIG.yaml [--set key=value ...] [--resume auto|PATH [--allow-config-change] | "
        "--overwrite] [--profile]: train a model as the config says",
        run_train},
+      {"eval",
+       "CONFIG.yaml --resume auto|PATH [--set key=value ...]: validation loss and perplexity of "
+       "a checkpoint on the config's eval section",
+       run_eval},
       {"config", "print the config schema, or the resolved YAML of a run config", run_config},
       {"data",
        "prepare INPUT... --out PREFIX [--tokenizer FILE | --model DIR] [--format text|jsonl] "

@@ -121,6 +121,7 @@ void TokenDataset::load_text() {
   const std::vector<size_t> starts = batch_starts(docs);
   const int64_t num_batches = static_cast<int64_t>(starts.size()) - 1;
   std::vector<std::vector<int32_t>> parts(num_batches);
+  std::vector<std::vector<int64_t>> ends(num_batches);  // each document's end within its batch
   std::vector<std::exception_ptr> errors(num_batches);
   parallel_blocks(num_batches, 1, [&](int64_t b, int64_t, int64_t) {
     for (size_t d = starts[b]; d < starts[b + 1]; ++d) {
@@ -128,6 +129,7 @@ void TokenDataset::load_text() {
       try {
         encoder_->encode(doc.text, parts[b]);
         parts[b].push_back(separator_id_);
+        ends[b].push_back(static_cast<int64_t>(parts[b].size()));
       } catch (const Error& e) {
         size_t offset = static_cast<size_t>(doc.text.data() - texts[doc.file].data());
         errors[b] = std::make_exception_ptr(ValueError(hp::detail::cat(
@@ -140,7 +142,11 @@ void TokenDataset::load_text() {
     if (e) std::rethrow_exception(e);
 
   size_t total = 0;
-  for (const auto& p : parts) total += p.size();
+  doc_starts_.assign(1, 0);
+  for (int64_t b = 0; b < num_batches; ++b) {
+    for (int64_t e : ends[b]) doc_starts_.push_back(static_cast<int64_t>(total) + e);
+    total += parts[b].size();
+  }
   tokens_.reserve(total);
   for (auto& p : parts) {
     tokens_.insert(tokens_.end(), p.begin(), p.end());
@@ -181,6 +187,8 @@ void TokenDataset::load_token_files(int elem_size) {
     at += counts[f];
   }
   num_documents_ = static_cast<int64_t>(files_.size());
+  doc_starts_.assign(1, 0);
+  for (size_t c : counts) doc_starts_.push_back(doc_starts_.back() + static_cast<int64_t>(c));
   int32_t max_id = tokens_.empty() ? -1 : *std::max_element(tokens_.begin(), tokens_.end());
   vocab_size_ = int64_t{max_id} + 1;
 }
@@ -189,6 +197,18 @@ void TokenDataset::read(int64_t begin, int64_t count, int64_t* dst) const {
   if (begin < 0 || count < 0 || begin > size_ - count)
     HP_THROW(ValueError, "data", "tokens [", begin, ", ", begin + count, ") of dataset '",
              options_.path, "' are outside its ", size_, " tokens");
+  if (base_) {
+    // The pieces this range spans, each read from the base stream.
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), begin,
+                               [](int64_t v, const auto& p) { return v < p.second; });
+    for (--it; count > 0; ++it) {
+      const int64_t at = begin - it->second;
+      const int64_t n = std::min(count, (it + 1)->second - begin);
+      base_->read(it->first + at, n, dst);
+      begin += n, dst += n, count -= n;
+    }
+    return;
+  }
   if (!indexed_) {
     std::copy(tokens_.data() + begin, tokens_.data() + begin + count, dst);
     return;
@@ -211,7 +231,8 @@ std::vector<int32_t> TokenDataset::tokens(int64_t begin, int64_t count) const {
 }
 
 int64_t TokenDataset::find_id_at_least(int64_t limit) const {
-  if (indexed_)
+  if (base_) return base_->find_id_at_least(limit);
+  if (mapped())
     HP_THROW(ValueError, "data", "indexed dataset '", options_.path,
              "' is not scanned; its ids are checked as they are read");
   for (size_t i = 0; i < tokens_.size(); ++i)
@@ -220,6 +241,7 @@ int64_t TokenDataset::find_id_at_least(int64_t limit) const {
 }
 
 const DocumentEncoder& TokenDataset::encoder(const char* what) const {
+  if (base_) return base_->encoder(what);
   if (!encoder_)
     HP_THROW(ValueError, "data", what, " needs a text or indexed dataset; '", options_.path,
              "' has format ", options_.format);

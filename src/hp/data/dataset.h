@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hp/data/encoder.h"
@@ -73,13 +74,20 @@ class TokenDataset {
   // The same range as i32 ids.
   std::vector<int32_t> tokens(int64_t begin, int64_t count) const;
   // Held in memory (text, token files): the position of the first id >= `limit`, or -1.
-  // Indexed datasets are not scanned (ValueError): read() checks their ids instead.
+  // Indexed datasets are not scanned (ValueError): read() checks their ids instead. A document
+  // subset answers for its whole base.
   int64_t find_id_at_least(int64_t limit) const;
-  // Indexed: tokens read through a mapping, not held in memory.
-  bool mapped() const { return indexed_ != nullptr; }
+  // Indexed (or a document subset of one): tokens read through a mapping, not held in memory.
+  bool mapped() const { return indexed_ != nullptr || (base_ && base_->mapped()); }
+  // Where the loader caches its epoch orders (shuffle.h): an indexed dataset's PREFIX; "" = in
+  // memory (data held in memory, and document subsets, whose windows are not the prefix's).
+  const std::string& order_cache_prefix() const;
   // Text, indexed: documents (indexed: as its index counts them); token files: the number of files
   // (their documents are not parsed).
   int64_t num_documents() const { return num_documents_; }
+  // Where document d starts in the stream, d in [0, num_documents()] (d = num_documents():
+  // size()). Token files: the files are the documents.
+  int64_t document_start(int64_t d) const;
   // Tokenizer vocab (incl. added tokens); 257 byte-level; token files: max id + 1.
   int64_t vocab_size() const { return vocab_size_; }
   // The id appended after every document; -1 for token files.
@@ -87,6 +95,15 @@ class TokenDataset {
   const DatasetOptions& options() const { return options_; }
   // The files read, in stream order (indexed: PREFIX.bin, PREFIX.idx).
   const std::vector<std::string>& files() const { return files_; }
+
+  // Validation data held out of `ds` (eval.split): every document d with
+  // floor((d + 1) · fraction) > floor(d · fraction) — evenly spread, about fraction · D of them,
+  // independent of any seed — as {the rest, the held-out ones}, each one packed stream of its
+  // documents in order (views of `ds`: nothing is copied). ValueError("[data] ...") naming the
+  // path, fraction and document count for a fraction outside (0, 1) or one that holds out no
+  // document, or all of them.
+  static std::pair<std::shared_ptr<const TokenDataset>, std::shared_ptr<const TokenDataset>>
+  hold_out(const std::shared_ptr<const TokenDataset>& ds, double fraction);
 
   // Text and indexed datasets only (ValueError otherwise): the ids of `text` as one document,
   // without the separator. Byte-level accepts any bytes; a tokenizer.json needs valid UTF-8.
@@ -101,12 +118,22 @@ class TokenDataset {
   void load_token_files(int elem_size);
   void load_indexed();
   const DocumentEncoder& encoder(const char* what) const;
+  // A view of base_'s documents [first, last) of each range, packed in order (holdout.cpp).
+  static std::shared_ptr<const TokenDataset> subset(
+      const std::shared_ptr<const TokenDataset>& base,
+      const std::vector<std::pair<int64_t, int64_t>>& doc_ranges, const std::string& what);
 
   DatasetOptions options_;
   std::vector<std::string> files_;
   std::optional<DocumentEncoder> encoder_;  // text and indexed
   std::vector<int32_t> tokens_;             // text and token files
   std::shared_ptr<const IndexedDataset> indexed_;
+  // Text and token files: document_start(d) for d in [0, D] (token files: per file).
+  std::vector<int64_t> doc_starts_;
+  // A document subset: the dataset it views and, per contiguous piece, (start in base_'s stream,
+  // start in this stream), plus a final (-, size()) sentinel.
+  std::shared_ptr<const TokenDataset> base_;
+  std::vector<std::pair<int64_t, int64_t>> pieces_;
   int64_t size_ = 0;
   int64_t num_documents_ = 0;
   int64_t vocab_size_ = 0;

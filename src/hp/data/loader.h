@@ -1,10 +1,14 @@
 // Deterministic batches of token windows for the trainer, resumable from a two-number state.
 //
-// An epoch is every window of seq_len + 1 tokens starting at k * seq_len (k = 0 .. n - 1, n =
-// samples_per_epoch()), visited in a seeded permutation of k that depends only on (seed, epoch).
-// The trainer passes a whole window to CausalLM::loss (inputs = window[:-1], targets = window[1:];
-// the loss shifts internally). The state counts GLOBAL samples, so every data-parallel rank holds
-// the same state and a checkpoint resumes at any dp size.
+// One source: an epoch is every window of seq_len + 1 tokens starting at k * seq_len (k = 0 ..
+// n - 1, n = samples_per_epoch()), visited in a seeded permutation of k that depends only on
+// (seed, epoch). Several sources (data.sources, blended by weight): the epochs are the blend
+// schedule's blocks (blend.h), each sample drawn from the source the schedule names, and each
+// source visits its own windows as one source would, in its own epochs and permutation (seeded with
+// seed + its index, so source 0 alone is the one-source loader). The trainer passes a whole window
+// to CausalLM::loss (inputs = window[:-1], targets = window[1:]; the loss shifts internally). The
+// state counts GLOBAL samples, so every data-parallel rank holds the same state and a checkpoint
+// resumes at any dp size; the sources' positions follow from it.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +16,7 @@
 #include <vector>
 
 #include "hp/core/tensor.h"
+#include "hp/data/blend.h"
 #include "hp/data/dataset.h"
 #include "hp/data/shuffle.h"
 
@@ -28,16 +33,33 @@ struct LoaderState {
 // (n, seed, epoch). For an indexed dataset the loader maps it from a cached file (shuffle.h).
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 
+// One dataset of a blend and its weight (> 0).
+struct LoaderSource {
+  std::shared_ptr<const TokenDataset> dataset;
+  double weight = 1.0;
+};
+
 class DataLoader {
  public:
-  // ValueError("[data] ...") when ds is null, seq_len < 1, or the dataset has fewer than
-  // seq_len + 1 tokens (naming the dataset path and both numbers).
+  // One source. ValueError("[data] ...") when ds is null, seq_len < 1, or the dataset has fewer
+  // than seq_len + 1 tokens (naming the dataset path and both numbers).
   DataLoader(std::shared_ptr<const TokenDataset> ds, int64_t seq_len, uint64_t seed,
              bool shuffle = true);
+  // A blend: as above for each source, plus ValueError for no source, a weight <= 0, or a weight
+  // so small that its source gets no sample of a block (naming the source's path and weight).
+  // shuffle false keeps each source's windows in order; the blend order is seeded either way.
+  DataLoader(std::vector<LoaderSource> sources, int64_t seq_len, uint64_t seed,
+             bool shuffle = true);
+  ~DataLoader();
 
   int64_t seq_len() const { return seq_len_; }
-  const TokenDataset& dataset() const { return *ds_; }
-  int64_t samples_per_epoch() const { return samples_per_epoch_; }
+  // The first source's dataset.
+  const TokenDataset& dataset() const { return source(0); }
+  int num_sources() const { return static_cast<int>(sources_.size()); }
+  const TokenDataset& source(int s) const;
+  int64_t samples_per_epoch() const { return schedule_.block_size(); }
+  // Samples of each source per epoch (blend.h; one source: samples_per_epoch()).
+  const std::vector<int64_t>& quotas() const { return schedule_.quotas(); }
 
   // The next GLOBAL batch of `batch` samples (continuing into the next epoch when this one runs
   // out, so a batch may straddle epochs), of which this returns data-parallel rank dp_rank's rows
@@ -47,24 +69,19 @@ class DataLoader {
   // ValueError for batch < 1, dp_size < 1 or dp_rank outside [0, dp_size).
   Tensor next_batch(int64_t batch, int dp_rank = 0, int dp_size = 1);
 
-  LoaderState state() const { return state_; }
+  LoaderState state() const { return {schedule_.block(), schedule_.position()}; }
   // ValueError("[data] ...") for a negative epoch or a cursor outside [0, samples_per_epoch()).
   void set_state(const LoaderState& s);
+  // Samples taken from each source since epoch 0, cursor 0 (global: every rank's rows), in
+  // source order; · seq_len = the tokens trained on from it.
+  std::vector<int64_t> source_samples() const { return schedule_.drawn(); }
 
  private:
-  // Window index of the sample `ahead` positions past the current state.
-  int64_t window_at(int64_t ahead);
+  class Source;
 
-  std::shared_ptr<const TokenDataset> ds_;
+  std::vector<std::unique_ptr<Source>> sources_;
   int64_t seq_len_;
-  uint64_t seed_;
-  bool shuffle_;
-  int64_t samples_per_epoch_ = 0;
-  LoaderState state_;
-  // The order of epoch order_epoch_ (built when first needed; shuffle only). Indexed datasets map
-  // it from a file cached beside the data (shuffle.h), so resuming costs no pass over it.
-  std::shared_ptr<const EpochOrder> order_;
-  int64_t order_epoch_ = -1;
+  BlendSchedule schedule_;
 };
 
 }  // namespace hp::data

@@ -53,11 +53,14 @@ class FsdpModel::Impl : public std::enable_shared_from_this<FsdpModel::Impl> {
  public:
   enum class State { sharded, gathering, unsharded };
   struct Group {
-    Group(std::string n, bool r, FlatGroup f) : name(std::move(n)), root(r), flat(std::move(f)) {}
+    Group(std::string n, bool r, FlatGroup f, dist::CommPtr c)
+        : name(std::move(n)), root(r), flat(std::move(f)), comm(std::move(c)) {}
     std::string name;  // FQN prefix, or "root"
     bool root;
     FlatGroup flat;
+    dist::CommPtr comm;            // the ranks it is sharded over; null for a world of one
     nn::Module* module = nullptr;  // null for the root
+    size_t unit = 0;               // index into units_ (not for the root)
     State state = State::sharded;
     dist::WorkPtr gather;
     Clock::time_point issued;
@@ -82,23 +85,24 @@ class FsdpModel::Impl : public std::enable_shared_from_this<FsdpModel::Impl> {
     Tensor master;
   };
   std::vector<Shard> shards() const;
-  dist::CommPtr shard_comm() const { return shard_; }
+  // The shard communicator of each parameter's group (null: a world of one), in shards() order.
+  std::vector<dist::CommPtr> shard_comms() const;
   void finish_grads();
   void reshard_all();
   Stats stats() const { return stats_; }
   bool passthrough() const { return passthrough_; }
 
  private:
-  Tensor group_forward(size_t g, const Tensor& x, const nn::Module::ForwardFn& inner);
+  Tensor unit_forward(size_t u, const Tensor& x, const nn::Module::ForwardFn& inner);
   void ensure_root();
-  // Gathers group g (waiting for it) after issuing the prefetch of group `next` (if any).
-  void unshard(size_t g, std::optional<size_t> next);
+  // Gathers unit u's groups (waiting for them) after issuing the prefetch of unit `next` (if any).
+  void unshard_unit(size_t u, std::optional<size_t> next);
   void issue_gather(Group& G);
   void complete_gather(Group& G);
   void reshard_group(Group& G);
-  autograd::SavedTensorHooks saved_hooks(size_t g);
-  Tensor attach_pre_backward(size_t g, const Tensor& y);
-  void pre_backward(size_t g);
+  autograd::SavedTensorHooks saved_hooks();
+  Tensor attach_pre_backward(size_t u, const Tensor& y);
+  void pre_backward(size_t u);
   void on_grad(size_t g, size_t i);
   void post_backward(size_t g);
   void note_backward();
@@ -107,11 +111,12 @@ class FsdpModel::Impl : public std::enable_shared_from_this<FsdpModel::Impl> {
   nn::Module& root_;
   Groups group_modules_;
   dist::CommPtr shard_, replicate_;  // shard_ null for a world of one, replicate_ without HSDP
-  int64_t world_ = 1, rank_ = 0;
   FsdpOptions opt_;
   bool passthrough_ = false;
   std::vector<std::pair<std::string, Tensor>> params_;  // root order, tied tensors once
   std::vector<std::unique_ptr<Group>> groups_;          // forward order, then the root
+  // Units: the groups one module's forward gathers together, in forward order.
+  std::vector<std::vector<size_t>> units_;
   std::optional<size_t> root_group_;
   std::vector<std::pair<size_t, size_t>> where_;  // params_[k] → (group, index in it)
   std::vector<uint64_t> hook_ids_;
@@ -126,13 +131,18 @@ FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard, dist
   if (!reducible(opt_.param_dtype) || !reducible(opt_.reduce_dtype))
     HP_THROW(ValueError, "fsdp", "param_dtype (", dtype_name(opt_.param_dtype),
              ") and reduce_dtype (", dtype_name(opt_.reduce_dtype), ") must be f32, bf16 or f16");
-  if (shard) {
-    world_ = shard->size();
-    rank_ = shard->rank();
+  // A communicator of one rank is a world of one (null).
+  auto multi = [](dist::CommPtr c) { return c && c->size() > 1 ? c : nullptr; };
+  shard_ = multi(std::move(shard));
+  replicate_ = multi(std::move(replicate));
+  std::vector<dist::CommPtr> comms;  // per group spec
+  bool any_shard = shard_ != nullptr;
+  for (auto& spec : group_modules_) {
+    if (!spec.module) HP_THROW(ValueError, "fsdp", "group '", spec.prefix, "': null module");
+    comms.push_back(spec.shard_comm ? multi(spec.shard_comm) : shard_);
+    any_shard |= comms.back() != nullptr;
   }
-  if (world_ > 1) shard_ = std::move(shard);
-  if (replicate && replicate->size() > 1) replicate_ = std::move(replicate);
-  passthrough_ = world_ == 1 && !replicate_ && opt_.param_dtype == DType::f32;
+  passthrough_ = !any_shard && !replicate_ && opt_.param_dtype == DType::f32;
 
   // Root parameters, each tensor once; owner group per parameter (-1: the root group).
   std::unordered_map<const hp::detail::TensorImpl*, size_t> index_of;
@@ -147,27 +157,44 @@ FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard, dist
     by_fqn[fqn] = params_.size();
     params_.emplace_back(fqn, t);
   }
+  // Groups with globs claim first, then the others take what is left of their modules.
   std::vector<int64_t> owner(params_.size(), -1);
-  for (size_t k = 0; k < group_modules_.size(); ++k) {
-    const auto& [prefix, module] = group_modules_[k];
-    if (!module) HP_THROW(ValueError, "fsdp", "group '", prefix, "': null module");
-    for (auto& [name, t] : module->named_parameters()) {
-      const std::string fqn = join_fqn(prefix, name);
-      auto it = by_fqn.find(fqn);
-      if (it == by_fqn.end() || !params_[it->second].second.same(t))
-        HP_THROW(ValueError, "fsdp", "group '", prefix, "': root has no parameter '", fqn,
-                 "' that is this module's '", name, "' (wrong prefix, or not under the root?)");
-      if (owner[it->second] >= 0 && owner[it->second] != static_cast<int64_t>(k))
-        HP_THROW(ValueError, "fsdp", "'", fqn, "' belongs to groups '",
-                 group_modules_[static_cast<size_t>(owner[it->second])].first, "' and '", prefix,
-                 "' (nested groups?)");
-      owner[it->second] = static_cast<int64_t>(k);
+  for (bool with_globs : {true, false})
+    for (size_t k = 0; k < group_modules_.size(); ++k) {
+      const fsdp::Group& spec = group_modules_[k];
+      if (spec.params.empty() == with_globs) continue;
+      std::vector<bool> glob_used(spec.params.size(), false);
+      for (auto& [name, t] : spec.module->named_parameters()) {
+        const std::string fqn = join_fqn(spec.prefix, name);
+        auto it = by_fqn.find(fqn);
+        if (it == by_fqn.end() || !params_[it->second].second.same(t))
+          HP_THROW(ValueError, "fsdp", "group '", spec.prefix, "': root has no parameter '", fqn,
+                   "' that is this module's '", name, "' (wrong prefix, or not under the root?)");
+        int64_t& o = owner[it->second];
+        if (with_globs) {
+          bool match = false;
+          for (size_t q = 0; q < spec.params.size(); ++q)
+            if (nn::glob_match(spec.params[q], name)) match = glob_used[q] = true;
+          if (!match) continue;
+        } else if (o >= 0 && !group_modules_[size_t(o)].params.empty()) {
+          continue;  // claimed by a group with globs
+        }
+        if (o >= 0 && o != static_cast<int64_t>(k))
+          HP_THROW(ValueError, "fsdp", "'", fqn, "' belongs to groups '",
+                   group_modules_[static_cast<size_t>(o)].prefix, "' and '", spec.prefix,
+                   "' (nested groups?)");
+        o = static_cast<int64_t>(k);
+      }
+      for (size_t q = 0; q < spec.params.size(); ++q)
+        if (!glob_used[q])
+          HP_THROW(ValueError, "fsdp", "group '", spec.prefix, "': parameter glob '",
+                   spec.params[q], "' matches nothing");
     }
-  }
   if (passthrough_) return;
 
   where_.resize(params_.size());
-  auto add_group = [&](int64_t k, const std::string& name) {
+  std::map<const nn::Module*, size_t> unit_of;
+  auto add_group = [&](int64_t k, const std::string& name, dist::CommPtr comm) {
     std::vector<std::pair<std::string, Tensor>> members;
     std::vector<size_t> ids;
     for (size_t i = 0; i < params_.size(); ++i)
@@ -177,8 +204,15 @@ FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard, dist
       }
     if (members.empty()) return;  // nothing to gather: no wrapper, no collectives
     for (size_t j = 0; j < ids.size(); ++j) where_[ids[j]] = {groups_.size(), j};
-    auto G = std::make_unique<Group>(name, k < 0, FlatGroup(members, world_, rank_));
-    if (k >= 0) G->module = group_modules_[static_cast<size_t>(k)].second;
+    const int64_t world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+    auto G = std::make_unique<Group>(name, k < 0, FlatGroup(members, world, rank), std::move(comm));
+    if (k >= 0) {
+      G->module = group_modules_[static_cast<size_t>(k)].module;
+      auto [it, fresh] = unit_of.emplace(G->module, units_.size());
+      if (fresh) units_.emplace_back();
+      G->unit = it->second;
+      units_[G->unit].push_back(groups_.size());
+    }
     G->got_grad.assign(members.size(), false);
     // The module's tensors now show param_dtype data only while gathered; the f32 originals go.
     G->flat.release(opt_.param_dtype);
@@ -186,11 +220,10 @@ FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard, dist
     groups_.push_back(std::move(G));
   };
   for (size_t k = 0; k < group_modules_.size(); ++k)
-    add_group(static_cast<int64_t>(k), group_modules_[k].first);
-  add_group(-1, "root");
+    add_group(static_cast<int64_t>(k), group_modules_[k].prefix, comms[k]);
+  add_group(-1, "root", shard_);
   if (!groups_.empty() && groups_.back()->root) root_group_ = groups_.size() - 1;
-  if (shard_ || replicate_)
-    reducer_ = std::make_unique<detail::Reducer>(shard_, replicate_, stats_);
+  reducer_ = std::make_unique<detail::Reducer>(replicate_, stats_);
 }
 
 FsdpModel::Impl::~Impl() {
@@ -217,11 +250,13 @@ void FsdpModel::Impl::install() {
           }));
     if (G.root) continue;
     group_set.insert(G.module);
-    G.module->add_forward_wrapper([weak, g](const Tensor& x, const nn::Module::ForwardFn& inner) {
-      auto self = weak.lock();
-      return self ? self->group_forward(g, x, inner) : inner(x);
-    });
   }
+  for (size_t u = 0; u < units_.size(); ++u)
+    groups_[units_[u].front()]->module->add_forward_wrapper(
+        [weak, u](const Tensor& x, const nn::Module::ForwardFn& inner) {
+          auto self = weak.lock();
+          return self ? self->unit_forward(u, x, inner) : inner(x);
+        });
   if (!root_group_) return;
   // Modules that own root parameters gather the root before they run (it stays gathered).
   std::set<std::string> root_fqns;
@@ -242,49 +277,54 @@ void FsdpModel::Impl::install() {
 
 // ---------------------------------------------------------------- forward
 
-Tensor FsdpModel::Impl::group_forward(size_t g, const Tensor& x,
-                                      const nn::Module::ForwardFn& inner) {
+Tensor FsdpModel::Impl::unit_forward(size_t u, const Tensor& x,
+                                     const nn::Module::ForwardFn& inner) {
   ensure_root();
   std::optional<size_t> next;
-  if (g + 1 < groups_.size() && !groups_[g + 1]->root) next = g + 1;
-  unshard(g, next);
+  if (u + 1 < units_.size()) next = u + 1;
+  unshard_unit(u, next);
   const bool free_after = opt_.reshard_after_forward;
   Tensor y;
   {
     std::optional<autograd::SavedTensorHooksGuard> guard;
-    if (free_after && autograd::grad_enabled()) guard.emplace(saved_hooks(g));
+    if (free_after && autograd::grad_enabled()) guard.emplace(saved_hooks());
     y = inner(x);
   }
-  y = attach_pre_backward(g, y);
-  if (free_after) reshard_group(*groups_[g]);
+  y = attach_pre_backward(u, y);
+  if (free_after)
+    for (size_t g : units_[u]) reshard_group(*groups_[g]);
   return y;
 }
 
 void FsdpModel::Impl::ensure_root() {
-  if (root_group_ && groups_[*root_group_]->state != State::unsharded)
-    unshard(*root_group_, std::nullopt);
+  if (!root_group_) return;
+  Group& R = *groups_[*root_group_];
+  if (R.state == State::sharded) issue_gather(R);
+  if (R.state == State::gathering) complete_gather(R);
 }
 
-void FsdpModel::Impl::unshard(size_t g, std::optional<size_t> next) {
-  Group& G = *groups_[g];
-  if (G.state == State::sharded) issue_gather(G);
-  if (next && opt_.prefetch && shard_ && groups_[*next]->state == State::sharded)
-    issue_gather(*groups_[*next]);
-  if (G.state == State::gathering) complete_gather(G);
+void FsdpModel::Impl::unshard_unit(size_t u, std::optional<size_t> next) {
+  for (size_t g : units_[u])
+    if (groups_[g]->state == State::sharded) issue_gather(*groups_[g]);
+  if (next && opt_.prefetch)
+    for (size_t g : units_[*next])
+      if (groups_[g]->comm && groups_[g]->state == State::sharded) issue_gather(*groups_[g]);
+  for (size_t g : units_[u])
+    if (groups_[g]->state == State::gathering) complete_gather(*groups_[g]);
 }
 
 void FsdpModel::Impl::issue_gather(Group& G) {
   const Tensor& master = G.flat.master();
-  if (!shard_) {
+  if (!G.comm) {
     // A world of one: the "all-gather" is a cast copy of the master.
     G.flat.copy_out(master, opt_.param_dtype);
   } else {
     const Tensor send = opt_.param_dtype == DType::f32 ? master : master.to(opt_.param_dtype);
-    G.gather = shard_->iall_gather(send);
+    G.gather = G.comm->iall_gather(send);
     G.issued = Clock::now();
     G.state = State::gathering;
-    stats_.all_gather_bytes +=
-        (world_ - 1) * G.flat.segment() * static_cast<int64_t>(dtype_size(opt_.param_dtype));
+    stats_.all_gather_bytes += (G.flat.world() - 1) * G.flat.segment() *
+                               static_cast<int64_t>(dtype_size(opt_.param_dtype));
     return;
   }
   G.by_storage.clear();
@@ -314,16 +354,19 @@ void FsdpModel::Impl::reshard_group(Group& G) {
   G.state = State::sharded;
 }
 
-autograd::SavedTensorHooks FsdpModel::Impl::saved_hooks(size_t g) {
+autograd::SavedTensorHooks FsdpModel::Impl::saved_hooks() {
   std::weak_ptr<Impl> weak = weak_from_this();
   autograd::SavedTensorHooks h;
-  h.pack = [weak, g](const Tensor& t) -> std::any {
-    if (auto self = weak.lock()) {
-      const Group& G = *self->groups_[g];
-      auto it = G.by_storage.find(t.storage().get());
-      if (it != G.by_storage.end())
-        return SavedParamView{g, it->second, t.shape(), t.strides(), t.offset()};
-    }
+  // Views of any gathered (non-root) group's parameters: this unit's and a prefetched one's.
+  h.pack = [weak](const Tensor& t) -> std::any {
+    if (auto self = weak.lock())
+      for (size_t g = 0; g < self->groups_.size(); ++g) {
+        const Group& G = *self->groups_[g];
+        if (G.root || G.state != State::unsharded) continue;
+        auto it = G.by_storage.find(t.storage().get());
+        if (it != G.by_storage.end())
+          return SavedParamView{g, it->second, t.shape(), t.strides(), t.offset()};
+      }
     return t;
   };
   h.unpack = [weak](const std::any& a) -> Tensor {
@@ -343,23 +386,23 @@ autograd::SavedTensorHooks FsdpModel::Impl::saved_hooks(size_t g) {
 
 // ---------------------------------------------------------------- backward
 
-Tensor FsdpModel::Impl::attach_pre_backward(size_t g, const Tensor& y) {
+Tensor FsdpModel::Impl::attach_pre_backward(size_t u, const Tensor& y) {
   if (!y.defined() || !y.requires_grad() || !autograd::grad_enabled()) return y;
   Tensor out = y.detach();
   std::weak_ptr<Impl> weak = weak_from_this();
-  autograd::record("FsdpPreBackward", {y}, {out}, [weak, g](const std::vector<Tensor>& grads) {
-    if (auto self = weak.lock()) self->pre_backward(g);
+  autograd::record("FsdpPreBackward", {y}, {out}, [weak, u](const std::vector<Tensor>& grads) {
+    if (auto self = weak.lock()) self->pre_backward(u);
     return std::vector<Tensor>{grads[0]};
   });
   return out;
 }
 
-void FsdpModel::Impl::pre_backward(size_t g) {
+void FsdpModel::Impl::pre_backward(size_t u) {
   note_backward();
-  groups_[g]->in_backward = true;
+  for (size_t g : units_[u]) groups_[g]->in_backward = true;
   std::optional<size_t> prev;
-  if (g > 0) prev = g - 1;
-  unshard(g, prev);
+  if (u > 0) prev = u - 1;
+  unshard_unit(u, prev);
 }
 
 void FsdpModel::Impl::on_grad(size_t g, size_t i) {
@@ -375,11 +418,8 @@ void FsdpModel::Impl::on_grad(size_t g, size_t i) {
 
 void FsdpModel::Impl::post_backward(size_t g) {
   Group& G = *groups_[g];
-  Tensor flat = G.flat.pack_grads(opt_.reduce_dtype);
-  if (reducer_)
-    reducer_->push(&G.flat, flat);
-  else
-    G.flat.accumulate_grads(flat);  // a world of one: the reduction is the cast above
+  // A world of one without HSDP: the reduction is the cast of pack_grads.
+  reducer_->push(&G.flat, G.flat.pack_grads(opt_.reduce_dtype), G.comm);
   for (auto& p : G.flat.params()) p.handle.zero_grad();
   G.got_grad.assign(G.got_grad.size(), false);
   G.num_grads = 0;
@@ -421,6 +461,13 @@ void FsdpModel::Impl::reshard_all() {
   }
 }
 
+std::vector<dist::CommPtr> FsdpModel::Impl::shard_comms() const {
+  std::vector<dist::CommPtr> out;
+  for (size_t k = 0; k < params_.size(); ++k)
+    out.push_back(passthrough_ ? nullptr : groups_[where_[k].first]->comm);
+  return out;
+}
+
 std::vector<FsdpModel::Impl::Shard> FsdpModel::Impl::shards() const {
   std::vector<Shard> out;
   for (size_t k = 0; k < params_.size(); ++k) {
@@ -452,17 +499,29 @@ std::vector<std::pair<std::string, Tensor>> FsdpModel::sharded_parameters() cons
 }
 
 std::vector<std::pair<std::string, shard::DTensor>> FsdpModel::parameters() const {
-  dist::CommPtr comm = impl_->shard_comm();
-  if (!comm) comm = dist::world()->split(dist::world()->rank(), 0);  // a world of one
-  auto mesh = std::make_shared<shard::DeviceMesh>(
-      std::vector<std::pair<std::string, int64_t>>{{"dp_shard", comm->size()}}, comm);
+  const std::vector<dist::CommPtr> comms = impl_->shard_comms();
+  std::map<const dist::Communicator*, shard::MeshPtr> meshes;  // one per communicator
+  shard::MeshPtr single;                                        // a world of one
+  auto mesh_of = [&](const dist::CommPtr& c) {
+    shard::MeshPtr& m = c ? meshes[c.get()] : single;
+    if (!m) {
+      // Collective over the world for a world of one: every rank makes it (the root group's).
+      dist::CommPtr comm = c ? c : dist::world()->split(dist::world()->rank(), 0);
+      m = std::make_shared<shard::DeviceMesh>(
+          std::vector<std::pair<std::string, int64_t>>{{"dp_shard", comm->size()}}, comm);
+    }
+    return m;
+  };
   std::vector<std::pair<std::string, shard::DTensor>> out;
-  for (auto& s : impl_->shards())
+  const auto shards = impl_->shards();
+  for (size_t k = 0; k < shards.size(); ++k) {
+    const auto& s = shards[k];
     out.emplace_back(s.fqn, shard::DTensor::from_local(
-                                s.master, mesh,
+                                s.master, mesh_of(comms[k]),
                                 {s.global_shape.empty() ? shard::Placement{shard::Replicate{}}
                                                         : shard::Placement{shard::Shard{0}}},
                                 s.global_shape));
+  }
   return out;
 }
 void FsdpModel::finish_grads() {
@@ -485,7 +544,7 @@ Groups groups_by_glob(nn::Module& root, const std::vector<std::string>& globs) {
     bool hit = false;
     for (size_t k = 0; k < globs.size(); ++k)
       if (!fqn.empty() && nn::glob_match(globs[k], fqn)) used[k] = hit = true;
-    if (hit) out.emplace_back(fqn, &m);
+    if (hit) out.push_back({fqn, &m, {}, nullptr});
     return !hit;
   });
   for (size_t k = 0; k < globs.size(); ++k)

@@ -50,14 +50,27 @@ struct FsdpOptions {
   bool prefetch = true;
 };
 
-// (FQN prefix, module) pairs, in forward order.
-using Groups = std::vector<std::pair<std::string, nn::Module*>>;
+// One FSDP group: parameters of `module` (root FQNs "<prefix>.<name>") gathered together before
+// it runs. `params` (globs over names relative to the module, '*' any run of characters) takes
+// only the matching ones; a group without globs takes those of its module that no group with globs
+// claims. Several groups may share a module (e.g. a decoder layer's dense parameters over the
+// dp_shard ranks and its local experts over the ranks with the same expert coordinate): its
+// forward then gathers all of them. shard_comm: the ranks this group's parameters are sharded
+// over (null: the model's shard_comm).
+struct Group {
+  std::string prefix;
+  nn::Module* module = nullptr;
+  std::vector<std::string> params;
+  dist::CommPtr shard_comm;
+};
+// In forward order.
+using Groups = std::vector<Group>;
 
 class FsdpModel {
  public:
-  // Every module in `groups` becomes one FSDP group (its parameters: root parameters named
-  // "<prefix>.<name>"); root's remaining parameters form the root group. shard_comm: the dp_shard
-  // axis (null = a world of one); replicate_comm: the dp_replicate axis for HSDP (null = none).
+  // Every entry of `groups` becomes one FSDP group; root's remaining parameters form the root
+  // group. shard_comm: the dp_shard axis (null = a world of one), for groups without their own;
+  // replicate_comm: the dp_replicate axis for HSDP (null = none), for every group.
   // Parameters must be f32 (the masters). Throws ValueError naming the group or FQN at fault.
   FsdpModel(nn::Module& root, Groups groups, dist::CommPtr shard_comm, dist::CommPtr replicate_comm,
             FsdpOptions opt);
@@ -72,7 +85,7 @@ class FsdpModel {
   // took part in a backward gets one (zeros where unused).
   std::vector<std::pair<std::string, Tensor>> sharded_parameters() const;
   // The same tensors described as DTensors: Shard(0) of the module's tensor on a 1-d "dp_shard"
-  // mesh over shard_comm (a mesh of one rank without it). What checkpoints and sharded optimizers
+  // mesh over its group's shard communicator (a mesh of one rank without one). What checkpoints and sharded optimizers
   // derive their pieces from (the trainer composes it with tensor-parallel placements: see
   // train/parallelize.h). Collective over shard_comm (the world without one).
   std::vector<std::pair<std::string, shard::DTensor>> parameters() const;

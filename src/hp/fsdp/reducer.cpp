@@ -16,15 +16,17 @@ Tensor complete(const dist::WorkPtr& w, Clock::time_point issued, FsdpModel::Sta
   return out;
 }
 
-void Reducer::push(FlatGroup* group, const Tensor& flat) {
-  HP_CHECK(shard_ || replicate_);
+void Reducer::push(FlatGroup* group, const Tensor& flat, const dist::CommPtr& shard) {
   Job j{group, Stage::reduce_scatter, nullptr, Clock::now(), Tensor()};
-  if (shard_) {
-    j.work = shard_->ireduce_scatter(flat, dist::ReduceOp::sum);
+  if (shard) {
+    j.work = shard->ireduce_scatter(flat, dist::ReduceOp::sum);
     stats_.reduce_scatter_bytes +=
-        (shard_->size() - 1) * group->segment() * static_cast<int64_t>(flat.itemsize());
-  } else {
+        (shard->size() - 1) * group->segment() * static_cast<int64_t>(flat.itemsize());
+  } else if (replicate_) {
     start_all_reduce(j, flat);
+  } else {  // nothing to reduce; accumulated in issue order with the others
+    j.result = flat;
+    j.stage = Stage::done;
   }
   jobs_.push_back(std::move(j));
   advance(false);

@@ -15,18 +15,19 @@ using Clock = std::chrono::steady_clock;
 // time since `issued` to stats.comm_s.
 Tensor complete(const dist::WorkPtr& w, Clock::time_point issued, FsdpModel::Stats& stats);
 
-// Reduce-scatter over the shard axis (skipped for a world of one), then all-reduce over the
-// replicate axis (HSDP), then accumulation into the group's master grads. Jobs finish strictly in
+// Reduce-scatter over the group's shard communicator (skipped for a world of one), then all-reduce
+// over the replicate axis (HSDP), then accumulation into the group's master grads. Jobs finish strictly in
 // issue order, so master .grad sums are reproducible and the all-reduces are issued in the same
 // order on every rank. Bounded: once a newer job is pushed, the older one's reduce-scatter is
 // completed; once two are, its all-reduce too.
 class Reducer {
  public:
-  // shard: null for a world of one; replicate: null without HSDP (not both null).
-  Reducer(dist::CommPtr shard, dist::CommPtr replicate, FsdpModel::Stats& stats)
-      : shard_(std::move(shard)), replicate_(std::move(replicate)), stats_(stats) {}
-  // Starts reducing `flat` [W·S] (FlatGroup::pack_grads) into `group`'s masters.
-  void push(FlatGroup* group, const Tensor& flat);
+  // replicate: null without HSDP.
+  Reducer(dist::CommPtr replicate, FsdpModel::Stats& stats)
+      : replicate_(std::move(replicate)), stats_(stats) {}
+  // Starts reducing `flat` [W·S] (FlatGroup::pack_grads) into `group`'s masters over `shard`
+  // (null: a world of one, W = 1).
+  void push(FlatGroup* group, const Tensor& flat, const dist::CommPtr& shard);
   // Completes every job.
   void drain() { advance(true); }
   bool idle() const { return jobs_.empty(); }
@@ -43,7 +44,7 @@ class Reducer {
   void start_all_reduce(Job& j, const Tensor& segment);
   void advance(bool all);
 
-  dist::CommPtr shard_, replicate_;
+  dist::CommPtr replicate_;
   FsdpModel::Stats& stats_;
   std::deque<Job> jobs_;
 };

@@ -193,6 +193,12 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
              x.desc());
   const Tensor x2 = reshape(x, {-1, opt_.hidden_size});  // [N, hidden]
   RouterOutput r = gate->route(x2);
+  {
+    const Tensor idx = r.indices.contiguous();  // [N, k] i64
+    last_counts_.assign(size_t(opt_.num_experts), 0);
+    const int64_t* p = idx.data<int64_t>();
+    for (int64_t i = 0; i < idx.numel(); ++i) ++last_counts_[size_t(p[i])];
+  }
   if (grouped_kernel_ || ep_) {
     Tensor out = shard::routed_experts(
         x2, r.weights, r.indices, opt_.num_experts,
@@ -448,6 +454,20 @@ struct GroupedExpertsFn {
 };
 
 }  // namespace
+
+void MoEBlock::keep_local_experts() {
+  if (!ep_) HP_THROW(ValueError, "moe", "keep_local_experts needs set_expert_parallel first");
+  const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
+  nn::Module* list = nullptr;
+  for (const auto& [name, child] : children())
+    if (name == "experts") list = child.get();
+  HP_CHECK(list != nullptr);
+  for (int64_t e = 0; e < opt_.num_experts; ++e) {
+    if (e >= mine.first && e < mine.first + mine.count) continue;
+    if (experts[size_t(e)]) list->remove_child(std::to_string(e));
+    experts[size_t(e)] = nullptr;
+  }
+}
 
 Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const {
   const shard::ExpertRange mine =

@@ -113,13 +113,19 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts {
   // x [..., hidden]; also returns the router logits for load_balancing_loss.
   MoEOutput forward_with_router(const Tensor& x) const;
   const MoEOptions& options() const { return opt_; }
+  // Top-k assignments per expert [E] in the last forward (train/expert_balance.h counts them).
+  const std::vector<int64_t>& last_expert_counts() const { return last_counts_; }
   // Expert parallelism (installed by the parallelize step): this rank runs only its experts
   // (shard::local_experts over `ep`) and the assignments travel over `ep`
   // (shard/expert_parallel.h); null restores every expert local.
   void set_expert_parallel(dist::CommPtr ep) { ep_ = std::move(ep); }
+  // After set_expert_parallel: unregisters the experts this rank does not run and drops them from
+  // `experts` (null entries), so named_parameters(), FSDP, optimizers and checkpoints see only the
+  // local ones, still under their global FQNs `experts.<e>`. Irreversible.
+  void keep_local_experts();
 
   std::shared_ptr<TopKRouter> gate;
-  std::vector<std::shared_ptr<SwiGLUMLP>> experts;
+  std::vector<std::shared_ptr<SwiGLUMLP>> experts;  // all E; null where keep_local_experts dropped
   std::shared_ptr<SwiGLUMLP> shared_experts;  // null unless n_shared_experts > 0
 
  private:
@@ -131,6 +137,7 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts {
   nn::GroupedKernel grouped_kernel_;
   dist::CommPtr ep_;
   mutable Tensor last_router_logits_;
+  mutable std::vector<int64_t> last_counts_;
 };
 
 // Σ_j weights[n, j] · expert_{indices[n, j]}(x[n]) for x [N, hidden] f32, weights [N, k] f32,

@@ -83,6 +83,15 @@ void Module::replace_child(const std::string& name, std::shared_ptr<Module> m) {
   HP_THROW(ValueError, "module", "no child module named '", name, "'");
 }
 
+void Module::remove_child(const std::string& name) {
+  for (auto it = children_.begin(); it != children_.end(); ++it)
+    if (it->first == name) {
+      children_.erase(it);
+      return;
+    }
+  HP_THROW(ValueError, "module", "no child module named '", name, "'");
+}
+
 Tensor Module::set_parameter(const std::string& name, Tensor t) {
   for (auto& [n, p] : params_)
     if (n == name) {

@@ -45,6 +45,9 @@ class Module {
   // Parents that call a typed member pointer (GatedMLP::gate_proj) keep calling the old object, so
   // changes that must reach forward go through set_parameter / set_forward_wrapper instead.
   void replace_child(const std::string& name, std::shared_ptr<Module> m);
+  // Unregisters child `name` (its parameters leave named_parameters()); throws if there is none.
+  // Parents holding a typed pointer to it must drop it too (MoEBlock::keep_local_experts).
+  void remove_child(const std::string& name);
   // Replaces this module's own parameter `name` by t (same slot and order; t becomes a trainable
   // leaf), e.g. by its local shard; throws ValueError naming it when absent. Returns t so typed
   // members can follow: `lin.weight = lin.set_parameter("weight", shard)`.

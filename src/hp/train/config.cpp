@@ -55,12 +55,27 @@ void ModelSection::describe(Schema& s) {
   s.add("moe_intermediate", &moe_intermediate, "expert intermediate size (0 = intermediate)")
       .min(0);
   s.add("router_aux_loss_coef", &router_aux_loss_coef, "load-balancing loss weight (MoE)").min(0);
+  s.add("router_bias_update_rate", &router_bias_update_rate,
+        "auxiliary-loss-free balancing (DeepSeek-V3 routers): after each step every expert's "
+        "selection bias moves by this amount toward the mean load (0 = off; DeepSeek uses 0.001)")
+      .min(0);
+}
+
+void DataSourceConfig::describe(Schema& s) {
+  s.add("path", &path, "a dataset as data.path").non_empty();
+  s.add("weight", &weight, "its share of the training samples: weight / sum of the weights")
+      .above(0);
+  s.add("format", &format, "as data.format (\"\" = data.format)")
+      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed"});
 }
 
 void DataConfig::describe(Schema& s) {
   s.add("path", &path,
-        "training corpus file or directory (format indexed: PREFIX of PREFIX.bin + PREFIX.idx)")
-      .non_empty();
+        "training corpus file or directory (format indexed: PREFIX of PREFIX.bin + PREFIX.idx); "
+        "or data.sources");
+  s.add_list("sources", &sources,
+             "several datasets blended by weight, each packed sequence drawn from one by a "
+             "seeded schedule (instead of path; docs/DATA.md)");
   s.add("format", &format,
         "text (tokenized on load), pre-tokenized little-endian ids, or indexed (Megatron "
         ".bin/.idx from hp data prepare, memory-mapped)")
@@ -80,6 +95,24 @@ void DataConfig::describe(Schema& s) {
   s.add("separator_token", &separator_token,
         "token appended after each document (\"\" = the tokenizer's end-of-text)");
   s.add("shuffle", &shuffle, "visit sequences in a seeded random order each epoch");
+}
+
+void EvalConfig::describe(Schema& s) {
+  s.add("data", &data,
+        "validation dataset, in the forms of data.path (eval.format); or eval.split");
+  s.add("format", &format, "eval.data's format (\"\" = data.format)")
+      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed"});
+  s.add("split", &split,
+        "hold out this fraction of data.path's documents for validation, never trained on "
+        "(0 = none; docs/DATA.md)")
+      .min(0)
+      .below(1);
+  s.add("interval", &interval, "validate every N steps, and after the last (0 = after the last)")
+      .min(0);
+  s.add("steps", &steps, "batches per validation (the same ones every time)").min(1);
+  s.add("batch_size", &batch_size,
+        "sequences per validation batch (0 = training.batch_size / training.grad_accum)")
+      .min(0);
 }
 
 void MuonConfig::describe(Schema& s) {
@@ -173,6 +206,11 @@ void ParallelConfig::describe(Schema& s) {
         "context-parallel degree: every sequence split over cp ranks (training.seq_len must "
         "divide by 2 × cp: the load-balanced zigzag layout)")
       .min(1);
+  s.add("ep", &ep,
+        "expert-parallel degree: each MoE layer's routed experts split over ep ranks taken from "
+        "dp_shard × cp (must divide it and model.experts); tokens travel to their experts' "
+        "ranks, and each rank's experts are FSDP-sharded over the remaining dp_shard × cp / ep")
+      .min(1);
   s.add("cp_method", &cp_method,
         "ring (K/V blocks passed around the ring, overlapped with attention) | alltoall "
         "(Ulysses: heads split over cp; the query heads per tp rank must divide by cp)")
@@ -248,6 +286,7 @@ void RunConfig::describe(Schema& s) {
 void Config::describe(Schema& s) {
   s.section("model", model);
   s.section("data", data);
+  s.section("eval", eval);
   s.section("optimizer", optimizer);
   s.section("lr_scheduler", lr_scheduler);
   s.section("training", training);
@@ -304,6 +343,17 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
         fail("parallel.tp", std::to_string(c.parallel.tp) + " does not divide " + name + " (" +
                                 std::to_string(v) + ")");
   }
+  if (c.data.path.empty() && c.data.sources.empty())
+    fail("data.path", "required (or data.sources)");
+  if (!c.data.path.empty() && !c.data.sources.empty())
+    fail("data.sources", "give data.path or data.sources, not both");
+  if (!c.eval.data.empty() && c.eval.split > 0)
+    fail("eval.split", "give eval.data or eval.split, not both");
+  if (c.eval.split > 0 && !c.data.sources.empty())
+    fail("eval.split", "holds out documents of data.path; with data.sources give eval.data");
+  if (!c.eval.enabled() && (c.eval.interval > 0 || c.eval.batch_size > 0 || !c.eval.format.empty()))
+    fail("eval.data",
+         "required (or eval.split) when eval.interval, eval.batch_size or eval.format is set");
   const TrainingConfig& t = c.training;
   if (c.lr_scheduler.warmup_steps > t.steps)
     fail("lr_scheduler.warmup_steps", std::to_string(c.lr_scheduler.warmup_steps) +
@@ -333,6 +383,20 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                             "tp rank (model.heads " + std::to_string(m.heads) + " / parallel.tp " +
                             std::to_string(c.parallel.tp) +
                             "), which Ulysses (cp_method alltoall) splits; use cp_method ring");
+  // Expert parallelism: the experts split evenly; the ep ranks come from dp_shard × cp (with
+  // dp_shard -1, checked again at launch).
+  // (A model loaded from model.path is checked once its config.json is read.)
+  if (c.parallel.ep > 1 && m.experts == 0 && m.path.empty())
+    fail("parallel.ep", std::to_string(c.parallel.ep) + " needs a mixture-of-experts model (" +
+                            "model.experts is 0)");
+  if (c.parallel.ep > 1 && m.experts > 0 && m.experts % c.parallel.ep != 0)
+    fail("parallel.ep", std::to_string(c.parallel.ep) + " does not divide model.experts (" +
+                            std::to_string(m.experts) + ")");
+  if (c.parallel.ep > 1 && c.parallel.dp_shard >= 1 && c.parallel.cp >= 1 &&
+      (c.parallel.dp_shard * c.parallel.cp) % c.parallel.ep != 0)
+    fail("parallel.ep", std::to_string(c.parallel.ep) + " does not divide parallel.dp_shard × " +
+                            "parallel.cp = " + std::to_string(c.parallel.dp_shard) + " × " +
+                            std::to_string(c.parallel.cp) + " (the ranks experts split over)");
   if (c.low_precision.recipe == "mxfp8" && c.low_precision.modules.empty())
     fail("low_precision.modules", "must not be empty with recipe mxfp8");
   // (model.arch not buildable from sizes is the field's own check.)

@@ -29,19 +29,43 @@ struct ModelSection {
   // Mixture of experts (qwen3_moe, mixtral): experts > 0.
   int64_t experts = 0, experts_per_token = 0, moe_intermediate = 0;
   double router_aux_loss_coef = 0.001;
+  // DeepSeek-V3's auxiliary-loss-free balancing: router bias step per optimizer step (0 = off).
+  double router_bias_update_rate = 0.0;
   void describe(Schema& s);
   bool operator==(const ModelSection&) const = default;
 };
 
+// One dataset of a blend (data.sources).
+struct DataSourceConfig {
+  std::string path;    // as data.path
+  double weight = 1;   // share of the training samples: weight / Σ weights
+  std::string format;  // as data.format ("" = data.format)
+  void describe(Schema& s);
+  bool operator==(const DataSourceConfig&) const = default;
+};
+
 struct DataConfig {
-  std::string path;             // corpus file or directory; indexed: PREFIX of .bin + .idx
-  std::string format = "text";  // text | tokens_u16 | tokens_u32 | indexed
+  std::string path;  // corpus file or directory; indexed: PREFIX of .bin + .idx; or sources
+  std::vector<DataSourceConfig> sources;  // several datasets blended by weight (data/blend.h)
+  std::string format = "text";            // text | tokens_u16 | tokens_u32 | indexed
   std::string tokenizer;        // tokenizer.json ("" = the one in model.path, else byte-level)
   std::string doc_separator;    // text: splits files into documents ("" = one per file)
   std::string separator_token;  // token after each document ("" = the tokenizer's end-of-text)
   bool shuffle = true;
   void describe(Schema& s);
   bool operator==(const DataConfig&) const = default;
+};
+
+// Validation (train/evaluate.h): off unless data or split is given.
+struct EvalConfig {
+  std::string data;    // a dataset like data.path (format: eval.format), or "" with split
+  std::string format;  // "" = data.format
+  double split = 0;    // hold out this fraction of data.path's documents (0 = none)
+  int64_t interval = 0, steps = 10;
+  int64_t batch_size = 0;  // sequences per eval batch; 0 = training.batch_size / grad_accum
+  bool enabled() const { return !data.empty() || split > 0; }
+  void describe(Schema& s);
+  bool operator==(const EvalConfig&) const = default;
 };
 
 struct MuonConfig {
@@ -115,6 +139,7 @@ struct PlanEntryConfig {
 
 struct ParallelConfig {
   int64_t dp_shard = -1, dp_replicate = 1, tp = 1, cp = 1;
+  int64_t ep = 1;  // expert-parallel degree, borrowed from dp_shard × cp
   std::string cp_method = "ring";  // ring | alltoall (shard/context_parallel.h)
   bool sequence_parallel = true;
   std::vector<PlanEntryConfig> plan;  // overrides of the architecture's TP plan, per module
@@ -174,6 +199,7 @@ struct ConfigNotes {
 struct Config {
   ModelSection model;
   DataConfig data;
+  EvalConfig eval;
   OptimizerConfig optimizer;
   LrSchedulerConfig lr_scheduler;
   TrainingConfig training;

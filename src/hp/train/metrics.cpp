@@ -67,7 +67,8 @@ double number_at(const nlohmann::json& j, const char* key) {
   return it->is_number() ? it->get<double>() : std::nan("");
 }
 
-std::vector<StepRecord> read_jsonl(const std::filesystem::path& p) {
+// The step lines of metrics.jsonl, and its validation lines into *evals.
+std::vector<StepRecord> read_jsonl(const std::filesystem::path& p, std::vector<EvalResult>* evals) {
   std::vector<StepRecord> out;
   if (!std::filesystem::is_regular_file(p)) return out;  // not /dev/full's endless zeros
   std::ifstream in(p);
@@ -76,6 +77,14 @@ std::vector<StepRecord> read_jsonl(const std::filesystem::path& p) {
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
+    if (j.contains("eval_loss")) {
+      EvalResult e;
+      e.step = j.value("step", int64_t{0});
+      e.loss = number_at(j, "eval_loss");
+      e.ppl = number_at(j, "eval_ppl");
+      evals->push_back(e);
+      continue;
+    }
     StepRecord r;
     r.step = j.value("step", int64_t{0});
     r.loss = number_at(j, "loss");
@@ -155,15 +164,32 @@ void MetricsLog::record(const StepRecord& r) {
                         {"act_mem_bytes", r.act_mem_bytes},
                         {"step_s", number(r.step_s)}};
     if (r.tp_comm_bytes > 0) j["tp_comm_bytes"] = r.tp_comm_bytes;
-    // Checked after each write (ENOSPC shows at the flush): a full disk costs metrics, not the run.
-    errno = 0;
-    std::ofstream o(jsonl_path(run_dir_), std::ios::app);
-    if (!(o << j.dump() << "\n" << std::flush))
-      write_failed(jsonl_path(run_dir_).string(), r.step, errno);
+    if (!r.source_tokens.empty()) j["source_tokens"] = r.source_tokens;
+    append_jsonl(j, r.step);
   }
   if (cfg_.progress == "none") return;
   if (logged(r.step)) print_line(r);
   if (bar_) draw_bar(r);
+}
+
+void MetricsLog::append_jsonl(const nlohmann::json& j, int64_t step) {
+  // Checked after each write (ENOSPC shows at the flush): a full disk costs metrics, not the run.
+  errno = 0;
+  std::ofstream o(jsonl_path(run_dir_), std::ios::app);
+  if (!(o << j.dump() << "\n" << std::flush))
+    write_failed(jsonl_path(run_dir_).string(), step, errno);
+}
+
+void MetricsLog::record_eval(const EvalResult& r) {
+  evals_.push_back(r);
+  if (!enabled_) return;
+  if (cfg_.jsonl)
+    append_jsonl({{"step", r.step},
+                  {"eval_loss", number(r.loss)},
+                  {"eval_ppl", number(r.ppl)},
+                  {"eval_tokens", r.tokens}},
+                 r.step);
+  if (cfg_.progress != "none") message(Evaluator::format(r));
 }
 
 void MetricsLog::print_line(const StepRecord& r) {
@@ -224,12 +250,14 @@ void MetricsLog::finish(const TrainResult& res) {
     s << "; tensor-parallel traffic " << mib(last.tp_comm_bytes) << "/step per rank";
   out_ << s.str() << "\n";
   // After a failed write metrics.jsonl lacks lines: plot this call's steps instead.
+  std::vector<EvalResult> evals;
   std::vector<StepRecord> all =
-      cfg_.jsonl && complete() ? read_jsonl(jsonl_path(run_dir_)) : res.steps;
+      cfg_.jsonl && complete() ? read_jsonl(jsonl_path(run_dir_), &evals) : res.steps;
+  if (!(cfg_.jsonl && complete())) evals = evals_;
   const auto svg = std::filesystem::path(run_dir_) / "metrics.svg";
   errno = 0;
   std::ofstream o(svg, std::ios::trunc);
-  if (!(o << svg_plot(all) << std::flush)) write_failed(svg.string(), last.step, errno);
+  if (!(o << svg_plot(all, evals) << std::flush)) write_failed(svg.string(), last.step, errno);
   out_ << "metrics: " << (cfg_.jsonl ? jsonl_path(run_dir_).string() + ", " : "") << svg.string()
        << "\n";
   if (failed_writes_ > 0)
@@ -249,34 +277,52 @@ void MetricsLog::write_failed(const std::string& path, int64_t step, int err) {
   out_.flush();
 }
 
-std::string svg_plot(const std::vector<StepRecord>& records) {
+std::string svg_plot(const std::vector<StepRecord>& records, const std::vector<EvalResult>& evals) {
   constexpr double kW = 720, kPanel = 220, kLeft = 70, kRight = 20, kTop = 30, kGap = 60;
   std::ostringstream o;
   const double height = kTop + 2 * kPanel + kGap + 40;
   o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kW << "\" height=\"" << height
     << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  auto panel = [&](double y0, const char* title, const char* color, auto value) {
-    std::vector<std::pair<double, double>> pts;
-    for (const auto& r : records) {
-      const double v = value(r);
-      if (std::isfinite(v)) pts.emplace_back(double(r.step), v);
-    }
+  using Points = std::vector<std::pair<double, double>>;  // (step, value), finite values only
+  struct Curve {
+    const char* color;
+    Points pts;
+  };
+  auto points = [](const auto& rows, auto value) {
+    Points pts;
+    for (const auto& r : rows)
+      if (const double v = value(r); std::isfinite(v)) pts.emplace_back(double(r.step), v);
+    return pts;
+  };
+  // One panel, its axes spanning every curve; the first curve sets the title's colour.
+  auto panel = [&](double y0, const std::string& title, const std::vector<Curve>& curves) {
     o << "<text x=\"" << kLeft << "\" y=\"" << y0 - 8 << "\" font-weight=\"bold\">" << title
       << "</text>\n";
     o << "<rect x=\"" << kLeft << "\" y=\"" << y0 << "\" width=\"" << kW - kLeft - kRight
       << "\" height=\"" << kPanel << "\" fill=\"none\" stroke=\"#888\"/>\n";
-    if (pts.empty()) return;
-    double x0 = pts.front().first, x1 = pts.back().first, lo = pts[0].second, hi = lo;
-    for (const auto& p : pts) lo = std::min(lo, p.second), hi = std::max(hi, p.second);
+    bool any = false;
+    double x0 = 0, x1 = 0, lo = 0, hi = 0;
+    for (const Curve& c : curves)
+      for (const auto& [x, y] : c.pts) {
+        if (!any) x0 = x1 = x, lo = hi = y, any = true;
+        x0 = std::min(x0, x), x1 = std::max(x1, x), lo = std::min(lo, y), hi = std::max(hi, y);
+      }
+    if (!any) return;
     if (x1 <= x0) x1 = x0 + 1;
     if (hi <= lo) hi = lo + 1e-9 + std::fabs(lo) * 0.01;
     auto X = [&](double x) { return kLeft + (x - x0) / (x1 - x0) * (kW - kLeft - kRight); };
     auto Y = [&](double y) { return y0 + kPanel - (y - lo) / (hi - lo) * kPanel; };
-    o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\" points=\"";
-    for (const auto& p : pts)
-      o << fmt("%.1f", X(p.first)) << "," << fmt("%.1f", Y(p.second)) << " ";
-    o << "\"/>\n";
+    for (const Curve& c : curves) {
+      o << "<polyline fill=\"none\" stroke=\"" << c.color << "\" stroke-width=\"1.5\" points=\"";
+      for (const auto& p : c.pts)
+        o << fmt("%.1f", X(p.first)) << "," << fmt("%.1f", Y(p.second)) << " ";
+      o << "\"/>\n";
+      // A single point (one validation pass) would draw nothing as a line.
+      if (c.pts.size() == 1)
+        o << "<circle cx=\"" << fmt("%.1f", X(c.pts[0].first)) << "\" cy=\""
+          << fmt("%.1f", Y(c.pts[0].second)) << "\" r=\"3\" fill=\"" << c.color << "\"/>\n";
+    }
     for (double v : {lo, hi})
       o << "<text x=\"" << kLeft - 6 << "\" y=\"" << Y(v) + 4 << "\" text-anchor=\"end\">"
         << fmt("%.4g", v) << "</text>\n";
@@ -284,9 +330,16 @@ std::string svg_plot(const std::vector<StepRecord>& records) {
       << "</text><text x=\"" << kW - kRight << "\" y=\"" << y0 + kPanel + 16
       << "\" text-anchor=\"end\">step " << int64_t(x1) << "</text>\n";
   };
-  panel(kTop, "loss", "#c0392b", [](const StepRecord& r) { return r.loss; });
-  panel(kTop + kPanel + kGap, "tokens/s", "#2471a3",
-        [](const StepRecord& r) { return r.tokens_per_s; });
+  std::vector<Curve> loss = {
+      {"#c0392b", points(records, [](const StepRecord& r) { return r.loss; })}};
+  std::string loss_title = "loss";
+  if (!evals.empty()) {
+    loss.push_back({"#27ae60", points(evals, [](const EvalResult& r) { return r.loss; })});
+    loss_title = "loss (red: training, green: validation)";
+  }
+  panel(kTop, loss_title, loss);
+  panel(kTop + kPanel + kGap, "tokens/s",
+        {{"#2471a3", points(records, [](const StepRecord& r) { return r.tokens_per_s; })}});
   o << "</svg>\n";
   return o.str();
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ class MetricsLog {
              int64_t resume_step, std::ostream& out, bool enabled);
   // Every step: prints on log_every steps and the last one (and redraws the bar on a terminal).
   void record(const StepRecord& r);
+  // A validation pass: its console line (unless progress is none) and an
+  // {"step", "eval_loss", "eval_ppl", "eval_tokens"} line in metrics.jsonl.
+  void record_eval(const EvalResult& r);
   // A line of its own (clears the bar first).
   void message(const std::string& text);
   // Summary lines and <run_dir>/metrics.svg from every line of metrics.jsonl; when a metrics
@@ -43,6 +47,8 @@ class MetricsLog {
   void print_line(const StepRecord& r);
   void draw_bar(const StepRecord& r);
   void clear_bar();
+  // Appends one line to metrics.jsonl (a failed write is recorded, not thrown).
+  void append_jsonl(const nlohmann::json& j, int64_t step);
   // Records a failed write of `path` (errno `err`) at `step`: a warning, at most one per step.
   void write_failed(const std::string& path, int64_t step, int err);
 
@@ -54,10 +60,13 @@ class MetricsLog {
   double elapsed_s_ = 0;  // sum of step times in this call, for the ETA
   int64_t steps_seen_ = 0;
   int64_t failed_writes_ = 0, first_failed_step_ = -1, warned_step_ = -1;
-  std::string failed_path_;  // the first write that failed
+  std::string failed_path_;        // the first write that failed
+  std::vector<EvalResult> evals_;  // this call's validation passes (the plot's fallback)
 };
 
-// The loss and tokens/s curves of `records` as a standalone SVG document (two stacked panels).
-std::string svg_plot(const std::vector<StepRecord>& records);
+// The loss and tokens/s curves of `records` as a standalone SVG document (two stacked panels);
+// validation losses `evals` share the loss panel as a second curve.
+std::string svg_plot(const std::vector<StepRecord>& records,
+                     const std::vector<EvalResult>& evals = {});
 
 }  // namespace hp::train

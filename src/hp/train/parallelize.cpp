@@ -1,9 +1,13 @@
 // The parallelize step (parallelize.h).
 #include "hp/train/parallelize.h"
 
+#include <algorithm>
+#include <set>
+
 #include "hp/checkpoint/dcp.h"
 #include "hp/core/error.h"
 #include "hp/fsdp/fsdp.h"
+#include "hp/models/moe.h"
 #include "hp/models/recompute.h"
 #include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
@@ -137,7 +141,54 @@ shard::ShardedParameters apply_tensor_parallel(models::CausalLM& model, const La
   return tp;
 }
 
-// Step 2: the sequence split over cp (the parameters stay whole over cp).
+// The parameters of routed experts (`<layer>.mlp.experts.<e>.…`; shared experts are dense).
+constexpr const char* kExpertGlob = "*.experts.*";
+bool is_expert_param(const std::string& fqn) {
+  return nn::glob_match(kExpertGlob, fqn);
+}
+
+// Step 2: every MoE block runs this rank's experts over the EP group and drops the others; returns
+// the FQNs of the parameters dropped (other ranks hold them).
+std::set<std::string> apply_expert_parallel(models::CausalLM& model, const Layout& l) {
+  std::set<std::string> dropped;
+  if (l.ep == 1) return dropped;
+  for (const auto& [fqn, t] : model.named_parameters()) dropped.insert(fqn);
+  // Found first: dropping experts frees modules named_modules() lists.
+  std::vector<std::pair<std::string, models::MoEBlock*>> blocks;
+  for (auto& [fqn, m] : model.named_modules())
+    if (auto* moe = dynamic_cast<models::MoEBlock*>(m)) blocks.emplace_back(fqn, moe);
+  for (auto& [fqn, moe] : blocks) {
+    const int64_t e = moe->options().num_experts;
+    if (e % l.ep != 0)
+      HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " does not divide the ", e,
+               " experts of ", fqn);
+    moe->set_expert_parallel(l.ep_comm);
+    moe->keep_local_experts();
+  }
+  if (blocks.empty())
+    HP_THROW(ValueError, "train", "parallel.ep = ", l.ep,
+             " needs a mixture-of-experts model; this one has no MoE layer");
+  for (const auto& [fqn, t] : model.named_parameters()) dropped.erase(fqn);
+  return dropped;
+}
+
+// Step 6's groups: every decoder layer, and with EP its local experts as a second group sharded
+// over the ranks with the same expert coordinate (the layer's forward gathers both).
+fsdp::Groups fsdp_groups(models::CausalLM& model, const Layout& l) {
+  fsdp::Groups layers = fsdp::groups_by_glob(model, {"model.layers.*"});
+  if (l.ep == 1) return layers;
+  fsdp::Groups out;
+  const dist::CommPtr expert_shard = l.expert_mesh->axis_comm("dp_shard");
+  for (const fsdp::Group& g : layers) {
+    out.push_back(g);
+    bool experts = false;
+    for (const auto& [name, t] : g.module->named_parameters()) experts |= is_expert_param(name);
+    if (experts) out.push_back({g.prefix, g.module, {kExpertGlob}, expert_shard});
+  }
+  return out;
+}
+
+// Step 3: the sequence split over cp (the parameters stay whole over cp).
 void apply_context_parallel(models::CausalLM& model, const Layout& l, const ParallelConfig& p) {
   if (l.cp == 1) return;
   const shard::ContextMethod method = shard::context_method_from_name(p.cp_method);
@@ -172,6 +223,10 @@ optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
   o.muon.weight_decay = c.weight_decay;
   const bool muon = c.name == "muon";
   const auto run_rule = muon ? optim::Algorithm::auto_select : optim::Algorithm::adamw;
+  // The routers' correction biases get no gradient (train/expert_balance.h moves them): first,
+  // so that no group's weight decay shrinks them either.
+  o.groups.push_back({"router correction biases", {"*.e_score_correction_bias"},
+                      optim::Algorithm::adamw, 1.0, 0.0});
   for (size_t i = 0; i < c.groups.size(); ++i) {
     const ParamGroupConfig& g = c.groups[i];
     optim::ParamGroup pg;
@@ -210,6 +265,7 @@ Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
        {std::pair<const char*, int64_t>{"parallel.dp_replicate", p.dp_replicate},
         {"parallel.tp", p.tp},
         {"parallel.cp", p.cp},
+        {"parallel.ep", p.ep},
         {"training.grad_accum", cfg.training.grad_accum}})
     if (v < 1) HP_THROW(ValueError, "train", key, " must be >= 1, got ", v);
   if (p.dp_shard != -1 && p.dp_shard < 1)
@@ -248,6 +304,22 @@ Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
   l.cp_comm = l.cp == 1 ? l.shard_comm->split(static_cast<int>(l.shard_comm->rank()), 0)
                         : l.shard_comm->split(static_cast<int>(shard_coord / l.cp), l.cp_rank);
   l.model_comm = l.tp == 1 ? l.shard_comm : l.mesh->sub_mesh({"dp_shard", "tp"})->comm();
+  // EP groups: ep neighbouring ranks of the shard group; the expert mesh: the ranks with this
+  // rank's expert coordinate, in world order (so row-major over dp_replicate, dp_shard / ep, tp).
+  l.ep = p.ep;
+  l.expert_mesh = l.mesh;
+  if (l.ep > 1) {
+    if ((l.dp_shard * l.cp) % l.ep != 0)
+      HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " does not divide parallel.dp_shard × ",
+               "parallel.cp = ", l.dp_shard, " × ", l.cp, " (the ranks experts split over)");
+    l.ep_rank = static_cast<int>(shard_coord % l.ep);
+    l.ep_comm = l.shard_comm->split(static_cast<int>(shard_coord / l.ep), l.ep_rank);
+    l.expert_mesh = std::make_shared<shard::DeviceMesh>(
+        std::vector<std::pair<std::string, int64_t>>{{"dp_replicate", l.dp_replicate},
+                                                     {"dp_shard", l.dp_shard * l.cp / l.ep},
+                                                     {"tp", l.tp}},
+        world->split(l.ep_rank, world->rank()));
+  }
   return l;
 }
 
@@ -263,23 +335,25 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   // 1. TP / SP.
   const shard::ShardedParameters tp =
       apply_tensor_parallel(model, l, out.sequence_parallel, cfg.parallel.plan);
-  // 2. CP.
+  // 2. EP.
+  out.held_elsewhere = apply_expert_parallel(model, l);
+  // 3. CP.
   apply_context_parallel(model, l, cfg.parallel);
-  // 3. MXFP8 (the kernel hook sits under the TP wrappers).
+  // 4. MXFP8 (the kernel hook sits under the TP wrappers).
   if (cfg.low_precision.recipe == "mxfp8")
     out.mx_modules = mx::convert_to_mx(model, mx_convert_spec(cfg.low_precision));
-  // 4. Recompute (FSDP's wrappers go outside it, so a recomputed forward re-gathers).
+  // 5. Recompute (FSDP's wrappers go outside it, so a recomputed forward re-gathers).
   out.recompute_modules = models::apply_recompute(model, recompute_spec(cfg.recompute));
-  // 5. FSDP over dp_shard × cp (HSDP over dp_replicate), on the TP-local tensors.
-  out.fsdp =
-      std::make_unique<fsdp::FsdpModel>(model, fsdp::groups_by_glob(model, {"model.layers.*"}),
-                                        l.shard_comm, l.replicate_comm, fsdp_options(cfg));
+  // 6. FSDP over dp_shard × cp (HSDP over dp_replicate), on the TP-local tensors.
+  out.fsdp = std::make_unique<fsdp::FsdpModel>(model, fsdp_groups(model, l), l.shard_comm,
+                                               l.replicate_comm, fsdp_options(cfg));
 
   // One description per parameter: FSDP's Shard(0) over dp_shard on top of its TP placement (the
   // tp axis is innermost, so it splits first: shard/dtensor.h). from_local checks that FSDP's rows
-  // are the ones that rule gives.
+  // are the ones that rule gives. Experts live on the expert mesh (the same axes).
   const auto dp_axis = static_cast<size_t>(l.mesh->axis("dp_shard"));
   for (auto& [fqn, d] : out.fsdp->parameters()) {
+    const shard::MeshPtr& mesh = l.ep > 1 && is_expert_param(fqn) ? l.expert_mesh : l.mesh;
     shard::Placements p(static_cast<size_t>(l.mesh->ndim()), shard::Replicate{});
     Shape global = d.global_shape();
     if (tp.contains(fqn)) {
@@ -287,7 +361,7 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
       global = tp.at(fqn).global_shape();
     }
     p[dp_axis] = d.placements()[0];
-    out.params.emplace_back(fqn, shard::DTensor::from_local(d.local(), l.mesh, p, global));
+    out.params.emplace_back(fqn, shard::DTensor::from_local(d.local(), mesh, p, global));
   }
   return out;
 }
@@ -307,7 +381,8 @@ bool split_over_tp(const shard::DTensor& t) {
 std::map<std::string, optim::ShardSpec> Parallelized::shard_specs(const Layout& l) const {
   std::map<std::string, optim::ShardSpec> specs;
   for (const auto& [fqn, t] : params) {
-    const dist::CommPtr& comm = split_over_tp(t) ? l.model_comm : l.shard_comm;
+    // (an expert's: the dp_shard axis of the expert mesh)
+    const dist::CommPtr& comm = split_over_tp(t) ? l.model_comm : t.mesh()->axis_comm("dp_shard");
     if (comm->size() == 1) continue;
     specs[fqn] = {t.global_shape(), t.offsets(), comm};
   }
@@ -343,15 +418,19 @@ std::vector<checkpoint::Chunk> Parallelized::chunks(
   }
   for (const auto& [key, v] : optimizer_state) {
     const auto [fqn, name] = split_state_key(key);
-    if (name == "step") {
-      out.push_back({key, v, Shape{}, {}, /*replicated=*/true});
-      continue;
-    }
     auto it = by_fqn.find(fqn);
     if (it == by_fqn.end())
       HP_THROW(ValueError, "train", "optimizer state ", key,
                " is for a parameter this model does not have");
     const shard::DTensor& t = *it->second;
+    if (name == "step") {
+      // One scalar per parameter, written by the rank at coordinate 0 of every axis of the
+      // parameter's mesh: rank 0, except for experts, whose mesh holds their expert coordinate.
+      const auto& coords = t.mesh()->coordinates();
+      if (!for_save || std::all_of(coords.begin(), coords.end(), [](int64_t c) { return c == 0; }))
+        out.push_back({key, v, Shape{}, {}});
+      continue;
+    }
     if (!writes(t)) continue;
     out.push_back({key, v, t.global_shape(), t.offsets()});
   }

@@ -5,29 +5,32 @@
 //                axis: column/row-parallel attention and MLP, vocabulary-parallel embedding and
 //                head, the loss on the local vocabulary columns; sequence parallelism for the
 //                norms and the residual stream (parallel.sequence_parallel)
-//   2. MXFP8     low_precision.recipe mxfp8: matched Linears / expert sets run MX kernels (inside
-//                the TP wrappers: the kernel hook is the innermost GEMM)
-//   3. recompute activation checkpoint regions on decoder layers or their blocks
-//   2. CP        context parallelism over the cp ranks: loss() trains on this rank's zigzag spans
+//   2. EP        expert parallelism over ep ranks of dp_shard × cp: every MoE block keeps only
+//                this rank's experts (global FQNs kept) and sends each token's rows to their
+//                experts' ranks (shard/expert_parallel.h)
+//   3. CP        context parallelism over the cp ranks: loss() trains on this rank's zigzag spans
 //                of every row and attention runs across the ranks (ring or Ulysses,
 //                shard/context_parallel.h); parameters stay whole over cp
-//   3. MXFP8     low_precision.recipe mxfp8: matched Linears / expert sets run MX kernels (inside
+//   4. MXFP8     low_precision.recipe mxfp8: matched Linears / expert sets run MX kernels (inside
 //                the TP wrappers: the kernel hook is the innermost GEMM)
-//   4. recompute activation checkpoint regions on decoder layers or their blocks
-//   5. FSDP      every decoder layer and the root become groups whose TP-local tensors are
+//   5. recompute activation checkpoint regions on decoder layers or their blocks
+//   6. FSDP      every decoder layer and the root become groups whose TP-local tensors are
 //                sharded on dim 0 over dp_shard × cp (torchtitan's dp_shard_cp: the cp ranks
 //                hold the same parameters, so they shard them too; HSDP: replicated over
-//                dp_replicate); mixed precision is this step over a world of one
-// (expert and pipeline parallelism and offload will be further steps of this function.)
+//                dp_replicate); with EP a layer's local experts form a second group, sharded over
+//                the ranks with the same expert coordinate; mixed precision is this step over a
+//                world of one
+// (pipeline parallelism and offload will be further steps of this function.)
 //
 // Every trained parameter is then described once, as a DTensor over the mesh (global shape and one
-// placement per axis, e.g. (Replicate, Shard(0), Shard(1)) for a row-parallel weight under FSDP):
-// the optimizer's shard specs and the checkpoint chunks are derived from it, so any layout saves
-// and any other layout loads.
+// placement per axis, e.g. (Replicate, Shard(0), Shard(1)) for a row-parallel weight under FSDP;
+// an expert's over the expert mesh): the optimizer's shard specs and the checkpoint chunks are
+// derived from it, so any layout saves and any other layout loads.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,11 +60,18 @@ namespace hp::train {
 // The parameters' mesh has three axes: "dp_replicate", "dp_shard" and "tp", where "dp_shard"
 // spans dp_shard × cp ranks (the FSDP shard group; the cp ranks of a data-parallel slice sit next
 // to each other inside it). The cp split itself is the sequence's, not the parameters'.
+//
+// Expert parallelism borrows ep ranks from dp_shard × cp (ep innermost: an EP group is neighbouring
+// ranks of the shard group). A rank's experts live on the expert mesh: the ranks with the same
+// expert coordinate, axes "dp_replicate", "dp_shard" (dp_shard × cp / ep ranks) and "tp".
 struct Layout {
-  int64_t dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1;
+  int64_t dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1, ep = 1;
   int dp_rank = 0, dp_size = 1;  // this rank's data-parallel slice of the global batch
   int cp_rank = 0;               // this rank's place in the sequence split
+  int ep_rank = 0;               // this rank's expert coordinate
   shard::MeshPtr mesh;           // axes "dp_replicate", "dp_shard" (dp_shard × cp ranks), "tp"
+  shard::MeshPtr expert_mesh;    // mesh when ep = 1
+  dist::CommPtr ep_comm;         // the EP group (ep ranks); null when ep = 1
   dist::CommPtr shard_comm;      // dp_shard × cp (FSDP)
   dist::CommPtr replicate_comm;  // dp_replicate (HSDP); null when 1
   dist::CommPtr cp_comm;         // cp
@@ -84,6 +94,8 @@ struct Parallelized {
   std::vector<std::pair<std::string, shard::DTensor>> params;
   bool sequence_parallel = false;
   std::vector<std::string> mx_modules, recompute_modules;
+  // Parameters of the model that other ranks hold and this one does not (EP: other experts).
+  std::set<std::string> held_elsewhere;
 
   Parallelized();
   ~Parallelized();
@@ -98,7 +110,7 @@ struct Parallelized {
   // it clips without counting.
   std::pair<std::vector<Tensor>, std::vector<Tensor>> norm_parameters(const Layout& layout) const;
   // This rank's checkpoint pieces of the parameters and of the optimizer state (moments share
-  // their parameter's box; step counters are replicated 0-d tensors). Pieces replicated over a
+  // their parameter's box; step counters are 0-d tensors written once). Pieces replicated over a
   // mesh axis are written by its coordinate 0 only (`for_save`); loading lists every piece.
   std::vector<checkpoint::Chunk> chunks(const std::vector<optim::NamedTensor>& optimizer_state,
                                         bool for_save) const;

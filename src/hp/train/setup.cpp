@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "hp/core/error.h"
+#include "hp/core/random.h"
 #include "hp/data/dataset.h"
 #include "hp/io/json.h"
 #include "hp/models/registry.h"
@@ -24,6 +25,69 @@ data::DatasetOptions dataset_options(const Config& cfg) {
   o.doc_separator = cfg.data.doc_separator;
   o.separator_token = cfg.data.separator_token;
   return o;
+}
+
+namespace {
+
+data::DatasetOptions with_format(data::DatasetOptions o, const std::string& path,
+                                 const std::string& format) {
+  o.path = path;
+  if (!format.empty()) o.format = format;
+  if (o.format != "text") o.doc_separator.clear();  // a text option (data.doc_separator)
+  return o;
+}
+
+// "[data] what" → "[data] KEY: what": a dataset error names the config key it came from.
+std::string with_key(const std::string& key, const std::string& what) {
+  const size_t tag = what.rfind('[', 0) == 0 ? what.find("] ") : std::string::npos;
+  return tag == std::string::npos ? key + ": " + what
+                                  : what.substr(0, tag + 2) + key + ": " + what.substr(tag + 2);
+}
+
+template <class Fn>
+auto keyed(const std::string& key, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const ValueError& e) {
+    throw ValueError(with_key(key, e.what()));
+  } catch (const IoError& e) {
+    throw IoError(with_key(key, e.what()));
+  }
+}
+
+}  // namespace
+
+RunData load_run_data(const Config& cfg) {
+  const data::DatasetOptions base = dataset_options(cfg);
+  RunData d;
+  d.blend = !cfg.data.sources.empty();
+  if (!d.blend) {
+    d.sources.push_back({data::TokenDataset::load(base), 1.0});
+    d.names.push_back(cfg.data.path);
+  }
+  for (size_t i = 0; i < cfg.data.sources.size(); ++i) {
+    const DataSourceConfig& src = cfg.data.sources[i];
+    const std::string key = "data.sources[" + std::to_string(i) + "]";
+    d.sources.push_back(
+        {keyed(key,
+               [&] { return data::TokenDataset::load(with_format(base, src.path, src.format)); }),
+         src.weight});
+    d.names.push_back(src.path);
+  }
+  const EvalConfig& e = cfg.eval;
+  if (!e.data.empty()) {
+    d.eval = keyed("eval.data",
+                   [&] { return data::TokenDataset::load(with_format(base, e.data, e.format)); });
+    d.eval_name = e.data;
+  } else if (e.split > 0) {
+    auto [train, held] = keyed("eval.split", [&] {
+      return data::TokenDataset::hold_out(d.sources.front().dataset, e.split);
+    });
+    d.sources.front().dataset = train;
+    d.eval = held;
+    d.eval_name = detail::cat(e.split * 100, "% of the documents of ", cfg.data.path);
+  }
+  return d;
 }
 
 models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab, int64_t seq_len,
@@ -96,19 +160,43 @@ std::shared_ptr<models::CausalLM> build_causal_lm(const Config& cfg,
   std::shared_ptr<models::CausalLM> model = cfg.model.path.empty()
                                                 ? models::build_model(config)
                                                 : models::load_model(cfg.model.path, DType::f32);
-  const int64_t vocab = model->config().vocab_size;
+  check_data_fits(*model, data, cfg.data.path, cfg);
+  return model;
+}
+
+void check_data_fits(const models::CausalLM& model, const data::TokenDataset& data,
+                     const std::string& name, const Config& cfg) {
+  const int64_t vocab = model.config().vocab_size;
   // Also names the first id outside the vocabulary, as stored, and its position in the stream.
   // An indexed dataset is not scanned (start-up must not read the corpus): its ids are checked
   // against its tokenizer's vocabulary, no larger than the model's, as windows are read.
   const int64_t first = data.mapped() ? -1 : data.find_id_at_least(vocab);
   if (data.vocab_size() > vocab || first >= 0)
-    HP_THROW(ValueError, "train", "data ", cfg.data.path, " has token ids up to ",
-             data.vocab_size() - 1, " but the model's vocabulary is ", vocab,
+    HP_THROW(ValueError, "train", "data ", name, " has token ids up to ", data.vocab_size() - 1,
+             " but the model's vocabulary is ", vocab,
              cfg.model.path.empty() ? " (raise model.vocab)" : " (wrong tokenizer?)",
              first >= 0 ? detail::cat(": the first, token id ", data.tokens(first, 1)[0],
                                       ", at position ", first, " of the token stream")
                         : std::string());
-  return model;
+}
+
+RunSetup build_run(const Config& cfg, const Layout& layout) {
+  RunSetup r;
+  r.data = load_run_data(cfg);
+  manual_seed(static_cast<uint64_t>(cfg.training.seed));
+  r.model = build_causal_lm(cfg, *r.data.sources.front().dataset);
+  for (size_t s = 1; s < r.data.sources.size(); ++s)
+    check_data_fits(*r.model, *r.data.sources[s].dataset, r.data.names[s], cfg);
+  if (r.data.eval) check_data_fits(*r.model, *r.data.eval, r.data.eval_name, cfg);
+  r.num_parameters = r.model->num_parameters();
+  r.flops_per_token = model_flops_per_token(*r.model, cfg);
+  r.par = parallelize(*r.model, layout, cfg);
+  r.opt = std::make_unique<optim::Optimizer>(
+      r.par.named_parameters(), optimizer_options(cfg.optimizer), r.par.shard_specs(layout));
+  r.loader = std::make_unique<data::DataLoader>(r.data.sources, cfg.training.seq_len,
+                                                static_cast<uint64_t>(cfg.training.seed),
+                                                cfg.data.shuffle);
+  return r;
 }
 
 double model_flops_per_token(const models::CausalLM& model, const Config& cfg) {

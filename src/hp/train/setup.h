@@ -1,6 +1,7 @@
-// What the trainer builds from the config tree: the dataset options and the model (from a Hugging
-// Face directory or from an architecture and size). The rank layout and the model transforms are
-// the parallelize step's (parallelize.h).
+// What the trainer builds from the config tree: the data (training sources and validation set),
+// the model (from a Hugging Face directory or from an architecture and size), and everything a
+// run holds before its first step (build_run, shared by `hp train` and `hp eval`). The rank layout
+// and the model transforms are the parallelize step's (parallelize.h).
 #pragma once
 
 #include <memory>
@@ -8,8 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "hp/data/loader.h"
 #include "hp/models/config.h"
 #include "hp/train/config.h"
+#include "hp/train/parallelize.h"
 
 namespace hp::data {
 struct DatasetOptions;
@@ -24,6 +27,18 @@ namespace hp::train {
 // data.* (tokenizer "" → model.path/tokenizer.json when it exists, else byte-level).
 data::DatasetOptions dataset_options(const Config& cfg);
 
+// The run's data: the training sources (data.path alone, weight 1, or data.sources), without the
+// documents eval.split holds out, and the validation set (eval.data, or those documents).
+struct RunData {
+  std::vector<data::LoaderSource> sources;
+  std::vector<std::string> names;                  // each source's path as configured
+  std::shared_ptr<const data::TokenDataset> eval;  // null without an eval section
+  std::string eval_name;                           // eval.data, or "N% of data.path" (split)
+  bool blend = false;                              // data.sources given
+};
+// Loads every dataset (the data errors name its path; a source's also its data.sources[i]).
+RunData load_run_data(const Config& cfg);
+
 // The models::ModelConfig of an arch-and-size model section: the architecture table's row of
 // model.arch (models/registry.h) gives the class and model_type; vocab 0 takes `data_vocab`.
 // Throws ValueError for an architecture unknown or not buildable from sizes.
@@ -34,6 +49,11 @@ models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab,
 std::shared_ptr<models::CausalLM> build_causal_lm(const Config& cfg,
                                                   const data::TokenDataset& data);
 
+// ValueError when `data`'s ids do not fit `model`'s vocabulary (naming `name` and the first id
+// outside it); indexed datasets are checked as read instead (data/dataset.h).
+void check_data_fits(const models::CausalLM& model, const data::TokenDataset& data,
+                     const std::string& name, const Config& cfg);
+
 // MFU numerator: model FLOPs per trained token (metrics.h flops_per_token).
 double model_flops_per_token(const models::CausalLM& model, const Config& cfg);
 
@@ -41,5 +61,19 @@ double model_flops_per_token(const models::CausalLM& model, const Config& cfg);
 // config.json, the resolved config.yaml, and the tokenizer files of model.path / data.tokenizer.
 std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& cfg,
                                                                   const models::CausalLM& model);
+
+// Everything a run holds before its first step, built in this order on every rank: the data, the
+// model (seeded by training.seed, checked against every dataset), the parallelize step, the
+// optimizer and the training loader (at its start; restore() moves it).
+struct RunSetup {
+  RunData data;
+  std::shared_ptr<models::CausalLM> model;
+  int64_t num_parameters = 0;  // of the whole model, before it is split
+  double flops_per_token = 0;  // model_flops_per_token, before it is split
+  Parallelized par;
+  std::unique_ptr<optim::Optimizer> opt;
+  std::unique_ptr<data::DataLoader> loader;
+};
+RunSetup build_run(const Config& cfg, const Layout& layout);
 
 }  // namespace hp::train

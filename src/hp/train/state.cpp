@@ -174,6 +174,7 @@ int64_t restore(const std::string& step_dir, Parallelized& model, optim::Optimiz
     if (t.fqn.rfind("state.", 0) != 0) continue;
     const auto [fqn, name] = split_state_key(t.fqn);
     auto it = local_shape.find(fqn);
+    if (it == local_shape.end() && model.held_elsewhere.count(fqn)) continue;
     if (it == local_shape.end())
       HP_THROW(ValueError, "train", step_dir, ": optimizer state ", t.fqn,
                " is for a parameter this model does not have");

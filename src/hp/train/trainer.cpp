@@ -19,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/checkpoint/dcp.h"
@@ -37,6 +38,7 @@
 #include "hp/optim/grad.h"
 #include "hp/optim/optimizer.h"
 #include "hp/shard/plan.h"
+#include "hp/train/expert_balance.h"
 #include "hp/train/metrics.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/profile.h"
@@ -88,12 +90,6 @@ class NullBuffer : public std::streambuf {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double global_sum(dist::Communicator& comm, double v) {
-  if (comm.size() == 1) return v;
-  Tensor t = full({1}, v, DType::f64);
-  return comm.all_reduce(t, dist::ReduceOp::sum).item();
 }
 
 bool any_rank(dist::Communicator& comm, bool flag) {
@@ -186,16 +182,25 @@ std::exception_ptr claim_run_dir(const std::string& run_dir, const TrainOptions&
 }
 
 // What the run is, before its first step (rank 0).
-void describe_run(const Config& cfg, const TrainResult& res, const data::TokenDataset& data,
-                  const Layout& layout, const Parallelized& par, const models::CausalLM& model,
-                  MetricsLog& log) {
+void describe_run(const Config& cfg, const TrainResult& res, const RunData& data,
+                  const data::DataLoader& loader, const Layout& layout, const Parallelized& par,
+                  const models::CausalLM& model, MetricsLog& log) {
   for (const auto& note : cfg.notes.lines) log.message(note);  // deprecated keys used
   const auto& c = model.config();
   log.message("model: " + c.architecture + ", " + std::to_string(res.num_parameters) +
               " parameters (" + std::to_string(c.num_hidden_layers) + " layers, hidden " +
               std::to_string(c.hidden_size) + ", vocab " + std::to_string(c.vocab_size) + ")");
-  log.message("data: " + cfg.data.path + ", " + std::to_string(data.size()) + " tokens in " +
-              std::to_string(data.num_documents()) + " documents");
+  for (int s = 0; s < loader.num_sources(); ++s) {
+    const data::TokenDataset& d = loader.source(s);
+    std::string blend;
+    if (data.blend)
+      blend = detail::cat(" (source ", s, ", weight ", data.sources[s].weight, ": ",
+                          loader.quotas()[static_cast<size_t>(s)], " of every ",
+                          loader.samples_per_epoch(), " sequences)");
+    log.message("data: " + data.names[s] + blend + ", " + std::to_string(d.size()) + " tokens in " +
+                std::to_string(d.num_documents()) + " documents" +
+                (cfg.eval.split > 0 ? " (without the held-out ones)" : ""));
+  }
   std::string tp;
   if (layout.tp > 1)
     tp = std::string(" × tp ") + std::to_string(layout.tp) +
@@ -206,9 +211,14 @@ void describe_run(const Config& cfg, const TrainResult& res, const data::TokenDa
     cp = " × cp " + std::to_string(layout.cp) + " (" + cfg.parallel.cp_method + ", " +
          std::to_string(cfg.training.seq_len / layout.cp) + " of " +
          std::to_string(cfg.training.seq_len) + " tokens per rank)";
+  std::string ep;
+  if (layout.ep > 1)
+    ep = ", ep " + std::to_string(layout.ep) + " (each MoE layer's experts split over " +
+         std::to_string(layout.ep) + " of the dp_shard × cp ranks, FSDP over the other " +
+         std::to_string(layout.dp_shard * layout.cp / layout.ep) + ")";
   log.message("parallel: " + std::to_string(layout.mesh->size()) + " rank(s), dp_replicate " +
               std::to_string(layout.dp_replicate) + " × dp_shard " +
-              std::to_string(layout.dp_shard) + cp + tp + "; params " +
+              std::to_string(layout.dp_shard) + cp + tp + ep + "; params " +
               cfg.training.mixed_precision + " compute, f32 masters");
   if (!res.mx_modules.empty()) {
     std::string list;
@@ -220,6 +230,19 @@ void describe_run(const Config& cfg, const TrainResult& res, const data::TokenDa
   if (!res.recompute_modules.empty())
     log.message("recompute: " + cfg.recompute.mode + " on " +
                 std::to_string(res.recompute_modules.size()) + " modules");
+}
+
+// data.sources: "data: tokens trained per source: a 1024 (50.0%), b 1024 (50.0%)".
+std::string source_tokens_line(const RunData& data, const std::vector<int64_t>& tokens) {
+  int64_t total = 0;
+  for (int64_t t : tokens) total += t;
+  std::string line = "data: tokens trained per source:";
+  for (size_t s = 0; s < tokens.size(); ++s) {
+    char pct[32];
+    std::snprintf(pct, sizeof pct, "%.1f%%", total ? 100.0 * double(tokens[s]) / total : 0.0);
+    line += (s ? ", " : " ") + data.names[s] + " " + std::to_string(tokens[s]) + " (" + pct + ")";
+  }
+  return line;
 }
 
 // The MFU denominator in TFLOP/s: metrics.peak_tflops, else the GEMM peak of the compute dtype,
@@ -308,22 +331,21 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
           << (errno ? std::strerror(errno) : "write failed") << " (each checkpoint holds a copy)\n";
   }
 
-  // Data: every rank loads the corpus (a few MB here; token files are mapped).
-  auto dataset = data::TokenDataset::load(dataset_options(cfg));
-
-  // Model: f32 masters, seeded init; then every parallel / precision / memory transform.
-  manual_seed(static_cast<uint64_t>(cfg.training.seed));
-  std::shared_ptr<models::CausalLM> model = build_causal_lm(cfg, *dataset);
-  res.num_parameters = model->num_parameters();
-  const double flops_tok = model_flops_per_token(*model, cfg);
-  Parallelized par = parallelize(*model, layout, cfg);
+  // Data (every rank loads it; indexed data is mapped), the model (f32 masters, seeded init, every
+  // parallel / precision / memory transform), optimizer and loader.
+  RunSetup run = build_run(cfg, layout);
+  models::CausalLM* model = run.model.get();
+  Parallelized& par = run.par;
+  optim::Optimizer& opt = *run.opt;
+  data::DataLoader& loader = *run.loader;
+  res.num_parameters = run.num_parameters;
+  const double flops_tok = run.flops_per_token;
   res.mx_modules = par.mx_modules;
   res.recompute_modules = par.recompute_modules;
-  optim::Optimizer opt(par.named_parameters(), optimizer_options(cfg.optimizer),
-                       par.shard_specs(layout));
   const optim::ScheduleSpec schedule = schedule_spec(cfg);
-  data::DataLoader loader(dataset, cfg.training.seq_len, static_cast<uint64_t>(cfg.training.seed),
-                          cfg.data.shuffle);
+  std::optional<Evaluator> evaluator;
+  if (run.data.eval) evaluator.emplace(cfg, run.data.eval, layout);
+  ExpertBiasBalancer balancer(*model, par, layout, cfg.model.router_bias_update_rate);
 
   // Resume: parameters, optimizer state, loader position and RNG.
   int64_t done = 0;
@@ -340,7 +362,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   MetricsConfig metrics_cfg = cfg.metrics;
   if (nranks > 1 && metrics_cfg.progress == "auto") metrics_cfg.progress = "lines";
   MetricsLog metrics(metrics_cfg, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
-  describe_run(cfg, res, *dataset, layout, par, *model, metrics);
+  describe_run(cfg, res, run.data, loader, layout, par, *model, metrics);
+  if (evaluator) metrics.message(evaluator->describe(run.data.eval_name));
 
   res.peak_tflops = mfu_peak(cfg, metrics, &res.peak_source);
   res.flops_per_token = flops_tok;
@@ -371,6 +394,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     profile.begin_step(step);
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
+    balancer.clear();
     Allocator::instance().reset_peak(MemTier::host);
     const int64_t live_at_start = Allocator::instance().stats(MemTier::host).live_bytes;
     const int64_t tp_bytes_at_start = shard::region_stats().bytes;
@@ -384,16 +408,16 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       // Every rank asks at the same point (one all-reduce), so all leave the loop together.
       if (m > 0 && (stop_signal = agreed_stop_signal(*world)) != 0) break;
       Tensor ids = loader.next_batch(micro_rows, layout.dp_rank, layout.dp_size);
-      const int64_t local_tokens = ids.size(0) * cfg.training.seq_len;
-      Tensor loss;
+      BatchLoss loss;
       {
         const profiler::Scope phase(profiler::Phase::forward);
-        loss = model->loss(ids);
+        loss = batch_loss(*model, ids, cfg.training.seq_len);
       }
-      loss_sum += loss.item() * double(local_tokens);
+      balancer.accumulate();
+      loss_sum += loss.mean.item() * double(loss.tokens);
       // d(Σ token losses / global tokens): FSDP sums the shards' gradients over ranks.
       const profiler::Scope phase(profiler::Phase::backward);
-      mul(loss, double(local_tokens) / double(global_tokens)).backward();
+      mul(loss.mean, double(loss.tokens) / double(global_tokens)).backward();
     }
     {
       const profiler::Scope phase(profiler::Phase::backward);
@@ -422,9 +446,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     }
     // Forward + backward only: the optimizer's first step allocates its state, not activations.
     const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::host).peak_bytes;
-    // The tp ranks of a data-parallel slice computed the same loss: count it once.
-    const double loss_value =
-        global_sum(*world, loss_sum) / double(layout.tp) / double(global_tokens);
+    const double loss_value = global_mean_loss(*world, layout, loss_sum, global_tokens);
     // Replicas (HSDP) hold equal gradients after finish_grads, and so do the tp ranks for what TP
     // does not split: the norm counts every element once over dp_shard × tp.
     double grad_norm = 0;
@@ -432,7 +454,10 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       const profiler::Scope phase(profiler::Phase::optimizer);
       grad_norm =
           optim::clip_grad_norm(counted, {}, cfg.training.grad_clip, *layout.model_comm, uncounted);
-      if (std::isfinite(grad_norm)) opt.step(lr);
+      if (std::isfinite(grad_norm)) {
+        opt.step(lr);
+        balancer.step();
+      }
     }
     if (std::isfinite(grad_norm)) {
       skipped = 0;
@@ -454,6 +479,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     r.peak_mem_bytes = Allocator::instance().stats(MemTier::host).peak_bytes;
     r.act_mem_bytes = fwd_bwd_peak - live_at_start - grad_bytes;
     r.tp_comm_bytes = shard::region_stats().bytes - tp_bytes_at_start;
+    if (run.data.blend)
+      for (int64_t n : loader.source_samples()) r.source_tokens.push_back(n * cfg.training.seq_len);
     res.steps.push_back(r);
     metrics.record(r);
 
@@ -464,6 +491,12 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     const int signal = agreed_stop_signal(*world);
     const bool stop =
         signal != 0 || (options.stop_after > 0 && step - done >= options.stop_after && !last);
+    // Validation sees the weights this step produced, before they are saved. It runs at the last
+    // step, not at a stop (the run goes on after a resume).
+    if (evaluator && evaluator->due(step, last)) {
+      res.evals.push_back(evaluator->run(*model, *par.fsdp, step));
+      metrics.record_eval(res.evals.back());
+    }
     const bool periodic = cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0;
     const bool save = periodic || stop || (last && cfg.checkpoint.save_final);
     if (save && skipped > 0)
@@ -505,10 +538,12 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     if (done_early) break;  // after the step's checkpoint, as at the last step
   }
   summarize(res);
+  if (run.data.blend && !res.steps.empty())
+    metrics.message(source_tokens_line(run.data, res.steps.back().source_tokens));
   metrics.finish(res);
   finish_profile();
   if (cfg.training.sample_tokens > 0 && !res.interrupted) {
-    res.sample = sample_text(*model, *dataset, cfg.training, /*kv_cache=*/layout.tp == 1);
+    res.sample = sample_text(*model, loader.dataset(), cfg.training, /*kv_cache=*/layout.tp == 1);
     log << "sample: " << cfg.training.sample_prompt << res.sample << "\n";
   }
   return res;

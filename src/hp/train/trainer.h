@@ -6,7 +6,8 @@
 // gathering in training.mixed_precision, tensor-parallel redistributions, MX linears, recompute) →
 // backward of (mean loss · local tokens / global tokens), so the summed gradients are those of Σ
 // token losses / global tokens → FSDP reduce-scatter into f32 shards → global-norm clipping →
-// optimizer step on the shards → metrics → a DCP checkpoint every checkpoint.interval steps.
+// optimizer step on the shards → metrics → a validation pass every eval.interval steps and after
+// the last (evaluate.h) → a DCP checkpoint every checkpoint.interval steps.
 //
 // Determinism: the same config gives bitwise the same losses for any HP_NUM_THREADS, and a run
 // resumed from a checkpoint continues exactly as the uninterrupted one (parameters, optimizer
@@ -21,6 +22,7 @@
 
 #include "hp/core/error.h"
 #include "hp/train/config.h"
+#include "hp/train/evaluate.h"
 #include "hp/train/profile.h"
 
 namespace hp::train {
@@ -35,6 +37,8 @@ struct StepRecord {
                                // transient buffers
   int64_t tp_comm_bytes = 0;   // sent by this rank's tensor-parallel collectives in the step
                                // (shard::region_stats: ring-algorithm bytes)
+  // data.sources: tokens trained on from each source since step 0 (global), in sources order.
+  std::vector<int64_t> source_tokens;
 };
 
 struct TrainOptions {
@@ -62,6 +66,7 @@ struct TrainOptions {
 
 struct TrainResult {
   std::vector<StepRecord> steps;  // every step run in this call, in order
+  std::vector<EvalResult> evals;  // every validation pass of this call, in order
   int64_t first_step = 1;         // step number of steps[0] (> 1 after a resume)
   std::string run_dir;
   std::string last_checkpoint;  // step directory, or "" when none was saved

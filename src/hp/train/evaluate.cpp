@@ -1,0 +1,134 @@
+// Validation passes and `hp eval` (evaluate.h).
+#include "hp/train/evaluate.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+
+#include "hp/autograd/grad_mode.h"
+#include "hp/core/error.h"
+#include "hp/core/random.h"
+#include "hp/dist/communicator.h"
+#include "hp/fsdp/fsdp.h"
+#include "hp/models/transformer.h"
+#include "hp/ops/ops.h"
+#include "hp/train/setup.h"
+#include "hp/train/state.h"
+#include "hp/train/trainer.h"
+
+namespace hp::train {
+
+BatchLoss batch_loss(models::CausalLM& model, const Tensor& ids, int64_t seq_len) {
+  return {model.loss(ids), ids.size(0) * seq_len};
+}
+
+double global_mean_loss(dist::Communicator& world, const Layout& layout, double local_sum,
+                        int64_t global_tokens) {
+  double sum = local_sum;
+  if (world.size() > 1) {
+    Tensor t = full({1}, local_sum, DType::f64);
+    sum = world.all_reduce(t, dist::ReduceOp::sum).item();
+  }
+  // The tp ranks of a data-parallel slice computed the same loss: count it once.
+  return sum / double(layout.tp) / double(global_tokens);
+}
+
+namespace {
+
+int64_t eval_batch(const Config& cfg, const Layout& layout) {
+  const int64_t batch = cfg.eval.batch_size > 0 ? cfg.eval.batch_size
+                                                : cfg.training.batch_size / cfg.training.grad_accum;
+  // Every data-parallel slice needs rows: its ranks' FSDP gathers pair with every other slice's.
+  if (batch % layout.dp_size != 0)
+    HP_THROW(ValueError, "train", "eval.batch_size = ", batch,
+             cfg.eval.batch_size > 0 ? "" : " (training.batch_size / training.grad_accum)",
+             " does not split into the ", layout.dp_size,
+             " data-parallel slices (dp_shard × dp_replicate) equally");
+  return batch;
+}
+
+}  // namespace
+
+Evaluator::Evaluator(const Config& cfg, std::shared_ptr<const data::TokenDataset> data,
+                     const Layout& layout)
+    : layout_(layout),
+      loader_(std::move(data), cfg.training.seq_len, static_cast<uint64_t>(cfg.training.seed),
+              /*shuffle=*/false),
+      steps_(cfg.eval.steps),
+      batch_(eval_batch(cfg, layout)),
+      interval_(cfg.eval.interval),
+      seq_len_(cfg.training.seq_len) {}
+
+bool Evaluator::due(int64_t step, bool last) const {
+  return last || (interval_ > 0 && step % interval_ == 0);
+}
+
+EvalResult Evaluator::run(models::CausalLM& model, fsdp::FsdpModel& fsdp, int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const RngState rng = default_generator().state();
+  autograd::NoGradGuard no_grad;
+  loader_.set_state({});  // the same batches every pass
+  double local_sum = 0;   // Σ mean · tokens over this rank's batches
+  for (int64_t b = 0; b < steps_; ++b) {
+    const Tensor ids = loader_.next_batch(batch_, layout_.dp_rank, layout_.dp_size);
+    const BatchLoss l = batch_loss(model, ids, seq_len_);
+    local_sum += l.mean.item() * double(l.tokens);
+  }
+  fsdp.reshard();  // the next training forward gathers the masters afresh
+  default_generator().set_state(rng);
+  EvalResult r;
+  r.step = step;
+  r.batches = steps_;
+  r.tokens = steps_ * batch_ * seq_len_;
+  r.loss = global_mean_loss(*layout_.mesh->comm(), layout_, local_sum, r.tokens);
+  r.ppl = std::exp(r.loss);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string Evaluator::describe(const std::string& name) const {
+  const data::TokenDataset& d = loader_.dataset();
+  return detail::cat("eval: ", name, ", ", d.size(), " tokens in ", d.num_documents(),
+                     " documents; ", steps_, " batches of ", batch_, " sequences",
+                     interval_ > 0 ? detail::cat(" every ", interval_, " steps and") : "",
+                     " after the last step");
+}
+
+std::string Evaluator::format(const EvalResult& r) {
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "eval step %lld: loss %.6f  ppl %.4f  (%lld batches, %lld tokens, "
+                "%.2f s)",
+                (long long)r.step, r.loss, r.ppl, (long long)r.batches, (long long)r.tokens,
+                r.seconds);
+  return buf;
+}
+
+EvalResult evaluate_checkpoint(const Config& cfg, const std::string& config_file,
+                               const std::string& resume, std::ostream& log) {
+  if (!cfg.eval.enabled())
+    HP_THROW(ValueError, "eval", config_file,
+             ": eval.data or eval.split is required: hp eval evaluates on the config's eval "
+             "section");
+  auto world = dist::world();
+  const Layout layout = parallel_layout(cfg, world);
+  RunSetup run = build_run(cfg, layout);
+  Evaluator evaluator(cfg, run.data.eval, layout);
+  std::ostream* rank_log = world->rank() == 0 ? &log : nullptr;
+  const std::string dir = resolve_resume(resume, cfg.run.dir, rank_log);
+  if (dir.empty())
+    HP_THROW(ValueError, "eval", "--resume ", resume, ": no checkpoint in run.dir ", cfg.run.dir,
+             " (from ", config_file, ")");
+  check_resume_config(dir, cfg, /*allow_change=*/false, rank_log);
+  const int64_t step = restore(dir, run.par, *run.opt, *run.loader);
+  run.par.fsdp->reshard();  // the forward gathers the loaded masters
+  if (rank_log)
+    *rank_log << "evaluating " << dir << " (step " << step << ")\n"
+              << evaluator.describe(run.data.eval_name) << "\n";
+  const EvalResult r = evaluator.run(*run.model, *run.par.fsdp, step);
+  if (rank_log) *rank_log << Evaluator::format(r) << "\n";
+  return r;
+}
+
+}  // namespace hp::train
