@@ -29,3 +29,20 @@ run() {
   "$hp" launch -n "$n" -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/$name" "$@" \
     > "$dir/$name.log"
 }
+# expect_error NAME RANKS MESSAGE ARGS...: the run fails, and its stderr or log holds MESSAGE.
+expect_error() {
+  local name=$1 n=$2 msg=$3
+  shift 3
+  if run "$name" "$n" "$@" 2> "$dir/$name.err"; then echo "expected an error: $name"; exit 1; fi
+  grep -qF "$msg" "$dir/$name.err" "$dir/$name.log" || { cat "$dir/$name.err"; exit 1; }
+}
+# use_deepseek_v3: run.yaml trains the DeepSeek-V3 fixture (MLA + MoE layers) on token ids below its
+# vocabulary (96), its other keys unchanged; the previous run.yaml is kept as base.yaml.
+use_deepseek_v3() {
+  head -c 20000 "$dir/corpus.txt" |
+    perl -e 'binmode STDIN; binmode STDOUT; local $/; print pack("v*", map { $_ % 96 } unpack("C*", <STDIN>))' \
+    > "$dir/tokens.u16"
+  cp "$dir/run.yaml" "$dir/base.yaml"
+  sed -e "s|^model:.*|model: {path: $root/tests/models/fixtures/deepseek_v3}|" -e '/^        [a-z_]/d' \
+    -e "s|^data:.*|data: {path: $dir/tokens.u16, format: tokens_u16}|" "$dir/base.yaml" > "$dir/run.yaml"
+}

@@ -41,14 +41,8 @@ compare "dp_shard 2 × cp 2 vs 1 rank" "$dir/ref" "$dir/cp_dp" 1e-5
 run cp_tp 4 --set parallel.cp=2 --set parallel.tp=2
 grep -q "cp 2 (ring, 24 of 48 tokens per rank) × tp 2 (sequence parallel)" "$dir/cp_tp.log"
 compare "cp 2 × tp 2 vs 1 rank" "$dir/ref" "$dir/cp_tp" 1e-5
-# MLA with MoE layers: the DeepSeek-V3 fixture's weights, on token ids below its vocabulary (96).
-head -c 20000 "$dir/corpus.txt" |
-  perl -e 'binmode STDIN; binmode STDOUT; local $/; print pack("v*", map { $_ % 96 } unpack("C*", <STDIN>))' \
-  > "$dir/tokens.u16"
-sed -e "s|^model:.*|model: {path: $root/tests/models/fixtures/deepseek_v3}|" -e '/^        tie_emb/d' \
-  -e "s|^data:.*|data: {path: $dir/tokens.u16, format: tokens_u16}|" "$dir/run.yaml" > "$dir/mla.yaml"
-cp "$dir/run.yaml" "$dir/base.yaml"
-cp "$dir/mla.yaml" "$dir/run.yaml"
+# MLA with MoE layers: the DeepSeek-V3 fixture.
+use_deepseek_v3
 run ref_mla 1
 run cp_mla 2 --set parallel.cp=2
 compare "deepseek_v3 (MLA + MoE) cp 2 vs 1 rank" "$dir/ref_mla" "$dir/cp_mla" 1e-5
@@ -61,12 +55,6 @@ grep -q "resumed from .* at step 4" "$dir/saved.log"
 compare "saved at cp 2, resumed at cp 1" "$dir/ref" "$dir/saved" 1e-5
 # Bad input: degrees that do not multiply to the world; a length that does not split into 2·cp
 # chunks; heads that Ulysses cannot split.
-expect_error() {  # expect_error NAME RANKS MESSAGE ARGS...
-  local name=$1 n=$2 msg=$3
-  shift 3
-  if run "$name" "$n" "$@" 2> "$dir/$name.err"; then echo "expected an error: $name"; exit 1; fi
-  grep -qF "$msg" "$dir/$name.err" "$dir/$name.log" || { cat "$dir/$name.err"; exit 1; }
-}
 expect_error bad_world 2 \
   "parallel.dp_replicate × parallel.cp × parallel.tp = 1 × 2 × 2 does not divide the world size 2" \
   --set parallel.cp=2 --set parallel.tp=2

@@ -50,14 +50,8 @@ run saved4 4 --set parallel.ep=4 --stop-after 4
 run saved4 4 --set parallel.ep=2 --resume auto
 grep -q "resumed from .* at step 4" "$dir/saved4.log"
 compare "saved at ep 4, resumed at ep 2" "$dir/dp4" "$dir/saved4" 1e-5
-# MLA with MoE layers: the DeepSeek-V3 fixture's weights, on token ids below its vocabulary (96).
-head -c 20000 "$dir/corpus.txt" |
-  perl -e 'binmode STDIN; binmode STDOUT; local $/; print pack("v*", map { $_ % 96 } unpack("C*", <STDIN>))' \
-  > "$dir/tokens.u16"
-sed -e "s|^model:.*|model: {path: $root/tests/models/fixtures/deepseek_v3}|" -e '/^        experts/d' \
-  -e "s|^data:.*|data: {path: $dir/tokens.u16, format: tokens_u16}|" "$dir/run.yaml" > "$dir/mla.yaml"
-cp "$dir/run.yaml" "$dir/base.yaml"
-cp "$dir/mla.yaml" "$dir/run.yaml"
+# MLA with MoE layers: the DeepSeek-V3 fixture.
+use_deepseek_v3
 run mla_dp2 2
 run mla_ep2 2 --set parallel.ep=2
 compare "deepseek_v3 (MLA + MoE) ep 2 vs dp_shard 2" "$dir/mla_dp2" "$dir/mla_ep2" 1e-5
@@ -71,12 +65,6 @@ if compare "bias balancing changes the losses" "$dir/mla_dp2" "$dir/bal_dp2" 1e-
 fi
 cp "$dir/base.yaml" "$dir/run.yaml"
 # Bad input.
-expect_error() {  # expect_error NAME RANKS MESSAGE ARGS...
-  local name=$1 n=$2 msg=$3
-  shift 3
-  if run "$name" "$n" "$@" 2> "$dir/$name.err"; then echo "expected an error: $name"; exit 1; fi
-  grep -qF "$msg" "$dir/$name.err" "$dir/$name.log" || { cat "$dir/$name.err"; exit 1; }
-}
 expect_error bad_experts 3 "parallel.ep: 3 does not divide model.experts (4)" --set parallel.ep=3
 expect_error bad_ranks 2 "parallel.ep = 4 does not divide parallel.dp_shard × parallel.cp = 2 × 1" \
   --set parallel.ep=4
