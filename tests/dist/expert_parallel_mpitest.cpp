@@ -24,11 +24,17 @@ namespace {
 using hp::testing::error_of;
 using hp::testing::expect_close;
 
-TEST(ExpertParallel, LocalExpertsSplitEvenly) {
+TEST(ExpertParallel, LocalExpertsFollowTheChunkRule) {
   EXPECT_EQ(local_experts(8, 4, 3).first, 6);
   EXPECT_EQ(local_experts(8, 4, 3).count, 2);
   EXPECT_EQ(local_experts(5, 1, 0).count, 5);
-  EXPECT_NE(error_of([] { local_experts(6, 4, 0); }).find("6 experts do not divide by ep = 4"),
+  // 8 experts over 3 ranks: 3, 3, 2.
+  for (int64_t r : {0, 1, 2}) {
+    EXPECT_EQ(local_experts(8, 3, r).first, 3 * r);
+    EXPECT_EQ(local_experts(8, 3, r).count, r < 2 ? 3 : 2);
+  }
+  EXPECT_EQ(local_experts(4, 3, 2).count, 0);  // chunks of 2: the last rank has none
+  EXPECT_NE(error_of([] { local_experts(2, 4, 0); }).find("needs at least as many experts, got 2"),
             std::string::npos);
 }
 
@@ -93,8 +99,7 @@ void check_block(const models::MoEOptions& opt, int64_t tokens, bool skew, bool 
 }
 
 TEST(ExpertParallel, BlockEqualsOneRankOverAllTokens) {
-  const int64_t experts = 8;  // divides over 1, 2 and 4 ranks; 3 ranks use 6 experts
-  const int64_t e = dist::world()->size() == 3 ? 6 : experts;
+  const int64_t e = 8;  // 3 ranks hold 3, 3 and 2 experts
   const auto qwen = models::MoEOptions::qwen3_moe(16, 12, e, 2, true);
   const auto mixtral = models::MoEOptions::mixtral(16, 12, e, 2);
   const auto deepseek = models::MoEOptions::deepseek_v3(16, 12, e, 2, 2, 1, true, 2.5, 1);

@@ -71,7 +71,7 @@ TEST(FsdpDist, UnevenShardsRoundTripExactly) {
                               full_c = root.c.to_vector();
     FsdpOptions o;
     o.param_dtype = o.reduce_dtype = dt;
-    FsdpModel f(root, {{"blk", root.blk.get()}}, world, nullptr, o);
+    FsdpModel f(root, {{"blk", root.blk.get(), {}, nullptr}}, world, nullptr, o);
     // Shards: this rank's torch.chunk rows, possibly none (5 rows over 4 ranks: 2, 2, 1, 0).
     auto info = rows_of(f);
     ASSERT_EQ(info.size(), 3u);

@@ -2,8 +2,8 @@
 # hp train with expert parallelism (the parallelize step's EP): each MoE layer's experts split over
 # parallel.ep ranks of dp_shard × cp, tokens sent to their experts' ranks and back. Every step's
 # loss equals the same ranks' run without EP (the same per-rank batches and router losses; only
-# sums run in another order) within 1e-5 relative in f32: Qwen3-MoE at ep 2 on 2 ranks, ep 2 and
-# ep 4 on 4 ranks (experts FSDP-sharded over 2 ranks, or not at all), with recompute, the DeepSeek-V3
+# sums run in another order) within 1e-5 relative in f32: Qwen3-MoE at ep 2 on 2 ranks, ep 3 on 3
+# (8 experts: 3, 3, 2), ep 2 and ep 4 on 4 ranks (experts FSDP-sharded over 2 ranks, or not at all), with recompute, the DeepSeek-V3
 # fixture (MLA, sigmoid group-limited routing, shared experts, auxiliary-loss-free bias balancing),
 # ep × cp, MXFP8 grouped experts and bf16 (within 2%). A run saved at ep 2 resumes at ep 1 and one saved at ep 4 at ep 2 with the
 # uninterrupted run's losses; bad degrees fail naming the numbers.
@@ -28,6 +28,10 @@ run ep2_dp4 4 --set parallel.ep=2
 compare "ep 2 on 4 ranks vs dp_shard 4" "$dir/dp4" "$dir/ep2_dp4" 1e-5
 run ep4 4 --set parallel.ep=4
 compare "ep 4 on 4 ranks vs dp_shard 4" "$dir/dp4" "$dir/ep4" 1e-5
+# Uneven: 8 experts over 3 ranks hold 3, 3 and 2.
+run dp3 3 --set model.experts=8 --set training.batch_size=6
+run ep3 3 --set model.experts=8 --set training.batch_size=6 --set parallel.ep=3
+compare "ep 3 (8 experts: 3, 3, 2) vs dp_shard 3" "$dir/dp3" "$dir/ep3" 1e-5
 run ep2_recompute 2 --set parallel.ep=2 --set recompute.mode=full
 compare "ep 2 with recompute full vs dp_shard 2" "$dir/dp2" "$dir/ep2_recompute" 1e-5
 run cp2_dp2 4 --set parallel.cp=2
@@ -65,7 +69,8 @@ if compare "bias balancing changes the losses" "$dir/mla_dp2" "$dir/bal_dp2" 1e-
 fi
 cp "$dir/base.yaml" "$dir/run.yaml"
 # Bad input.
-expect_error bad_experts 3 "parallel.ep: 3 does not divide model.experts (4)" --set parallel.ep=3
+expect_error bad_experts 3 "parallel.ep: 3 leaves an ep rank without an expert (model.experts 4 in chunks of 2)" \
+  --set parallel.ep=3
 expect_error bad_ranks 2 "parallel.ep = 4 does not divide parallel.dp_shard × parallel.cp = 2 × 1" \
   --set parallel.ep=4
 expect_error dense 2 "parallel.ep: 2 needs a mixture-of-experts model" \

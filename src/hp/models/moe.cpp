@@ -473,6 +473,7 @@ Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>&
   const shard::ExpertRange mine =
       ep_ ? shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank())
           : shard::ExpertRange{0, opt_.num_experts};
+  if (mine.count == 0) return xs;  // [0, hidden]: no expert here, so no row arrives either
   const auto first = experts.begin() + mine.first, last = first + mine.count;
   if (grouped_kernel_) {
     std::vector<int32_t> ends(counts.size());

@@ -1,6 +1,7 @@
 // Routed experts, locally or expert-parallel (expert_parallel.h).
 #include "hp/shard/expert_parallel.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "hp/autograd/grad_mode.h"
@@ -13,11 +14,12 @@ namespace hp::shard {
 ExpertRange local_experts(int64_t num_experts, int64_t ep, int64_t rank) {
   if (ep < 1 || rank < 0 || rank >= ep)
     HP_THROW(ValueError, "shard", "expert-parallel rank ", rank, " of ", ep, " is out of range");
-  if (num_experts % ep != 0)
-    HP_THROW(ValueError, "shard", "expert parallelism splits the experts evenly: ", num_experts,
-             " experts do not divide by ep = ", ep);
-  const int64_t count = num_experts / ep;
-  return {rank * count, count};
+  if (num_experts < ep)
+    HP_THROW(ValueError, "shard", "expert parallelism over ep = ", ep, " ranks needs at least as ",
+             "many experts, got ", num_experts);
+  const int64_t chunk = (num_experts + ep - 1) / ep;
+  const int64_t first = std::min(num_experts, rank * chunk);
+  return {first, std::min(num_experts, first + chunk) - first};
 }
 
 Tensor all_to_all_v(const Tensor& x, const std::vector<int64_t>& send_counts,
@@ -95,16 +97,20 @@ Tensor routed_experts(const Tensor& x, const Tensor& weights, const Tensor& indi
     y = local(xs, count);
   } else {
     const int64_t n = ep->size(), per_rank = local_experts(num_experts, n, ep->rank()).count;
+    // Owner of expert e: e / chunk (the torch.chunk rule, so the last ranks may own fewer).
+    const int64_t chunk = (num_experts + n - 1) / n;
     // Counts of every expert to their owners: block s of what arrives holds source s's counts
     // for this rank's experts.
+    std::vector<int64_t> experts_of(static_cast<size_t>(n)), mine(static_cast<size_t>(n), per_rank);
+    for (int64_t r = 0; r < n; ++r) experts_of[static_cast<size_t>(r)] = local_experts(num_experts, n, r).count;
     const std::vector<double> got =
-        ep->all_to_all(from_data<int64_t>(count, {num_experts})).to_vector();
+        ep->all_to_all_v(from_data<int64_t>(count, {num_experts}), experts_of, mine).to_vector();
     const std::vector<int64_t> recv_by_expert(got.begin(), got.end());
     std::vector<int64_t> send(static_cast<size_t>(n), 0), recv(static_cast<size_t>(n), 0);
-    for (int64_t e = 0; e < num_experts; ++e) {
-      send[static_cast<size_t>(e / per_rank)] += count[static_cast<size_t>(e)];
-      recv[static_cast<size_t>(e / per_rank)] += recv_by_expert[static_cast<size_t>(e)];
-    }
+    for (int64_t e = 0; e < num_experts; ++e)
+      send[static_cast<size_t>(e / chunk)] += count[static_cast<size_t>(e)];
+    for (size_t b = 0; b < recv_by_expert.size(); ++b)
+      recv[b / static_cast<size_t>(std::max<int64_t>(per_rank, 1))] += recv_by_expert[b];
     const Tensor received = all_to_all_v(xs, send, recv, ep);
     y = all_to_all_v(run_received(received, recv_by_expert, n, per_rank, local), recv, send, ep);
   }

@@ -6,7 +6,8 @@
 // the combine adds weights[n, j] · row into token n (index_add), so the routed output is
 // out[n] = Σ_j weights[n, j] · expert_{indices[n, j]}(x[n]).
 //
-// With EP over a communicator of `ep` ranks, rank s owns experts [s·E/ep, (s+1)·E/ep). The sorted
+// With EP over a communicator of `ep` ranks, rank s owns the experts of chunk s by the torch.chunk
+// rule (c = ceil(E/ep) experts each, the last ranks fewer: 8 over 3 ranks hold 3, 3, 2). The sorted
 // rows are then grouped by owner already; the per-expert row counts are exchanged first (one
 // all-to-all of E integers), the rows go to their owners with one all_to_all_v (dropless: every
 // assignment is sent, no capacity factor), the owner regroups what it received by its local
@@ -23,8 +24,8 @@
 
 namespace hp::shard {
 
-// This rank's experts [first, first + count) of `num_experts` over `ep` ranks. Throws ValueError
-// naming both numbers when the experts do not divide evenly.
+// This rank's experts [first, first + count) of `num_experts` over `ep` ranks (the torch.chunk rule;
+// count may be 0). Throws ValueError naming both numbers when there are fewer experts than ranks.
 struct ExpertRange {
   int64_t first = 0;
   int64_t count = 0;

@@ -66,7 +66,7 @@ void DataSourceConfig::describe(Schema& s) {
   s.add("weight", &weight, "its share of the training samples: weight / sum of the weights")
       .above(0);
   s.add("format", &format, "as data.format (\"\" = data.format)")
-      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed"});
+      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed", "chat"});
 }
 
 void DataConfig::describe(Schema& s) {
@@ -77,9 +77,10 @@ void DataConfig::describe(Schema& s) {
              "several datasets blended by weight, each packed sequence drawn from one by a "
              "seeded schedule (instead of path; docs/DATA.md)");
   s.add("format", &format,
-        "text (tokenized on load), pre-tokenized little-endian ids, or indexed (Megatron "
-        ".bin/.idx from hp data prepare, memory-mapped)")
-      .choices({"text", "tokens_u16", "tokens_u32", "indexed"});
+        "text (tokenized on load), pre-tokenized little-endian ids, indexed (Megatron "
+        ".bin/.idx from hp data prepare, memory-mapped), or chat (JSONL conversations, loss on "
+        "the assistant's tokens only; docs/DATA.md)")
+      .choices({"text", "tokens_u16", "tokens_u32", "indexed", "chat"});
   s.add("tokenizer", &tokenizer,
         "tokenizer.json for text data, or the one an indexed dataset was prepared with (\"\" = "
         "model.path's, else bytes: 256 ids + separator)");
@@ -94,6 +95,9 @@ void DataConfig::describe(Schema& s) {
       });
   s.add("separator_token", &separator_token,
         "token appended after each document (\"\" = the tokenizer's end-of-text)");
+  s.add("chat_template", &chat_template,
+        "chat data: tokenizer_config.json holding chat_template, or a .jinja file (\"\" = the "
+        "tokenizer_config.json beside the tokenizer)");
   s.add("shuffle", &shuffle, "visit sequences in a seeded random order each epoch");
 }
 
@@ -101,7 +105,7 @@ void EvalConfig::describe(Schema& s) {
   s.add("data", &data,
         "validation dataset, in the forms of data.path (eval.format); or eval.split");
   s.add("format", &format, "eval.data's format (\"\" = data.format)")
-      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed"});
+      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed", "chat"});
   s.add("split", &split,
         "hold out this fraction of data.path's documents for validation, never trained on "
         "(0 = none; docs/DATA.md)")
@@ -208,8 +212,9 @@ void ParallelConfig::describe(Schema& s) {
       .min(1);
   s.add("ep", &ep,
         "expert-parallel degree: each MoE layer's routed experts split over ep ranks taken from "
-        "dp_shard × cp (must divide it and model.experts); tokens travel to their experts' "
-        "ranks, and each rank's experts are FSDP-sharded over the remaining dp_shard × cp / ep")
+        "dp_shard × cp (must divide it; at most model.experts; uneven splits as torch.chunk); "
+        "tokens travel to their experts' ranks, and each rank's experts are FSDP-sharded over "
+        "the remaining dp_shard × cp / ep")
       .min(1);
   s.add("cp_method", &cp_method,
         "ring (K/V blocks passed around the ring, overlapped with attention) | alltoall "
@@ -383,15 +388,18 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                             "tp rank (model.heads " + std::to_string(m.heads) + " / parallel.tp " +
                             std::to_string(c.parallel.tp) +
                             "), which Ulysses (cp_method alltoall) splits; use cp_method ring");
-  // Expert parallelism: the experts split evenly; the ep ranks come from dp_shard × cp (with
+  // Expert parallelism: at least one expert per ep rank (uneven splits follow the chunk rule); the
+  // ep ranks come from dp_shard × cp (with
   // dp_shard -1, checked again at launch).
   // (A model loaded from model.path is checked once its config.json is read.)
   if (c.parallel.ep > 1 && m.experts == 0 && m.path.empty())
     fail("parallel.ep", std::to_string(c.parallel.ep) + " needs a mixture-of-experts model (" +
                             "model.experts is 0)");
-  if (c.parallel.ep > 1 && m.experts > 0 && m.experts % c.parallel.ep != 0)
-    fail("parallel.ep", std::to_string(c.parallel.ep) + " does not divide model.experts (" +
-                            std::to_string(m.experts) + ")");
+  if (c.parallel.ep > 1 && m.experts > 0 &&
+      (c.parallel.ep - 1) * ((m.experts + c.parallel.ep - 1) / c.parallel.ep) >= m.experts)
+    fail("parallel.ep", std::to_string(c.parallel.ep) + " leaves an ep rank without an expert " +
+                            "(model.experts " + std::to_string(m.experts) + " in chunks of " +
+                            std::to_string((m.experts + c.parallel.ep - 1) / c.parallel.ep) + ")");
   if (c.parallel.ep > 1 && c.parallel.dp_shard >= 1 && c.parallel.cp >= 1 &&
       (c.parallel.dp_shard * c.parallel.cp) % c.parallel.ep != 0)
     fail("parallel.ep", std::to_string(c.parallel.ep) + " does not divide parallel.dp_shard × " +

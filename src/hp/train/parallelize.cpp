@@ -13,6 +13,7 @@
 #include "hp/models/transformer.h"
 #include "hp/mx/convert.h"
 #include "hp/shard/context_parallel.h"
+#include "hp/shard/expert_parallel.h"
 #include "hp/shard/vocab_parallel.h"
 #include "hp/train/state.h"
 
@@ -159,9 +160,9 @@ std::set<std::string> apply_expert_parallel(models::CausalLM& model, const Layou
     if (auto* moe = dynamic_cast<models::MoEBlock*>(m)) blocks.emplace_back(fqn, moe);
   for (auto& [fqn, moe] : blocks) {
     const int64_t e = moe->options().num_experts;
-    if (e % l.ep != 0)
-      HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " does not divide the ", e,
-               " experts of ", fqn);
+    if (shard::local_experts(e, l.ep, l.ep - 1).count == 0)
+      HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " leaves an ep rank without an ",
+               "expert (", fqn, " has ", e, " experts, in chunks of ", (e + l.ep - 1) / l.ep, ")");
     moe->set_expert_parallel(l.ep_comm);
     moe->keep_local_experts();
   }
