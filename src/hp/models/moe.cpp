@@ -67,45 +67,6 @@ void validate(const MoEOptions& o) {
   }
 }
 
-// Indices of the k largest values (ties: lower index first), in descending order.
-void top_k_of(const float* v, int64_t n, int64_t k, std::vector<int64_t>& idx) {
-  idx.resize(n);
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                    [v](int64_t a, int64_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
-  idx.resize(k);
-}
-
-// DeepSeek-V3 selection on scores + bias: keep the topk_group groups whose top-2 sum is largest,
-// then the top_k experts among them. scores [N, E] f32 contiguous; returns i64 [N, k].
-Tensor group_limited_topk(const Tensor& scores, const Tensor& bias, const MoEOptions& o) {
-  const int64_t n = scores.size(0), e = o.num_experts, per = e / o.n_group, k = o.top_k;
-  Tensor s = scores.contiguous(), b = bias.to(DType::f32);
-  Tensor out = empty({n, k}, DType::i64);
-  const float* sp = s.data<float>();
-  const float* bp = b.data<float>();
-  int64_t* op = out.data<int64_t>();
-  parallel_for(0, n, 16, [&](int64_t lo, int64_t hi) {
-    std::vector<float> choice(e), group_score(o.n_group);
-    std::vector<int64_t> idx;
-    for (int64_t t = lo; t < hi; ++t) {
-      for (int64_t j = 0; j < e; ++j) choice[j] = sp[t * e + j] + bp[j];
-      for (int64_t g = 0; g < o.n_group; ++g) {
-        top_k_of(choice.data() + g * per, per, 2, idx);
-        group_score[g] = choice[g * per + idx[0]] + choice[g * per + idx[1]];
-      }
-      top_k_of(group_score.data(), o.n_group, o.topk_group, idx);
-      std::vector<bool> keep(o.n_group, false);
-      for (int64_t g : idx) keep[g] = true;
-      for (int64_t j = 0; j < e; ++j)
-        if (!keep[j / per]) choice[j] = -std::numeric_limits<float>::infinity();
-      top_k_of(choice.data(), e, k, idx);
-      std::copy(idx.begin(), idx.end(), op + t * k);
-    }
-  });
-  return out;
-}
-
 }  // namespace
 
 SwiGLUMLP::SwiGLUMLP(int64_t hidden, int64_t intermediate, const ExpertNames& names, DType dt,
@@ -133,6 +94,20 @@ TopKRouter::TopKRouter(const MoEOptions& opt) : opt_(opt) {
   }
 }
 
+GateSpec gate_spec(const MoEOptions& o) {
+  GateSpec g;
+  g.top_k = o.top_k;
+  g.norm_topk_prob = o.norm_topk_prob;
+  if (o.router == RouterKind::sigmoid_group_topk) {
+    g.score = GateScore::sigmoid;
+    g.n_group = o.n_group;
+    g.topk_group = o.topk_group;
+    g.norm_eps = 1e-20;  // as transformers' DeepseekV3 router
+    g.scaling = o.routed_scaling_factor;
+  }
+  return g;
+}
+
 RouterOutput TopKRouter::route(const Tensor& x) const {
   if (x.dim() != 2 || x.size(1) != opt_.hidden_size)
     HP_THROW(ValueError, "moe", "router expects x [tokens, ", opt_.hidden_size, "], got ",
@@ -142,19 +117,14 @@ RouterOutput TopKRouter::route(const Tensor& x) const {
   r.logits = opt_.router == RouterKind::sigmoid_group_topk
                  ? linear(cast(x, DType::f32), cast(weight, DType::f32))
                  : linear(x, weight);  // [N, E]
-  const Tensor logits32 = cast(r.logits, DType::f32);
-  if (opt_.router == RouterKind::softmax_topk) {
-    auto [vals, idx] = topk(softmax(logits32, -1), opt_.top_k, -1);
-    if (opt_.norm_topk_prob) vals = vals / sum(vals, {-1}, true);
-    r.weights = vals;
-    r.indices = idx;
-  } else {
-    const Tensor scores = sigmoid(logits32);  // [N, E]
-    r.indices = group_limited_topk(scores.detach(), e_score_correction_bias.detach(), opt_);
-    Tensor w = gather(scores, 1, r.indices);
-    if (opt_.norm_topk_prob) w = w / (sum(w, {-1}, true) + 1e-20);
-    r.weights = w * opt_.routed_scaling_factor;
-  }
+  GateOutput g = fused_gate(cast(r.logits, DType::f32),
+                            opt_.router == RouterKind::sigmoid_group_topk
+                                ? cast(e_score_correction_bias, DType::f32)
+                                : Tensor(),
+                            gate_spec(opt_));
+  r.weights = g.weights;
+  r.indices = g.indices;
+  r.counts = std::move(g.counts);
   return r;
 }
 
@@ -193,12 +163,7 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
              x.desc());
   const Tensor x2 = reshape(x, {-1, opt_.hidden_size});  // [N, hidden]
   RouterOutput r = gate->route(x2);
-  {
-    const Tensor idx = r.indices.contiguous();  // [N, k] i64
-    last_counts_.assign(size_t(opt_.num_experts), 0);
-    const int64_t* p = idx.data<int64_t>();
-    for (int64_t i = 0; i < idx.numel(); ++i) ++last_counts_[size_t(p[i])];
-  }
+  last_counts_ = r.counts;
   if (grouped_kernel_ || ep_) {
     Tensor out = shard::routed_experts(
         x2, r.weights, r.indices, opt_.num_experts,

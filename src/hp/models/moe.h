@@ -19,6 +19,7 @@
 
 #include "hp/core/tensor.h"
 #include "hp/dist/communicator.h"
+#include "hp/models/gate.h"
 #include "hp/models/transformer.h"
 #include "hp/nn/module.h"
 
@@ -75,9 +76,15 @@ struct RouterOutput {
   Tensor logits;   // [N, E] (x's dtype), for the load-balancing loss
   Tensor weights;  // [N, k] f32, differentiable w.r.t. the router weight and x
   Tensor indices;  // [N, k] i64 expert ids
+  std::vector<int64_t> counts;  // [E] assignments per expert
 };
 
-// The router ("gate"): weight [E, hidden] and, for sigmoid_group_topk, the non-trainable
+// The router's fused gate (models/gate.h) for these options: softmax top-k (Qwen3-MoE, Mixtral), or
+// sigmoid scores with group-limited, bias-corrected selection and scaled weights (DeepSeek-V3).
+GateSpec gate_spec(const MoEOptions& opt);
+
+// The router ("gate"): the logit GEMM, then MegaGate (models/gate.h); weight [E, hidden] and, for
+// sigmoid_group_topk, the non-trainable
 // e_score_correction_bias [E] (a buffer in transformers; listed with the parameters here so loaders
 // find it by FQN; it never receives a gradient — DeepSeek updates it outside backprop).
 class TopKRouter : public nn::Module {

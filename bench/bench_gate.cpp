@@ -1,0 +1,91 @@
+// MegaGate (models/gate.h): the fused router against the chain of ops it replaced
+// (composed_gate), forward + backward w.r.t. the logits, on router shapes of Qwen3-MoE (softmax
+// top-8 of 64, normalized) and DeepSeek-V3 (sigmoid, bias, 8 groups keep 4, top-8 of 256, scaled):
+//   - ms per forward + backward, fused and composed, and the speedup (issue target >= 2x);
+//   - GB/s of the fused gate (logits read twice, d logits written, weights and indices) against
+//     the memcpy bandwidth measured in the same run (the ceiling: the gate is memory-bound);
+//   - PyTorch's composed router on the same shapes and thread count (the peer), where installed.
+// Usage: build/bench_gate [TOKENS] (default 16384); threads from HP_NUM_THREADS.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+
+#include "bench_common.h"
+#include "hp/core/random.h"
+#include "hp/core/thread_pool.h"
+#include "hp/models/gate.h"
+#include "hp/ops/ops.h"
+
+namespace {
+
+using namespace hp;
+
+struct Case {
+  const char* name;
+  int64_t experts;
+  models::GateSpec spec;
+  bool bias;
+  const char* peer;  // bench/peers/gate.py mode
+};
+
+// Best-of-reps seconds of one forward + backward of `gate` on logits [n, e].
+double time_gate(int64_t n, int64_t e, int64_t k,
+                 const std::function<models::GateOutput(const Tensor&)>& gate) {
+  manual_seed(1);
+  Tensor logits = randn({n, e}).requires_grad_();
+  const Tensor g = randn({n, k});
+  double best = 1e30;
+  for (int r = 0; r < 7; ++r) {
+    logits.zero_grad();
+    const auto t0 = std::chrono::steady_clock::now();
+    sum(mul(gate(logits).weights, g)).backward();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t n = argc > 1 ? std::atoll(argv[1]) : 16384;
+  models::GateSpec qwen;
+  qwen.top_k = 8;
+  qwen.norm_topk_prob = true;
+  models::GateSpec deepseek;
+  deepseek.score = models::GateScore::sigmoid;
+  deepseek.top_k = 8;
+  deepseek.n_group = 8;
+  deepseek.topk_group = 4;
+  deepseek.norm_topk_prob = true;
+  deepseek.norm_eps = 1e-20;
+  deepseek.scaling = 2.5;
+  const Case cases[] = {{"qwen3-moe softmax top-8/64", 64, qwen, false, "softmax"},
+                        {"deepseek-v3 sigmoid group top-8/256", 256, deepseek, true, "deepseek"}};
+  const double ceiling = bench::memcpy_gbps();
+  std::printf("MegaGate vs the composed router, fwd+bwd, %lld tokens, %d threads; memcpy %.1f GB/s\n",
+              (long long)n, num_threads(), ceiling);
+  for (const Case& c : cases) {
+    const Tensor bias = c.bias ? mul(randn({c.experts}), 0.1) : Tensor();
+    const int64_t k = c.spec.top_k;
+    const double fused = time_gate(n, c.experts, k, [&](const Tensor& l) {
+      return models::fused_gate(l, bias, c.spec);
+    });
+    const double composed = time_gate(n, c.experts, k, [&](const Tensor& l) {
+      return models::composed_gate(l, bias, c.spec);
+    });
+    // Logits read in forward and again in backward, d logits written, weights + indices written.
+    const double bytes = double(n) * (3.0 * double(c.experts) * 4 + double(k) * 12);
+    const double peer =
+        bench::run_peer("gate.py", std::string(c.peer) + " " + std::to_string(n) + " " +
+                                       std::to_string(num_threads()));
+    std::printf("%-38s fused %7.2f ms (%5.1f GB/s, %.2fx memcpy)  composed %7.2f ms  speedup %.2fx"
+                "  PyTorch %s ms (fused vs PyTorch %s)\n",
+                c.name, fused * 1e3, bytes / fused / 1e9, bytes / fused / 1e9 / ceiling,
+                composed * 1e3, composed / fused,
+                std::isnan(peer) ? "n/a" : std::to_string(peer * 1e3).substr(0, 6).c_str(),
+                bench::ratio_str(peer, fused).c_str());
+  }
+  return 0;
+}
