@@ -45,7 +45,7 @@ inline const std::vector<Command>& commands() {
        run_eval},
       {"config", "print the config schema, or the resolved YAML of a run config", run_config},
       {"data",
-       "prepare INPUT... --out PREFIX [--tokenizer FILE | --model DIR] [--format text|jsonl] "
+       "prepare INPUT... --out PREFIX [--tokenizer FILE | --model DIR] [--format text|jsonl|chat] "
        "[--workers N] ...: tokenize corpora into an indexed dataset (data.format: indexed) | "
        "info PREFIX",
        run_data},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "commands.h"
 #include "hp/data/dataset.h"
@@ -19,8 +20,8 @@ namespace fs = std::filesystem;
 
 const char* kPrepareUsage =
     "usage: hp data prepare INPUT... --out PREFIX [--tokenizer FILE | --model DIR] [--format "
-    "text|jsonl] [--field NAME] [--doc-separator STR] [--separator-token TOKEN] [--workers N] "
-    "[--skip-bad-lines] [--overwrite] [--quiet]";
+    "text|jsonl|chat] [--field NAME] [--chat-template FILE] [--doc-separator STR] "
+    "[--separator-token TOKEN] [--workers N] [--skip-bad-lines] [--overwrite] [--quiet]";
 
 // C escapes in a flag value (\n \t \r \0 \\ \xHH), so a shell can pass "\n\n" as a blank line.
 std::string unescape(const std::string& flag, const std::string& s) {
@@ -85,8 +86,8 @@ void print_progress(const data::PrepareProgress& p, bool tty, bool last) {
 
 int prepare(Args args) {
   reject_unknown_flags(args,
-                       {"--out", "--tokenizer", "--model", "--format", "--field", "--doc-separator",
-                        "--separator-token", "--workers"},
+                       {"--out", "--tokenizer", "--model", "--format", "--field", "--chat-template",
+                        "--doc-separator", "--separator-token", "--workers"},
                        {"--skip-bad-lines", "--overwrite", "--quiet"});
   data::PrepareOptions o;
   std::string model, value;
@@ -101,10 +102,15 @@ int prepare(Args args) {
     if (!fs::exists(o.tokenizer)) throw UsageError{"--model " + model + " has no tokenizer.json"};
   }
   take_value(args, "--format", &o.format);
-  if (o.format != "text" && o.format != "jsonl")
-    throw UsageError{"--format expects text or jsonl, got '" + o.format + "'"};
+  if (o.format != "text" && o.format != "jsonl" && o.format != "chat")
+    throw UsageError{"--format expects text or jsonl or chat, got '" + o.format + "'"};
   const bool has_field = take_value(args, "--field", &o.field);
-  if (has_field && o.format != "jsonl") throw UsageError{"--field applies to --format jsonl"};
+  if (has_field && o.format == "text") throw UsageError{"--field applies to --format jsonl or chat"};
+  if (take_value(args, "--chat-template", &o.chat_template) && o.format != "chat")
+    throw UsageError{"--chat-template applies to --format chat"};
+  // A chat template beside the model's tokenizer.json (tokenizer_config.json) is the default.
+  if (o.format == "chat" && o.chat_template.empty() && !model.empty())
+    o.chat_template = (fs::path(model) / "tokenizer_config.json").string();
   if (take_value(args, "--doc-separator", &value)) {
     if (o.format != "text") throw UsageError{"--doc-separator applies to --format text"};
     o.doc_separator = unescape("--doc-separator", value);
@@ -113,8 +119,8 @@ int prepare(Args args) {
   if (take_value(args, "--workers", &value))
     o.workers = static_cast<int>(parse_int("--workers", value, 1, 4096));
   o.skip_bad_lines = take_flag(args, "--skip-bad-lines");
-  if (o.skip_bad_lines && o.format != "jsonl")
-    throw UsageError{"--skip-bad-lines applies to --format jsonl"};
+  if (o.skip_bad_lines && o.format == "text")
+    throw UsageError{"--skip-bad-lines applies to --format jsonl or chat"};
   o.overwrite = take_flag(args, "--overwrite");
   const bool quiet = take_flag(args, "--quiet");
   if (args.empty()) throw UsageError{std::string("no INPUT given; ") + kPrepareUsage};
@@ -144,6 +150,8 @@ int prepare(Args args) {
   if (r.skipped_lines > 0)
     std::printf("skipped %lld bad line(s); the first: %s\n",
                 static_cast<long long>(r.skipped_lines), r.first_skipped.c_str());
+  if (o.format == "chat")
+    std::printf("loss mask (assistant tokens) in %s\n", data::indexed_mask_path(o.out).c_str());
   std::printf("train on it with data: {format: indexed, path: %s%s%s}\n", o.out.c_str(),
               o.tokenizer.empty() ? "" : (", tokenizer: " + o.tokenizer).c_str(),
               o.separator_token.empty()
@@ -163,6 +171,18 @@ int info(Args args) {
               static_cast<long long>(ds->num_documents()), static_cast<long long>(ds->num_tokens()),
               human_bytes(double(ds->num_tokens()) * double(data::indexed_dtype_size(ds->dtype())))
                   .c_str());
+  if (ds->has_mask()) {
+    // One pass over the mask bytes (the tokens are never read).
+    int64_t on = 0;
+    std::vector<uint8_t> buf(size_t{1} << 20);
+    for (int64_t at = 0; at < ds->num_tokens(); at += int64_t(buf.size())) {
+      const int64_t n = std::min<int64_t>(int64_t(buf.size()), ds->num_tokens() - at);
+      ds->read_mask(at, n, buf.data());
+      for (int64_t i = 0; i < n; ++i) on += buf[size_t(i)];
+    }
+    std::printf("loss mask  %s: %lld of the tokens are targets\n",
+                data::indexed_mask_path(args[0]).c_str(), static_cast<long long>(on));
+  }
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <string_view>
 
 #include "hp/core/error.h"
@@ -54,14 +55,18 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetOptions& o) 
     elem_size = 2;
   } else if (o.format == "tokens_u32") {
     elem_size = 4;
-  } else if (o.format != "text" && o.format != "indexed") {
+  } else if (o.format != "text" && o.format != "indexed" && o.format != "chat") {
     HP_THROW(ValueError, "data", "unknown dataset format '", o.format, "' for '", o.path,
-             "' (text | tokens_u16 | tokens_u32 | indexed)");
+             "' (text | tokens_u16 | tokens_u32 | indexed | chat)");
   }
-  if (o.format == "indexed" && !o.doc_separator.empty())
+  if (!o.chat_template.empty() && o.format != "chat")
+    HP_THROW(ValueError, "data", "chat_template '", o.chat_template, "' applies to chat datasets ",
+             "only; '", o.path, "' has format ", o.format);
+  if ((o.format == "indexed" || o.format == "chat") && !o.doc_separator.empty())
     HP_THROW(ValueError, "data", "doc_separator '", o.doc_separator,
-             "' applies to text datasets only; '", o.path,
-             "' is an indexed dataset, whose documents were split when it was prepared");
+             "' applies to text datasets only; '", o.path, "' is ",
+             o.format == "chat" ? "a chat dataset, one conversation per JSONL line"
+                                : "an indexed dataset, whose documents were split when it was prepared");
   if (elem_size != 0) {
     for (const auto& [key, value] : {std::pair{"tokenizer", &o.tokenizer},
                                      {"doc_separator", &o.doc_separator},
@@ -76,7 +81,9 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetOptions& o) 
     return ds;
   }
   ds->files_ = detail::list_files(o.path);
-  if (elem_size == 0) {
+  if (o.format == "chat") {
+    ds->load_chat();
+  } else if (elem_size == 0) {
     ds->load_text();
   } else {
     ds->load_token_files(elem_size);
@@ -193,20 +200,25 @@ void TokenDataset::load_token_files(int elem_size) {
   vocab_size_ = int64_t{max_id} + 1;
 }
 
+template <class F>
+void TokenDataset::for_pieces(int64_t begin, int64_t count, F&& f) const {
+  // The pieces this range spans, each read from the base stream.
+  auto it = std::prev(std::upper_bound(pieces_.begin(), pieces_.end(), begin,
+                                       [](int64_t v, const auto& p) { return v < p.second; }));
+  for (int64_t done = 0; count > 0; ++it) {
+    const int64_t at = begin - it->second;
+    const int64_t n = std::min(count, (it + 1)->second - begin);
+    f(it->first + at, n, done);
+    begin += n, done += n, count -= n;
+  }
+}
+
 void TokenDataset::read(int64_t begin, int64_t count, int64_t* dst) const {
   if (begin < 0 || count < 0 || begin > size_ - count)
     HP_THROW(ValueError, "data", "tokens [", begin, ", ", begin + count, ") of dataset '",
              options_.path, "' are outside its ", size_, " tokens");
   if (base_) {
-    // The pieces this range spans, each read from the base stream.
-    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), begin,
-                               [](int64_t v, const auto& p) { return v < p.second; });
-    for (--it; count > 0; ++it) {
-      const int64_t at = begin - it->second;
-      const int64_t n = std::min(count, (it + 1)->second - begin);
-      base_->read(it->first + at, n, dst);
-      begin += n, dst += n, count -= n;
-    }
+    for_pieces(begin, count, [&](int64_t at, int64_t n, int64_t done) { base_->read(at, n, dst + done); });
     return;
   }
   if (!indexed_) {
@@ -222,6 +234,26 @@ void TokenDataset::read(int64_t begin, int64_t count, int64_t* dst) const {
                ") of ", encoder_->describe(),
                "; was it prepared with another tokenizer? (data.tokenizer names the one it was "
                "prepared with)");
+}
+
+bool TokenDataset::has_mask() const {
+  if (base_) return base_->has_mask();
+  return !mask_.empty() || (indexed_ && indexed_->has_mask());
+}
+
+void TokenDataset::read_mask(int64_t begin, int64_t count, uint8_t* dst) const {
+  if (begin < 0 || count < 0 || begin > size_ - count)
+    HP_THROW(ValueError, "data", "mask [", begin, ", ", begin + count, ") of dataset '",
+             options_.path, "' is outside its ", size_, " tokens");
+  if (base_) {
+    for_pieces(begin, count, [&](int64_t at, int64_t n, int64_t done) { base_->read_mask(at, n, dst + done); });
+  } else if (!mask_.empty()) {
+    std::copy(mask_.data() + begin, mask_.data() + begin + count, dst);
+  } else if (indexed_ && indexed_->has_mask()) {
+    indexed_->read_mask(begin, count, dst);
+  } else {
+    std::fill(dst, dst + count, uint8_t{1});
+  }
 }
 
 std::vector<int32_t> TokenDataset::tokens(int64_t begin, int64_t count) const {

@@ -14,6 +14,11 @@
 // mapped: loading reads its index once and never the tokens, and its ids are checked against the
 // vocabulary as windows are read (read()), so start-up and memory do not grow with its size.
 //
+// Chat (format chat, data/chat.h): JSONL files of {"messages": [{role, content}, ...]}, each line
+// one document: the conversation rendered by the chat template and encoded, then the separator,
+// with a loss mask that is 1 on the assistant's tokens only (has_mask(), read_mask()). An indexed
+// dataset with a PREFIX.mask.bin (hp data prepare --format chat) carries the same mask.
+//
 // Speed: byte-level text is a copy (kjv.txt, 4.1 MB: ~0.03 s). With a tokenizer.json, batches of
 // consecutive documents are encoded on the thread pool (batch boundaries depend only on document
 // sizes, so the stream is identical for any thread count); one document is encoded by one thread
@@ -39,7 +44,7 @@ struct DatasetOptions {
   // the PREFIX of PREFIX.bin + PREFIX.idx.
   std::string path{};
   // text | tokens_u16 | tokens_u32 (raw little-endian ids, documents already separated) |
-  // indexed (Megatron .bin/.idx).
+  // indexed (Megatron .bin/.idx) | chat (JSONL conversations, loss on the assistant's tokens).
   std::string format = "text";
   // text: tokenizer.json path; "" = byte-level (id = byte value, vocab 257, separator 256).
   // indexed: the tokenizer the dataset was prepared with (its vocabulary and separator).
@@ -49,6 +54,9 @@ struct DatasetOptions {
   // tokenizer.json: token appended after every document; "" = auto (the first present of
   // kAutoSeparatorTokens; an error listing them if none is). indexed: the one it was prepared with.
   std::string separator_token{};
+  // chat: a tokenizer_config.json holding chat_template (or a .jinja file); "" = the
+  // tokenizer_config.json beside `tokenizer`.
+  std::string chat_template{};
 };
 
 class TokenDataset {
@@ -60,7 +68,9 @@ class TokenDataset {
   // (ValueError), tokenizer.json that fails to load (IoError carrying the io message), unknown
   // separator token (ValueError), text that is not valid UTF-8 under a tokenizer.json
   // (ValueError), corrupt or compressed input (IoError), an indexed dataset that is incomplete,
-  // inconsistent or holds float elements (IoError, IndexedDataset::open).
+  // inconsistent or holds float elements (IoError, IndexedDataset::open); chat: a line that is
+  // not JSON or not a valid conversation, a template that refuses it, no chat template
+  // (ValueError "[data] FILE:LINE: ...", chat.h), chat_template given for another format.
   static std::shared_ptr<const TokenDataset> load(const DatasetOptions& o);
   ~TokenDataset();
 
@@ -73,6 +83,12 @@ class TokenDataset {
   void read(int64_t begin, int64_t count, int64_t* dst) const;
   // The same range as i32 ids.
   std::vector<int32_t> tokens(int64_t begin, int64_t count) const;
+  // Whether some tokens are not training targets: chat data, an indexed dataset with a
+  // PREFIX.mask.bin, or a subset of one.
+  bool has_mask() const;
+  // The loss mask of tokens [begin, begin + count): 1 = a training target, 0 = context only (all
+  // 1 without a mask). Errors as read().
+  void read_mask(int64_t begin, int64_t count, uint8_t* dst) const;
   // Held in memory (text, token files): the position of the first id >= `limit`, or -1.
   // Indexed datasets are not scanned (ValueError): read() checks their ids instead. A document
   // subset answers for its whole base.
@@ -117,6 +133,10 @@ class TokenDataset {
   void load_text();
   void load_token_files(int elem_size);
   void load_indexed();
+  void load_chat();  // chat_dataset.cpp
+  // Calls f(base position, count, offset in the range) for each piece of a subset's range.
+  template <class F>
+  void for_pieces(int64_t begin, int64_t count, F&& f) const;
   const DocumentEncoder& encoder(const char* what) const;
   // A view of base_'s documents [first, last) of each range, packed in order (holdout.cpp).
   static std::shared_ptr<const TokenDataset> subset(
@@ -126,7 +146,8 @@ class TokenDataset {
   DatasetOptions options_;
   std::vector<std::string> files_;
   std::optional<DocumentEncoder> encoder_;  // text and indexed
-  std::vector<int32_t> tokens_;             // text and token files
+  std::vector<int32_t> tokens_;             // text, chat and token files
+  std::vector<uint8_t> mask_;               // chat: one byte per token of tokens_
   std::shared_ptr<const IndexedDataset> indexed_;
   // Text and token files: document_start(d) for d in [0, D] (token files: per file).
   std::vector<int64_t> doc_starts_;

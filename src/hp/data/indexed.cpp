@@ -146,6 +146,10 @@ std::string indexed_bin_path(const std::string& prefix) {
   return prefix + ".bin";
 }
 
+std::string indexed_mask_path(const std::string& prefix) {
+  return prefix + ".mask.bin";
+}
+
 // ---- reading ----
 
 IndexedDataset::IndexedDataset(std::string prefix)
@@ -171,6 +175,13 @@ std::shared_ptr<const IndexedDataset> IndexedDataset::open(const std::string& pr
              idx, "'");
   std::shared_ptr<IndexedDataset> ds(new IndexedDataset(prefix));
   ds->validate();
+  if (const std::string mask = indexed_mask_path(prefix); fs::exists(mask, ec)) {
+    ds->mask_ = std::make_unique<detail::MappedFile>(mask);
+    if (ds->mask_->size() != static_cast<uint64_t>(ds->num_tokens_))
+      HP_THROW(IoError, "data", "'", mask, "' has ", ds->mask_->size(), " bytes but '", bin,
+               "' holds ", ds->num_tokens_, " tokens: a loss mask has one byte per token (it ",
+               "belongs to another dataset; remove it to train on every token)");
+  }
   return ds;
 }
 
@@ -311,6 +322,19 @@ void IndexedDataset::read(int64_t begin, int64_t count, int64_t* dst) const {
            " elements, not token ids");
 }
 
+void IndexedDataset::read_mask(int64_t begin, int64_t count, uint8_t* dst) const {
+  HP_CHECK(mask_ != nullptr, "read_mask without a mask");
+  if (begin < 0 || count < 0 || begin > num_tokens_ - count)
+    HP_THROW(ValueError, "data", "mask [", begin, ", ", begin + count, ") of '", prefix_,
+             "' is outside its ", num_tokens_, " tokens");
+  if (count == 0) return;
+  std::memcpy(dst, mask_->data() + begin, static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    if (dst[i] > 1)
+      HP_THROW(IoError, "data", "'", mask_->path(), "' byte ", begin + i, " is ", int(dst[i]),
+               ", not 0 or 1");
+}
+
 std::vector<int64_t> IndexedDataset::sequence(int64_t i) const {
   std::vector<int64_t> out(static_cast<size_t>(sequence_length(i)));
   read(sequence_pointer(i) / indexed_dtype_size(dtype_), static_cast<int64_t>(out.size()),
@@ -362,7 +386,7 @@ int open_sink(const std::string& path, std::optional<uint64_t> keep) {
 }  // namespace
 
 IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, IndexedDType dtype,
-                                           std::optional<Position> resume_at)
+                                           std::optional<Position> resume_at, bool with_mask)
     : prefix_(std::move(prefix)), dtype_(dtype) {
   if (!valid_code(static_cast<uint8_t>(dtype)))
     HP_THROW(ValueError, "data", "unknown indexed dtype code ", int(dtype));
@@ -372,6 +396,10 @@ IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, IndexedDType dtyp
   bin_->path = partial(indexed_bin_path(prefix_));
   idx_->path = partial(indexed_idx_path(prefix_));
   docs_->path = docs_partial(prefix_);
+  if (with_mask) {
+    mask_ = std::make_unique<Sink>();
+    mask_->path = partial(indexed_mask_path(prefix_));
+  }
   const uint64_t elem = static_cast<uint64_t>(indexed_dtype_size(dtype_));
   if (resume_at) {
     const Position& r = *resume_at;
@@ -380,12 +408,14 @@ IndexedDatasetWriter::IndexedDatasetWriter(std::string prefix, IndexedDType dtyp
     bin_->fd = open_sink(bin_->path, static_cast<uint64_t>(r.tokens) * elem);
     idx_->fd = open_sink(idx_->path, kHeaderBytes + 4 * static_cast<uint64_t>(r.sequences));
     docs_->fd = open_sink(docs_->path, 8 * (static_cast<uint64_t>(r.documents) + 1));
+    if (mask_) mask_->fd = open_sink(mask_->path, static_cast<uint64_t>(r.tokens));
     pos_ = r;
     return;
   }
   bin_->fd = open_sink(bin_->path, std::nullopt);
   idx_->fd = open_sink(idx_->path, std::nullopt);
   docs_->fd = open_sink(docs_->path, std::nullopt);
+  if (mask_) mask_->fd = open_sink(mask_->path, std::nullopt);
   // The header, with the counts patched in at finish().
   unsigned char header[kHeaderBytes] = {};
   std::memcpy(header, kMagic, sizeof kMagic);
@@ -404,6 +434,22 @@ void IndexedDatasetWriter::put(Sink& s, const void* data, size_t bytes) {
     if (bytes > kSinkBuffer) return write_all(s.fd, data, bytes, s.path);
   }
   s.buf.append(static_cast<const char*>(data), bytes);
+}
+
+std::vector<IndexedDatasetWriter::Sink*> IndexedDatasetWriter::sinks() const {
+  std::vector<Sink*> out{bin_.get(), idx_.get(), docs_.get()};
+  if (mask_) out.push_back(mask_.get());
+  return out;
+}
+
+void IndexedDatasetWriter::put_mask(size_t tokens, const void* mask, size_t bytes) {
+  if (!mask_) {
+    HP_CHECK(bytes == 0, "a mask given to a writer without with_mask");
+    return;
+  }
+  if (bytes != tokens)
+    HP_THROW(ValueError, "data", "a loss mask of ", bytes, " bytes for ", tokens, " tokens");
+  put(*mask_, mask, bytes);
 }
 
 void IndexedDatasetWriter::write_out(Sink& s) {
@@ -469,7 +515,8 @@ void IndexedDatasetWriter::encode_ids(std::span<const int32_t> ids, IndexedDType
 }
 
 void IndexedDatasetWriter::add_document(std::span<const int32_t> ids,
-                                        std::span<const int32_t> sequence_lengths) {
+                                        std::span<const int32_t> sequence_lengths,
+                                        std::span<const uint8_t> mask) {
   HP_CHECK(!done_, "add_document after finish");
   int64_t sum = 0;
   for (int32_t n : sequence_lengths) {
@@ -484,6 +531,7 @@ void IndexedDatasetWriter::add_document(std::span<const int32_t> ids,
              " tokens does not fit one sequence (int32 lengths)");
   std::string encoded;
   encode_ids(ids, dtype_, encoded);
+  put_mask(ids.size(), mask.data(), mask.size());
   put(*bin_, encoded.data(), encoded.size());
   pos_.tokens += static_cast<int64_t>(ids.size());
   if (sequence_lengths.empty() && !ids.empty()) {
@@ -499,12 +547,14 @@ void IndexedDatasetWriter::add_document(std::span<const int32_t> ids,
 }
 
 void IndexedDatasetWriter::add_encoded_documents(std::string_view encoded,
-                                                 std::span<const int32_t> lengths) {
+                                                 std::span<const int32_t> lengths,
+                                                 std::string_view mask) {
   HP_CHECK(!done_, "add_encoded_documents after finish");
   int64_t sum = 0;
   for (int32_t n : lengths) sum += n;
   HP_CHECK(sum * indexed_dtype_size(dtype_) == static_cast<int64_t>(encoded.size()),
            "encoded bytes ", encoded.size(), " vs lengths summing to ", sum);
+  put_mask(static_cast<size_t>(sum), mask.data(), mask.size());
   put(*bin_, encoded.data(), encoded.size());
   put(*idx_, lengths.data(), 4 * lengths.size());
   for (size_t i = 0; i < lengths.size(); ++i) {
@@ -516,7 +566,7 @@ void IndexedDatasetWriter::add_encoded_documents(std::string_view encoded,
 }
 
 IndexedDatasetWriter::Position IndexedDatasetWriter::flush() {
-  for (Sink* s : {bin_.get(), idx_.get(), docs_.get()}) {
+  for (Sink* s : sinks()) {
     write_out(*s);
     if (::fsync(s->fd) != 0) throw_errno("sync", s->path);
   }
@@ -525,7 +575,7 @@ IndexedDatasetWriter::Position IndexedDatasetWriter::flush() {
 
 void IndexedDatasetWriter::finish() {
   HP_CHECK(!done_, "finish twice");
-  for (Sink* s : {bin_.get(), idx_.get(), docs_.get()}) write_out(*s);
+  for (Sink* s : sinks()) write_out(*s);
   const uint64_t seqs = static_cast<uint64_t>(pos_.sequences);
   const uint64_t bounds = static_cast<uint64_t>(pos_.documents) + 1;
   const int64_t elem = indexed_dtype_size(dtype_);
@@ -558,11 +608,18 @@ void IndexedDatasetWriter::finish() {
   std::memcpy(counts + 8, &bounds, 8);
   if (::pwrite(idx_->fd, counts, sizeof counts, kCountsAt) != static_cast<ssize_t>(sizeof counts))
     throw_errno("write", idx_->path);
-  for (Sink* s : {bin_.get(), idx_.get()})
-    if (::fsync(s->fd) != 0) throw_errno("sync", s->path);
+  for (Sink* s : sinks())
+    if (s != docs_.get() && ::fsync(s->fd) != 0) throw_errno("sync", s->path);
   // Publish: an old .idx goes first, so no moment pairs an old index with the new .bin.
   const std::string idx = indexed_idx_path(prefix_), bin = indexed_bin_path(prefix_);
   if (::unlink(idx.c_str()) != 0 && errno != ENOENT) throw_errno("remove", idx);
+  // The mask before the .bin: a published .idx vouches for both (and no stale mask survives).
+  const std::string mask = indexed_mask_path(prefix_);
+  if (mask_) {
+    if (::rename(mask_->path.c_str(), mask.c_str()) != 0) throw_errno("rename to " + mask, mask_->path);
+  } else if (::unlink(mask.c_str()) != 0 && errno != ENOENT) {
+    throw_errno("remove", mask);
+  }
   if (::rename(bin_->path.c_str(), bin.c_str()) != 0) throw_errno("rename to " + bin, bin_->path);
   fsync_dir_of(bin);
   if (::rename(idx_->path.c_str(), idx.c_str()) != 0) throw_errno("rename to " + idx, idx_->path);
@@ -572,7 +629,7 @@ void IndexedDatasetWriter::finish() {
 }
 
 void IndexedDatasetWriter::discard() {
-  for (Sink* s : {bin_.get(), idx_.get(), docs_.get()}) {
+  for (Sink* s : sinks()) {
     s->buf.clear();
     ::unlink(s->path.c_str());
   }

@@ -58,6 +58,10 @@ IndexedDType indexed_dtype_for_vocab(int64_t vocab_size);
 
 std::string indexed_idx_path(const std::string& prefix);  // PREFIX.idx
 std::string indexed_bin_path(const std::string& prefix);  // PREFIX.bin
+// PREFIX.mask.bin (our extension, not Megatron's): one byte per element of PREFIX.bin, in the same
+// order, 1 = the token is a training target, 0 = no loss on it (a chat prompt, a separator). A
+// dataset without it trains on every token.
+std::string indexed_mask_path(const std::string& prefix);
 
 // A dataset mapped read-only: opening costs one pass over the index (validation), never over the
 // tokens, and no memory beyond the page cache.
@@ -87,6 +91,11 @@ class IndexedDataset {
   void read(int64_t begin, int64_t count, int64_t* dst) const;
   // Sequence i's elements, widened.
   std::vector<int64_t> sequence(int64_t i) const;
+  // Whether PREFIX.mask.bin was there (open() checks that it has num_tokens() bytes).
+  bool has_mask() const { return mask_ != nullptr; }
+  // Mask bytes [begin, begin + count) (has_mask() only); ValueError for a range outside the
+  // tokens, IoError naming the position of a byte other than 0 or 1.
+  void read_mask(int64_t begin, int64_t count, uint8_t* dst) const;
 
  private:
   IndexedDataset(std::string prefix);
@@ -94,6 +103,7 @@ class IndexedDataset {
 
   std::string prefix_;
   detail::MappedFile idx_, bin_;
+  std::unique_ptr<detail::MappedFile> mask_;  // PREFIX.mask.bin, when present
   IndexedDType dtype_ = IndexedDType::u16;
   int64_t num_sequences_ = 0, num_boundaries_ = 0, num_tokens_ = 0;
 };
@@ -117,8 +127,10 @@ class IndexedDatasetWriter {
 
   // Starts new partial files (replacing old ones), or with `resume_at` reopens them cut back to
   // that position (IoError naming the file when one is shorter than the position says).
+  // `with_mask`: also writes PREFIX.mask.bin (one byte per token, every add_* call passes it);
+  // without, finish() removes an old PREFIX.mask.bin so it cannot pair with the new data.
   IndexedDatasetWriter(std::string prefix, IndexedDType dtype,
-                       std::optional<Position> resume_at = std::nullopt);
+                       std::optional<Position> resume_at = std::nullopt, bool with_mask = false);
   // Without finish(): closes the partial files, leaving them for a resume (discard() removes them).
   ~IndexedDatasetWriter();
   IndexedDatasetWriter(const IndexedDatasetWriter&) = delete;
@@ -128,9 +140,13 @@ class IndexedDatasetWriter {
   // One document of the given sequences (their lengths summing to ids.size(); empty = one sequence
   // of all ids; an empty document has no sequence, as Megatron writes one). ValueError naming the
   // id when one does not fit the dtype.
-  void add_document(std::span<const int32_t> ids, std::span<const int32_t> sequence_lengths = {});
-  // Documents of one sequence each, lengths[i] elements, whose ids encode_ids() already wrote.
-  void add_encoded_documents(std::string_view encoded, std::span<const int32_t> lengths);
+  // `mask`: one byte per id (with_mask only, where it is required).
+  void add_document(std::span<const int32_t> ids, std::span<const int32_t> sequence_lengths = {},
+                    std::span<const uint8_t> mask = {});
+  // Documents of one sequence each, lengths[i] elements, whose ids encode_ids() already wrote
+  // (and, with_mask, their mask bytes).
+  void add_encoded_documents(std::string_view encoded, std::span<const int32_t> lengths,
+                             std::string_view mask = {});
   // Appends ids in the dtype's little-endian bytes; ValueError naming the first id outside it.
   static void encode_ids(std::span<const int32_t> ids, IndexedDType dtype, std::string& out);
 
@@ -146,12 +162,14 @@ class IndexedDatasetWriter {
  private:
   struct Sink;
   void put(Sink& s, const void* data, size_t bytes);
+  void put_mask(size_t tokens, const void* mask, size_t bytes);
+  std::vector<Sink*> sinks() const;
   void write_out(Sink& s);
 
   std::string prefix_;
   IndexedDType dtype_;
   Position pos_;
-  std::unique_ptr<Sink> bin_, idx_, docs_;
+  std::unique_ptr<Sink> bin_, idx_, docs_, mask_;  // mask_: with_mask only
   bool done_ = false;
 };
 

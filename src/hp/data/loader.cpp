@@ -78,6 +78,8 @@ DataLoader::DataLoader(std::vector<LoaderSource> sources, int64_t seq_len, uint6
         }
         return BlendSchedule(sizes, weights, seed);
       }()) {
+  for (const auto& src : sources_) masked_ = masked_ || src->dataset->has_mask();
+  mask_buf_.resize(static_cast<size_t>(seq_len_ + 1));
   for (int s = 0; s < num_sources(); ++s)
     if (schedule_.quotas()[s] == 0)
       HP_THROW(ValueError, "data", "source ", s, " '", source(s).options().path, "' has weight ",
@@ -101,6 +103,29 @@ void DataLoader::set_state(const LoaderState& s) {
 }
 
 Tensor DataLoader::next_batch(int64_t batch, int dp_rank, int dp_size) {
+  return next(batch, dp_rank, dp_size).ids;
+}
+
+int64_t DataLoader::window_targets(int s, int64_t k, uint8_t* mask) {
+  Source& src = *sources_[static_cast<size_t>(s)];
+  src.dataset->read_mask(src.window(k) * seq_len_, seq_len_ + 1, mask);
+  int64_t n = 0;
+  for (int64_t t = 1; t <= seq_len_; ++t) n += mask[t];
+  return n;
+}
+
+int64_t DataLoader::peek_targets(int64_t batch, int64_t batches) {
+  if (!masked_) return batches * batch * seq_len_;
+  BlendSchedule ahead = schedule_;  // a copy: the real one does not move
+  int64_t n = 0;
+  for (int64_t g = 0; g < batch * batches; ++g) {
+    const auto [s, k] = ahead.next();
+    n += window_targets(s, k, mask_buf_.data());
+  }
+  return n;
+}
+
+Batch DataLoader::next(int64_t batch, int dp_rank, int dp_size) {
   if (batch < 1) HP_THROW(ValueError, "data", "batch must be >= 1, got ", batch);
   if (dp_size < 1) HP_THROW(ValueError, "data", "dp_size must be >= 1, got ", dp_size);
   if (dp_rank < 0 || dp_rank >= dp_size)
@@ -110,15 +135,35 @@ Tensor DataLoader::next_batch(int64_t batch, int dp_rank, int dp_size) {
   const int64_t row1 = std::min(batch, (dp_rank + 1) * chunk);
   const int64_t width = seq_len_ + 1;
 
-  Tensor out = empty({row1 - row0, width}, DType::i64);  // [rows, seq_len + 1]
-  int64_t* dst = out.data<int64_t>();
+  Batch out;
+  out.ids = empty({row1 - row0, width}, DType::i64);  // [rows, seq_len + 1]
+  int64_t* dst = out.ids.data<int64_t>();
+  int64_t* lab = nullptr;
+  if (masked_) {
+    out.labels = empty({row1 - row0, width}, DType::i64);
+    lab = out.labels.data<int64_t>();
+  }
   // Every sample of the global batch is drawn (the schedule advances the same on every rank);
-  // only this rank's rows are read.
+  // only this rank's rows are read, and every row's mask (bytes) for the global target count.
   for (int64_t g = 0; g < batch; ++g) {
     const auto [s, k] = schedule_.next();
-    if (g < row0 || g >= row1) continue;
+    const bool mine = g >= row0 && g < row1;
+    if (masked_) {
+      const int64_t n = window_targets(s, k, mask_buf_.data());
+      out.global_targets += n;
+      if (mine) out.targets += n;
+    }
+    if (!mine) continue;
     Source& src = *sources_[s];
-    src.dataset->read(src.window(k) * seq_len_, width, dst + (g - row0) * width);
+    int64_t* row = dst + (g - row0) * width;
+    src.dataset->read(src.window(k) * seq_len_, width, row);
+    if (lab)
+      for (int64_t t = 0; t < width; ++t)
+        lab[(g - row0) * width + t] = mask_buf_[static_cast<size_t>(t)] ? row[t] : -100;
+  }
+  if (!masked_) {
+    out.targets = (row1 - row0) * seq_len_;
+    out.global_targets = batch * seq_len_;
   }
   return out;
 }

@@ -33,6 +33,15 @@ struct LoaderState {
 // (n, seed, epoch). For an indexed dataset the loader maps it from a cached file (shuffle.h).
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch);
 
+// A batch with its training targets (chat data: the assistant's tokens only; data/chat.h).
+struct Batch {
+  Tensor ids;     // i64 [rows, seq_len + 1]: this rank's rows
+  Tensor labels;  // ids with -100 where the mask is 0 (CausalLM::loss ignores those targets);
+                  // undefined when no source has a mask (every token is a target)
+  int64_t targets = 0;         // this rank's targets: labels[:, 1:] != -100 (rows · seq_len)
+  int64_t global_targets = 0;  // the same over every rank's rows of the global batch
+};
+
 // One dataset of a blend and its weight (> 0).
 struct LoaderSource {
   std::shared_ptr<const TokenDataset> dataset;
@@ -68,6 +77,15 @@ class DataLoader {
   // i64 [rows, seq_len + 1]. Every rank advances the state by the whole global batch.
   // ValueError for batch < 1, dp_size < 1 or dp_rank outside [0, dp_size).
   Tensor next_batch(int64_t batch, int dp_rank = 0, int dp_size = 1);
+  // next_batch with its labels and target counts. The mask of a window's first token is unused
+  // (it is no target); the rest of the window's mask bytes decide its targets.
+  Batch next(int64_t batch, int dp_rank = 0, int dp_size = 1);
+  // Whether some source has a loss mask (TokenDataset::has_mask).
+  bool masked() const { return masked_; }
+  // The targets of the next `batches` global batches of `batch` samples — what next() will
+  // return as global_targets, summed — without moving the state (a training step's token count
+  // before its first micro-batch). Without a mask: batches · batch · seq_len, nothing read.
+  int64_t peek_targets(int64_t batch, int64_t batches = 1);
 
   LoaderState state() const { return {schedule_.block(), schedule_.position()}; }
   // ValueError("[data] ...") for a negative epoch or a cursor outside [0, samples_per_epoch()).
@@ -80,8 +98,13 @@ class DataLoader {
   class Source;
 
   std::vector<std::unique_ptr<Source>> sources_;
+  // Mask targets of sample (s, k): the window's bytes 1.. read into mask_buf_.
+  int64_t window_targets(int s, int64_t k, uint8_t* mask);
+
   int64_t seq_len_;
   BlendSchedule schedule_;
+  bool masked_ = false;
+  std::vector<uint8_t> mask_buf_;
 };
 
 }  // namespace hp::data

@@ -20,6 +20,7 @@
 
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/data/chat.h"
 #include "hp/data/documents.h"
 #include "hp/data/encoder.h"
 #include "hp/data/files.h"
@@ -65,6 +66,7 @@ struct Batch {
 struct Encoded {
   Batch batch;  // items and bytes dropped, the rest kept
   std::string ids;
+  std::string mask;  // chat: one byte per id
   std::vector<int32_t> lengths;
   int64_t tokens = 0, empty = 0, skipped = 0;
   std::string first_skipped;
@@ -94,7 +96,12 @@ std::string describe_file(const std::string& path) {
 
 class Preparer {
  public:
-  explicit Preparer(const PrepareOptions& o) : o_(o), encoder_(o.tokenizer, o.separator_token) {}
+  explicit Preparer(const PrepareOptions& o)
+      : o_(o),
+        field_(!o.field.empty() ? o.field : o.format == "chat" ? "messages" : "text"),
+        encoder_(o.tokenizer, o.separator_token) {
+    if (o.format == "chat") chat_.emplace(ChatTemplate::load(chat_template_path(o.chat_template, o.tokenizer)));
+  }
   PrepareResult run();
 
  private:
@@ -109,12 +116,17 @@ class Preparer {
   void encode_batches();
   Encoded encode(Batch b) const;
   void process(const Item& item, const Batch& b, std::vector<int32_t>& ids, Encoded& e) const;
+  // A chat line: its ids and mask, or false for a bad line skipped (skip_bad_lines).
+  bool process_chat(std::string_view raw, const std::string& where, std::vector<int32_t>& ids,
+                    Encoded& e) const;
   void push(Batch b);
   void stop_all();
   PrepareProgress progress(const Batch& b) const;
 
   const PrepareOptions& o_;
+  const std::string field_;
   DocumentEncoder encoder_;
+  std::optional<ChatTemplate> chat_;
   IndexedDType dtype_ = IndexedDType::u16;
   std::vector<std::string> files_;
   std::vector<uint64_t> file_sizes_;
@@ -136,15 +148,18 @@ class Preparer {
 void Preparer::check_options() {
   if (o_.inputs.empty()) HP_THROW(ValueError, "data", "prepare: no input files or directories");
   if (o_.out.empty()) HP_THROW(ValueError, "data", "prepare: no output prefix (--out)");
-  if (o_.format != "text" && o_.format != "jsonl")
-    HP_THROW(ValueError, "data", "prepare: unknown input format '", o_.format, "' (text | jsonl)");
-  if (o_.format == "jsonl" && !o_.doc_separator.empty())
+  if (o_.format != "text" && o_.format != "jsonl" && o_.format != "chat")
+    HP_THROW(ValueError, "data", "prepare: unknown input format '", o_.format,
+             "' (text | jsonl | chat)");
+  if (o_.format != "text" && !o_.doc_separator.empty())
     HP_THROW(ValueError, "data", "prepare: --doc-separator applies to text input; each JSONL line ",
              "is one document");
   if (o_.format == "text" && o_.skip_bad_lines)
-    HP_THROW(ValueError, "data", "prepare: --skip-bad-lines applies to jsonl input");
-  if (o_.format == "jsonl" && o_.field.empty())
-    HP_THROW(ValueError, "data", "prepare: --field must name a member of each JSONL object");
+    HP_THROW(ValueError, "data", "prepare: --skip-bad-lines applies to jsonl and chat input");
+  if (o_.format == "text" && !o_.field.empty())
+    HP_THROW(ValueError, "data", "prepare: --field applies to jsonl and chat input");
+  if (o_.format != "chat" && !o_.chat_template.empty())
+    HP_THROW(ValueError, "data", "prepare: --chat-template applies to chat input");
   if (o_.workers < 0)
     HP_THROW(ValueError, "data", "prepare: workers must be >= 0, got ", o_.workers);
   if (o_.batch_bytes < 1) HP_THROW(ValueError, "data", "prepare: batch_bytes must be >= 1");
@@ -153,8 +168,8 @@ void Preparer::check_options() {
 void Preparer::list_inputs() {
   // The output's own files never count as input (an output prefix inside an input directory).
   std::vector<fs::path> own;
-  for (const std::string& p :
-       {indexed_bin_path(o_.out), indexed_idx_path(o_.out), prepare_journal_path(o_.out)})
+  for (const std::string& p : {indexed_bin_path(o_.out), indexed_idx_path(o_.out),
+                               indexed_mask_path(o_.out), prepare_journal_path(o_.out)})
     for (const char* suffix : {"", ".partial", ".tmp"})
       own.push_back(fs::absolute(p + suffix).lexically_normal());
   own.push_back(fs::absolute(o_.out + ".docs.partial").lexically_normal());
@@ -178,7 +193,8 @@ nlohmann::json Preparer::fingerprint() const {
   for (const std::string& f : files_) inputs.push_back({{"path", f}, {"stat", describe_file(f)}});
   return {{"version", kJournalVersion},
           {"format", o_.format},
-          {"field", o_.field},
+          {"field", field_},
+          {"chat_template", o_.chat_template},
           {"tokenizer", o_.tokenizer},
           {"tokenizer_stat", o_.tokenizer.empty() ? "" : describe_file(o_.tokenizer)},
           {"separator_token", o_.separator_token},
@@ -238,7 +254,7 @@ void Preparer::push(Batch b) {
 }
 
 void Preparer::read_inputs(Cursor from, uint64_t bytes_done) {
-  const bool jsonl = o_.format == "jsonl";
+  const bool jsonl = o_.format != "text";  // jsonl and chat: one record per line
   // Decompressed bytes of the files before the current one (a resumed run did them already).
   uint64_t bytes_before = bytes_done - from.offset;
   Batch batch;
@@ -300,6 +316,14 @@ void Preparer::process(const Item& item, const Batch& b, std::vector<int32_t>& i
   const std::string& file = files_[size_t(b.file)];
   std::string text_storage;
   std::string_view text = raw;
+  if (chat_) {
+    if (!blank(raw) && process_chat(raw, file + ":" + std::to_string(item.where), ids, e)) {
+      IndexedDatasetWriter::encode_ids(ids, dtype_, e.ids);
+      e.lengths.push_back(static_cast<int32_t>(ids.size()));
+      e.tokens += static_cast<int64_t>(ids.size());
+    }
+    return;
+  }
   if (o_.format == "jsonl") {
     if (blank(raw)) return;  // a whitespace-only line is no document and no error
     std::string why;
@@ -307,10 +331,10 @@ void Preparer::process(const Item& item, const Batch& b, std::vector<int32_t>& i
       const nlohmann::json j = nlohmann::json::parse(raw);
       if (!j.is_object()) {
         why = std::string("is a JSON ") + j.type_name() + ", not an object";
-      } else if (auto it = j.find(o_.field); it == j.end()) {
-        why = "has no field '" + o_.field + "'";
+      } else if (auto it = j.find(field_); it == j.end()) {
+        why = "has no field '" + field_ + "'";
       } else if (!it->is_string()) {
-        why = "field '" + o_.field + "' is a " + it->type_name() + ", not a string";
+        why = "field '" + field_ + "' is a " + it->type_name() + ", not a string";
       } else {
         text_storage = it->get<std::string>();
         text = text_storage;
@@ -346,6 +370,28 @@ void Preparer::process(const Item& item, const Batch& b, std::vector<int32_t>& i
   IndexedDatasetWriter::encode_ids(ids, dtype_, e.ids);
   e.lengths.push_back(static_cast<int32_t>(ids.size()));
   e.tokens += static_cast<int64_t>(ids.size());
+}
+
+bool Preparer::process_chat(std::string_view raw, const std::string& where,
+                            std::vector<int32_t>& ids, Encoded& e) const {
+  jinja::Value conv;
+  try {
+    conv = parse_chat_line(raw, field_, where);
+  } catch (const ValueError& ex) {
+    if (!o_.skip_bad_lines) throw;
+    std::string why = ex.what();
+    if (why.rfind("[data] ", 0) == 0) why.erase(0, 7);
+    if (e.skipped++ == 0) e.first_skipped = why;
+    return false;
+  }
+  ids.clear();
+  std::vector<uint8_t> mask;
+  encode_conversation(*chat_, encoder_, conv, where, ids, mask);
+  if (ids.size() > static_cast<size_t>(INT32_MAX))
+    HP_THROW(ValueError, "data", where, ": a conversation of ", ids.size(),
+             " tokens, more than one sequence holds (int32 lengths)");
+  e.mask.append(reinterpret_cast<const char*>(mask.data()), mask.size());
+  return true;
 }
 
 Encoded Preparer::encode(Batch b) const {
@@ -439,7 +485,7 @@ PrepareResult Preparer::run() {
     res_.skipped_lines = s.at("skipped_lines").get<int64_t>();
     res_.first_skipped = s.at("first_skipped").get<std::string>();
   }
-  IndexedDatasetWriter writer(o_.out, dtype_, resume_at);
+  IndexedDatasetWriter writer(o_.out, dtype_, resume_at, /*with_mask=*/chat_.has_value());
   if (!resume_at) std::remove(prepare_journal_path(o_.out).c_str());  // another run's record
 
   res_.workers = o_.workers > 0 ? o_.workers : num_threads();
@@ -473,7 +519,7 @@ PrepareResult Preparer::run() {
         cv_.notify_all();
       }
       if (e.error) std::rethrow_exception(e.error);
-      writer.add_encoded_documents(e.ids, e.lengths);
+      writer.add_encoded_documents(e.ids, e.lengths, e.mask);
       res_.documents += static_cast<int64_t>(e.lengths.size());
       res_.tokens += e.tokens;
       res_.empty_documents += e.empty;

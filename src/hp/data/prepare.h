@@ -5,6 +5,8 @@
 // lists them), plain or `.gz` / `.zst` (data/input.h). A document is what TokenDataset makes of
 // the same text (data/documents.h: a piece between doc_separator occurrences, or a whole file),
 // or, for JSONL, the string member `field` of each line's object; empty documents are dropped.
+// For chat, each line's conversation (`field`, default "messages") rendered by the chat template and
+// encoded as TokenDataset's chat format does, with its loss mask written to PREFIX.mask.bin.
 // Each document is encoded by the trainer's DocumentEncoder and followed by the separator id, and
 // becomes one sequence (one document) of the dataset, so the dataset's token stream is exactly the
 // stream TokenDataset builds from the same text with the same tokenizer and separator.
@@ -43,13 +45,18 @@ struct PrepareProgress {
 struct PrepareOptions {
   std::vector<std::string> inputs;  // files or directories
   std::string out;                  // PREFIX of PREFIX.bin + PREFIX.idx
-  std::string format = "text";      // text | jsonl
-  std::string field = "text";       // jsonl: the member holding each document's text
+  std::string format = "text";      // text | jsonl | chat
+  // jsonl: the member holding each document's text ("" = "text"); chat: the messages ("" =
+  // "messages").
+  std::string field;
+  // chat: tokenizer_config.json holding chat_template, or a .jinja file ("" = the
+  // tokenizer_config.json beside `tokenizer`).
+  std::string chat_template;
   std::string tokenizer;            // tokenizer.json; "" = byte-level
   std::string separator_token;      // "" = the tokenizer's end-of-text (DocumentEncoder)
   std::string doc_separator;        // text: splits files into documents ("" = one per file)
-  // jsonl: a line that is not a JSON object holding the string `field` is counted and skipped
-  // instead of failing the run.
+  // jsonl, chat: a line that is not a JSON object holding the string `field` (chat: a valid
+  // conversation) is counted and skipped instead of failing the run.
   bool skip_bad_lines = false;
   int workers = 0;         // encoding threads; 0 = num_threads() (HP_NUM_THREADS or all cores)
   bool overwrite = false;  // replace an existing dataset at PREFIX
@@ -81,8 +88,9 @@ struct PrepareResult {
 // Writes PREFIX.bin + PREFIX.idx. Errors ("[data] ..."): no inputs, an unknown format, a text-only
 // option with jsonl or the reverse, an existing dataset at PREFIX without `overwrite` (ValueError);
 // the input and tokenizer errors of TokenDataset; a JSONL line that is not JSON, not an object, or
-// lacks the string `field` (ValueError naming FILE:LINE, unless skip_bad_lines); corrupt or
-// truncated compressed input (IoError naming the file).
+// lacks the string `field` (ValueError naming FILE:LINE, unless skip_bad_lines); a chat line
+// whose conversation is invalid (parse_conversation's errors, FILE:LINE, unless skip_bad_lines)
+// or that the template refuses; corrupt or truncated compressed input (IoError naming the file).
 PrepareResult prepare_dataset(const PrepareOptions& o);
 
 // PREFIX.prepare.json: the resume record of an unfinished prepare.

@@ -66,7 +66,7 @@ void DataSourceConfig::describe(Schema& s) {
   s.add("weight", &weight, "its share of the training samples: weight / sum of the weights")
       .above(0);
   s.add("format", &format, "as data.format (\"\" = data.format)")
-      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed"});
+      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed", "chat"});
 }
 
 void DataConfig::describe(Schema& s) {
@@ -77,9 +77,10 @@ void DataConfig::describe(Schema& s) {
              "several datasets blended by weight, each packed sequence drawn from one by a "
              "seeded schedule (instead of path; docs/DATA.md)");
   s.add("format", &format,
-        "text (tokenized on load), pre-tokenized little-endian ids, or indexed (Megatron "
-        ".bin/.idx from hp data prepare, memory-mapped)")
-      .choices({"text", "tokens_u16", "tokens_u32", "indexed"});
+        "text (tokenized on load), pre-tokenized little-endian ids, indexed (Megatron "
+        ".bin/.idx from hp data prepare, memory-mapped), or chat (JSONL conversations, loss on "
+        "the assistant's tokens only; docs/DATA.md)")
+      .choices({"text", "tokens_u16", "tokens_u32", "indexed", "chat"});
   s.add("tokenizer", &tokenizer,
         "tokenizer.json for text data, or the one an indexed dataset was prepared with (\"\" = "
         "model.path's, else bytes: 256 ids + separator)");
@@ -94,6 +95,9 @@ void DataConfig::describe(Schema& s) {
       });
   s.add("separator_token", &separator_token,
         "token appended after each document (\"\" = the tokenizer's end-of-text)");
+  s.add("chat_template", &chat_template,
+        "chat data: tokenizer_config.json holding chat_template, or a .jinja file (\"\" = the "
+        "tokenizer_config.json beside the tokenizer)");
   s.add("shuffle", &shuffle, "visit sequences in a seeded random order each epoch");
 }
 
@@ -101,7 +105,7 @@ void EvalConfig::describe(Schema& s) {
   s.add("data", &data,
         "validation dataset, in the forms of data.path (eval.format); or eval.split");
   s.add("format", &format, "eval.data's format (\"\" = data.format)")
-      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed"});
+      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed", "chat"});
   s.add("split", &split,
         "hold out this fraction of data.path's documents for validation, never trained on "
         "(0 = none; docs/DATA.md)")

@@ -47,10 +47,11 @@ struct DataSourceConfig {
 struct DataConfig {
   std::string path;  // corpus file or directory; indexed: PREFIX of .bin + .idx; or sources
   std::vector<DataSourceConfig> sources;  // several datasets blended by weight (data/blend.h)
-  std::string format = "text";            // text | tokens_u16 | tokens_u32 | indexed
+  std::string format = "text";            // text | tokens_u16 | tokens_u32 | indexed | chat
   std::string tokenizer;        // tokenizer.json ("" = the one in model.path, else byte-level)
   std::string doc_separator;    // text: splits files into documents ("" = one per file)
   std::string separator_token;  // token after each document ("" = the tokenizer's end-of-text)
+  std::string chat_template;    // chat: tokenizer_config.json / .jinja ("" = beside tokenizer)
   bool shuffle = true;
   void describe(Schema& s);
   bool operator==(const DataConfig&) const = default;

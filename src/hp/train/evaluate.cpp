@@ -1,6 +1,7 @@
 // Validation passes and `hp eval` (evaluate.h).
 #include "hp/train/evaluate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,8 +20,8 @@
 
 namespace hp::train {
 
-BatchLoss batch_loss(models::CausalLM& model, const Tensor& ids, int64_t seq_len) {
-  return {model.loss(ids), ids.size(0) * seq_len};
+BatchLoss batch_loss(models::CausalLM& model, const data::Batch& batch) {
+  return {model.loss(batch.ids, batch.labels), batch.targets};
 }
 
 double global_mean_loss(dist::Communicator& world, const Layout& layout, double local_sum,
@@ -70,18 +71,20 @@ EvalResult Evaluator::run(models::CausalLM& model, fsdp::FsdpModel& fsdp, int64_
   autograd::NoGradGuard no_grad;
   loader_.set_state({});  // the same batches every pass
   double local_sum = 0;   // Σ mean · tokens over this rank's batches
+  int64_t targets = 0;    // global
   for (int64_t b = 0; b < steps_; ++b) {
-    const Tensor ids = loader_.next_batch(batch_, layout_.dp_rank, layout_.dp_size);
-    const BatchLoss l = batch_loss(model, ids, seq_len_);
+    const data::Batch batch = loader_.next(batch_, layout_.dp_rank, layout_.dp_size);
+    const BatchLoss l = batch_loss(model, batch);
     local_sum += l.mean.item() * double(l.tokens);
+    targets += batch.global_targets;
   }
   fsdp.reshard();  // the next training forward gathers the masters afresh
   default_generator().set_state(rng);
   EvalResult r;
   r.step = step;
   r.batches = steps_;
-  r.tokens = steps_ * batch_ * seq_len_;
-  r.loss = global_mean_loss(*layout_.mesh->comm(), layout_, local_sum, r.tokens);
+  r.tokens = targets;  // steps · batch · seq_len without a loss mask
+  r.loss = global_mean_loss(*layout_.mesh->comm(), layout_, local_sum, std::max<int64_t>(r.tokens, 1));
   r.ppl = std::exp(r.loss);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -26,14 +26,15 @@ class CausalLM;
 
 namespace hp::train {
 
-// This rank's loss on `ids` ([rows, seq_len + 1] windows): CausalLM::loss — the mean over the rows'
-// targets, under cp this rank's share of it — and the tokens it stands for (rows · seq_len), so
+// This rank's loss on a batch's rows ([rows, seq_len + 1] windows): CausalLM::loss — the mean over
+// the rows' targets (with a loss mask, the unmasked ones: batch.labels), under cp this rank's
+// share of it — and the targets it stands for (batch.targets: rows · seq_len without a mask), so
 // mean · tokens summed over the ranks, / tp, is the batch's Σ of token losses.
 struct BatchLoss {
   Tensor mean;
   int64_t tokens = 0;
 };
-BatchLoss batch_loss(models::CausalLM& model, const Tensor& ids, int64_t seq_len);
+BatchLoss batch_loss(models::CausalLM& model, const data::Batch& batch);
 
 // Σ over every rank of `local_sum` (this rank's Σ mean · tokens), counting the tp ranks of a
 // data-parallel slice once, / global_tokens: the global token-weighted mean. Collective.

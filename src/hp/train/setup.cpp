@@ -24,6 +24,7 @@ data::DatasetOptions dataset_options(const Config& cfg) {
     o.tokenizer = (fs::path(cfg.model.path) / "tokenizer.json").string();
   o.doc_separator = cfg.data.doc_separator;
   o.separator_token = cfg.data.separator_token;
+  o.chat_template = cfg.data.chat_template;
   return o;
 }
 
@@ -34,6 +35,7 @@ data::DatasetOptions with_format(data::DatasetOptions o, const std::string& path
   o.path = path;
   if (!format.empty()) o.format = format;
   if (o.format != "text") o.doc_separator.clear();  // a text option (data.doc_separator)
+  if (o.format != "chat") o.chat_template.clear();  // a chat option (data.chat_template)
   return o;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -400,6 +401,10 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     const int64_t tp_bytes_at_start = shard::region_stats().bytes;
     const double lr = cfg.optimizer.lr * optim::lr_factor(schedule, step - 1);
     double loss_sum = 0;  // Σ over this rank's micro-batches of mean loss · rows
+    // The step's training targets over every rank (global_tokens unless a loss mask hides some):
+    // the loss is their mean, so each micro-batch's gradient is weighted by its share of them.
+    const int64_t global_targets =
+        std::max<int64_t>(1, loader.peek_targets(micro_rows, cfg.training.grad_accum));
     // A stop agreed between micro-batches drops the step: loader and RNG go back to its start.
     const data::LoaderState loader_at_start = loader.state();
     const RngState rng_at_start = default_generator().state();
@@ -407,17 +412,17 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     for (int64_t m = 0; m < cfg.training.grad_accum; ++m) {
       // Every rank asks at the same point (one all-reduce), so all leave the loop together.
       if (m > 0 && (stop_signal = agreed_stop_signal(*world)) != 0) break;
-      Tensor ids = loader.next_batch(micro_rows, layout.dp_rank, layout.dp_size);
+      const data::Batch batch = loader.next(micro_rows, layout.dp_rank, layout.dp_size);
       BatchLoss loss;
       {
         const profiler::Scope phase(profiler::Phase::forward);
-        loss = batch_loss(*model, ids, cfg.training.seq_len);
+        loss = batch_loss(*model, batch);
       }
       balancer.accumulate();
       loss_sum += loss.mean.item() * double(loss.tokens);
       // d(Σ token losses / global tokens): FSDP sums the shards' gradients over ranks.
       const profiler::Scope phase(profiler::Phase::backward);
-      mul(loss.mean, double(loss.tokens) / double(global_tokens)).backward();
+      mul(loss.mean, double(loss.tokens) / double(global_targets)).backward();
     }
     {
       const profiler::Scope phase(profiler::Phase::backward);
@@ -446,7 +451,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     }
     // Forward + backward only: the optimizer's first step allocates its state, not activations.
     const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::host).peak_bytes;
-    const double loss_value = global_mean_loss(*world, layout, loss_sum, global_tokens);
+    const double loss_value = global_mean_loss(*world, layout, loss_sum, global_targets);
     // Replicas (HSDP) hold equal gradients after finish_grads, and so do the tp ranks for what TP
     // does not split: the norm counts every element once over dp_shard × tp.
     double grad_norm = 0;

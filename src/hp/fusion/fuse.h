@@ -1,0 +1,65 @@
+// fusion::fuse: the explicit capture API of the DVM engine (docs/FUSION.md).
+//
+//   auto swish = hp::fusion::fuse([](const std::vector<Var>& x) {
+//     return std::vector<Var>{x[0] * sigmoid(x[0])};
+//   });
+//   std::vector<hp::Tensor> y = swish({t});
+//
+// Every call traces the function on Vars bound to the inputs' shapes and dtypes (nanoseconds per
+// op), looks the inputs' signature up in the callable's cache, and runs the program compiled for it
+// when the traced graph is structurally the one compiled. The first call of a signature compiles;
+// a graph the engine does not fuse (an opaque op, an unsupported dtype or broadcast), or a traced
+// structure that changed under the same signature, runs eagerly — node by node through the eager
+// kernels — with one log line per signature and reason. Results are never those of another graph.
+// When an input requires grad (and grad mode is on), the call records one autograd node whose
+// backward is the region's vjp (vjp.h), itself compiled and cached; only the inputs are saved.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hp/fusion/builder.h"
+#include "hp/fusion/program.h"
+
+namespace hp::fusion {
+
+using TraceFn = std::function<std::vector<Var>(const std::vector<Var>&)>;
+
+struct FusedStats {
+  int64_t calls = 0;
+  int64_t compiles = 0;  // programs built (one per new signature)
+  int64_t hits = 0;      // calls that ran a cached program
+  int64_t eager = 0;     // calls that ran eagerly (fallback)
+};
+
+class Fused {
+ public:
+  Fused(TraceFn fn, std::string name);
+  // Runs the region on `inputs` (f32 or bf16 tensors, any layout; made contiguous).
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
+  // Trace + cache lookup (compiling on a miss) without running: the program the call would run,
+  // or null when it would run eagerly. Benchmarks time this as "compile" / "cache hit".
+  std::shared_ptr<const Program> plan(const std::vector<Tensor>& inputs) const;
+  FusedStats stats() const;
+  const std::string& name() const;
+
+ private:
+  void record_backward(const Graph& g, const std::vector<Tensor>& inputs,
+                       const std::vector<Tensor>& xs, const std::vector<Tensor>& outs) const;
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+// Wraps fn as a fused region named `name` (used in log lines).
+Fused fuse(TraceFn fn, std::string name = "fused");
+
+// Traces fn on Vars of the inputs' shapes and dtypes into *g (cleared first).
+void trace(const TraceFn& fn, const std::vector<Tensor>& inputs, Graph* g);
+
+// The log sink of fallback lines (default: one line on stderr). Tests capture it.
+void set_log_sink(std::function<void(const std::string&)> sink);
+
+}  // namespace hp::fusion

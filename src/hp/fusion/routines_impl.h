@@ -1,0 +1,267 @@
+// Body of a fusion routine TU: the RoutineTable of routines.h for this TU's Arch. Included once per
+// ISA after defining HP_ISA; reuses the eager kernels' TU body (ew_impl.h: functors, converters,
+// reduction order), so nothing here redefines an op.
+#pragma once
+
+#include "hp/fusion/routines.h"
+#include "hp/kernels/cpu/ew_impl.h"
+
+namespace hp::kernels::HP_ISA {
+namespace fused {
+
+using A = Arch;
+using V = A::V;
+constexpr int W = A::W;
+
+// out[i] = f(in[0][i], …, in[K-1][i]) over n elements; the < W tail through the same vector code on
+// a zero-padded copy (as run_f32), so element results never depend on n or the run's start.
+template <int K, class F>
+inline void map_k(float* out, const float* const* in, int64_t n, F f) {
+  int64_t i = 0;
+  auto at = [&](const float* const* src, int64_t off, int k) { return A::load(src[k] + off); };
+  for (; i + W <= n; i += W) {
+    if constexpr (K == 1) A::store(out + i, f(at(in, i, 0)));
+    if constexpr (K == 3) A::store(out + i, f(at(in, i, 0), at(in, i, 1), at(in, i, 2)));
+  }
+  if (i < n) {
+    float pad[3][W] = {}, o[W];
+    const float* pp[3] = {pad[0], pad[1], pad[2]};
+    for (int k = 0; k < K; ++k)
+      for (int64_t j = 0; j < n - i; ++j) pad[k][j] = in[k][i + j];
+    if constexpr (K == 1) A::store(o, f(at(pp, 0, 0)));
+    if constexpr (K == 3) A::store(o, f(at(pp, 0, 0), at(pp, 0, 1), at(pp, 0, 2)));
+    for (int64_t j = 0; j < n - i; ++j) out[i + j] = o[j];
+  }
+}
+
+template <class Op>
+void run_vs(float* out, const float* const* in, int64_t n, const float* p) {
+  const V s = A::set1(p[3]);
+  map_k<1>(out, in, n, [s, p](V x) { return Op::template apply<A>(x, s, p); });
+}
+
+template <class Op>
+void run_sv(float* out, const float* const* in, int64_t n, const float* p) {
+  const V s = A::set1(p[3]);
+  map_k<1>(out, in, n, [s, p](V y) { return Op::template apply<A>(s, y, p); });
+}
+
+inline void select(float* out, const float* const* in, int64_t n) {
+  map_k<3>(out, in, n, [](V c, V a, V b) { return A::select(A::eq(c, A::set1(0.0f)), b, a); });
+}
+
+inline void round_bf16(float* out, const float* in, int64_t n) {
+  // Through the eager converters, a cache-resident piece at a time.
+  uint16_t buf[256];
+  for (int64_t i = 0; i < n; i += 256) {
+    const int64_t m = n - i < 256 ? n - i : 256;
+    f32_to_bf16(in + i, buf, m);
+    bf16_to_f32(buf, out + i, m);
+  }
+}
+
+inline void fill(float* out, float v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = v;
+}
+
+// The combine steps of sum_f32 / max_f32 (ew_impl.h), operand order included.
+inline V combine(int red, V a, V b) {
+  if (red == 0) return A::add(a, b);
+  return A::select(A::isnan(a), a, A::select(A::isnan(b), b, A::max(a, b)));
+}
+
+inline void red_init(float* acc, int red) {
+  const float id = red == 0 ? 0.0f : -__builtin_inff();
+  for (int k = 0; k < 4 * W; ++k) acc[k] = id;
+}
+
+inline void red_chunk(float* acc, const float* x, int64_t n, int red) {
+  V a[4] = {A::load(acc), A::load(acc + W), A::load(acc + 2 * W), A::load(acc + 3 * W)};
+  for (int64_t i = 0; i + 4 * W <= n; i += 4 * W)
+    for (int k = 0; k < 4; ++k) a[k] = combine(red, a[k], A::load(x + i + k * W));
+  for (int k = 0; k < 4; ++k) A::store(acc + k * W, a[k]);
+}
+
+inline float red_finish(float* acc, const float* x, int64_t n, int red) {
+  const int64_t full = n - n % (4 * W);
+  red_chunk(acc, x, full, red);
+  V a[4] = {A::load(acc), A::load(acc + W), A::load(acc + 2 * W), A::load(acc + 3 * W)};
+  int64_t i = full;
+  for (; i + W <= n; i += W) a[0] = combine(red, a[0], A::load(x + i));
+  float lanes[W];
+  A::store(lanes, combine(red, combine(red, a[0], a[1]), combine(red, a[2], a[3])));
+  if (red == 0) {
+    float r = 0;
+    for (int k = 0; k < W; ++k) r += lanes[k];
+    for (; i < n; ++i) r += x[i];
+    return r;
+  }
+  float r = -__builtin_inff();
+  bool nan = false;
+  for (int k = 0; k < W; ++k) nan |= lanes[k] != lanes[k], r = lanes[k] > r ? lanes[k] : r;
+  for (; i < n; ++i) nan |= x[i] != x[i], r = x[i] > r ? x[i] : r;
+  return nan ? __builtin_nanf("") : r;
+}
+
+// ---- chains (routines.h): kG vectors per group keep the running value in registers ----
+constexpr int kG = 8;
+
+template <int NG, class F>
+__attribute__((always_inline)) inline void chain_binary(fusion::ChainForm form, V* acc,
+                                                        const float* src, V s, const float* p) {
+  using fusion::ChainForm;
+  // One branch per op and group; the loops inside are unrolled over the group's registers.
+  switch (form) {
+    case ChainForm::acc_v:
+#pragma GCC unroll 8
+      for (int g = 0; g < NG; ++g) acc[g] = F::template apply<A>(acc[g], A::load(src + g * W), p);
+      break;
+    case ChainForm::v_acc:
+#pragma GCC unroll 8
+      for (int g = 0; g < NG; ++g) acc[g] = F::template apply<A>(A::load(src + g * W), acc[g], p);
+      break;
+    case ChainForm::acc_s:
+#pragma GCC unroll 8
+      for (int g = 0; g < NG; ++g) acc[g] = F::template apply<A>(acc[g], s, p);
+      break;
+    default:
+#pragma GCC unroll 8
+      for (int g = 0; g < NG; ++g) acc[g] = F::template apply<A>(s, acc[g], p);
+      break;
+  }
+}
+
+template <int NG>
+__attribute__((always_inline)) inline void chain_group(float* out, void* const* P, int64_t i,
+                                                       const fusion::ChainOp* ops, int nops) {
+  using fusion::ChainForm;
+  V acc[NG];
+#pragma GCC unroll 8
+  for (int g = 0; g < NG; ++g) acc[g] = A::set1(0.0f);  // ops[0] loads; this quiets -Wuninitialized
+  for (int k = 0; k < nops; ++k) {
+    const fusion::ChainOp& c = ops[k];
+    const float* src = static_cast<const float*>(P[c.src]) + i;
+    if (c.form == ChainForm::store) {
+      float* dst = static_cast<float*>(P[c.src]) + i;
+#pragma GCC unroll 8
+      for (int g = 0; g < NG; ++g) A::store(dst + g * W, acc[g]);
+    } else if (c.form == ChainForm::load) {
+#pragma GCC unroll 8
+      for (int g = 0; g < NG; ++g) acc[g] = A::load(src + g * W);
+    } else if (c.form == ChainForm::unary) {
+      switch (static_cast<EwOp>(c.op)) {
+#define HP_CHAIN_UNARY(e, F, arity)                                 \
+  case EwOp::e:                                                     \
+    if constexpr (arity == 1) {                                     \
+      _Pragma("GCC unroll 8") for (int g = 0; g < NG; ++g) acc[g] = \
+          ew::F::template apply<A>(acc[g], c.p);                    \
+    }                                                               \
+    break;
+        HP_EW_OPS(HP_CHAIN_UNARY)
+#undef HP_CHAIN_UNARY
+        default:
+          break;
+      }
+    } else {
+      const V s = A::set1(c.s);
+      switch (static_cast<EwOp>(c.op)) {
+        case EwOp::add:
+          chain_binary<NG, ew::Add>(c.form, acc, src, s, c.p);
+          break;
+        case EwOp::sub:
+          chain_binary<NG, ew::Sub>(c.form, acc, src, s, c.p);
+          break;
+        case EwOp::mul:
+          chain_binary<NG, ew::Mul>(c.form, acc, src, s, c.p);
+          break;
+        case EwOp::div:
+          chain_binary<NG, ew::Div>(c.form, acc, src, s, c.p);
+          break;
+        case EwOp::maximum:
+          chain_binary<NG, ew::Maximum>(c.form, acc, src, s, c.p);
+          break;
+        case EwOp::minimum:
+          chain_binary<NG, ew::Minimum>(c.form, acc, src, s, c.p);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < NG; ++g) A::store(out + i + g * W, acc[g]);
+}
+
+inline void chain(float* out, void* const* P, int64_t n, const fusion::ChainOp* ops, int nops) {
+  int64_t i = 0;
+  for (; i + kG * W <= n; i += kG * W) chain_group<kG>(out, P, i, ops, nops);
+  for (; i + W <= n; i += W) chain_group<1>(out, P, i, ops, nops);
+  if (i == n) return;
+  // The < W tail: every source copied to a zero-padded vector (sources renumbered 0, 1, …), run
+  // through the same code.
+  float pad[fusion::kMaxChainSources][W] = {}, o[W];
+  void* Q[fusion::kMaxChainSources] = {};
+  int16_t done[fusion::kMaxChainSources];
+  fusion::ChainOp tops[fusion::kMaxChainOps];
+  int used = 0;
+  for (int k = 0; k < nops; ++k) {
+    tops[k] = ops[k];
+    tops[k].src = 0;
+    const fusion::ChainForm f = ops[k].form;
+    if (f != fusion::ChainForm::load && f != fusion::ChainForm::acc_v &&
+        f != fusion::ChainForm::v_acc && f != fusion::ChainForm::store)
+      continue;
+    int idx = 0;
+    while (idx < used && done[idx] != ops[k].src) ++idx;
+    if (idx == used) {
+      done[used++] = ops[k].src;
+      if (f != fusion::ChainForm::store)  // a stored value is first written by the chain
+        for (int64_t j = 0; j < n - i; ++j)
+          pad[idx][j] = static_cast<const float*>(P[ops[k].src])[i + j];
+      Q[idx] = pad[idx];
+    }
+    tops[k].src = static_cast<int16_t>(idx);
+  }
+  chain_group<1>(o, Q, 0, tops, nops);
+  for (int64_t j = 0; j < n - i; ++j) out[i + j] = o[j];
+  for (int k = 0; k < nops; ++k)  // the live part of values the chain stored
+    if (ops[k].form == fusion::ChainForm::store)
+      for (int64_t j = 0; j < n - i; ++j)
+        static_cast<float*>(P[ops[k].src])[i + j] = pad[tops[k].src][j];
+}
+
+template <class Op, int Arity>
+constexpr EwF32Fn vs_fn() {
+  if constexpr (Arity == 2) return &run_vs<Op>;
+  return nullptr;
+}
+template <class Op, int Arity>
+constexpr EwF32Fn sv_fn() {
+  if constexpr (Arity == 2) return &run_sv<Op>;
+  return nullptr;
+}
+
+}  // namespace fused
+
+inline const fusion::RoutineTable& routine_table() {
+  static const fusion::RoutineTable t = {{
+#define HP_EW_ENTRY(e, F, arity) fused::vs_fn<ew::F, arity>(),
+                                             HP_EW_OPS(HP_EW_ENTRY)
+#undef HP_EW_ENTRY
+                                         },
+                                         {
+#define HP_EW_ENTRY(e, F, arity) fused::sv_fn<ew::F, arity>(),
+                                             HP_EW_OPS(HP_EW_ENTRY)
+#undef HP_EW_ENTRY
+                                         },
+                                         &fused::select,
+                                         &fused::round_bf16,
+                                         &fused::fill,
+                                         &fused::red_init,
+                                         &fused::red_chunk,
+                                         &fused::red_finish,
+                                         &fused::chain};
+  return t;
+}
+
+}  // namespace hp::kernels::HP_ISA
