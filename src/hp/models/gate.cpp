@@ -90,11 +90,14 @@ void select_row(const GateSpec& g, const float* l, const float* p, const float* 
   const int64_t per = e / g.n_group;
   TopK groups{g.topk_group, 0, sc.gidx.data(), sc.gval.data()};
   for (int64_t q = 0; q < g.n_group; ++q) {
-    float v2[2];
-    int64_t i2[2];
-    TopK two{2, 0, i2, v2};
-    for (int64_t j = q * per; j < (q + 1) * per; ++j) two.push(c[j], j);
-    groups.push(v2[0] + v2[1], q);
+    // The two largest values of the group (no indices needed), branch-free.
+    float m1 = -std::numeric_limits<float>::infinity(), m2 = m1;
+    for (int64_t j = q * per; j < (q + 1) * per; ++j) {
+      const float x = c[j];
+      m2 = std::max(m2, std::min(m1, x));
+      m1 = std::max(m1, x);
+    }
+    groups.push(m1 + m2, q);
   }
   std::fill(sc.keep.begin(), sc.keep.end(), 0);
   for (int64_t q = 0; q < g.topk_group; ++q) sc.keep[size_t(sc.gidx[size_t(q)])] = 1;
