@@ -73,20 +73,7 @@ void TokenDataset::load_chat() {
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
 
-  size_t total = 0;
-  doc_starts_.assign(1, 0);
-  for (int64_t b = 0; b < num_batches; ++b) {
-    for (int64_t e : ends[b]) doc_starts_.push_back(static_cast<int64_t>(total) + e);
-    total += parts[b].size();
-  }
-  tokens_.reserve(total);
-  mask_.reserve(total);
-  for (int64_t b = 0; b < num_batches; ++b) {
-    tokens_.insert(tokens_.end(), parts[b].begin(), parts[b].end());
-    mask_.insert(mask_.end(), masks[b].begin(), masks[b].end());
-    std::vector<int32_t>().swap(parts[b]);
-    std::vector<uint8_t>().swap(masks[b]);
-  }
+  append_batches(parts, ends, &masks);
 }
 
 }  // namespace hp::data

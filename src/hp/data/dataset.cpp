@@ -148,16 +148,26 @@ void TokenDataset::load_text() {
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
 
+  append_batches(parts, ends, nullptr);
+}
+
+void TokenDataset::append_batches(std::vector<std::vector<int32_t>>& parts,
+                                  const std::vector<std::vector<int64_t>>& ends,
+                                  std::vector<std::vector<uint8_t>>* masks) {
   size_t total = 0;
   doc_starts_.assign(1, 0);
-  for (int64_t b = 0; b < num_batches; ++b) {
+  for (size_t b = 0; b < parts.size(); ++b) {
     for (int64_t e : ends[b]) doc_starts_.push_back(static_cast<int64_t>(total) + e);
     total += parts[b].size();
   }
   tokens_.reserve(total);
-  for (auto& p : parts) {
-    tokens_.insert(tokens_.end(), p.begin(), p.end());
-    std::vector<int32_t>().swap(p);
+  if (masks) mask_.reserve(total);
+  for (size_t b = 0; b < parts.size(); ++b) {
+    tokens_.insert(tokens_.end(), parts[b].begin(), parts[b].end());
+    std::vector<int32_t>().swap(parts[b]);
+    if (!masks) continue;
+    mask_.insert(mask_.end(), (*masks)[b].begin(), (*masks)[b].end());
+    std::vector<uint8_t>().swap((*masks)[b]);
   }
 }
 

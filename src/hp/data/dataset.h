@@ -134,6 +134,11 @@ class TokenDataset {
   void load_token_files(int elem_size);
   void load_indexed();
   void load_chat();  // chat_dataset.cpp
+  // The stream from batches encoded in parallel: parts[b] (and masks[b], when given) appended in
+  // order, freed as they go; ends[b] are its documents' ends within the batch.
+  void append_batches(std::vector<std::vector<int32_t>>& parts,
+                      const std::vector<std::vector<int64_t>>& ends,
+                      std::vector<std::vector<uint8_t>>* masks);
   // Calls f(base position, count, offset in the range) for each piece of a subset's range.
   template <class F>
   void for_pieces(int64_t begin, int64_t count, F&& f) const;
