@@ -2,6 +2,8 @@
 // process and name): small, real text for trainer tests.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -9,7 +11,10 @@
 namespace hp::testing {
 
 inline std::string corpus_prefix(const std::string& name, size_t bytes) {
-  const std::filesystem::path p = std::filesystem::temp_directory_path() / (name + "_corpus.txt");
+  // Per process: ctest runs every test of a binary as its own process, several at once, and a file
+  // one of them truncates to rewrite must not be what another is reading.
+  const std::filesystem::path p = std::filesystem::temp_directory_path() /
+                                  (name + "_" + std::to_string(::getpid()) + "_corpus.txt");
   std::ifstream in(HP_TEST_DIR "/../../data/kjv.txt", std::ios::binary);
   std::string text(bytes, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));

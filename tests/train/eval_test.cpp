@@ -4,6 +4,7 @@
 // held-out documents are not trained on, a blend resumes exactly and reports its sources' tokens,
 // and bad configs name the key and value.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -36,7 +37,8 @@ std::string corpus() {
 // Another part of the corpus: the validation set and a second blend source.
 std::string other_corpus() {
   static const std::string path = [] {
-    const fs::path p = fs::temp_directory_path() / "hp_eval_test_other.txt";
+    const fs::path p =
+        fs::temp_directory_path() / ("hp_eval_test_other_" + std::to_string(::getpid()) + ".txt");
     std::ifstream in(HP_TEST_DIR "/../../data/kjv.txt", std::ios::binary);
     in.seekg(1000000);
     std::string text(60000, '\0');
@@ -49,7 +51,8 @@ std::string other_corpus() {
 
 Config config(const std::string& name, std::vector<std::string> sets = {},
               const std::string& data = "") {
-  const fs::path dir = fs::temp_directory_path() / ("hp_eval_test_" + name);
+  const fs::path dir =
+      fs::temp_directory_path() / ("hp_eval_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const std::string yaml = R"(model: {arch: qwen3, hidden: 32, layers: 2, heads: 4, kv_heads: 2,
         intermediate: 64, vocab: 259}
