@@ -4,10 +4,11 @@ Usage: attention.py B Hq Hkv T D threads
 Prints the best-of-reps seconds for one forward + backward on its last line.
 """
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+from peer_timing import best_seconds
 
 
 def main():
@@ -24,13 +25,7 @@ def main():
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=hq != hkv)
         o.backward(g)
 
-    step()
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - t0)
-    print(best)
+    print(best_seconds(step, reps=5))
 
 
 if __name__ == "__main__":

@@ -5,19 +5,12 @@ usage: elementwise.py OP DTYPE THREADS
   OP: add mul silu gelu (64 MiB tensors) | rms_norm rms_norm_fb ([16384, 1024] f32)
 """
 import sys
-import time
 
 import torch
 
+from peer_timing import best_seconds
 
-def best_seconds(fn, reps=10):
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+
 
 
 def main():

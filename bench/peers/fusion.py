@@ -6,19 +6,14 @@ usage: fusion.py OP THREADS
       on a 64 MiB f32 tensor) | softmax | rms_norm ([16384, 1024] f32, weight [1024])
 """
 import sys
-import time
 
 import torch
 
+from peer_timing import best_seconds
+
 
 def best_ms(fn, reps=10):
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e3
+    return best_seconds(fn, reps) * 1e3
 
 
 def main():

@@ -6,9 +6,10 @@ usage: gate.py MODE TOKENS THREADS
         deepseek (DeepSeek-V3: sigmoid + bias, 8 groups keep 4, top-8 of 256, normalized, x2.5)
 """
 import sys
-import time
 
 import torch
+
+from peer_timing import best_seconds
 
 
 def main():
@@ -39,13 +40,7 @@ def main():
         logits.grad = None
         (w * g).sum().backward()
 
-    step()
-    best = float("inf")
-    for _ in range(7):
-        t0 = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - t0)
-    print(best)
+    print(best_seconds(step, reps=7))
 
 
 if __name__ == "__main__":
