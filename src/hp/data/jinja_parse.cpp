@@ -176,6 +176,13 @@ class ExprParser {
       expect_op(",");
     }
   }
+  // `e(args...)` after its "(" was accepted.
+  ExprPtr call_on(ExprPtr e) {
+    ExprPtr c = node(Expr::Kind::call);
+    c->args.push_back(std::move(e));
+    call_args(*c);
+    return c;
+  }
   ExprPtr postfix(ExprPtr e) {
     for (;;) {
       if (accept_op(".")) {
@@ -198,10 +205,7 @@ class ExprParser {
         }
         expect_op("]");
       } else if (accept_op("(")) {
-        ExprPtr c = node(Expr::Kind::call);
-        c->args.push_back(std::move(e));
-        call_args(*c);
-        e = std::move(c);
+        e = call_on(std::move(e));
       } else {
         return e;
       }
@@ -231,10 +235,7 @@ class ExprParser {
         }
         e = std::move(t);
       } else if (accept_op("(")) {
-        ExprPtr c = node(Expr::Kind::call);
-        c->args.push_back(std::move(e));
-        call_args(*c);
-        e = std::move(c);
+        e = call_on(std::move(e));
       } else {
         return e;
       }

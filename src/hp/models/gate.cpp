@@ -61,15 +61,14 @@ Tensor score_tensor(const Tensor& logits, GateScore s) {
   return p;
 }
 
-// Per-thread buffers of the selection: c [E], group scores [n_group], top-k indices and values.
+// Per-thread buffers of the selection: c [E], the top-k's and the kept groups' indices and values.
 struct Scratch {
-  std::vector<float> c, group_score, val, gval;
+  std::vector<float> c, val, gval;
   std::vector<int64_t> idx, gidx;
   std::vector<char> keep;
   Scratch(int64_t e, const GateSpec& g)
-      : c(size_t(e)), group_score(size_t(g.n_group)), val(size_t(std::max<int64_t>(g.top_k, 2))),
-        gval(size_t(g.n_group)), idx(size_t(std::max<int64_t>(g.top_k, 2))),
-        gidx(size_t(g.n_group)), keep(size_t(g.n_group)) {}
+      : c(size_t(e)), val(size_t(g.top_k)), gval(size_t(g.n_group)),
+        idx(size_t(g.top_k)), gidx(size_t(g.n_group)), keep(size_t(g.n_group)) {}
 };
 
 // The selection of one row into sc.idx[0, k) (descending by c = p + bias; ties: lower index).

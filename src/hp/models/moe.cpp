@@ -420,6 +420,15 @@ struct GroupedExpertsFn {
 
 }  // namespace
 
+void MoEBlock::set_expert_parallel(dist::CommPtr ep) {
+  // Once keep_local_experts dropped the others, no other split can run them.
+  for (const auto& e : experts)
+    if (!e)
+      HP_THROW(ValueError, "moe", "set_expert_parallel after keep_local_experts: this block holds ",
+               "only its own experts");
+  ep_ = std::move(ep);
+}
+
 void MoEBlock::keep_local_experts() {
   if (!ep_) HP_THROW(ValueError, "moe", "keep_local_experts needs set_expert_parallel first");
   const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());

@@ -124,8 +124,9 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts {
   const std::vector<int64_t>& last_expert_counts() const { return last_counts_; }
   // Expert parallelism (installed by the parallelize step): this rank runs only its experts
   // (shard::local_experts over `ep`) and the assignments travel over `ep`
-  // (shard/expert_parallel.h); null restores every expert local.
-  void set_expert_parallel(dist::CommPtr ep) { ep_ = std::move(ep); }
+  // (shard/expert_parallel.h); null restores every expert local. Throws once keep_local_experts
+  // has dropped the others.
+  void set_expert_parallel(dist::CommPtr ep);
   // After set_expert_parallel: unregisters the experts this rank does not run and drops them from
   // `experts` (null entries), so named_parameters(), FSDP, optimizers and checkpoints see only the
   // local ones, still under their global FQNs `experts.<e>`. Irreversible.
