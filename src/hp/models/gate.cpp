@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/ew_table.h"
+#include "hp/kernels/cpu/isa.h"
 #include "hp/ops/ops.h"
 
 namespace hp::models {
@@ -46,41 +49,39 @@ float softplus(float x) {  // log(1 + e^x) without overflow
   return x > 20.0f ? x : std::log1p(std::exp(x));
 }
 
-// p [N, E]: the scores of every row of logits. Softmax and sigmoid run the SIMD kernels of the ops
-// (one pass over [N, E]); sqrt-softplus is computed here.
-Tensor score_tensor(const Tensor& logits, GateScore s) {
-  autograd::NoGradGuard ng;
-  if (s == GateScore::softmax) return softmax(logits, -1).contiguous();
-  if (s == GateScore::sigmoid) return sigmoid(logits).contiguous();
-  Tensor p = empty(logits.shape());
-  const float* l = logits.data<float>();
-  float* q = p.data<float>();
-  parallel_for(0, logits.numel(), 4096, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) q[i] = std::sqrt(softplus(l[i]));
-  });
-  return p;
-}
+// Contiguous f32 row functions of the active ISA (the elementwise kernels' own, so a row's
+// results match the tensor ops' bit for bit and never depend on the thread count).
+struct RowOps {
+  const kernels::EwTable& t = kernels::ew_table(kernels::active_isa());
+  void unary(kernels::EwOp op, const float* x, float* y, int64_t n,
+             std::initializer_list<float> params = {}) const {
+    const float* in[1] = {x};
+    t.f32[int(op)](y, in, n, params.begin());
+  }
+  void add(const float* a, const float* b, float* y, int64_t n) const {
+    const float* in[2] = {a, b};
+    t.f32[int(kernels::EwOp::add)](y, in, n, nullptr);
+  }
+  // y = exp(x - m)
+  void exp_shifted(const float* x, float m, float* y, int64_t n) const {
+    unary(kernels::EwOp::affine, x, y, n, {1.0f, -m});
+    unary(kernels::EwOp::exp, y, y, n);
+  }
+};
 
-// Per-thread buffers of the selection: c [E], the top-k's and the kept groups' indices and values.
+// Per-thread buffers of one row: p [E] (scores; for softmax first exp(l - max)), c [E] (p + bias),
+// the top-k's and the kept groups' indices and values.
 struct Scratch {
-  std::vector<float> c, val, gval;
+  std::vector<float> p, c, val, gval;
   std::vector<int64_t> idx, gidx;
   std::vector<char> keep;
   Scratch(int64_t e, const GateSpec& g)
-      : c(size_t(e)), val(size_t(g.top_k)), gval(size_t(g.n_group)),
+      : p(size_t(e)), c(size_t(e)), val(size_t(g.top_k)), gval(size_t(g.n_group)),
         idx(size_t(g.top_k)), gidx(size_t(g.n_group)), keep(size_t(g.n_group)) {}
 };
 
-// The selection of one row into sc.idx[0, k) (descending by c = p + bias; ties: lower index).
-void select_row(const GateSpec& g, const float* l, const float* p, const float* bias, int64_t e,
-                Scratch& sc) {
-  TopK top{g.top_k, 0, sc.idx.data(), sc.val.data()};
-  if (g.score == GateScore::softmax && !bias && g.n_group <= 1) {
-    for (int64_t j = 0; j < e; ++j) top.push(l[j], j);  // softmax is monotone
-    return;
-  }
-  float* c = sc.c.data();
-  for (int64_t j = 0; j < e; ++j) c[j] = p[j] + (bias ? bias[j] : 0.0f);
+// The top_k of c [E] into top (descending; ties: lower index), group-limited when n_group > 1.
+void select_top(const GateSpec& g, const float* c, int64_t e, Scratch& sc, TopK& top) {
   if (g.n_group <= 1) {
     for (int64_t j = 0; j < e; ++j) top.push(c[j], j);
     return;
@@ -105,6 +106,44 @@ void select_row(const GateSpec& g, const float* l, const float* p, const float* 
       for (int64_t j = q * per; j < (q + 1) * per; ++j) top.push(c[j], j);
 }
 
+// One row, all in cache: the scores into sc.p, the selection into sc.idx[0, k) and the selected
+// scores into p_sel [k]. Softmax returns its row statistics {max, 1 / Σ exp(l - max)} (what the
+// backward needs to recompute the row), the others {0, 1}.
+std::pair<float, float> gate_row(const GateSpec& g, const RowOps& ops, const float* l,
+                                 const float* bias, int64_t e, Scratch& sc, float* p_sel) {
+  const int64_t k = g.top_k;
+  float* p = sc.p.data();
+  TopK top{k, 0, sc.idx.data(), sc.val.data()};
+  float m = 0.0f, inv = 1.0f;
+  switch (g.score) {
+    case GateScore::softmax:
+      m = ops.t.max_f32(l, e);
+      ops.exp_shifted(l, m, p, e);
+      inv = 1.0f / ops.t.sum_f32(p, e);
+      if (!bias && g.n_group <= 1) {  // softmax is monotone: select on l itself
+        for (int64_t j = 0; j < e; ++j) top.push(l[j], j);
+        for (int64_t j = 0; j < k; ++j) p_sel[j] = p[sc.idx[size_t(j)]] * inv;
+        return {m, inv};
+      }
+      ops.unary(kernels::EwOp::affine, p, p, e, {inv, 0.0f});
+      break;
+    case GateScore::sigmoid:
+      ops.unary(kernels::EwOp::sigmoid, l, p, e);
+      break;
+    case GateScore::sqrt_softplus:
+      for (int64_t j = 0; j < e; ++j) p[j] = std::sqrt(softplus(l[j]));
+      break;
+  }
+  const float* c = p;
+  if (bias) {
+    ops.add(p, bias, sc.c.data(), e);
+    c = sc.c.data();
+  }
+  select_top(g, c, e, sc, top);
+  for (int64_t j = 0; j < k; ++j) p_sel[j] = p[sc.idx[size_t(j)]];
+  return {m, inv};
+}
+
 void check(const Tensor& logits, const Tensor& bias, const GateSpec& g) {
   if (logits.dim() != 2 || logits.dtype() != DType::f32)
     HP_THROW(ValueError, "moe", "the gate needs logits [tokens, experts] f32, got ", logits.desc());
@@ -119,33 +158,35 @@ void check(const Tensor& logits, const Tensor& bias, const GateSpec& g) {
              g.topk_group, " do not fit ", e, " experts and top_k = ", g.top_k);
 }
 
-// d logits [N, E] from d weights [N, k], from the saved scores p [N, E] (and, for sqrt-softplus,
-// the logits).
-Tensor gate_backward(const Tensor& p_all, const Tensor& logits, const Tensor& indices,
-                     const Tensor& grad_w, const GateSpec& g) {
-  const int64_t n = p_all.size(0), e = p_all.size(1), k = g.top_k;
-  // Softmax writes every element of a row; the others only the selected ones.
-  Tensor dl = g.score == GateScore::softmax ? empty({n, e}) : zeros({n, e});
+// d logits [N, E] from d weights [N, k], from what the forward saved: the logits [N, E], the
+// selected scores p_sel [N, k] and, for softmax, each row's {max, 1 / Σ exp(l − max)} [N, 2]
+// (the row's scores are recomputed in cache rather than stored as an [N, E] tensor).
+Tensor gate_backward(const Tensor& logits, const Tensor& stats, const Tensor& p_sel,
+                     const Tensor& indices, const Tensor& grad_w, const GateSpec& g) {
+  const int64_t n = logits.size(0), e = logits.size(1), k = g.top_k;
+  Tensor dl = empty({n, e});
   const Tensor dw = grad_w.contiguous();
-  const float* pp = p_all.data<float>();
-  const float* lp = logits.defined() ? logits.data<float>() : nullptr;
+  const float* lp = logits.data<float>();
+  const float* sp = stats.defined() ? stats.data<float>() : nullptr;
+  const float* psp = p_sel.data<float>();
   const int64_t* ip = indices.data<int64_t>();
   const float* dwp = dw.data<float>();
   float* dlp = dl.data<float>();
+  const RowOps ops;
   parallel_for(0, n, kRowGrain, [&](int64_t lo, int64_t hi) {
     std::vector<float> du(static_cast<size_t>(k));
     for (int64_t t = lo; t < hi; ++t) {
-      const float* p = pp + t * e;
+      const float* u = psp + t * k;  // u_j = p[idx_j]
       const int64_t* idx = ip + t * k;
       const float* dwr = dwp + t * k;
       float* d = dlp + t * e;
-      // w_j = s · u_j / S (S = Σ u + eps) or s · u_j, with u_j = p[idx_j].
+      // w_j = s · u_j / S (S = Σ u + eps) or s · u_j.
       const float s = float(g.scaling);
       if (g.norm_topk_prob) {
         float sum = 0.0f, dot = 0.0f;
-        for (int64_t j = 0; j < k; ++j) sum += p[idx[j]];
+        for (int64_t j = 0; j < k; ++j) sum += u[j];
         sum += float(g.norm_eps);
-        for (int64_t j = 0; j < k; ++j) dot += dwr[j] * p[idx[j]];
+        for (int64_t j = 0; j < k; ++j) dot += dwr[j] * u[j];
         for (int64_t j = 0; j < k; ++j) du[size_t(j)] = s * (dwr[j] / sum - dot / (sum * sum));
       } else {
         for (int64_t j = 0; j < k; ++j) du[size_t(j)] = s * dwr[j];
@@ -153,22 +194,22 @@ Tensor gate_backward(const Tensor& p_all, const Tensor& logits, const Tensor& in
       switch (g.score) {
         case GateScore::softmax: {  // dl = p ⊙ (dp − Σ p·dp), dp nonzero at the selected
           float pdp = 0.0f;
-          for (int64_t j = 0; j < k; ++j) pdp += p[idx[j]] * du[size_t(j)];
-          for (int64_t m = 0; m < e; ++m) d[m] = -p[m] * pdp;
-          for (int64_t j = 0; j < k; ++j) d[idx[j]] += p[idx[j]] * du[size_t(j)];
+          for (int64_t j = 0; j < k; ++j) pdp += u[j] * du[size_t(j)];
+          const float m = sp[2 * t], inv = sp[2 * t + 1];
+          ops.exp_shifted(lp + t * e, m, d, e);                        // p · Σ exp
+          ops.unary(kernels::EwOp::affine, d, d, e, {-inv * pdp, 0.0f});  // −p · pdp
+          for (int64_t j = 0; j < k; ++j) d[idx[j]] += u[j] * du[size_t(j)];
           break;
         }
         case GateScore::sigmoid:  // dp/dl = p (1 − p)
-          for (int64_t j = 0; j < k; ++j) {
-            const float q = p[idx[j]];
-            d[idx[j]] += du[size_t(j)] * q * (1.0f - q);
-          }
+          std::fill(d, d + e, 0.0f);
+          for (int64_t j = 0; j < k; ++j) d[idx[j]] += du[size_t(j)] * u[j] * (1.0f - u[j]);
           break;
         case GateScore::sqrt_softplus:  // dp/dl = sigmoid(l) / (2 p)
+          std::fill(d, d + e, 0.0f);
           for (int64_t j = 0; j < k; ++j) {
-            const float q = p[idx[j]];
             const float sig = 1.0f / (1.0f + std::exp(-lp[t * e + idx[j]]));
-            d[idx[j]] += du[size_t(j)] * sig / (2.0f * q);
+            d[idx[j]] += du[size_t(j)] * sig / (2.0f * u[j]);
           }
           break;
       }
@@ -191,33 +232,36 @@ GateOutput fused_gate(const Tensor& logits_in, const Tensor& bias_in, const Gate
   const float* bp = bias.defined() ? bias.data<float>() : nullptr;
   float* wp = out.weights.data<float>();
   int64_t* ip = out.indices.data<int64_t>();
-  const Tensor p_all = score_tensor(logits, g.score);  // [N, E]
-  const float* pp = p_all.data<float>();
+  // Saved for the backward: the selected scores [N, k] and softmax's row statistics [N, 2].
+  Tensor p_sel = empty({n, k});
+  Tensor stats = g.score == GateScore::softmax ? empty({n, 2}) : Tensor();
+  float* psp = p_sel.data<float>();
+  float* sp = stats.defined() ? stats.data<float>() : nullptr;
+  const RowOps ops;
   parallel_for(0, n, kRowGrain, [&](int64_t lo, int64_t hi) {
     Scratch sc(e, g);
     for (int64_t t = lo; t < hi; ++t) {
-      const float* p = pp + t * e;
-      select_row(g, lp + t * e, p, bp, e, sc);
+      float* u = psp + t * k;
+      const auto [m, inv] = gate_row(g, ops, lp + t * e, bp, e, sc, u);
+      if (sp) sp[2 * t] = m, sp[2 * t + 1] = inv;
       float sum = 0.0f;
-      for (int64_t j = 0; j < k; ++j) sum += p[sc.idx[size_t(j)]];
+      for (int64_t j = 0; j < k; ++j) sum += u[j];
       const float scale = float(g.scaling) / (g.norm_topk_prob ? sum + float(g.norm_eps) : 1.0f);
       for (int64_t j = 0; j < k; ++j) {
         ip[t * k + j] = sc.idx[size_t(j)];
-        wp[t * k + j] = p[sc.idx[size_t(j)]] * scale;
+        wp[t * k + j] = u[j] * scale;
       }
     }
   });
   out.counts.assign(size_t(e), 0);
   for (int64_t i = 0; i < n * k; ++i) ++out.counts[size_t(ip[i])];
   if (autograd::needs_grad({logits_in})) {
-    // The scores (the backward's only need but for sqrt-softplus, which also reads the logits).
-    autograd::SavedTensor saved_p(p_all),
-        saved_l(g.score == GateScore::sqrt_softplus ? logits : Tensor());
+    const autograd::SavedTensor saved_l(logits);
     const Tensor indices = out.indices;
     autograd::record("MegaGate", {logits_in}, {out.weights},
-                     [saved_p, saved_l, indices, g](const std::vector<Tensor>& grads) {
-                       return std::vector<Tensor>{gate_backward(
-                           saved_p.unpack(), saved_l.unpack(), indices, grads[0], g)};
+                     [saved_l, stats, p_sel, indices, g](const std::vector<Tensor>& grads) {
+                       return std::vector<Tensor>{
+                           gate_backward(saved_l.unpack(), stats, p_sel, indices, grads[0], g)};
                      });
   }
   return out;

@@ -12,6 +12,11 @@
 //   weights  w_j = scaling · p_{i_j} / (Σ_j p_{i_j} + eps) with norm_topk_prob, else scaling · p_{i_j}
 // The weights are differentiable w.r.t. the logits (the selection is not); the bias never gets a
 // gradient. Rows run in parallel and independently: results do not depend on the thread count.
+//
+// Each row is scored, selected and weighted while it sits in cache, with the elementwise kernels'
+// SIMD row functions; no [N, E] scores tensor is written. The backward keeps only the logits, the
+// selected scores [N, k] and, for softmax, each row's max and 1 / Σ exp(l − max) [N, 2], and
+// recomputes a softmax row in cache (sigmoid and sqrt-softplus need only the selected entries).
 #pragma once
 
 #include <cstdint>
