@@ -15,6 +15,7 @@
 #include "hp/shard/context_parallel.h"
 #include "hp/shard/expert_parallel.h"
 #include "hp/shard/vocab_parallel.h"
+#include "hp/train/pipeline_step.h"
 #include "hp/train/state.h"
 
 namespace hp::train {
@@ -254,7 +255,10 @@ DType compute_dtype(const Config& cfg) {
   return cfg.training.mixed_precision == "bf16" ? DType::bf16 : DType::f32;
 }
 
-Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
+namespace {
+
+// The layout of one pipeline stage over its ranks `world` (the whole world when pp = 1).
+Layout stage_layout(const Config& cfg, const dist::CommPtr& world) {
   const int64_t n = world->size();
   const ParallelConfig& p = cfg.parallel;
   Layout l;
@@ -324,6 +328,35 @@ Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
   return l;
 }
 
+}  // namespace
+
+Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
+  const int64_t pp = cfg.parallel.pp, n = world->size();
+  if (pp < 1) HP_THROW(ValueError, "train", "parallel.pp must be >= 1, got ", pp);
+  if (n % pp != 0)
+    HP_THROW(ValueError, "train", "parallel.pp = ", pp, " does not divide the world size ", n,
+             " (launched ranks)");
+  if (pp == 1) {
+    Layout l = stage_layout(cfg, world);
+    l.norm_comm = l.model_comm;
+    return l;
+  }
+  const PipelineConfig& pl = cfg.parallel.pipeline;
+  if (pl.microbatches > 0 && pl.microbatches != cfg.training.grad_accum)
+    HP_THROW(ValueError, "train", "parallel.pipeline.microbatches = ", pl.microbatches,
+             " differs from training.grad_accum = ", cfg.training.grad_accum);
+  // pp outermost: stage k is ranks [k·n/pp, (k+1)·n/pp).
+  const int inner = static_cast<int>(n / pp);
+  const int pp_rank = world->rank() / inner;
+  Layout l = stage_layout(cfg, world->split(pp_rank, world->rank()));
+  l.pp = pp;
+  l.pp_rank = pp_rank;
+  l.pp_comm = world->split(world->rank() % inner, pp_rank);
+  // One copy of the model: this rank's replica (its dp_replicate coordinate) over every stage.
+  l.norm_comm = world->split(static_cast<int>(l.mesh->coordinate(0)), world->rank());
+  return l;
+}
+
 Parallelized::Parallelized() = default;
 Parallelized::~Parallelized() = default;
 Parallelized::Parallelized(Parallelized&&) noexcept = default;
@@ -333,11 +366,14 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   Parallelized out;
   out.sequence_parallel = l.tp > 1 && cfg.parallel.sequence_parallel &&
                           models::supports_sequence_parallel(model.config());
+  // 0. PP: this rank keeps its stages' modules only.
+  if (l.pp > 1) out.layers_per_stage = apply_pipeline(model, l, cfg, &out.held_elsewhere);
   // 1. TP / SP.
   const shard::ShardedParameters tp =
       apply_tensor_parallel(model, l, out.sequence_parallel, cfg.parallel.plan);
   // 2. EP.
-  out.held_elsewhere = apply_expert_parallel(model, l);
+  const std::set<std::string> experts = apply_expert_parallel(model, l);
+  out.held_elsewhere.insert(experts.begin(), experts.end());
   // 3. CP.
   apply_context_parallel(model, l, cfg.parallel);
   // 4. MXFP8 (the kernel hook sits under the TP wrappers).

@@ -52,10 +52,14 @@ class CausalLM;
 
 namespace hp::train {
 
-// The ranks: world = dp_replicate × dp_shard × cp × tp, outermost first (tp innermost, so a TP
-// group is neighbouring ranks; a cp group is neighbouring TP groups). Resolves dp_shard -1 and
-// checks the degrees against the world size, the model (heads) and the batch split. Throws
-// ValueError("[train] ...") naming the keys and values.
+// The ranks: world = pp × dp_replicate × dp_shard × cp × tp, outermost first (tp innermost, so a
+// TP group is neighbouring ranks; a cp group is neighbouring TP groups; a pipeline stage is
+// world / pp consecutive ranks). Resolves dp_shard -1 and checks the degrees against the world
+// size, the model (heads) and the batch split. Throws ValueError("[train] ...") naming the keys
+// and values.
+//
+// Everything below pp is the layout of one stage: its mesh and communicators span the stage's
+// ranks only (each stage holds other parameters), so FSDP, TP, CP and EP work inside a stage.
 //
 // The parameters' mesh has three axes: "dp_replicate", "dp_shard" and "tp", where "dp_shard"
 // spans dp_shard × cp ranks (the FSDP shard group; the cp ranks of a data-parallel slice sit next
@@ -65,6 +69,10 @@ namespace hp::train {
 // ranks of the shard group). A rank's experts live on the expert mesh: the ranks with the same
 // expert coordinate, axes "dp_replicate", "dp_shard" (dp_shard × cp / ep ranks) and "tp".
 struct Layout {
+  int64_t pp = 1;
+  int pp_rank = 0;  // this rank's pipeline coordinate (the stages it runs: pipeline/schedule.h)
+  dist::CommPtr pp_comm;    // the pp ranks with this rank's coordinates below pp (null when 1)
+  dist::CommPtr norm_comm;  // pp × model_comm: the ranks that hold one copy of the whole model
   int64_t dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1, ep = 1;
   int dp_rank = 0, dp_size = 1;  // this rank's data-parallel slice of the global batch
   int cp_rank = 0;               // this rank's place in the sequence split
@@ -94,8 +102,11 @@ struct Parallelized {
   std::vector<std::pair<std::string, shard::DTensor>> params;
   bool sequence_parallel = false;
   std::vector<std::string> mx_modules, recompute_modules;
-  // Parameters of the model that other ranks hold and this one does not (EP: other experts).
+  // Parameters of the model that other ranks hold and this one does not (EP: other experts; PP:
+  // other stages).
   std::set<std::string> held_elsewhere;
+  // PP: decoder layers of each stage, in model order (train/pipeline_step.h); empty when pp = 1.
+  std::vector<int64_t> layers_per_stage;
 
   Parallelized();
   ~Parallelized();

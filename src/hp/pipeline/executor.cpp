@@ -1,0 +1,166 @@
+// The pipeline executor (executor.h).
+#include "hp/pipeline/executor.h"
+
+#include <chrono>
+#include <map>
+
+#include "hp/autograd/engine.h"
+#include "hp/core/error.h"
+#include "hp/ops/ops.h"
+
+namespace hp::pipeline {
+
+namespace {
+
+constexpr int64_t kHeader = 8;  // [dtype, ndim, dims ...] as i64
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Executor::Executor(Schedule schedule, dist::CommPtr comm, std::vector<StageFn> stages)
+    : schedule_(std::move(schedule)), comm_(std::move(comm)), stages_(std::move(stages)) {
+  const int64_t p = schedule_.spec.ranks;
+  for (const auto& list : schedule_.actions)
+    for (const Action& a : list)
+      if (a.op == Op::backward_input || a.op == Op::backward_weight)
+        HP_THROW(ValueError, "pipeline", "parallel.pipeline.schedule ",
+                 schedule_kind_name(schedule_.spec.kind),
+                 " splits the backward (I / W), which the executor cannot run yet: use 1f1b, "
+                 "gpipe or interleaved_1f1b");
+  HP_CHECK(p == 1 || (comm_ && comm_->size() == p), "pipeline group of ",
+           comm_ ? comm_->size() : 0, " ranks for ", p, " pipeline ranks");
+  validate(schedule_);
+  const int64_t rank = p == 1 ? 0 : comm_->rank();
+  const std::vector<int64_t> mine = schedule_.stages_of_rank(rank);
+  HP_CHECK(stages_.size() == mine.size(), stages_.size(), " stage functions for ", mine.size(),
+           " stages on rank ", rank);
+  for (size_t i = 0; i < mine.size(); ++i) HP_CHECK(stages_[i].stage == mine[i]);
+  // Tags must fit MPI's guaranteed 32767.
+  HP_CHECK(4 * schedule_.spec.microbatches * schedule_.num_stages <= 32767, "too many tags");
+}
+
+ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input) {
+  const Schedule& s = schedule_;
+  const int64_t rank = s.spec.ranks == 1 ? 0 : comm_->rank();
+  const int64_t m = s.spec.microbatches, n = s.num_stages;
+  const double t_start = now_s();
+  ExecutorStats st;
+  // dir 0: the activation entering `stage`; dir 1: the gradient of `stage`'s output.
+  auto tag = [&](int dir, int64_t mb, int64_t stage, int part) {
+    return static_cast<int>(2 * ((dir * m + mb) * n + stage) + part);
+  };
+  auto stage_fn = [&](int64_t stage) -> const StageFn& {
+    for (const StageFn& f : stages_)
+      if (f.stage == stage) return f;
+    HP_CHECK(false, "stage ", stage, " is not on rank ", rank);
+    return stages_.front();
+  };
+  using Key = std::pair<int64_t, int64_t>;  // (microbatch, stage)
+  std::map<Key, Tensor> inbox_act, inbox_grad;  // arrived: input of stage / grad of its output
+  struct Saved {
+    Tensor input, output;
+  };
+  std::map<Key, Saved> saved;
+  std::vector<dist::WorkPtr> sends;
+  std::vector<Tensor> in_flight;  // tensors being sent, alive until their send completes
+  auto send = [&](const Tensor& t, int64_t to_rank, int dir, int64_t mb, int64_t stage) {
+    HP_CHECK(t.dim() <= kHeader - 2, "a ", t.dim(), "-d tensor between stages");
+    std::vector<int64_t> h(kHeader, 0);
+    h[0] = static_cast<int64_t>(t.dtype());
+    h[1] = t.dim();
+    for (int64_t d = 0; d < t.dim(); ++d) h[size_t(d) + 2] = t.size(d);
+    Tensor header = from_data<int64_t>(h, {kHeader});
+    Tensor data = contiguous(t);
+    const int dst = static_cast<int>(to_rank);
+    sends.push_back(comm_->isend(header, dst, tag(dir, mb, stage, 0)));
+    sends.push_back(comm_->isend(data, dst, tag(dir, mb, stage, 1)));
+    in_flight.push_back(header);
+    in_flight.push_back(data);
+  };
+  auto recv = [&](int64_t from_rank, int dir, int64_t mb, int64_t stage) {
+    const double t0 = now_s();
+    const int src = static_cast<int>(from_rank);
+    const Tensor h = comm_->irecv({kHeader}, DType::i64, src, tag(dir, mb, stage, 0))->result();
+    const std::vector<double> v = h.to_vector();
+    Shape shape;
+    for (int64_t d = 0; d < int64_t(v[1]); ++d) shape.push_back(int64_t(v[size_t(d) + 2]));
+    Tensor t = comm_->irecv(shape, static_cast<DType>(int(v[0])), src, tag(dir, mb, stage, 1))
+                   ->result();
+    st.wait_s += now_s() - t0;
+    return t;
+  };
+  for (const Action& a : s.actions[static_cast<size_t>(rank)]) {
+    const Key key{a.microbatch, a.stage};
+    switch (a.op) {
+      case Op::recv_act:
+        inbox_act[key] = recv(s.rank_of_stage(a.stage - 1), 0, a.microbatch, a.stage);
+        break;
+      case Op::recv_grad:
+        inbox_grad[key] = recv(s.rank_of_stage(a.stage + 1), 1, a.microbatch, a.stage);
+        break;
+      case Op::send_act:
+        send(saved.at(key).output.detach(), s.rank_of_stage(a.stage + 1), 0, a.microbatch,
+             a.stage + 1);
+        break;
+      case Op::send_grad:
+        send(saved.at(key).input.grad(), s.rank_of_stage(a.stage - 1), 1, a.microbatch,
+             a.stage - 1);
+        break;
+      case Op::forward: {
+        const double t0 = now_s();
+        Tensor input;
+        if (a.stage == 0) {
+          input = first_input(a.microbatch);
+        } else {
+          auto it = inbox_act.find(key);
+          HP_CHECK(it != inbox_act.end(), "no input for ", to_string(a));
+          input = it->second.detach();  // a leaf whose .grad is the gradient to send back
+          input.requires_grad_(true);
+          inbox_act.erase(it);
+        }
+        Tensor out = stage_fn(a.stage).forward(a.microbatch, input);
+        // The next stage on this rank takes the output in memory.
+        if (a.stage + 1 < n && s.rank_of_stage(a.stage + 1) == rank)
+          inbox_act[{a.microbatch, a.stage + 1}] = out.detach();
+        saved[key] = {input, out};
+        st.compute_s += now_s() - t0;
+        break;
+      }
+      case Op::backward: {
+        const double t0 = now_s();
+        auto it = saved.find(key);
+        HP_CHECK(it != saved.end(), "no forward for ", to_string(a));
+        if (a.stage + 1 == n) {
+          autograd::backward({it->second.output});
+        } else {
+          auto g = inbox_grad.find(key);
+          HP_CHECK(g != inbox_grad.end(), "no output gradient for ", to_string(a));
+          autograd::backward({it->second.output}, {g->second});
+          inbox_grad.erase(g);
+        }
+        if (a.stage > 0 && s.rank_of_stage(a.stage - 1) == rank)
+          inbox_grad[{a.microbatch, a.stage - 1}] = it->second.input.grad();
+        // Sends of the input gradient read it from `saved` (the next action): drop the output.
+        it->second.output = Tensor();
+        if (a.stage == 0 || s.rank_of_stage(a.stage - 1) == rank) saved.erase(it);
+        st.compute_s += now_s() - t0;
+        break;
+      }
+      case Op::backward_input:
+      case Op::backward_weight: HP_CHECK(false, "split backward"); break;
+    }
+    // A send was the last use of the stage's saved tensors.
+    if (a.op == Op::send_grad) saved.erase(key);
+  }
+  const double t_wait = now_s();
+  for (const auto& w : sends) w->wait();
+  st.wait_s += now_s() - t_wait;
+  st.total_s = now_s() - t_start;
+  return st;
+}
+
+}  // namespace hp::pipeline
