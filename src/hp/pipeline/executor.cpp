@@ -3,10 +3,12 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "hp/autograd/engine.h"
 #include "hp/core/error.h"
 #include "hp/ops/ops.h"
+#include "hp/pipeline/weight_grad.h"
 
 namespace hp::pipeline {
 
@@ -24,13 +26,6 @@ double now_s() {
 Executor::Executor(Schedule schedule, dist::CommPtr comm, std::vector<StageFn> stages)
     : schedule_(std::move(schedule)), comm_(std::move(comm)), stages_(std::move(stages)) {
   const int64_t p = schedule_.spec.ranks;
-  for (const auto& list : schedule_.actions)
-    for (const Action& a : list)
-      if (a.op == Op::backward_input || a.op == Op::backward_weight)
-        HP_THROW(ValueError, "pipeline", "parallel.pipeline.schedule ",
-                 schedule_kind_name(schedule_.spec.kind),
-                 " splits the backward (I / W), which the executor cannot run yet: use 1f1b, "
-                 "gpipe or interleaved_1f1b");
   HP_CHECK(p == 1 || (comm_ && comm_->size() == p), "pipeline group of ",
            comm_ ? comm_->size() : 0, " ranks for ", p, " pipeline ranks");
   validate(schedule_);
@@ -65,6 +60,7 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
     Tensor input, output;
   };
   std::map<Key, Saved> saved;
+  std::map<Key, WeightGradTasks> weight_grads;  // queued by I, run by W
   std::vector<dist::WorkPtr> sends;
   std::vector<Tensor> in_flight;  // tensors being sent, alive until their send completes
   auto send = [&](const Tensor& t, int64_t to_rank, int dir, int64_t mb, int64_t stage) {
@@ -130,8 +126,12 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
         st.compute_s += now_s() - t0;
         break;
       }
-      case Op::backward: {
+      case Op::backward:
+      case Op::backward_input: {
         const double t0 = now_s();
+        // I: linear layers queue their weight gradients for W (weight_grad.h).
+        std::optional<WeightGradCapture> capture;
+        if (a.op == Op::backward_input) capture.emplace(&weight_grads[key]);
         auto it = saved.find(key);
         HP_CHECK(it != saved.end(), "no forward for ", to_string(a));
         if (a.stage + 1 == n) {
@@ -150,8 +150,15 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
         st.compute_s += now_s() - t0;
         break;
       }
-      case Op::backward_input:
-      case Op::backward_weight: HP_CHECK(false, "split backward"); break;
+      case Op::backward_weight: {
+        const double t0 = now_s();
+        auto it = weight_grads.find(key);
+        HP_CHECK(it != weight_grads.end(), "no input gradient before ", to_string(a));
+        for (const auto& task : it->second) task();
+        weight_grads.erase(it);
+        st.compute_s += now_s() - t0;
+        break;
+      }
     }
     // A send was the last use of the stage's saved tensors.
     if (a.op == Op::send_grad) saved.erase(key);

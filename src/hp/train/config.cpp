@@ -198,7 +198,8 @@ void PipelineConfig::describe(Schema& s) {
   s.add("schedule", &schedule,
         "pipeline schedule: gpipe (all forwards, then all backwards) | 1f1b (one forward, one "
         "backward) | interleaved_1f1b (1f1b over virtual_stages chunks per rank) | zb_h1 (zero "
-        "bubble: backward split into input and weight gradients; simulated, not yet executed)")
+        "bubble H1: linear layers' weight gradients deferred from the backward to fill the "
+        "bubble; needs unsharded f32 stages)")
       .choices({"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"});
   s.add("microbatches", &microbatches,
         "microbatches per step (the batch splits as with training.grad_accum, which this sets; "

@@ -127,11 +127,20 @@ shard::ShardedParameters apply_tensor_parallel(models::CausalLM& model, const La
     if (v % l.tp != 0)
       HP_THROW(ValueError, "train", "parallel.tp = ", l.tp, " does not divide the model's ", key,
                " (", v, ")");
-  shard::ShardedParameters tp = shard::parallelize_module(
-      model, l.mesh, "tp",
-      with_overrides(model, models::tp_plan(c, sequence_parallel), overrides, sequence_parallel));
+  shard::ShardingPlan plan =
+      with_overrides(model, models::tp_plan(c, sequence_parallel), overrides, sequence_parallel);
+  if (l.pp > 1) {
+    // A pipeline stage holds some of the modules the architecture's plan names.
+    const auto modules = model.named_modules();
+    std::erase_if(plan, [&](const auto& entry) {
+      return std::none_of(modules.begin(), modules.end(),
+                          [&](const auto& m) { return nn::glob_match(entry.first, m.first); });
+    });
+  }
+  shard::ShardedParameters tp = shard::parallelize_module(model, l.mesh, "tp", plan);
   // The head gives this rank's vocabulary columns: the loss runs on them, and forward (generation)
   // gathers them.
+  if (!model.lm_head && !model.tied_head) return tp;  // the head is on another pipeline stage
   const int64_t offset = shard::chunk_range(c.vocab_size, l.tp, l.tp_comm->rank()).start;
   dist::CommPtr comm = l.tp_comm;
   models::VocabSplit split;

@@ -6,7 +6,9 @@
 #include "hp/core/error.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
+#include "hp/fsdp/fsdp.h"
 #include "hp/pipeline/stage.h"
+#include "hp/pipeline/weight_grad.h"
 
 namespace hp::train {
 
@@ -88,6 +90,16 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
                            const Config& cfg)
     : model_(model), layout_(l), layers_per_stage_(par.layers_per_stage) {
   pipeline::Schedule schedule = pipeline::build_schedule(pipeline_spec(cfg));
+  if (schedule.spec.kind == pipeline::ScheduleKind::zb_h1) {
+    // W adds the deferred weight gradients after I's backward ended, when FSDP would already have
+    // reduced (and freed) the layer: the split needs the parameters to be the masters.
+    if (!par.fsdp->passthrough())
+      HP_THROW(ValueError, "train", "parallel.pipeline.schedule zb_h1 needs each stage's ",
+               "parameters unsharded in f32 (parallel.dp_shard, dp_replicate and cp 1 per stage, ",
+               "training.mixed_precision f32); got dp_shard ", l.dp_shard, ", dp_replicate ",
+               l.dp_replicate, ", cp ", l.cp, ", mixed_precision ", cfg.training.mixed_precision);
+    pipeline::install_deferred_linears(model);
+  }
   const auto ranges = pipeline::stage_ranges(layers_per_stage_);
   const int64_t last = schedule.num_stages - 1;
   std::vector<pipeline::StageFn> fns;
