@@ -1,6 +1,9 @@
 // The parallelize step: the one place that turns a built model and the resolved config into what
 // the training loop trains (docs/ARCHITECTURE.md §4b). Every transform is applied here, in this
 // order, so the loop never knows it:
+//   0. PP        pipeline parallelism over the pp axis (outermost): the model is cut into stages at
+//                layer boundaries and this rank keeps only its stages' modules, global FQNs kept
+//                (train/pipeline_step.h; the trainer runs the schedule, pipeline/executor.h)
 //   1. TP / SP   the architecture's tensor-parallel plan (models/tp_plan.h) over the mesh's tp
 //                axis: column/row-parallel attention and MLP, vocabulary-parallel embedding and
 //                head, the loss on the local vocabulary columns; sequence parallelism for the
@@ -20,7 +23,7 @@
 //                dp_replicate); with EP a layer's local experts form a second group, sharded over
 //                the ranks with the same expert coordinate; mixed precision is this step over a
 //                world of one
-// (pipeline parallelism and offload will be further steps of this function.)
+// (offload will be a further step of this function.)
 //
 // Every trained parameter is then described once, as a DTensor over the mesh (global shape and one
 // placement per axis, e.g. (Replicate, Shard(0), Shard(1)) for a row-parallel weight under FSDP;
