@@ -1,6 +1,7 @@
 // Pipeline parallelism in the trainer (pipeline_step.h).
 #include "hp/train/pipeline_step.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "hp/core/error.h"
@@ -118,6 +119,7 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
     };
     fns.push_back(std::move(f));
   }
+  theory_ = pipeline::simulate(schedule).bubble_fraction();
   executor_ = std::make_unique<pipeline::Executor>(std::move(schedule), l.pp_comm, std::move(fns));
 }
 
@@ -128,8 +130,18 @@ double PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t g
     batches_.push_back(loader.next(micro_rows, layout_.dp_rank, layout_.dp_size));
   global_targets_ = global_targets;
   loss_sum_ = 0;
-  stats_ = executor_->run([this](int64_t mb) { return batches_[size_t(mb)].ids; });
+  const pipeline::ExecutorStats st =
+      executor_->run([this](int64_t mb) { return batches_[size_t(mb)].ids; });
   batches_.clear();
+  // Every pipeline rank's (compute, schedule time): [pp, 2].
+  const Tensor times =
+      layout_.pp_comm->all_gather(from_data<double>({st.compute_s, st.total_s}, {1, 2}));
+  const std::vector<double> v = times.to_vector();
+  double span = 0;
+  for (size_t r = 0; r < v.size() / 2; ++r) span = std::max(span, v[2 * r + 1]);
+  measured_.clear();
+  for (size_t r = 0; r < v.size() / 2; ++r)
+    measured_.push_back(span > 0 ? 1.0 - v[2 * r] / span : 0.0);
   return loss_sum_;
 }
 
@@ -141,7 +153,7 @@ std::string PipelineStep::describe() const {
   for (size_t i = 0; i < layers_per_stage_.size(); ++i)
     o << (i ? ", " : "") << layers_per_stage_[i];
   o << "] layers (the embedding with the first, the head with the last); theoretical bubble "
-    << pipeline::simulate(s).bubble_fraction();
+    << theory_;
   return o.str();
 }
 

@@ -57,8 +57,9 @@ class PipelineStep {
   // last stage), as the pp = 1 loop sums it.
   double run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets);
   const pipeline::Schedule& schedule() const { return executor_->schedule(); }
-  // This rank's time in the last step.
-  const pipeline::ExecutorStats& last_stats() const { return stats_; }
+  // The last step's measured bubble of every pipeline rank (1 − its compute time / the longest
+  // schedule time of any rank), and the schedule's theoretical bubble at unit costs.
+  std::pair<std::vector<double>, double> bubble() const { return {measured_, theory_}; }
   // One line for the run log: the schedule, the cut and the theoretical bubble.
   std::string describe() const;
 
@@ -71,7 +72,8 @@ class PipelineStep {
   std::vector<data::Batch> batches_;
   int64_t global_targets_ = 1;
   double loss_sum_ = 0;
-  pipeline::ExecutorStats stats_;
+  std::vector<double> measured_;
+  double theory_ = 0;
 };
 
 }  // namespace hp::train

@@ -21,6 +21,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/checkpoint/dcp.h"
@@ -496,6 +497,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     r.peak_mem_bytes = Allocator::instance().stats(MemTier::host).peak_bytes;
     r.act_mem_bytes = fwd_bwd_peak - live_at_start - grad_bytes;
     r.tp_comm_bytes = shard::region_stats().bytes - tp_bytes_at_start;
+    if (pipe) std::tie(r.pp_bubble, r.pp_bubble_theory) = pipe->bubble();
     if (run.data.blend)
       for (int64_t n : loader.source_samples()) r.source_tokens.push_back(n * cfg.training.seq_len);
     res.steps.push_back(r);
