@@ -34,6 +34,11 @@ for schedule in 1f1b zb_h1; do
   run "pp4_$schedule" 4 --set parallel.pp=4 --set parallel.pipeline.schedule=$schedule
   compare "pp 4 ($schedule) vs 1 rank" "$dir/ref" "$dir/pp4_$schedule" 1e-5 6
 done
+# hp train --profile: every rank's Chrome trace holds its pipeline actions on the timeline.
+run prof 2 --set parallel.pp=2 --profile
+grep -q '"pipeline F0@s0"' "$dir/prof/trace.json"
+grep -q '"pipeline RECV_B3@s0"' "$dir/prof/trace.json"
+grep -q '"pipeline B3@s1"' "$dir/prof/trace.rank1.json"
 # Uneven cut, and pp 2 × dp_shard 2 (FSDP inside each stage).
 run pp2_uneven 2 --set parallel.pp=2 --set "parallel.pipeline.layers_per_stage=[3, 1]"
 grep -q "2 stages of \[3, 1\] layers" "$dir/pp2_uneven.log"

@@ -7,6 +7,7 @@
 
 #include "hp/autograd/engine.h"
 #include "hp/core/error.h"
+#include "hp/core/profiler.h"
 #include "hp/ops/ops.h"
 #include "hp/pipeline/weight_grad.h"
 
@@ -91,6 +92,11 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
   };
   for (const Action& a : s.actions[static_cast<size_t>(rank)]) {
     const Key key{a.microbatch, a.stage};
+    // Profiled runs (hp train --profile) show every action on the rank's timeline ("pipeline
+    // F3@s1"), as the forward or backward phase it belongs to.
+    const bool fwd = a.op == Op::forward || a.op == Op::send_act || a.op == Op::recv_act;
+    const profiler::Scope event(fwd ? profiler::Phase::forward : profiler::Phase::backward,
+                                [&] { return "pipeline " + to_string(a); });
     switch (a.op) {
       case Op::recv_act:
         inbox_act[key] = recv(s.rank_of_stage(a.stage - 1), 0, a.microbatch, a.stage);

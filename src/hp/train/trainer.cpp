@@ -418,10 +418,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     const data::LoaderState loader_at_start = loader.state();
     const RngState rng_at_start = default_generator().state();
     int stop_signal = 0;
-    if (pipe) {
-      const profiler::Scope phase(profiler::Phase::forward);
-      loss_sum = pipe->run(loader, micro_rows, global_targets);
-    }
+    if (pipe) loss_sum = pipe->run(loader, micro_rows, global_targets);  // (phases per action)
     for (int64_t m = 0; !pipe && m < cfg.training.grad_accum; ++m) {
       // Every rank asks at the same point (one all-reduce), so all leave the loop together.
       if (m > 0 && (stop_signal = agreed_stop_signal(*world)) != 0) break;
