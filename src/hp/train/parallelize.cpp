@@ -269,6 +269,12 @@ namespace {
 // The layout of one pipeline stage over its ranks `world` (the whole world when pp = 1).
 Layout stage_layout(const Config& cfg, const dist::CommPtr& world) {
   const int64_t n = world->size();
+  // What n is, for the errors below.
+  const std::string ranks =
+      cfg.parallel.pp == 1
+          ? detail::cat("the world size ", n, " (launched ranks)")
+          : detail::cat("the ranks of a pipeline stage, ", n, " (launched ranks ",
+                        n * cfg.parallel.pp, " / parallel.pp ", cfg.parallel.pp, ")");
   const ParallelConfig& p = cfg.parallel;
   Layout l;
   l.tp = p.tp;
@@ -287,14 +293,12 @@ Layout stage_layout(const Config& cfg, const dist::CommPtr& world) {
   const int64_t fixed = p.dp_replicate * p.cp * p.tp;
   if (n % fixed != 0)
     HP_THROW(ValueError, "train", "parallel.dp_replicate × parallel.cp × parallel.tp = ",
-             p.dp_replicate, " × ", p.cp, " × ", p.tp, " does not divide the world size ", n,
-             " (launched ranks)");
+             p.dp_replicate, " × ", p.cp, " × ", p.tp, " does not divide ", ranks);
   l.dp_shard = p.dp_shard == -1 ? n / fixed : p.dp_shard;
   if (l.dp_replicate * l.dp_shard * l.cp * l.tp != n)
     HP_THROW(ValueError, "train",
              "parallel.dp_replicate × parallel.dp_shard × parallel.cp × parallel.tp = ",
-             l.dp_replicate, " × ", l.dp_shard, " × ", l.cp, " × ", l.tp,
-             " must equal the world size ", n, " (launched ranks)");
+             l.dp_replicate, " × ", l.dp_shard, " × ", l.cp, " × ", l.tp, " must equal ", ranks);
   if (cfg.training.seq_len % (2 * l.cp) != 0 && l.cp > 1)
     HP_THROW(ValueError, "train", "training.seq_len = ", cfg.training.seq_len,
              " does not split into 2 × parallel.cp = ", 2 * l.cp, " equal chunks");
