@@ -1,6 +1,7 @@
 // The pipeline executor (executor.h).
 #include "hp/pipeline/executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "hp/core/profiler.h"
 #include "hp/ops/ops.h"
 #include "hp/pipeline/weight_grad.h"
+#include "hp/shard/placement.h"
 
 namespace hp::pipeline {
 
@@ -24,24 +26,54 @@ double now_s() {
 
 }  // namespace
 
-Executor::Executor(Schedule schedule, dist::CommPtr comm, std::vector<StageFn> stages)
-    : schedule_(std::move(schedule)), comm_(std::move(comm)), stages_(std::move(stages)) {
+Executor::Executor(Schedule schedule, dist::CommPtr comm, std::vector<StageFn> stages,
+                   StagePlacement placement)
+    : schedule_(std::move(schedule)),
+      comm_(std::move(comm)),
+      stages_(std::move(stages)),
+      placement_(std::move(placement)) {
   const int64_t p = schedule_.spec.ranks;
-  HP_CHECK(p == 1 || (comm_ && comm_->size() == p), "pipeline group of ",
-           comm_ ? comm_->size() : 0, " ranks for ", p, " pipeline ranks");
+  if (placement_.ranks.empty()) {
+    HP_CHECK(p == 1 || (comm_ && comm_->size() == p), "pipeline group of ",
+             comm_ ? comm_->size() : 0, " ranks for ", p, " pipeline ranks");
+    rank_ = p == 1 ? 0 : comm_->rank();
+  } else {
+    HP_CHECK(static_cast<int64_t>(placement_.ranks.size()) == p && comm_);
+    rank_ = -1;
+    for (int64_t r = 0; r < p; ++r)
+      for (int c : placement_.ranks[size_t(r)])
+        if (c == comm_->rank()) rank_ = r;
+    HP_CHECK(rank_ >= 0, "comm rank ", comm_->rank(), " holds no pipeline stage");
+  }
   validate(schedule_);
-  const int64_t rank = p == 1 ? 0 : comm_->rank();
-  const std::vector<int64_t> mine = schedule_.stages_of_rank(rank);
+  const std::vector<int64_t> mine = schedule_.stages_of_rank(rank_);
   HP_CHECK(stages_.size() == mine.size(), stages_.size(), " stage functions for ", mine.size(),
-           " stages on rank ", rank);
+           " stages on rank ", rank_);
   for (size_t i = 0; i < mine.size(); ++i) HP_CHECK(stages_[i].stage == mine[i]);
   // Tags must fit MPI's guaranteed 32767.
   HP_CHECK(4 * schedule_.spec.microbatches * schedule_.num_stages <= 32767, "too many tags");
 }
 
+std::vector<Executor::Piece> Executor::pieces(int64_t other) const {
+  if (placement_.ranks.empty()) return {{static_cast<int>(other), 0, -1}};
+  const auto& mine = placement_.ranks[size_t(rank_)];
+  const auto& theirs = placement_.ranks[size_t(other)];
+  const auto me = std::find(mine.begin(), mine.end(), comm_->rank()) - mine.begin();
+  const int64_t rows = placement_.rows;
+  const shard::ChunkRange my = shard::chunk_range(rows, int64_t(mine.size()), me);
+  std::vector<Piece> out;
+  for (size_t j = 0; j < theirs.size(); ++j) {
+    const shard::ChunkRange t = shard::chunk_range(rows, int64_t(theirs.size()), int64_t(j));
+    const int64_t lo = std::max(my.start, t.start);
+    const int64_t hi = std::min(my.start + my.length, t.start + t.length);
+    if (hi > lo) out.push_back({theirs[j], lo - my.start, hi - lo});
+  }
+  return out;
+}
+
 ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input) {
   const Schedule& s = schedule_;
-  const int64_t rank = s.spec.ranks == 1 ? 0 : comm_->rank();
+  const int64_t rank = rank_;
   const int64_t m = s.spec.microbatches, n = s.num_stages;
   const double t_start = now_s();
   ExecutorStats st;
@@ -64,7 +96,8 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
   std::map<Key, WeightGradTasks> weight_grads;  // queued by I, run by W
   std::vector<dist::WorkPtr> sends;
   std::vector<Tensor> in_flight;  // tensors being sent, alive until their send completes
-  auto send = [&](const Tensor& t, int64_t to_rank, int dir, int64_t mb, int64_t stage) {
+  // One message: a header [dtype, ndim, dims ...] and the data.
+  auto send_piece = [&](const Tensor& t, int dst, int tag_header, int tag_data) {
     HP_CHECK(t.dim() <= kHeader - 2, "a ", t.dim(), "-d tensor between stages");
     std::vector<int64_t> h(kHeader, 0);
     h[0] = static_cast<int64_t>(t.dtype());
@@ -72,23 +105,30 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
     for (int64_t d = 0; d < t.dim(); ++d) h[size_t(d) + 2] = t.size(d);
     Tensor header = from_data<int64_t>(h, {kHeader});
     Tensor data = contiguous(t);
-    const int dst = static_cast<int>(to_rank);
-    sends.push_back(comm_->isend(header, dst, tag(dir, mb, stage, 0)));
-    sends.push_back(comm_->isend(data, dst, tag(dir, mb, stage, 1)));
+    sends.push_back(comm_->isend(header, dst, tag_header));
+    sends.push_back(comm_->isend(data, dst, tag_data));
     in_flight.push_back(header);
     in_flight.push_back(data);
   };
-  auto recv = [&](int64_t from_rank, int dir, int64_t mb, int64_t stage) {
-    const double t0 = now_s();
-    const int src = static_cast<int>(from_rank);
-    const Tensor h = comm_->irecv({kHeader}, DType::i64, src, tag(dir, mb, stage, 0))->result();
+  auto recv_piece = [&](int src, int tag_header, int tag_data) {
+    const Tensor h = comm_->irecv({kHeader}, DType::i64, src, tag_header)->result();
     const std::vector<double> v = h.to_vector();
     Shape shape;
     for (int64_t d = 0; d < int64_t(v[1]); ++d) shape.push_back(int64_t(v[size_t(d) + 2]));
-    Tensor t = comm_->irecv(shape, static_cast<DType>(int(v[0])), src, tag(dir, mb, stage, 1))
-                   ->result();
+    return comm_->irecv(shape, static_cast<DType>(int(v[0])), src, tag_data)->result();
+  };
+  auto send = [&](const Tensor& t, int64_t to_rank, int dir, int64_t mb, int64_t stage) {
+    for (const Piece& piece : pieces(to_rank))
+      send_piece(piece.count < 0 ? t : narrow(t, 0, piece.begin, piece.count), piece.peer,
+                 tag(dir, mb, stage, 0), tag(dir, mb, stage, 1));
+  };
+  auto recv = [&](int64_t from_rank, int dir, int64_t mb, int64_t stage) {
+    const double t0 = now_s();
+    std::vector<Tensor> parts;
+    for (const Piece& piece : pieces(from_rank))
+      parts.push_back(recv_piece(piece.peer, tag(dir, mb, stage, 0), tag(dir, mb, stage, 1)));
     st.wait_s += now_s() - t0;
-    return t;
+    return parts.size() == 1 ? parts[0] : cat(parts, 0);
   };
   for (const Action& a : s.actions[static_cast<size_t>(rank)]) {
     const Key key{a.microbatch, a.stage};

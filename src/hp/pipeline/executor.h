@@ -30,6 +30,16 @@ struct StageFn {
   std::function<Tensor(int64_t mb, const Tensor& input)> forward;
 };
 
+// Where the pipeline ranks sit in the communicator when stages have different rank counts (MPMD):
+// pipeline rank r is the comm ranks ranks[r] (its data-parallel ranks, in order), each holding its
+// torch.chunk share of a microbatch's `rows` rows (dim 0); a transfer sends every overlap of a
+// sender's rows with a receiver's, and the receiver joins its pieces in row order. Empty: pipeline
+// rank r is comm rank r and tensors travel whole.
+struct StagePlacement {
+  std::vector<std::vector<int>> ranks;
+  int64_t rows = 0;
+};
+
 // Time per step on this rank (seconds): computing (F and B), blocked in receives, and in all.
 struct ExecutorStats {
   double compute_s = 0, wait_s = 0, total_s = 0;
@@ -37,17 +47,30 @@ struct ExecutorStats {
 
 class Executor {
  public:
-  // `comm`: the pipeline group, rank r of it = pipeline rank r (schedule rank); `stages`: one
-  // StageFn for every stage the schedule places on this rank.
-  Executor(Schedule schedule, dist::CommPtr comm, std::vector<StageFn> stages);
+  // `comm`: the pipeline group, rank r of it = pipeline rank r (schedule rank), or with a
+  // placement the group of every stage's ranks; `stages`: one StageFn for every stage the
+  // schedule places on this rank.
+  Executor(Schedule schedule, dist::CommPtr comm, std::vector<StageFn> stages,
+           StagePlacement placement = {});
   // Runs this rank's list once; first_input(mb) is stage 0's input for microbatch mb.
   ExecutorStats run(const std::function<Tensor(int64_t mb)>& first_input);
   const Schedule& schedule() const { return schedule_; }
 
  private:
+  // Rows [begin, begin + count) of this rank's tensor that go to / come from comm rank `peer`
+  // (count −1: the whole tensor).
+  struct Piece {
+    int peer = 0;
+    int64_t begin = 0, count = -1;
+  };
+  // The pieces this rank exchanges with pipeline rank `other`, in row order.
+  std::vector<Piece> pieces(int64_t other) const;
+
   Schedule schedule_;
   dist::CommPtr comm_;
   std::vector<StageFn> stages_;
+  StagePlacement placement_;
+  int64_t rank_ = 0;  // this rank's pipeline rank
 };
 
 }  // namespace hp::pipeline

@@ -212,6 +212,10 @@ void PipelineConfig::describe(Schema& s) {
   s.add("virtual_stages", &virtual_stages,
         "model chunks per pipeline rank (interleaved_1f1b: stage s on rank s % pp)")
       .min(1);
+  s.add("stage_ranks", &stage_ranks,
+        "ranks of each stage, summing to the world (heterogeneous stages: each stage FSDP over "
+        "its ranks, activations resharded by rows between stages; needs tp, cp, dp_replicate "
+        "and ep 1 and micro-batch rows that divide by every entry); [] = world / pp each");
 }
 
 void ParallelConfig::describe(Schema& s) {
@@ -382,6 +386,34 @@ void check_pipeline(const Config& c, Fail&& fail) {
       fail("parallel.pipeline.layers_per_stage",
            "[" + list + "] sums to " + detail::cat(sum) + ", not model.layers = " +
                str(c.model.layers));
+  }
+  if (!pl.stage_ranks.empty()) {
+    std::string list;
+    bool whole = true;
+    for (double v : pl.stage_ranks) {
+      list += (list.empty() ? "" : ", ") + detail::cat(v);
+      whole &= v >= 1 && v == double(int64_t(v));
+    }
+    const int64_t rows = c.training.grad_accum >= 1 ? c.training.batch_size / c.training.grad_accum : 0;
+    if (int64_t(pl.stage_ranks.size()) != p.pp)
+      fail("parallel.pipeline.stage_ranks", "[" + list + "] has " +
+                                                str(pl.stage_ranks.size()) +
+                                                " entries for parallel.pp = " + str(p.pp));
+    else if (!whole)
+      fail("parallel.pipeline.stage_ranks", "[" + list + "]: every stage needs a whole number >= 1 of ranks");
+    else if (p.tp != 1 || p.cp != 1 || p.dp_replicate != 1 || p.ep != 1 || pl.virtual_stages != 1)
+      fail("parallel.pipeline.stage_ranks",
+           "[" + list + "] needs parallel.tp, cp, dp_replicate, ep and "
+           "parallel.pipeline.virtual_stages 1");
+    else
+      for (double v : pl.stage_ranks)
+        if (rows > 0 && rows % int64_t(v) != 0) {
+          fail("parallel.pipeline.stage_ranks",
+               "[" + list + "]: a micro-batch's " + str(rows) +
+                   " rows (training.batch_size / grad_accum) do not split over " +
+                   detail::cat(v) + " ranks");
+          break;
+        }
   }
   if (c.model.layers > 0 && c.model.layers < stages)
     fail("parallel.pp", str(p.pp) + " × parallel.pipeline.virtual_stages " +

@@ -144,6 +144,7 @@ struct PipelineConfig {
   int64_t microbatches = 0;       // per step; 0 = training.grad_accum (sets it when given)
   std::vector<double> layers_per_stage;  // decoder layers of each stage; [] = balanced by cost
   int64_t virtual_stages = 1;            // model chunks per rank (interleaved_1f1b)
+  std::vector<double> stage_ranks;       // ranks of each stage (MPMD); [] = world / pp each
   void describe(Schema& s);
   bool operator==(const PipelineConfig&) const = default;
 };

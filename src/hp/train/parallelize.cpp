@@ -346,28 +346,51 @@ Layout stage_layout(const Config& cfg, const dist::CommPtr& world) {
 Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
   const int64_t pp = cfg.parallel.pp, n = world->size();
   if (pp < 1) HP_THROW(ValueError, "train", "parallel.pp must be >= 1, got ", pp);
-  if (n % pp != 0)
+  if (n % pp != 0 && cfg.parallel.pipeline.stage_ranks.empty())
     HP_THROW(ValueError, "train", "parallel.pp = ", pp, " does not divide the world size ", n,
              " (launched ranks)");
   if (pp == 1) {
     Layout l = stage_layout(cfg, world);
     l.norm_comm = l.model_comm;
+    l.stage_sizes = {n};
     return l;
   }
   const PipelineConfig& pl = cfg.parallel.pipeline;
   if (pl.microbatches > 0 && pl.microbatches != cfg.training.grad_accum)
     HP_THROW(ValueError, "train", "parallel.pipeline.microbatches = ", pl.microbatches,
              " differs from training.grad_accum = ", cfg.training.grad_accum);
-  // pp outermost: stage k is ranks [k·n/pp, (k+1)·n/pp).
-  const int inner = static_cast<int>(n / pp);
-  const int pp_rank = world->rank() / inner;
+  // pp outermost: stage k is the next stage_sizes[k] ranks.
+  std::vector<int64_t> sizes(static_cast<size_t>(pp), n / pp);
+  if (!pl.stage_ranks.empty()) {
+    sizes.clear();
+    int64_t sum = 0;
+    for (double v : pl.stage_ranks) sum += sizes.emplace_back(static_cast<int64_t>(v));
+    if (static_cast<int64_t>(sizes.size()) != pp || sum != n)
+      HP_THROW(ValueError, "train", "parallel.pipeline.stage_ranks has ", sizes.size(),
+               " entries summing to ", sum, "; the run needs parallel.pp = ", pp,
+               " entries summing to the world size ", n, " (launched ranks)");
+  }
+  int pp_rank = 0;
+  for (int64_t first = 0; world->rank() >= first + sizes[size_t(pp_rank)];)
+    first += sizes[size_t(pp_rank++)];
   Layout l = stage_layout(cfg, world->split(pp_rank, world->rank()));
   l.pp = pp;
   l.pp_rank = pp_rank;
+  l.stage_sizes = sizes;
+  if (l.heterogeneous()) {
+    l.norm_comm = world;  // dp_replicate 1: every rank holds a part of the one copy
+    return l;
+  }
+  const int inner = static_cast<int>(n / pp);
   l.pp_comm = world->split(world->rank() % inner, pp_rank);
   // One copy of the model: this rank's replica (its dp_replicate coordinate) over every stage.
   l.norm_comm = world->split(static_cast<int>(l.mesh->coordinate(0)), world->rank());
   return l;
+}
+
+bool Layout::heterogeneous() const {
+  return std::any_of(stage_sizes.begin(), stage_sizes.end(),
+                     [&](int64_t k) { return k != stage_sizes.front(); });
 }
 
 Parallelized::Parallelized() = default;

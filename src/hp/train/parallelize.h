@@ -74,7 +74,13 @@ namespace hp::train {
 struct Layout {
   int64_t pp = 1;
   int pp_rank = 0;  // this rank's pipeline coordinate (the stages it runs: pipeline/schedule.h)
-  dist::CommPtr pp_comm;    // the pp ranks with this rank's coordinates below pp (null when 1)
+  // Ranks of each pipeline coordinate, consecutive in world order (world / pp each, or
+  // parallel.pipeline.stage_ranks: heterogeneous, MPMD).
+  std::vector<int64_t> stage_sizes;
+  bool heterogeneous() const;
+  // The pp ranks with this rank's coordinates below pp (null when pp is 1 or stages differ in
+  // size: then transfers reshard rows between the stages' ranks over the world).
+  dist::CommPtr pp_comm;
   dist::CommPtr norm_comm;  // pp × model_comm: the ranks that hold one copy of the whole model
   int64_t dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1, ep = 1;
   int dp_rank = 0, dp_size = 1;  // this rank's data-parallel slice of the global batch

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "hp/core/error.h"
+#include "hp/dist/communicator.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
 #include "hp/fsdp/fsdp.h"
@@ -120,7 +121,22 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
     fns.push_back(std::move(f));
   }
   theory_ = pipeline::simulate(schedule).bubble_fraction();
-  executor_ = std::make_unique<pipeline::Executor>(std::move(schedule), l.pp_comm, std::move(fns));
+  if (!l.heterogeneous()) {
+    executor_ =
+        std::make_unique<pipeline::Executor>(std::move(schedule), l.pp_comm, std::move(fns));
+    return;
+  }
+  // Stages of different rank counts: each stage's ranks hold their torch.chunk share of a
+  // micro-batch's rows (the loader's split), and transfers reshard rows between stages.
+  pipeline::StagePlacement placement;
+  placement.rows = cfg.training.batch_size / cfg.training.grad_accum;
+  int first = 0;
+  for (int64_t size : l.stage_sizes) {
+    std::vector<int>& ranks = placement.ranks.emplace_back();
+    for (int64_t i = 0; i < size; ++i) ranks.push_back(first++);
+  }
+  executor_ = std::make_unique<pipeline::Executor>(std::move(schedule), dist::world(),
+                                                   std::move(fns), std::move(placement));
 }
 
 double PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets) {
@@ -133,15 +149,22 @@ double PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t g
   const pipeline::ExecutorStats st =
       executor_->run([this](int64_t mb) { return batches_[size_t(mb)].ids; });
   batches_.clear();
-  // Every pipeline rank's (compute, schedule time): [pp, 2].
-  const Tensor times =
-      layout_.pp_comm->all_gather(from_data<double>({st.compute_s, st.total_s}, {1, 2}));
+  // Every rank's (pipeline rank, compute, schedule time): [ranks, 3]; a stage's compute is the
+  // mean of its ranks'.
+  const dist::CommPtr comm = layout_.pp_comm ? layout_.pp_comm : dist::world();
+  const Tensor times = comm->all_gather(
+      from_data<double>({double(layout_.pp_rank), st.compute_s, st.total_s}, {1, 3}));
   const std::vector<double> v = times.to_vector();
   double span = 0;
-  for (size_t r = 0; r < v.size() / 2; ++r) span = std::max(span, v[2 * r + 1]);
+  std::vector<double> compute(size_t(layout_.pp), 0.0), ranks(size_t(layout_.pp), 0.0);
+  for (size_t i = 0; i + 2 < v.size(); i += 3) {
+    compute[size_t(v[i])] += v[i + 1];
+    ranks[size_t(v[i])] += 1;
+    span = std::max(span, v[i + 2]);
+  }
   measured_.clear();
-  for (size_t r = 0; r < v.size() / 2; ++r)
-    measured_.push_back(span > 0 ? 1.0 - v[2 * r] / span : 0.0);
+  for (size_t k = 0; k < compute.size(); ++k)
+    measured_.push_back(span > 0 && ranks[k] > 0 ? 1.0 - compute[k] / ranks[k] / span : 0.0);
   return loss_sum_;
 }
 
@@ -152,8 +175,14 @@ std::string PipelineStep::describe() const {
     << s.spec.microbatches << " microbatches, " << s.num_stages << " stages of [";
   for (size_t i = 0; i < layers_per_stage_.size(); ++i)
     o << (i ? ", " : "") << layers_per_stage_[i];
-  o << "] layers (the embedding with the first, the head with the last); theoretical bubble "
-    << theory_;
+  o << "] layers (the embedding with the first, the head with the last)";
+  if (layout_.heterogeneous()) {
+    o << " on [";
+    for (size_t i = 0; i < layout_.stage_sizes.size(); ++i)
+      o << (i ? ", " : "") << layout_.stage_sizes[i];
+    o << "] ranks (FSDP inside each, activations resharded by rows)";
+  }
+  o << "; theoretical bubble " << theory_;
   return o.str();
 }
 

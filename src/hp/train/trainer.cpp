@@ -221,7 +221,9 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
          std::to_string(layout.dp_shard * layout.cp / layout.ep) + ")";
   const std::string pp =
       layout.pp > 1 ? "pp " + std::to_string(layout.pp) + " × (" : std::string();
-  log.message("parallel: " + std::to_string(layout.pp * layout.mesh->size()) + " rank(s), " + pp +
+  int64_t ranks = 0;
+  for (int64_t k : layout.stage_sizes) ranks += k;
+  log.message("parallel: " + std::to_string(ranks) + " rank(s), " + pp +
               "dp_replicate " +
               std::to_string(layout.dp_replicate) + " × dp_shard " +
               std::to_string(layout.dp_shard) + cp + tp + ep + (pp.empty() ? "" : ")") +
