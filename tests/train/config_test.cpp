@@ -371,6 +371,13 @@ TEST(ConfigErrors, PipelineKeys) {
   EXPECT_EQ(error_of(kValid, with({"model.layers=4", "parallel.pipeline.virtual_stages=2"})),
             "[config] --set parallel.pipeline.virtual_stages=2: parallel.pipeline.virtual_stages: "
             "2 needs schedule interleaved_1f1b, not 1f1b");
+  EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.stage_ranks=[1, 2, 1]"})),
+            "[config] --set parallel.pipeline.stage_ranks=[1, 2, 1]: "
+            "parallel.pipeline.stage_ranks: [1, 2, 1] has 3 entries for parallel.pp = 2");
+  EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.stage_ranks=[1, 3]", "parallel.tp=2"})),
+            "[config] --set parallel.pipeline.stage_ranks=[1, 3]: "
+            "parallel.pipeline.stage_ranks: [1, 3] needs parallel.tp, cp, dp_replicate, ep and "
+            "parallel.pipeline.virtual_stages 1");
   // microbatches alone sets training.grad_accum (the batch splits the same way).
   const Config c = parse_config(kValid, "run.yaml",
                                 {"parallel.pp=2", "parallel.pipeline.microbatches=4"});
