@@ -378,6 +378,10 @@ TEST(ConfigErrors, PipelineKeys) {
             "[config] --set parallel.pipeline.stage_ranks=[1, 3]: "
             "parallel.pipeline.stage_ranks: [1, 3] needs parallel.tp, cp, dp_replicate, ep and "
             "parallel.pipeline.virtual_stages 1");
+  // The example config loads, its microbatches setting training.grad_accum.
+  const Config example = load_config(std::string(HP_TEST_DIR) + "/../../configs/pipeline.yaml");
+  EXPECT_EQ(example.parallel.pp, 2);
+  EXPECT_EQ(example.training.grad_accum, 8);
   // microbatches alone sets training.grad_accum (the batch splits the same way).
   const Config c = parse_config(kValid, "run.yaml",
                                 {"parallel.pp=2", "parallel.pipeline.microbatches=4"});
