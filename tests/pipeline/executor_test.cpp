@@ -23,7 +23,9 @@ Tensor chunk(int64_t k, const Tensor& h, const std::vector<Tensor>& w,
   return k + 1 == kStages ? mul(sum(y), 1.0 / kMicro) : y;
 }
 
-Tensor plain_linear(const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); }
+Tensor plain_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return linear(x, w, b);
+}
 
 std::vector<Tensor> make_weights() {
   std::vector<Tensor> w;
@@ -61,7 +63,8 @@ void run_schedule(ScheduleKind kind, int64_t virtual_stages) {
                    }});
   } else {
     for (int64_t k = 0; k < kStages; ++k)
-      fns.push_back({k, [&, k](int64_t, const Tensor& x) { return chunk(k, x, w2, plain_linear); }});
+      fns.push_back(
+          {k, [&, k](int64_t, const Tensor& x) { return chunk(k, x, w2, plain_linear); }});
   }
   Executor ex(std::move(s), nullptr, std::move(fns));
   const ExecutorStats st = ex.run([&](int64_t mb) { return inputs[size_t(mb)]; });

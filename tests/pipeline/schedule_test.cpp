@@ -83,8 +83,7 @@ TEST(Schedule, BubbleMatchesClosedForms) {
       const double pm1 = double(p - 1);
       SCOPED_TRACE("pp " + std::to_string(p) + ", m " + std::to_string(m));
       EXPECT_NEAR(theoretical_bubble({ScheduleKind::gpipe, p, m, 1}), pm1 / (m + pm1), 1e-12);
-      EXPECT_NEAR(theoretical_bubble({ScheduleKind::one_f_one_b, p, m, 1}), pm1 / (m + pm1),
-                  1e-12);
+      EXPECT_NEAR(theoretical_bubble({ScheduleKind::one_f_one_b, p, m, 1}), pm1 / (m + pm1), 1e-12);
       const double zb = theoretical_bubble({ScheduleKind::zb_h1, p, m, 1});
       EXPECT_NEAR(zb, pm1 / (3 * m + pm1), 1e-12);
       // The target: zero bubble at most half of 1F1B's.
@@ -128,15 +127,21 @@ TEST(Schedule, ValidatorCatchesBrokenLists) {
     return s;
   };
   // A receive without its send waits forever.
-  EXPECT_EQ(error_of([&] { validate(erase(good, 0, {Op::send_act, 1, 0})); }),
+  EXPECT_EQ(error_of([&] {
+              validate(erase(good, 0, {Op::send_act, 1, 0}));
+            }),
             "[pipeline] deadlock: rank 0 at action 5 (RECV_B1@s0) waits for SEND_B1@s1 on rank 1; "
             "rank 1 at action 4 (RECV_F1@s1) waits for SEND_F1@s0 on rank 0");
   // A send without its receive, and a forward whose input never arrived.
-  EXPECT_EQ(error_of([&] { validate(erase(good, 1, {Op::recv_act, 1, 1})); }),
+  EXPECT_EQ(error_of([&] {
+              validate(erase(good, 1, {Op::recv_act, 1, 1}));
+            }),
             "[pipeline] rank 1 action 4 (F1@s1): needs RECV_F1@s1, which rank 1 does not run "
             "before it");
   // Missing a backward.
-  EXPECT_EQ(error_of([&] { validate(erase(good, 1, {Op::backward, 0, 1})); }),
+  EXPECT_EQ(error_of([&] {
+              validate(erase(good, 1, {Op::backward, 0, 1}));
+            }),
             "[pipeline] microbatch 0 of stage 1 (rank 1) has no backward (B, or I and W)");
   // Two ranks each waiting for the other first: rank 0 waits for mb 0's gradient before it sends
   // mb 0's activation, which rank 1 needs to produce that gradient.
@@ -168,17 +173,24 @@ TEST(Schedule, ValidatorCatchesBrokenLists) {
             "[pipeline] rank 0 action 8 (F0@s1): stage 1 lives on rank 1");
   Schedule twice = good;
   twice.actions[0].push_back({Op::forward, 0, 0});
-  EXPECT_EQ(error_of([&] { validate(twice); }), "[pipeline] rank 0 action 8 (F0@s0): appears twice");
+  EXPECT_EQ(error_of([&] { validate(twice); }),
+            "[pipeline] rank 0 action 8 (F0@s0): appears twice");
 }
 
 TEST(Schedule, BadSpecsNameTheKeys) {
-  EXPECT_EQ(error_of([] { build_schedule({ScheduleKind::one_f_one_b, 4, 2, 1}); }),
+  EXPECT_EQ(error_of([] {
+              build_schedule({ScheduleKind::one_f_one_b, 4, 2, 1});
+            }),
             "[pipeline] parallel.pipeline.schedule 1f1b needs parallel.pipeline.microbatches >= "
             "parallel.pp (4), got 2");
-  EXPECT_EQ(error_of([] { build_schedule({ScheduleKind::interleaved_1f1b, 2, 3, 2}); }),
+  EXPECT_EQ(error_of([] {
+              build_schedule({ScheduleKind::interleaved_1f1b, 2, 3, 2});
+            }),
             "[pipeline] parallel.pipeline.schedule interleaved_1f1b needs "
             "parallel.pipeline.microbatches (3) to be a multiple of parallel.pp (2)");
-  EXPECT_EQ(error_of([] { build_schedule({ScheduleKind::gpipe, 2, 2, 2}); }),
+  EXPECT_EQ(error_of([] {
+              build_schedule({ScheduleKind::gpipe, 2, 2, 2});
+            }),
             "[pipeline] parallel.pipeline.virtual_stages = 2 needs parallel.pipeline.schedule "
             "interleaved_1f1b, not gpipe");
   EXPECT_EQ(error_of([] { schedule_kind_from_name("zb"); }),

@@ -38,7 +38,9 @@ TEST(StageCut, AHeavyHeadMovesLayersToEarlierStages) {
 TEST(StageCut, RangesAndErrors) {
   EXPECT_EQ(stage_ranges({2, 3, 1}),
             (std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 5}, {5, 6}}));
-  EXPECT_EQ(hp::testing::error_of([] { balanced_cut({1, 1}, 0, 0, 3); }),
+  EXPECT_EQ(hp::testing::error_of([] {
+              balanced_cut({1, 1}, 0, 0, 3);
+            }),
             "[pipeline] 2 layers cannot be cut into 3 stages of at least one layer each");
 }
 

@@ -20,8 +20,7 @@ namespace {
 constexpr int64_t kHeader = 8;  // [dtype, ndim, dims ...] as i64
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -87,7 +86,7 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
     HP_CHECK(false, "stage ", stage, " is not on rank ", rank);
     return stages_.front();
   };
-  using Key = std::pair<int64_t, int64_t>;  // (microbatch, stage)
+  using Key = std::pair<int64_t, int64_t>;      // (microbatch, stage)
   std::map<Key, Tensor> inbox_act, inbox_grad;  // arrived: input of stage / grad of its output
   struct Saved {
     Tensor input, output;

@@ -10,9 +10,10 @@
 // shape) and the tensor, tagged by direction, microbatch and stage so their order never matters.
 // Stages adjacent on one rank (interleaved with pp = 1) hand tensors over in memory.
 //
-// The split backward of zero-bubble schedules: I runs the backward under a WeightGradCapture, so the
-// stage's deferred linears (weight_grad.h, installed by the caller) queue their weight gradients;
-// W runs that microbatch's queue. Without deferred linears, I is the whole backward and W empty.
+// The split backward of zero-bubble schedules: I runs the backward under a WeightGradCapture, so
+// the stage's deferred linears (weight_grad.h, installed by the caller) queue their weight
+// gradients; W runs that microbatch's queue. Without deferred linears, I is the whole backward and
+// W empty.
 #pragma once
 
 #include <functional>

@@ -10,14 +10,22 @@ namespace hp::pipeline {
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::forward: return "F";
-    case Op::backward: return "B";
-    case Op::backward_input: return "I";
-    case Op::backward_weight: return "W";
-    case Op::send_act: return "SEND_F";
-    case Op::recv_act: return "RECV_F";
-    case Op::send_grad: return "SEND_B";
-    case Op::recv_grad: return "RECV_B";
+    case Op::forward:
+      return "F";
+    case Op::backward:
+      return "B";
+    case Op::backward_input:
+      return "I";
+    case Op::backward_weight:
+      return "W";
+    case Op::send_act:
+      return "SEND_F";
+    case Op::recv_act:
+      return "RECV_F";
+    case Op::send_grad:
+      return "SEND_B";
+    case Op::recv_grad:
+      return "RECV_B";
   }
   return "?";
 }
@@ -149,9 +157,15 @@ Schedule build_schedule(const ScheduleSpec& spec) {
   for (int64_t r = 0; r < p; ++r) {
     Order order;
     switch (spec.kind) {
-      case ScheduleKind::gpipe: order = gpipe_order(m, r); break;
-      case ScheduleKind::one_f_one_b: order = one_f_one_b_order(p, m, r, false); break;
-      case ScheduleKind::zb_h1: order = one_f_one_b_order(p, m, r, true); break;
+      case ScheduleKind::gpipe:
+        order = gpipe_order(m, r);
+        break;
+      case ScheduleKind::one_f_one_b:
+        order = one_f_one_b_order(p, m, r, false);
+        break;
+      case ScheduleKind::zb_h1:
+        order = one_f_one_b_order(p, m, r, true);
+        break;
       case ScheduleKind::interleaved_1f1b:
         order = interleaved_order(p, m, spec.virtual_stages, r);
         break;
@@ -223,8 +237,8 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
   // Every microbatch: F, and B or (I and W), on every stage; a split backward has both halves.
   for (int64_t st = 0; st < n; ++st)
     for (int64_t mb = 0; mb < m; ++mb) {
-      const std::string what = detail::cat("microbatch ", mb, " of stage ", st, " (rank ",
-                                           s.rank_of_stage(st), ")");
+      const std::string what =
+          detail::cat("microbatch ", mb, " of stage ", st, " (rank ", s.rank_of_stage(st), ")");
       if (!has(Op::forward, mb, st)) HP_THROW(ScheduleError, "pipeline", what, " has no F");
       const bool b = has(Op::backward, mb, st), i = has(Op::backward_input, mb, st),
                  w = has(Op::backward_weight, mb, st);
@@ -259,8 +273,8 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
       if (s.rank_of_stage(stage - 1) != r)
         out.push_back({when(Op::recv_act, mb, stage), to_string({Op::recv_act, mb, stage}), true});
       else
-        out.push_back({when(Op::forward, mb, stage - 1), to_string({Op::forward, mb, stage - 1}),
-                       true});
+        out.push_back(
+            {when(Op::forward, mb, stage - 1), to_string({Op::forward, mb, stage - 1}), true});
     };
     auto output_grad_of = [&](int64_t stage) {  // the gradient of the stage's output
       if (s.rank_of_stage(stage + 1) != r) {
@@ -291,27 +305,39 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
       case Op::send_act:
         out.push_back({when(Op::forward, mb, st), to_string({Op::forward, mb, st}), true});
         break;
-      case Op::send_grad: input_grad_of(st); break;
+      case Op::send_grad:
+        input_grad_of(st);
+        break;
       case Op::recv_act:
-        out.push_back({when(Op::send_act, mb, st - 1), detail::cat(to_string({Op::send_act, mb, st - 1}),
-                       " on rank ", s.rank_of_stage(st - 1)), false});
+        out.push_back({when(Op::send_act, mb, st - 1),
+                       detail::cat(to_string({Op::send_act, mb, st - 1}), " on rank ",
+                                   s.rank_of_stage(st - 1)),
+                       false});
         break;
       case Op::recv_grad:
-        out.push_back({when(Op::send_grad, mb, st + 1), detail::cat(to_string({Op::send_grad, mb, st + 1}),
-                       " on rank ", s.rank_of_stage(st + 1)), false});
+        out.push_back({when(Op::send_grad, mb, st + 1),
+                       detail::cat(to_string({Op::send_grad, mb, st + 1}), " on rank ",
+                                   s.rank_of_stage(st + 1)),
+                       false});
         break;
     }
     return out;
   };
   auto cost = [&](Op op) {
     switch (op) {
-      case Op::forward: return costs.forward;
-      case Op::backward: return costs.backward;
-      case Op::backward_input: return costs.backward_input;
-      case Op::backward_weight: return costs.backward_weight;
+      case Op::forward:
+        return costs.forward;
+      case Op::backward:
+        return costs.backward;
+      case Op::backward_input:
+        return costs.backward_input;
+      case Op::backward_weight:
+        return costs.backward_weight;
       case Op::recv_act:
-      case Op::recv_grad: return costs.transfer;
-      default: return 0.0;
+      case Op::recv_grad:
+        return costs.transfer;
+      default:
+        return 0.0;
     }
   };
   for (bool progress = true; progress;) {
@@ -328,8 +354,9 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
           if (need.ready) {
             start = std::max(start, *need.ready);
           } else if (need.local) {
-            err(r, i, a, "needs " + need.name + ", which rank " + std::to_string(r) +
-                             " does not run before it");
+            err(r, i, a,
+                "needs " + need.name + ", which rank " + std::to_string(r) +
+                    " does not run before it");
           } else {
             blocked = true;
           }
@@ -408,8 +435,8 @@ std::string draw(const Schedule& s) {
       cell = std::max(cell, name.size());
     }
   std::ostringstream o;
-  o << schedule_kind_name(s.spec.kind) << ", " << s.spec.ranks << " ranks, "
-    << s.spec.microbatches << " microbatches";
+  o << schedule_kind_name(s.spec.kind) << ", " << s.spec.ranks << " ranks, " << s.spec.microbatches
+    << " microbatches";
   if (s.spec.virtual_stages > 1) o << ", " << s.spec.virtual_stages << " virtual stages";
   o << ": bubble " << t.bubble_fraction() << " (F = I = W = 1, B = 2)\n";
   for (size_t r = 0; r < grid.size(); ++r) {

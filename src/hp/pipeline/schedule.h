@@ -108,7 +108,9 @@ struct Timeline {
 // Validates and runs the schedule on the model costs (see the header comment). Throws
 // ScheduleError.
 Timeline simulate(const Schedule& s, const Costs& costs = {});
-inline void validate(const Schedule& s) { simulate(s); }
+inline void validate(const Schedule& s) {
+  simulate(s);
+}
 
 // The bubble of the schedule at unit costs (F = I = W = 1, B = 2, free transfers): GPipe and 1F1B
 // (p−1)/(m+p−1), interleaved (p−1)/(v·m+p−1), ZB-H1 (p−1)/(3m+p−1) when m ≥ p.

@@ -46,7 +46,8 @@ std::vector<int64_t> balanced_cut(const std::vector<double>& layer_costs, double
   return out;
 }
 
-std::vector<std::pair<int64_t, int64_t>> stage_ranges(const std::vector<int64_t>& layers_per_stage) {
+std::vector<std::pair<int64_t, int64_t>> stage_ranges(
+    const std::vector<int64_t>& layers_per_stage) {
   std::vector<std::pair<int64_t, int64_t>> out;
   int64_t begin = 0;
   for (int64_t n : layers_per_stage) {

@@ -60,8 +60,12 @@ struct DeferredLinear {
 
 }  // namespace
 
-WeightGradCapture::WeightGradCapture(WeightGradTasks* tasks) : prev_(t_tasks) { t_tasks = tasks; }
-WeightGradCapture::~WeightGradCapture() { t_tasks = prev_; }
+WeightGradCapture::WeightGradCapture(WeightGradTasks* tasks) : prev_(t_tasks) {
+  t_tasks = tasks;
+}
+WeightGradCapture::~WeightGradCapture() {
+  t_tasks = prev_;
+}
 
 Tensor deferred_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return autograd::apply_function<DeferredLinear>({x, w, b})[0];

@@ -6,9 +6,9 @@
 
 #include "hp/core/error.h"
 #include "hp/dist/communicator.h"
+#include "hp/fsdp/fsdp.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
-#include "hp/fsdp/fsdp.h"
 #include "hp/pipeline/stage.h"
 #include "hp/pipeline/weight_grad.h"
 
@@ -26,7 +26,8 @@ StageCosts stage_costs(const models::CausalLM& model, int64_t seq_len) {
   out.layers.assign(static_cast<size_t>(c.num_hidden_layers), 0.0);
   // 2 FLOPs per weight per token (routed experts: the active share), plus causal attention:
   // scores and values, 2 · 2 · T · heads · head_dim / 2 per token.
-  const double active = c.num_experts > 0 ? double(c.num_experts_per_tok) / double(c.num_experts) : 1;
+  const double active =
+      c.num_experts > 0 ? double(c.num_experts_per_tok) / double(c.num_experts) : 1;
   for (const auto& [fqn, t] : model.named_parameters()) {
     const std::string prefix = "model.layers.";
     if (fqn.rfind(prefix, 0) != 0) continue;
@@ -34,7 +35,8 @@ StageCosts stage_costs(const models::CausalLM& model, int64_t seq_len) {
     const bool expert = fqn.find(".experts.") != std::string::npos;
     out.layers[size_t(layer)] += 2.0 * double(t.numel()) * (expert ? active : 1.0);
   }
-  for (double& l : out.layers) l += 2.0 * double(seq_len) * double(c.num_attention_heads * c.head_dim);
+  for (double& l : out.layers)
+    l += 2.0 * double(seq_len) * double(c.num_attention_heads * c.head_dim);
   // The embedding is a row copy (hidden per token); the head a GEMM, the loss a softmax.
   out.first = double(c.hidden_size);
   out.last = 2.0 * double(c.hidden_size) * double(c.vocab_size) + 5.0 * double(c.vocab_size) +
