@@ -383,8 +383,8 @@ TEST(ConfigErrors, PipelineKeys) {
   EXPECT_EQ(example.parallel.pp, 2);
   EXPECT_EQ(example.training.grad_accum, 8);
   // microbatches alone sets training.grad_accum (the batch splits the same way).
-  const Config c = parse_config(kValid, "run.yaml",
-                                {"parallel.pp=2", "parallel.pipeline.microbatches=4"});
+  const Config c =
+      parse_config(kValid, "run.yaml", {"parallel.pp=2", "parallel.pipeline.microbatches=4"});
   EXPECT_EQ(c.training.grad_accum, 4);
   EXPECT_EQ(parse_config(to_yaml(c), "resolved"), c);
 }

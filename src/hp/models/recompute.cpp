@@ -1,7 +1,6 @@
 #include "hp/models/recompute.h"
 
 #include <algorithm>
-
 #include <map>
 
 #include "hp/autograd/checkpoint.h"

@@ -246,12 +246,12 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
     const Tensor logits = flat_f32(head(run(in, nullptr, &context_, t)));
     // Σ = mean · count; a rank whose targets are all ignored adds a zero that still reaches its
     // parameters (every rank runs the same backward).
-    Tensor l = local > 0 ? mul(mean_cross_entropy(logits, targets), double(local) / double(std::max<int64_t>(total, 1)))
+    Tensor l = local > 0 ? mul(mean_cross_entropy(logits, targets),
+                               double(local) / double(std::max<int64_t>(total, 1)))
                          : mul(sum(logits), 0.0);
     return add_aux_losses(l, &context_);
   }
-  return loss_from_hidden(run_layers(ids, 0, static_cast<int64_t>(model->layers.size())), ids,
-                          lab);
+  return loss_from_hidden(run_layers(ids, 0, static_cast<int64_t>(model->layers.size())), ids, lab);
 }
 
 Tensor CausalLM::run_layers(const Tensor& x, int64_t begin, int64_t end) {
@@ -281,8 +281,8 @@ Tensor CausalLM::loss_from_hidden(const Tensor& h, const Tensor& ids, const Tens
   return add_aux_losses(mean_cross_entropy(shifted, targets), nullptr);
 }
 
-void CausalLM::keep_pipeline_stages(const std::function<bool(int64_t)>& keep_layer,
-                                    bool embedding, bool head) {
+void CausalLM::keep_pipeline_stages(const std::function<bool(int64_t)>& keep_layer, bool embedding,
+                                    bool head) {
   if (tied_head && embedding != head)
     HP_THROW(ValueError, "models", "tied embeddings (tie_word_embeddings) cannot be split over ",
              "pipeline stages: the first stage holds the embedding, the last the head");

@@ -343,11 +343,10 @@ void check_pipeline(const Config& c, Fail&& fail) {
   const PipelineConfig& pl = p.pipeline;
   auto str = [](auto v) { return std::to_string(v); };
   if (p.pp < 1 || pl.virtual_stages < 1) return;  // their own errors
-  if (pl.microbatches > 0 && c.training.grad_accum != 1 &&
-      c.training.grad_accum != pl.microbatches)
-    fail("parallel.pipeline.microbatches",
-         str(pl.microbatches) + " differs from training.grad_accum (" +
-             str(c.training.grad_accum) + "): give one of them");
+  if (pl.microbatches > 0 && c.training.grad_accum != 1 && c.training.grad_accum != pl.microbatches)
+    fail("parallel.pipeline.microbatches", str(pl.microbatches) +
+                                               " differs from training.grad_accum (" +
+                                               str(c.training.grad_accum) + "): give one of them");
   if (p.pp == 1) return;
   const int64_t micro = pl.microbatches > 0 ? pl.microbatches : c.training.grad_accum;
   const int64_t stages = p.pp * pl.virtual_stages;
@@ -377,15 +376,14 @@ void check_pipeline(const Config& c, Fail&& fail) {
     for (double v : pl.layers_per_stage) whole &= v >= 1 && v == double(int64_t(v));
     if (int64_t(pl.layers_per_stage.size()) != stages)
       fail("parallel.pipeline.layers_per_stage",
-           "[" + list + "] has " + str(pl.layers_per_stage.size()) + " entries for " +
-               str(stages) + " stages (parallel.pp × parallel.pipeline.virtual_stages)");
+           "[" + list + "] has " + str(pl.layers_per_stage.size()) + " entries for " + str(stages) +
+               " stages (parallel.pp × parallel.pipeline.virtual_stages)");
     else if (!whole)
       fail("parallel.pipeline.layers_per_stage",
            "[" + list + "]: every stage needs a whole number >= 1 of layers");
     else if (c.model.layers > 0 && sum != double(c.model.layers))
-      fail("parallel.pipeline.layers_per_stage",
-           "[" + list + "] sums to " + detail::cat(sum) + ", not model.layers = " +
-               str(c.model.layers));
+      fail("parallel.pipeline.layers_per_stage", "[" + list + "] sums to " + detail::cat(sum) +
+                                                     ", not model.layers = " + str(c.model.layers));
   }
   if (!pl.stage_ranks.empty()) {
     std::string list;
@@ -394,24 +392,25 @@ void check_pipeline(const Config& c, Fail&& fail) {
       list += (list.empty() ? "" : ", ") + detail::cat(v);
       whole &= v >= 1 && v == double(int64_t(v));
     }
-    const int64_t rows = c.training.grad_accum >= 1 ? c.training.batch_size / c.training.grad_accum : 0;
+    const int64_t rows =
+        c.training.grad_accum >= 1 ? c.training.batch_size / c.training.grad_accum : 0;
     if (int64_t(pl.stage_ranks.size()) != p.pp)
-      fail("parallel.pipeline.stage_ranks", "[" + list + "] has " +
-                                                str(pl.stage_ranks.size()) +
+      fail("parallel.pipeline.stage_ranks", "[" + list + "] has " + str(pl.stage_ranks.size()) +
                                                 " entries for parallel.pp = " + str(p.pp));
     else if (!whole)
-      fail("parallel.pipeline.stage_ranks", "[" + list + "]: every stage needs a whole number >= 1 of ranks");
-    else if (p.tp != 1 || p.cp != 1 || p.dp_replicate != 1 || p.ep != 1 || pl.virtual_stages != 1)
       fail("parallel.pipeline.stage_ranks",
-           "[" + list + "] needs parallel.tp, cp, dp_replicate, ep and "
-           "parallel.pipeline.virtual_stages 1");
+           "[" + list + "]: every stage needs a whole number >= 1 of ranks");
+    else if (p.tp != 1 || p.cp != 1 || p.dp_replicate != 1 || p.ep != 1 || pl.virtual_stages != 1)
+      fail("parallel.pipeline.stage_ranks", "[" + list +
+                                                "] needs parallel.tp, cp, dp_replicate, ep and "
+                                                "parallel.pipeline.virtual_stages 1");
     else
       for (double v : pl.stage_ranks)
         if (rows > 0 && rows % int64_t(v) != 0) {
           fail("parallel.pipeline.stage_ranks",
                "[" + list + "]: a micro-batch's " + str(rows) +
-                   " rows (training.batch_size / grad_accum) do not split over " +
-                   detail::cat(v) + " ranks");
+                   " rows (training.batch_size / grad_accum) do not split over " + detail::cat(v) +
+                   " ranks");
           break;
         }
   }
@@ -421,15 +420,18 @@ void check_pipeline(const Config& c, Fail&& fail) {
                             " stages for model.layers = " + str(c.model.layers) +
                             ": every stage needs a layer");
   if (c.model.path.empty() && c.model.tie_embeddings)
-    fail("parallel.pp", str(p.pp) + " needs untied embeddings (model.tie_embeddings false): the "
-                        "first stage holds the embedding and the last the head");
+    fail("parallel.pp", str(p.pp) +
+                            " needs untied embeddings (model.tie_embeddings false): the "
+                            "first stage holds the embedding and the last the head");
   if (p.cp > 1) fail("parallel.pp", str(p.pp) + " with parallel.cp > 1 is not supported yet");
-  if (c.eval.enabled()) fail("parallel.pp", str(p.pp) + " with validation (eval.*) is not supported yet");
+  if (c.eval.enabled())
+    fail("parallel.pp", str(p.pp) + " with validation (eval.*) is not supported yet");
   if (c.training.sample_tokens > 0)
     fail("parallel.pp", str(p.pp) + " with training.sample_tokens > 0 is not supported yet");
   if (c.model.experts > 0 && c.model.router_aux_loss_coef > 0)
-    fail("parallel.pp", str(p.pp) + " with a router load-balancing loss "
-                        "(model.router_aux_loss_coef > 0) is not supported yet");
+    fail("parallel.pp", str(p.pp) +
+                            " with a router load-balancing loss "
+                            "(model.router_aux_loss_coef > 0) is not supported yet");
 }
 
 // Cross-field consistency; each error is reported at the field the user should change.

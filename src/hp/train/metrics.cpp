@@ -207,7 +207,8 @@ void MetricsLog::print_line(const StepRecord& r) {
   out_ << head << "  loss " << fmt("%.4f", r.loss) << "  gnorm " << fmt("%.3f", r.grad_norm)
        << "  lr " << fmt("%.2e", r.lr) << "  " << si(r.tokens_per_s) << " tok/s  "
        << fmt("%.3f", r.tflops) << " TFLOP/s  MFU " << fmt("%.1f%%", 100.0 * r.mfu) << "  mem "
-       << mib(r.peak_mem_bytes) << "  " << fmt("%.3f", r.step_s) << " s/step  ETA " << duration(eta);
+       << mib(r.peak_mem_bytes) << "  " << fmt("%.3f", r.step_s) << " s/step  ETA "
+       << duration(eta);
   if (!r.pp_bubble.empty()) {
     out_ << "  bubble";
     for (size_t i = 0; i < r.pp_bubble.size(); ++i)

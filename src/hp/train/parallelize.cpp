@@ -292,8 +292,9 @@ Layout stage_layout(const Config& cfg, const dist::CommPtr& world) {
     HP_THROW(ValueError, "train", "parallel.dp_shard must be -1 or >= 1, got ", p.dp_shard);
   const int64_t fixed = p.dp_replicate * p.cp * p.tp;
   if (n % fixed != 0)
-    HP_THROW(ValueError, "train", "parallel.dp_replicate × parallel.cp × parallel.tp = ",
-             p.dp_replicate, " × ", p.cp, " × ", p.tp, " does not divide ", ranks);
+    HP_THROW(ValueError, "train",
+             "parallel.dp_replicate × parallel.cp × parallel.tp = ", p.dp_replicate, " × ", p.cp,
+             " × ", p.tp, " does not divide ", ranks);
   l.dp_shard = p.dp_shard == -1 ? n / fixed : p.dp_shard;
   if (l.dp_replicate * l.dp_shard * l.cp * l.tp != n)
     HP_THROW(ValueError, "train",

@@ -219,16 +219,13 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
     ep = ", ep " + std::to_string(layout.ep) + " (each MoE layer's experts split over " +
          std::to_string(layout.ep) + " of the dp_shard × cp ranks, FSDP over the other " +
          std::to_string(layout.dp_shard * layout.cp / layout.ep) + ")";
-  const std::string pp =
-      layout.pp > 1 ? "pp " + std::to_string(layout.pp) + " × (" : std::string();
+  const std::string pp = layout.pp > 1 ? "pp " + std::to_string(layout.pp) + " × (" : std::string();
   int64_t ranks = 0;
   for (int64_t k : layout.stage_sizes) ranks += k;
-  log.message("parallel: " + std::to_string(ranks) + " rank(s), " + pp +
-              "dp_replicate " +
+  log.message("parallel: " + std::to_string(ranks) + " rank(s), " + pp + "dp_replicate " +
               std::to_string(layout.dp_replicate) + " × dp_shard " +
               std::to_string(layout.dp_shard) + cp + tp + ep + (pp.empty() ? "" : ")") +
-              "; params " +
-              cfg.training.mixed_precision + " compute, f32 masters");
+              "; params " + cfg.training.mixed_precision + " compute, f32 masters");
   if (!res.mx_modules.empty()) {
     std::string list;
     for (const auto& m : res.mx_modules) list += (list.empty() ? "" : ", ") + m;
