@@ -338,3 +338,56 @@ TEST(Config, BuildsOptimizerOptionsAndSchedule) {
 
 }  // namespace
 }  // namespace hp::train
+
+namespace hp::train {
+namespace {
+
+TEST(ConfigErrors, PipelineKeys) {
+  const std::vector<std::string> pp2 = {"parallel.pp=2", "training.grad_accum=4"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), pp2.begin(), pp2.end());
+    return more;
+  };
+  EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.layers_per_stage=[2, 1]"})),
+            "[config] --set parallel.pipeline.layers_per_stage=[2, 1]: "
+            "parallel.pipeline.layers_per_stage: [2, 1] sums to 3, not model.layers = 2");
+  EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.layers_per_stage=[2]"})),
+            "[config] --set parallel.pipeline.layers_per_stage=[2]: "
+            "parallel.pipeline.layers_per_stage: [2] has 1 entries for 2 stages (parallel.pp × "
+            "parallel.pipeline.virtual_stages)");
+  EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.schedule=dualpipe"})),
+            "[config] --set parallel.pipeline.schedule=dualpipe: parallel.pipeline.schedule: must "
+            "be one of gpipe|1f1b|interleaved_1f1b|zb_h1, got 'dualpipe'");
+  EXPECT_EQ(error_of(kValid, {"parallel.pp=2"}),
+            "[config] run.yaml: parallel.pipeline.microbatches: 1 (training.grad_accum when 0) is "
+            "fewer than parallel.pp = 2: schedule 1f1b needs at least one microbatch per stage");
+  EXPECT_EQ(error_of(kValid, {"parallel.pp=2", "parallel.pipeline.schedule=gpipe"}), "(no error)");
+  EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.microbatches=2"})),
+            "[config] --set parallel.pipeline.microbatches=2: parallel.pipeline.microbatches: 2 "
+            "differs from training.grad_accum (4): give one of them");
+  EXPECT_EQ(error_of(kValid, {"parallel.pp=4", "parallel.pipeline.schedule=gpipe"}),
+            "[config] --set parallel.pp=4: parallel.pp: 4 × parallel.pipeline.virtual_stages 1 = "
+            "4 stages for model.layers = 2: every stage needs a layer");
+  EXPECT_EQ(error_of(kValid, with({"model.layers=4", "parallel.pipeline.virtual_stages=2"})),
+            "[config] --set parallel.pipeline.virtual_stages=2: parallel.pipeline.virtual_stages: "
+            "2 needs schedule interleaved_1f1b, not 1f1b");
+  EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.stage_ranks=[1, 2, 1]"})),
+            "[config] --set parallel.pipeline.stage_ranks=[1, 2, 1]: "
+            "parallel.pipeline.stage_ranks: [1, 2, 1] has 3 entries for parallel.pp = 2");
+  EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.stage_ranks=[1, 3]", "parallel.tp=2"})),
+            "[config] --set parallel.pipeline.stage_ranks=[1, 3]: "
+            "parallel.pipeline.stage_ranks: [1, 3] needs parallel.tp, cp, dp_replicate, ep and "
+            "parallel.pipeline.virtual_stages 1");
+  // The example config loads, its microbatches setting training.grad_accum.
+  const Config example = load_config(std::string(HP_TEST_DIR) + "/../../configs/pipeline.yaml");
+  EXPECT_EQ(example.parallel.pp, 2);
+  EXPECT_EQ(example.training.grad_accum, 8);
+  // microbatches alone sets training.grad_accum (the batch splits the same way).
+  const Config c =
+      parse_config(kValid, "run.yaml", {"parallel.pp=2", "parallel.pipeline.microbatches=4"});
+  EXPECT_EQ(c.training.grad_accum, 4);
+  EXPECT_EQ(parse_config(to_yaml(c), "resolved"), c);
+}
+
+}  // namespace
+}  // namespace hp::train

@@ -74,6 +74,11 @@ class Scope {
   explicit Scope(Phase p) {
     if (recording()) open(Category::phase, phase_name(p), nullptr, p);
   }
+  // The same under its own name (a pipeline action: "pipeline F3@s1" in the forward phase).
+  template <class NameFn>
+  requires std::is_invocable_v<NameFn> Scope(Phase p, NameFn&& name_fn) {
+    if (recording()) open(Category::phase, interned(name_fn()), nullptr, p);
+  }
   ~Scope() {
     if (open_) close();
   }

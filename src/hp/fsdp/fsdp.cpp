@@ -87,6 +87,7 @@ class FsdpModel::Impl : public std::enable_shared_from_this<FsdpModel::Impl> {
   std::vector<Shard> shards() const;
   // The shard communicator of each parameter's group (null: a world of one), in shards() order.
   std::vector<dist::CommPtr> shard_comms() const;
+  const dist::CommPtr& single_comm() const { return single_; }
   void finish_grads();
   void reshard_all();
   Stats stats() const { return stats_; }
@@ -111,6 +112,9 @@ class FsdpModel::Impl : public std::enable_shared_from_this<FsdpModel::Impl> {
   nn::Module& root_;
   Groups group_modules_;
   dist::CommPtr shard_, replicate_;  // shard_ null for a world of one, replicate_ without HSDP
+  // The shard communicator as given when it has one rank: the mesh of a world of one, made without
+  // a collective over the world (which ranks of other pipeline stages would not join).
+  dist::CommPtr single_;
   FsdpOptions opt_;
   bool passthrough_ = false;
   std::vector<std::pair<std::string, Tensor>> params_;  // root order, tied tensors once
@@ -133,6 +137,7 @@ FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard, dist
              ") and reduce_dtype (", dtype_name(opt_.reduce_dtype), ") must be f32, bf16 or f16");
   // A communicator of one rank is a world of one (null).
   auto multi = [](dist::CommPtr c) { return c && c->size() > 1 ? c : nullptr; };
+  if (shard && shard->size() == 1) single_ = shard;
   shard_ = multi(std::move(shard));
   replicate_ = multi(std::move(replicate));
   std::vector<dist::CommPtr> comms;  // per group spec
@@ -505,8 +510,11 @@ std::vector<std::pair<std::string, shard::DTensor>> FsdpModel::parameters() cons
   auto mesh_of = [&](const dist::CommPtr& c) {
     shard::MeshPtr& m = c ? meshes[c.get()] : single;
     if (!m) {
-      // Collective over the world for a world of one: every rank makes it (the root group's).
-      dist::CommPtr comm = c ? c : dist::world()->split(dist::world()->rank(), 0);
+      // A world of one: the one-rank shard communicator given, else one split off the world
+      // (collective: every rank makes it, the root group's).
+      dist::CommPtr comm = c                      ? c
+                           : impl_->single_comm() ? impl_->single_comm()
+                                                  : dist::world()->split(dist::world()->rank(), 0);
       m = std::make_shared<shard::DeviceMesh>(
           std::vector<std::pair<std::string, int64_t>>{{"dp_shard", comm->size()}}, comm);
     }

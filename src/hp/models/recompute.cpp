@@ -1,5 +1,6 @@
 #include "hp/models/recompute.h"
 
+#include <algorithm>
 #include <map>
 
 #include "hp/autograd/checkpoint.h"
@@ -61,6 +62,7 @@ std::vector<std::string> apply_recompute(CausalLM& model, const RecomputeSpec& s
   const auto& layers = model.model->layers;
   for (size_t i = 0; i < layers.size(); ++i) {
     if (!full && static_cast<int64_t>(i) % spec.every_k_layers != 0) continue;
+    if (!layers[i]) continue;  // on another pipeline stage
     DecoderLayer& layer = *layers[i];
     const std::string& fqn = fqn_of.at(&layer);
     if (spec.modules.empty()) {
@@ -75,11 +77,12 @@ std::vector<std::string> apply_recompute(CausalLM& model, const RecomputeSpec& s
         todo.push_back({fqn + "." + name, child.get(), dynamic_cast<FeedForward*>(child.get())});
     }
   }
+  const auto held = std::find_if(layers.begin(), layers.end(), [](const auto& l) { return l; });
   for (size_t g = 0; g < spec.modules.size(); ++g)
     if (!used[g])
       HP_THROW(ValueError, "recompute", "modules glob '", spec.modules[g],
                "' matches no block of the selected layers (blocks: ",
-               layers.empty() ? std::string("none") : block_names(*layers[0]), ")");
+               held == layers.end() ? std::string("none") : block_names(**held), ")");
   std::vector<std::string> out;
   for (const Region& r : todo) {
     install(r);

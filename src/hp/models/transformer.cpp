@@ -206,6 +206,20 @@ Tensor CausalLM::head(const Tensor& h) const {
   return lm_head ? lm_head->forward(h) : tied_head->forward(h);
 }
 
+namespace {
+// logits [B, T, V] → [B·T, V] in f32: the loss runs in f32 whatever the compute dtype (as torch
+// autocast does): a bf16 mean over thousands of tokens keeps 3 significant digits.
+Tensor flat_f32(const Tensor& logits) {
+  Tensor f = reshape(logits, {logits.size(0) * logits.size(1), logits.size(2)});
+  return f.dtype() == DType::f32 ? f : cast(f, DType::f32);
+}
+}  // namespace
+
+Tensor CausalLM::mean_cross_entropy(const Tensor& logits, const Tensor& targets) const {
+  return vocab_split_.cross_entropy ? vocab_split_.cross_entropy(logits, targets)
+                                    : cross_entropy(logits, targets, -100, "mean");
+}
+
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
   const Tensor lab = labels.defined() ? labels : ids;
   if (lab.shape() != ids.shape())
@@ -213,16 +227,6 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
   const int64_t b = ids.size(0), t = ids.size(1);
   if (t < 2)
     HP_THROW(ValueError, "models", "loss needs at least 2 tokens per row, got ", ids.desc());
-  // The loss runs in f32 whatever the compute dtype (as torch autocast does): a bf16 mean over
-  // thousands of tokens keeps 3 significant digits.
-  auto flat_f32 = [](const Tensor& logits) {
-    Tensor f = reshape(logits, {logits.size(0) * logits.size(1), logits.size(2)});
-    return f.dtype() == DType::f32 ? f : cast(f, DType::f32);
-  };
-  auto mean_ce = [this](const Tensor& logits, const Tensor& targets) {
-    return vocab_split_.cross_entropy ? vocab_split_.cross_entropy(logits, targets)
-                                      : cross_entropy(logits, targets, -100, "mean");
-  };
   if (context_.degree > 1) {
     // Context parallelism: positions [0, t − 1) predict ids [1, t); this rank runs its spans of
     // both and returns Σ its token losses / all targets of the rows, so the cp ranks' shares sum
@@ -242,30 +246,82 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
     const Tensor logits = flat_f32(head(run(in, nullptr, &context_, t)));
     // Σ = mean · count; a rank whose targets are all ignored adds a zero that still reaches its
     // parameters (every rank runs the same backward).
-    Tensor l = local > 0 ? mul(mean_ce(logits, targets), double(local) / double(std::max<int64_t>(total, 1)))
+    Tensor l = local > 0 ? mul(mean_cross_entropy(logits, targets),
+                               double(local) / double(std::max<int64_t>(total, 1)))
                          : mul(sum(logits), 0.0);
     return add_aux_losses(l, &context_);
   }
-  const Tensor logits = head(hidden_states(ids));  // [B, T, V_local]
+  return loss_from_hidden(run_layers(ids, 0, static_cast<int64_t>(model->layers.size())), ids, lab);
+}
+
+Tensor CausalLM::run_layers(const Tensor& x, int64_t begin, int64_t end) {
+  const auto n = static_cast<int64_t>(model->layers.size());
+  HP_CHECK(0 <= begin && begin <= end && end <= n, "layers [", begin, ", ", end, ") of ", n);
+  AttentionContext ctx;
+  ctx.rope = &rope_;
+  if (begin == 0 && x.dim() != 2)
+    HP_THROW(ValueError, "models", "input ids must be [B, T], got ", x.desc());
+  HP_CHECK(begin > 0 || model->embed_tokens, "the embedding is on another pipeline stage");
+  Tensor h = begin == 0 ? model->embed_tokens->forward(x) : x;  // [B, T, hidden]
+  for (int64_t i = begin; i < end; ++i) {
+    const auto& layer = model->layers[static_cast<size_t>(i)];
+    HP_CHECK(layer != nullptr, "layer ", i, " is on another pipeline stage");
+    h = layer->forward(h, ctx);
+  }
+  return h;
+}
+
+Tensor CausalLM::loss_from_hidden(const Tensor& h, const Tensor& ids, const Tensor& labels) {
+  const Tensor lab = labels.defined() ? labels : ids;
+  const int64_t b = ids.size(0), t = ids.size(1);
+  HP_CHECK(model->norm != nullptr, "the head is on another pipeline stage");
+  const Tensor logits = head(model->norm->forward(h));  // [B, T, V_local]
   Tensor shifted = flat_f32(narrow(logits, 1, 0, t - 1));
   Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
-  return add_aux_losses(mean_ce(shifted, targets), nullptr);
+  return add_aux_losses(mean_cross_entropy(shifted, targets), nullptr);
+}
+
+void CausalLM::keep_pipeline_stages(const std::function<bool(int64_t)>& keep_layer, bool embedding,
+                                    bool head) {
+  if (tied_head && embedding != head)
+    HP_THROW(ValueError, "models", "tied embeddings (tie_word_embeddings) cannot be split over ",
+             "pipeline stages: the first stage holds the embedding, the last the head");
+  nn::Module* list = nullptr;
+  for (const auto& [name, child] : model->children())
+    if (name == "layers") list = child.get();
+  HP_CHECK(list != nullptr);
+  for (size_t i = 0; i < model->layers.size(); ++i)
+    if (model->layers[i] && !keep_layer(static_cast<int64_t>(i))) {
+      list->remove_child(std::to_string(i));
+      model->layers[i] = nullptr;
+    }
+  if (!embedding && model->embed_tokens) {
+    model->remove_child("embed_tokens");
+    model->embed_tokens = nullptr;
+  }
+  if (!head && model->norm) {
+    model->remove_child("norm");
+    model->norm = nullptr;
+    if (lm_head) remove_child("lm_head");
+    if (tied_head) remove_child("lm_head");
+    lm_head = nullptr;
+    tied_head = nullptr;
+  }
 }
 
 Tensor CausalLM::add_aux_losses(Tensor l, const ContextSplit* context) const {
   const double share = context ? 1.0 / double(context->degree) : 1.0;
-  for (const auto& layer : model->layers)
+  std::vector<Tensor> router;
+  for (const auto& layer : model->layers) {
+    if (!layer) continue;  // on another pipeline stage
     if (Tensor aux = layer->mlp->aux_loss(); aux.defined())
       l = add(l, share == 1.0 ? aux : mul(aux, share));
-  if (config_.output_router_logits && config_.router_aux_loss_coef != 0.0) {
-    std::vector<Tensor> router;
-    for (const auto& layer : model->layers)
-      if (Tensor r = layer->mlp->router_logits(); r.defined()) router.push_back(r);
-    if (!router.empty())
-      l = add(l, load_balancing_loss(router, config_.num_experts, config_.num_experts_per_tok,
-                                     context ? context->sum : nullptr) *
-                     config_.router_aux_loss_coef);
+    if (Tensor r = layer->mlp->router_logits(); r.defined()) router.push_back(r);
   }
+  if (config_.output_router_logits && config_.router_aux_loss_coef != 0.0 && !router.empty())
+    l = add(l, load_balancing_loss(router, config_.num_experts, config_.num_experts_per_tok,
+                                   context ? context->sum : nullptr) *
+                   config_.router_aux_loss_coef);
   return l;
 }
 

@@ -184,6 +184,19 @@ class CausalLM : public nn::Module {
   Tensor loss(const Tensor& ids, const Tensor& labels = Tensor());
   // lm_head weight [vocab, hidden] (the embedding when tied).
   Tensor head_weight() const;
+
+  // Pipeline stages (the parallelize step cuts the model at layer boundaries). keep_pipeline_stages
+  // drops the decoder layers `keep_layer` rejects, the embedding unless `embedding` and the final
+  // norm and head unless `head` (FQNs unchanged; a dropped layer's model->layers entry becomes
+  // null). A tied head needs the embedding and the head on the same stage.
+  void keep_pipeline_stages(const std::function<bool(int64_t)>& keep_layer, bool embedding,
+                            bool head);
+  // One stage's forward: layers [begin, end) on x — token ids [B, T] when begin == 0 (the
+  // embedding runs first), else the [B, T, hidden] output of layer begin − 1.
+  Tensor run_layers(const Tensor& x, int64_t begin, int64_t end);
+  // The last stage's loss: loss(ids, labels) from h [B, T, hidden], the last layer's output
+  // (final norm, head, shifted cross-entropy, aux losses of the layers this rank holds).
+  Tensor loss_from_hidden(const Tensor& h, const Tensor& ids, const Tensor& labels = Tensor());
   KVCache new_cache() const;
   // Installs the vocabulary split of a tensor-parallel head (parallelize step).
   void set_vocab_split(VocabSplit s) { vocab_split_ = std::move(s); }
@@ -200,6 +213,8 @@ class CausalLM : public nn::Module {
  private:
   // h [B, T, hidden] → this rank's logit columns [B, T, V_local] (all without a vocab split).
   Tensor head(const Tensor& h) const;
+  // logits [N, V_local] (f32), targets [N] → the mean cross-entropy (over the vocab split).
+  Tensor mean_cross_entropy(const Tensor& logits, const Tensor& targets) const;
   Tensor run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
              int64_t row_length = 0);
   // l + each feed-forward aux loss, then the router load-balancing loss, in that order; under

@@ -194,7 +194,36 @@ void PlanEntryConfig::describe(Schema& s) {
       .choices({"colwise", "rowwise", "sequence", "replicate"});
 }
 
+void PipelineConfig::describe(Schema& s) {
+  s.add("schedule", &schedule,
+        "pipeline schedule: gpipe (all forwards, then all backwards) | 1f1b (one forward, one "
+        "backward) | interleaved_1f1b (1f1b over virtual_stages chunks per rank) | zb_h1 (zero "
+        "bubble H1: linear layers' weight gradients deferred from the backward to fill the "
+        "bubble; needs unsharded f32 stages)")
+      .choices({"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"});
+  s.add("microbatches", &microbatches,
+        "microbatches per step (the batch splits as with training.grad_accum, which this sets; "
+        "0 = training.grad_accum); >= parallel.pp except for gpipe")
+      .min(0);
+  s.add("layers_per_stage", &layers_per_stage,
+        "decoder layers of each stage in model order (pp × virtual_stages entries summing to the "
+        "layer count); [] = balanced by estimated cost (the embedding with the first stage, the "
+        "final norm, head and loss with the last count as their FLOPs)");
+  s.add("virtual_stages", &virtual_stages,
+        "model chunks per pipeline rank (interleaved_1f1b: stage s on rank s % pp)")
+      .min(1);
+  s.add("stage_ranks", &stage_ranks,
+        "ranks of each stage, summing to the world (heterogeneous stages: each stage FSDP over "
+        "its ranks, activations resharded by rows between stages; needs tp, cp, dp_replicate "
+        "and ep 1 and micro-batch rows that divide by every entry); [] = world / pp each");
+}
+
 void ParallelConfig::describe(Schema& s) {
+  s.add("pp", &pp,
+        "pipeline-parallel degree: the model cut at layer boundaries into pp stages "
+        "(parallel.pipeline), the outermost mesh axis (world = pp × dp_replicate × dp_shard × "
+        "cp × tp)")
+      .min(1);
   s.add("dp_shard", &dp_shard,
         "data-parallel shard degree (FSDP shards parameters over dp_shard × cp ranks; -1 = world "
         "/ (dp_replicate × cp × tp))")
@@ -227,6 +256,7 @@ void ParallelConfig::describe(Schema& s) {
              "tensor-parallel plan overrides: each matched module takes this style instead of the "
              "architecture's (a new architecture needs no C++)");
   s.section("fsdp", fsdp);
+  s.section("pipeline", pipeline);
 }
 
 void LowPrecisionConfig::describe(Schema& s) {
@@ -304,6 +334,105 @@ void Config::describe(Schema& s) {
 }
 
 namespace {
+
+// parallel.pp and parallel.pipeline against each other and the model (train/pipeline_step.h runs
+// them). A model loaded from model.path is checked again once its config.json is read.
+template <class Fail>
+void check_pipeline(const Config& c, Fail&& fail) {
+  const ParallelConfig& p = c.parallel;
+  const PipelineConfig& pl = p.pipeline;
+  auto str = [](auto v) { return std::to_string(v); };
+  if (p.pp < 1 || pl.virtual_stages < 1) return;  // their own errors
+  if (pl.microbatches > 0 && c.training.grad_accum != 1 && c.training.grad_accum != pl.microbatches)
+    fail("parallel.pipeline.microbatches", str(pl.microbatches) +
+                                               " differs from training.grad_accum (" +
+                                               str(c.training.grad_accum) + "): give one of them");
+  if (p.pp == 1) return;
+  const int64_t micro = pl.microbatches > 0 ? pl.microbatches : c.training.grad_accum;
+  const int64_t stages = p.pp * pl.virtual_stages;
+  const bool interleaved = pl.schedule == "interleaved_1f1b";
+  if (pl.schedule != "gpipe" && micro < p.pp)
+    fail("parallel.pipeline.microbatches",
+         str(micro) + " (training.grad_accum when 0) is fewer than parallel.pp = " + str(p.pp) +
+             ": schedule " + pl.schedule + " needs at least one microbatch per stage");
+  if (interleaved && pl.virtual_stages < 2)
+    fail("parallel.pipeline.virtual_stages",
+         "must be >= 2 with schedule interleaved_1f1b, got " + str(pl.virtual_stages));
+  if (!interleaved && pl.virtual_stages != 1)
+    fail("parallel.pipeline.virtual_stages",
+         str(pl.virtual_stages) + " needs schedule interleaved_1f1b, not " + pl.schedule);
+  if (interleaved && micro % p.pp != 0)
+    fail("parallel.pipeline.microbatches",
+         str(micro) + " is not a multiple of parallel.pp = " + str(p.pp) +
+             " (interleaved_1f1b runs microbatches in groups of pp)");
+  if (!pl.layers_per_stage.empty()) {
+    double sum = 0;
+    std::string list;
+    for (double v : pl.layers_per_stage) {
+      sum += v;
+      list += (list.empty() ? "" : ", ") + detail::cat(v);
+    }
+    bool whole = true;
+    for (double v : pl.layers_per_stage) whole &= v >= 1 && v == double(int64_t(v));
+    if (int64_t(pl.layers_per_stage.size()) != stages)
+      fail("parallel.pipeline.layers_per_stage",
+           "[" + list + "] has " + str(pl.layers_per_stage.size()) + " entries for " + str(stages) +
+               " stages (parallel.pp × parallel.pipeline.virtual_stages)");
+    else if (!whole)
+      fail("parallel.pipeline.layers_per_stage",
+           "[" + list + "]: every stage needs a whole number >= 1 of layers");
+    else if (c.model.layers > 0 && sum != double(c.model.layers))
+      fail("parallel.pipeline.layers_per_stage", "[" + list + "] sums to " + detail::cat(sum) +
+                                                     ", not model.layers = " + str(c.model.layers));
+  }
+  if (!pl.stage_ranks.empty()) {
+    std::string list;
+    bool whole = true;
+    for (double v : pl.stage_ranks) {
+      list += (list.empty() ? "" : ", ") + detail::cat(v);
+      whole &= v >= 1 && v == double(int64_t(v));
+    }
+    const int64_t rows =
+        c.training.grad_accum >= 1 ? c.training.batch_size / c.training.grad_accum : 0;
+    if (int64_t(pl.stage_ranks.size()) != p.pp)
+      fail("parallel.pipeline.stage_ranks", "[" + list + "] has " + str(pl.stage_ranks.size()) +
+                                                " entries for parallel.pp = " + str(p.pp));
+    else if (!whole)
+      fail("parallel.pipeline.stage_ranks",
+           "[" + list + "]: every stage needs a whole number >= 1 of ranks");
+    else if (p.tp != 1 || p.cp != 1 || p.dp_replicate != 1 || p.ep != 1 || pl.virtual_stages != 1)
+      fail("parallel.pipeline.stage_ranks", "[" + list +
+                                                "] needs parallel.tp, cp, dp_replicate, ep and "
+                                                "parallel.pipeline.virtual_stages 1");
+    else
+      for (double v : pl.stage_ranks)
+        if (rows > 0 && rows % int64_t(v) != 0) {
+          fail("parallel.pipeline.stage_ranks",
+               "[" + list + "]: a micro-batch's " + str(rows) +
+                   " rows (training.batch_size / grad_accum) do not split over " + detail::cat(v) +
+                   " ranks");
+          break;
+        }
+  }
+  if (c.model.layers > 0 && c.model.layers < stages)
+    fail("parallel.pp", str(p.pp) + " × parallel.pipeline.virtual_stages " +
+                            str(pl.virtual_stages) + " = " + str(stages) +
+                            " stages for model.layers = " + str(c.model.layers) +
+                            ": every stage needs a layer");
+  if (c.model.path.empty() && c.model.tie_embeddings)
+    fail("parallel.pp", str(p.pp) +
+                            " needs untied embeddings (model.tie_embeddings false): the "
+                            "first stage holds the embedding and the last the head");
+  if (p.cp > 1) fail("parallel.pp", str(p.pp) + " with parallel.cp > 1 is not supported yet");
+  if (c.eval.enabled())
+    fail("parallel.pp", str(p.pp) + " with validation (eval.*) is not supported yet");
+  if (c.training.sample_tokens > 0)
+    fail("parallel.pp", str(p.pp) + " with training.sample_tokens > 0 is not supported yet");
+  if (c.model.experts > 0 && c.model.router_aux_loss_coef > 0)
+    fail("parallel.pp", str(p.pp) +
+                            " with a router load-balancing loss "
+                            "(model.router_aux_loss_coef > 0) is not supported yet");
+}
 
 // Cross-field consistency; each error is reported at the field the user should change.
 void check_consistency(const Config& c, Schema& s, const std::string& file,
@@ -405,6 +534,7 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     fail("parallel.ep", std::to_string(c.parallel.ep) + " does not divide parallel.dp_shard × " +
                             "parallel.cp = " + std::to_string(c.parallel.dp_shard) + " × " +
                             std::to_string(c.parallel.cp) + " (the ranks experts split over)");
+  check_pipeline(c, fail);
   if (c.low_precision.recipe == "mxfp8" && c.low_precision.modules.empty())
     fail("low_precision.modules", "must not be empty with recipe mxfp8");
   // (model.arch not buildable from sizes is the field's own check.)
@@ -448,6 +578,10 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
   for (const auto& set : sets) s.apply_override(set, &errors);
   throw_if_any(errors);
   s.validate(source, &errors);
+  // parallel.pipeline.microbatches is training.grad_accum under another name (the batch splits the
+  // same way): given alone, it sets it.
+  if (c.parallel.pipeline.microbatches > 0 && c.training.grad_accum == 1)
+    c.training.grad_accum = c.parallel.pipeline.microbatches;
   check_consistency(c, s, source, &errors);
   throw_if_any(errors);
   c.notes.lines = s.deprecations();

@@ -138,13 +138,26 @@ struct PlanEntryConfig {
   bool operator==(const PlanEntryConfig&) const = default;
 };
 
+// parallel.pipeline: how the model is cut into stages and the schedule that runs them (pp > 1).
+struct PipelineConfig {
+  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved_1f1b | zb_h1 (pipeline/schedule.h)
+  int64_t microbatches = 0;       // per step; 0 = training.grad_accum (sets it when given)
+  std::vector<double> layers_per_stage;  // decoder layers of each stage; [] = balanced by cost
+  int64_t virtual_stages = 1;            // model chunks per rank (interleaved_1f1b)
+  std::vector<double> stage_ranks;       // ranks of each stage (MPMD); [] = world / pp each
+  void describe(Schema& s);
+  bool operator==(const PipelineConfig&) const = default;
+};
+
 struct ParallelConfig {
+  int64_t pp = 1;  // pipeline-parallel degree (outermost mesh axis)
   int64_t dp_shard = -1, dp_replicate = 1, tp = 1, cp = 1;
   int64_t ep = 1;  // expert-parallel degree, borrowed from dp_shard × cp
   std::string cp_method = "ring";  // ring | alltoall (shard/context_parallel.h)
   bool sequence_parallel = true;
   std::vector<PlanEntryConfig> plan;  // overrides of the architecture's TP plan, per module
   FsdpConfig fsdp;
+  PipelineConfig pipeline;
   void describe(Schema& s);
   bool operator==(const ParallelConfig&) const = default;
 };

@@ -165,6 +165,10 @@ void MetricsLog::record(const StepRecord& r) {
                         {"step_s", number(r.step_s)}};
     if (r.tp_comm_bytes > 0) j["tp_comm_bytes"] = r.tp_comm_bytes;
     if (!r.source_tokens.empty()) j["source_tokens"] = r.source_tokens;
+    if (!r.pp_bubble.empty()) {
+      j["pp_bubble"] = r.pp_bubble;
+      j["pp_bubble_theory"] = number(r.pp_bubble_theory);
+    }
     append_jsonl(j, r.step);
   }
   if (cfg_.progress == "none") return;
@@ -203,8 +207,15 @@ void MetricsLog::print_line(const StepRecord& r) {
   out_ << head << "  loss " << fmt("%.4f", r.loss) << "  gnorm " << fmt("%.3f", r.grad_norm)
        << "  lr " << fmt("%.2e", r.lr) << "  " << si(r.tokens_per_s) << " tok/s  "
        << fmt("%.3f", r.tflops) << " TFLOP/s  MFU " << fmt("%.1f%%", 100.0 * r.mfu) << "  mem "
-       << mib(r.peak_mem_bytes) << "  " << fmt("%.3f", r.step_s) << " s/step  ETA " << duration(eta)
-       << "\n";
+       << mib(r.peak_mem_bytes) << "  " << fmt("%.3f", r.step_s) << " s/step  ETA "
+       << duration(eta);
+  if (!r.pp_bubble.empty()) {
+    out_ << "  bubble";
+    for (size_t i = 0; i < r.pp_bubble.size(); ++i)
+      out_ << (i ? "/" : " ") << fmt("%.2f", r.pp_bubble[i]);
+    out_ << " (theory " << fmt("%.2f", r.pp_bubble_theory) << ")";
+  }
+  out_ << "\n";
   out_.flush();
 }
 

@@ -15,6 +15,7 @@
 #include "hp/shard/context_parallel.h"
 #include "hp/shard/expert_parallel.h"
 #include "hp/shard/vocab_parallel.h"
+#include "hp/train/pipeline_step.h"
 #include "hp/train/state.h"
 
 namespace hp::train {
@@ -126,11 +127,20 @@ shard::ShardedParameters apply_tensor_parallel(models::CausalLM& model, const La
     if (v % l.tp != 0)
       HP_THROW(ValueError, "train", "parallel.tp = ", l.tp, " does not divide the model's ", key,
                " (", v, ")");
-  shard::ShardedParameters tp = shard::parallelize_module(
-      model, l.mesh, "tp",
-      with_overrides(model, models::tp_plan(c, sequence_parallel), overrides, sequence_parallel));
+  shard::ShardingPlan plan =
+      with_overrides(model, models::tp_plan(c, sequence_parallel), overrides, sequence_parallel);
+  if (l.pp > 1) {
+    // A pipeline stage holds some of the modules the architecture's plan names.
+    const auto modules = model.named_modules();
+    std::erase_if(plan, [&](const auto& entry) {
+      return std::none_of(modules.begin(), modules.end(),
+                          [&](const auto& m) { return nn::glob_match(entry.first, m.first); });
+    });
+  }
+  shard::ShardedParameters tp = shard::parallelize_module(model, l.mesh, "tp", plan);
   // The head gives this rank's vocabulary columns: the loss runs on them, and forward (generation)
   // gathers them.
+  if (!model.lm_head && !model.tied_head) return tp;  // the head is on another pipeline stage
   const int64_t offset = shard::chunk_range(c.vocab_size, l.tp, l.tp_comm->rank()).start;
   dist::CommPtr comm = l.tp_comm;
   models::VocabSplit split;
@@ -254,8 +264,17 @@ DType compute_dtype(const Config& cfg) {
   return cfg.training.mixed_precision == "bf16" ? DType::bf16 : DType::f32;
 }
 
-Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
+namespace {
+
+// The layout of one pipeline stage over its ranks `world` (the whole world when pp = 1).
+Layout stage_layout(const Config& cfg, const dist::CommPtr& world) {
   const int64_t n = world->size();
+  // What n is, for the errors below.
+  const std::string ranks =
+      cfg.parallel.pp == 1
+          ? detail::cat("the world size ", n, " (launched ranks)")
+          : detail::cat("the ranks of a pipeline stage, ", n, " (launched ranks ",
+                        n * cfg.parallel.pp, " / parallel.pp ", cfg.parallel.pp, ")");
   const ParallelConfig& p = cfg.parallel;
   Layout l;
   l.tp = p.tp;
@@ -273,15 +292,14 @@ Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
     HP_THROW(ValueError, "train", "parallel.dp_shard must be -1 or >= 1, got ", p.dp_shard);
   const int64_t fixed = p.dp_replicate * p.cp * p.tp;
   if (n % fixed != 0)
-    HP_THROW(ValueError, "train", "parallel.dp_replicate × parallel.cp × parallel.tp = ",
-             p.dp_replicate, " × ", p.cp, " × ", p.tp, " does not divide the world size ", n,
-             " (launched ranks)");
+    HP_THROW(ValueError, "train",
+             "parallel.dp_replicate × parallel.cp × parallel.tp = ", p.dp_replicate, " × ", p.cp,
+             " × ", p.tp, " does not divide ", ranks);
   l.dp_shard = p.dp_shard == -1 ? n / fixed : p.dp_shard;
   if (l.dp_replicate * l.dp_shard * l.cp * l.tp != n)
     HP_THROW(ValueError, "train",
              "parallel.dp_replicate × parallel.dp_shard × parallel.cp × parallel.tp = ",
-             l.dp_replicate, " × ", l.dp_shard, " × ", l.cp, " × ", l.tp,
-             " must equal the world size ", n, " (launched ranks)");
+             l.dp_replicate, " × ", l.dp_shard, " × ", l.cp, " × ", l.tp, " must equal ", ranks);
   if (cfg.training.seq_len % (2 * l.cp) != 0 && l.cp > 1)
     HP_THROW(ValueError, "train", "training.seq_len = ", cfg.training.seq_len,
              " does not split into 2 × parallel.cp = ", 2 * l.cp, " equal chunks");
@@ -324,6 +342,58 @@ Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
   return l;
 }
 
+}  // namespace
+
+Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
+  const int64_t pp = cfg.parallel.pp, n = world->size();
+  if (pp < 1) HP_THROW(ValueError, "train", "parallel.pp must be >= 1, got ", pp);
+  if (n % pp != 0 && cfg.parallel.pipeline.stage_ranks.empty())
+    HP_THROW(ValueError, "train", "parallel.pp = ", pp, " does not divide the world size ", n,
+             " (launched ranks)");
+  if (pp == 1) {
+    Layout l = stage_layout(cfg, world);
+    l.norm_comm = l.model_comm;
+    l.stage_sizes = {n};
+    return l;
+  }
+  const PipelineConfig& pl = cfg.parallel.pipeline;
+  if (pl.microbatches > 0 && pl.microbatches != cfg.training.grad_accum)
+    HP_THROW(ValueError, "train", "parallel.pipeline.microbatches = ", pl.microbatches,
+             " differs from training.grad_accum = ", cfg.training.grad_accum);
+  // pp outermost: stage k is the next stage_sizes[k] ranks.
+  std::vector<int64_t> sizes(static_cast<size_t>(pp), n / pp);
+  if (!pl.stage_ranks.empty()) {
+    sizes.clear();
+    int64_t sum = 0;
+    for (double v : pl.stage_ranks) sum += sizes.emplace_back(static_cast<int64_t>(v));
+    if (static_cast<int64_t>(sizes.size()) != pp || sum != n)
+      HP_THROW(ValueError, "train", "parallel.pipeline.stage_ranks has ", sizes.size(),
+               " entries summing to ", sum, "; the run needs parallel.pp = ", pp,
+               " entries summing to the world size ", n, " (launched ranks)");
+  }
+  int pp_rank = 0;
+  for (int64_t first = 0; world->rank() >= first + sizes[size_t(pp_rank)];)
+    first += sizes[size_t(pp_rank++)];
+  Layout l = stage_layout(cfg, world->split(pp_rank, world->rank()));
+  l.pp = pp;
+  l.pp_rank = pp_rank;
+  l.stage_sizes = sizes;
+  if (l.heterogeneous()) {
+    l.norm_comm = world;  // dp_replicate 1: every rank holds a part of the one copy
+    return l;
+  }
+  const int inner = static_cast<int>(n / pp);
+  l.pp_comm = world->split(world->rank() % inner, pp_rank);
+  // One copy of the model: this rank's replica (its dp_replicate coordinate) over every stage.
+  l.norm_comm = world->split(static_cast<int>(l.mesh->coordinate(0)), world->rank());
+  return l;
+}
+
+bool Layout::heterogeneous() const {
+  return std::any_of(stage_sizes.begin(), stage_sizes.end(),
+                     [&](int64_t k) { return k != stage_sizes.front(); });
+}
+
 Parallelized::Parallelized() = default;
 Parallelized::~Parallelized() = default;
 Parallelized::Parallelized(Parallelized&&) noexcept = default;
@@ -333,11 +403,14 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   Parallelized out;
   out.sequence_parallel = l.tp > 1 && cfg.parallel.sequence_parallel &&
                           models::supports_sequence_parallel(model.config());
+  // 0. PP: this rank keeps its stages' modules only.
+  if (l.pp > 1) out.layers_per_stage = apply_pipeline(model, l, cfg, &out.held_elsewhere);
   // 1. TP / SP.
   const shard::ShardedParameters tp =
       apply_tensor_parallel(model, l, out.sequence_parallel, cfg.parallel.plan);
   // 2. EP.
-  out.held_elsewhere = apply_expert_parallel(model, l);
+  const std::set<std::string> experts = apply_expert_parallel(model, l);
+  out.held_elsewhere.insert(experts.begin(), experts.end());
   // 3. CP.
   apply_context_parallel(model, l, cfg.parallel);
   // 4. MXFP8 (the kernel hook sits under the TP wrappers).

@@ -1,6 +1,9 @@
 // The parallelize step: the one place that turns a built model and the resolved config into what
 // the training loop trains (docs/ARCHITECTURE.md §4b). Every transform is applied here, in this
 // order, so the loop never knows it:
+//   0. PP        pipeline parallelism over the pp axis (outermost): the model is cut into stages at
+//                layer boundaries and this rank keeps only its stages' modules, global FQNs kept
+//                (train/pipeline_step.h; the trainer runs the schedule, pipeline/executor.h)
 //   1. TP / SP   the architecture's tensor-parallel plan (models/tp_plan.h) over the mesh's tp
 //                axis: column/row-parallel attention and MLP, vocabulary-parallel embedding and
 //                head, the loss on the local vocabulary columns; sequence parallelism for the
@@ -20,7 +23,7 @@
 //                dp_replicate); with EP a layer's local experts form a second group, sharded over
 //                the ranks with the same expert coordinate; mixed precision is this step over a
 //                world of one
-// (pipeline parallelism and offload will be further steps of this function.)
+// (offload will be a further step of this function.)
 //
 // Every trained parameter is then described once, as a DTensor over the mesh (global shape and one
 // placement per axis, e.g. (Replicate, Shard(0), Shard(1)) for a row-parallel weight under FSDP;
@@ -52,10 +55,14 @@ class CausalLM;
 
 namespace hp::train {
 
-// The ranks: world = dp_replicate × dp_shard × cp × tp, outermost first (tp innermost, so a TP
-// group is neighbouring ranks; a cp group is neighbouring TP groups). Resolves dp_shard -1 and
-// checks the degrees against the world size, the model (heads) and the batch split. Throws
-// ValueError("[train] ...") naming the keys and values.
+// The ranks: world = pp × dp_replicate × dp_shard × cp × tp, outermost first (tp innermost, so a
+// TP group is neighbouring ranks; a cp group is neighbouring TP groups; a pipeline stage is
+// world / pp consecutive ranks). Resolves dp_shard -1 and checks the degrees against the world
+// size, the model (heads) and the batch split. Throws ValueError("[train] ...") naming the keys
+// and values.
+//
+// Everything below pp is the layout of one stage: its mesh and communicators span the stage's
+// ranks only (each stage holds other parameters), so FSDP, TP, CP and EP work inside a stage.
 //
 // The parameters' mesh has three axes: "dp_replicate", "dp_shard" and "tp", where "dp_shard"
 // spans dp_shard × cp ranks (the FSDP shard group; the cp ranks of a data-parallel slice sit next
@@ -65,6 +72,16 @@ namespace hp::train {
 // ranks of the shard group). A rank's experts live on the expert mesh: the ranks with the same
 // expert coordinate, axes "dp_replicate", "dp_shard" (dp_shard × cp / ep ranks) and "tp".
 struct Layout {
+  int64_t pp = 1;
+  int pp_rank = 0;  // this rank's pipeline coordinate (the stages it runs: pipeline/schedule.h)
+  // Ranks of each pipeline coordinate, consecutive in world order (world / pp each, or
+  // parallel.pipeline.stage_ranks: heterogeneous, MPMD).
+  std::vector<int64_t> stage_sizes;
+  bool heterogeneous() const;
+  // The pp ranks with this rank's coordinates below pp (null when pp is 1 or stages differ in
+  // size: then transfers reshard rows between the stages' ranks over the world).
+  dist::CommPtr pp_comm;
+  dist::CommPtr norm_comm;  // pp × model_comm: the ranks that hold one copy of the whole model
   int64_t dp_replicate = 1, dp_shard = 1, cp = 1, tp = 1, ep = 1;
   int dp_rank = 0, dp_size = 1;  // this rank's data-parallel slice of the global batch
   int cp_rank = 0;               // this rank's place in the sequence split
@@ -94,8 +111,11 @@ struct Parallelized {
   std::vector<std::pair<std::string, shard::DTensor>> params;
   bool sequence_parallel = false;
   std::vector<std::string> mx_modules, recompute_modules;
-  // Parameters of the model that other ranks hold and this one does not (EP: other experts).
+  // Parameters of the model that other ranks hold and this one does not (EP: other experts; PP:
+  // other stages).
   std::set<std::string> held_elsewhere;
+  // PP: decoder layers of each stage, in model order (train/pipeline_step.h); empty when pp = 1.
+  std::vector<int64_t> layers_per_stage;
 
   Parallelized();
   ~Parallelized();

@@ -21,6 +21,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <tuple>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/checkpoint/dcp.h"
@@ -42,6 +43,7 @@
 #include "hp/train/expert_balance.h"
 #include "hp/train/metrics.h"
 #include "hp/train/parallelize.h"
+#include "hp/train/pipeline_step.h"
 #include "hp/train/profile.h"
 #include "hp/train/setup.h"
 #include "hp/train/state.h"
@@ -217,10 +219,13 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
     ep = ", ep " + std::to_string(layout.ep) + " (each MoE layer's experts split over " +
          std::to_string(layout.ep) + " of the dp_shard × cp ranks, FSDP over the other " +
          std::to_string(layout.dp_shard * layout.cp / layout.ep) + ")";
-  log.message("parallel: " + std::to_string(layout.mesh->size()) + " rank(s), dp_replicate " +
+  const std::string pp = layout.pp > 1 ? "pp " + std::to_string(layout.pp) + " × (" : std::string();
+  int64_t ranks = 0;
+  for (int64_t k : layout.stage_sizes) ranks += k;
+  log.message("parallel: " + std::to_string(ranks) + " rank(s), " + pp + "dp_replicate " +
               std::to_string(layout.dp_replicate) + " × dp_shard " +
-              std::to_string(layout.dp_shard) + cp + tp + ep + "; params " +
-              cfg.training.mixed_precision + " compute, f32 masters");
+              std::to_string(layout.dp_shard) + cp + tp + ep + (pp.empty() ? "" : ")") +
+              "; params " + cfg.training.mixed_precision + " compute, f32 masters");
   if (!res.mx_modules.empty()) {
     std::string list;
     for (const auto& m : res.mx_modules) list += (list.empty() ? "" : ", ") + m;
@@ -347,6 +352,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   std::optional<Evaluator> evaluator;
   if (run.data.eval) evaluator.emplace(cfg, run.data.eval, layout);
   ExpertBiasBalancer balancer(*model, par, layout, cfg.model.router_bias_update_rate);
+  std::optional<PipelineStep> pipe;  // pp > 1: the micro-batches run through the schedule
+  if (layout.pp > 1) pipe.emplace(*model, par, layout, cfg);
 
   // Resume: parameters, optimizer state, loader position and RNG.
   int64_t done = 0;
@@ -364,6 +371,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   if (nranks > 1 && metrics_cfg.progress == "auto") metrics_cfg.progress = "lines";
   MetricsLog metrics(metrics_cfg, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
   describe_run(cfg, res, run.data, loader, layout, par, *model, metrics);
+  if (pipe) metrics.message(pipe->describe());
   if (evaluator) metrics.message(evaluator->describe(run.data.eval_name));
 
   res.peak_tflops = mfu_peak(cfg, metrics, &res.peak_source);
@@ -409,7 +417,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     const data::LoaderState loader_at_start = loader.state();
     const RngState rng_at_start = default_generator().state();
     int stop_signal = 0;
-    for (int64_t m = 0; m < cfg.training.grad_accum; ++m) {
+    if (pipe) loss_sum = pipe->run(loader, micro_rows, global_targets);  // (phases per action)
+    for (int64_t m = 0; !pipe && m < cfg.training.grad_accum; ++m) {
       // Every rank asks at the same point (one all-reduce), so all leave the loop together.
       if (m > 0 && (stop_signal = agreed_stop_signal(*world)) != 0) break;
       const data::Batch batch = loader.next(micro_rows, layout.dp_rank, layout.dp_size);
@@ -453,12 +462,12 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::host).peak_bytes;
     const double loss_value = global_mean_loss(*world, layout, loss_sum, global_targets);
     // Replicas (HSDP) hold equal gradients after finish_grads, and so do the tp ranks for what TP
-    // does not split: the norm counts every element once over dp_shard × tp.
+    // does not split: the norm counts every element once over pp × dp_shard × tp.
     double grad_norm = 0;
     {
       const profiler::Scope phase(profiler::Phase::optimizer);
       grad_norm =
-          optim::clip_grad_norm(counted, {}, cfg.training.grad_clip, *layout.model_comm, uncounted);
+          optim::clip_grad_norm(counted, {}, cfg.training.grad_clip, *layout.norm_comm, uncounted);
       if (std::isfinite(grad_norm)) {
         opt.step(lr);
         balancer.step();
@@ -484,6 +493,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     r.peak_mem_bytes = Allocator::instance().stats(MemTier::host).peak_bytes;
     r.act_mem_bytes = fwd_bwd_peak - live_at_start - grad_bytes;
     r.tp_comm_bytes = shard::region_stats().bytes - tp_bytes_at_start;
+    if (pipe) std::tie(r.pp_bubble, r.pp_bubble_theory) = pipe->bubble();
     if (run.data.blend)
       for (int64_t n : loader.source_samples()) r.source_tokens.push_back(n * cfg.training.seq_len);
     res.steps.push_back(r);

@@ -37,6 +37,10 @@ struct StepRecord {
                                // transient buffers
   int64_t tp_comm_bytes = 0;   // sent by this rank's tensor-parallel collectives in the step
                                // (shard::region_stats: ring-algorithm bytes)
+  // parallel.pp > 1: each pipeline rank's idle share of the step's pipeline time (1 − its compute
+  // time / the slowest rank's schedule time), and the schedule's theoretical bubble.
+  std::vector<double> pp_bubble;
+  double pp_bubble_theory = 0;
   // data.sources: tokens trained on from each source since step 0 (global), in sources order.
   std::vector<int64_t> source_tokens;
 };

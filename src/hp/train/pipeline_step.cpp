@@ -1,0 +1,191 @@
+// Pipeline parallelism in the trainer (pipeline_step.h).
+#include "hp/train/pipeline_step.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "hp/core/error.h"
+#include "hp/dist/communicator.h"
+#include "hp/fsdp/fsdp.h"
+#include "hp/models/transformer.h"
+#include "hp/ops/ops.h"
+#include "hp/pipeline/stage.h"
+#include "hp/pipeline/weight_grad.h"
+
+namespace hp::train {
+
+pipeline::ScheduleSpec pipeline_spec(const Config& cfg) {
+  const PipelineConfig& p = cfg.parallel.pipeline;
+  return {pipeline::schedule_kind_from_name(p.schedule), cfg.parallel.pp, cfg.training.grad_accum,
+          p.virtual_stages};
+}
+
+StageCosts stage_costs(const models::CausalLM& model, int64_t seq_len) {
+  const models::ModelConfig& c = model.config();
+  StageCosts out;
+  out.layers.assign(static_cast<size_t>(c.num_hidden_layers), 0.0);
+  // 2 FLOPs per weight per token (routed experts: the active share), plus causal attention:
+  // scores and values, 2 · 2 · T · heads · head_dim / 2 per token.
+  const double active =
+      c.num_experts > 0 ? double(c.num_experts_per_tok) / double(c.num_experts) : 1;
+  for (const auto& [fqn, t] : model.named_parameters()) {
+    const std::string prefix = "model.layers.";
+    if (fqn.rfind(prefix, 0) != 0) continue;
+    const auto layer = std::stoll(fqn.substr(prefix.size()));
+    const bool expert = fqn.find(".experts.") != std::string::npos;
+    out.layers[size_t(layer)] += 2.0 * double(t.numel()) * (expert ? active : 1.0);
+  }
+  for (double& l : out.layers)
+    l += 2.0 * double(seq_len) * double(c.num_attention_heads * c.head_dim);
+  // The embedding is a row copy (hidden per token); the head a GEMM, the loss a softmax.
+  out.first = double(c.hidden_size);
+  out.last = 2.0 * double(c.hidden_size) * double(c.vocab_size) + 5.0 * double(c.vocab_size) +
+             4.0 * double(c.hidden_size);
+  return out;
+}
+
+std::vector<int64_t> apply_pipeline(models::CausalLM& model, const Layout& l, const Config& cfg,
+                                    std::set<std::string>* held_elsewhere) {
+  const PipelineConfig& pc = cfg.parallel.pipeline;
+  const pipeline::ScheduleSpec spec = pipeline_spec(cfg);
+  const int64_t stages = spec.ranks * spec.virtual_stages;
+  const int64_t layers = model.config().num_hidden_layers;
+  if (model.config().tie_word_embeddings)
+    HP_THROW(ValueError, "train", "parallel.pp = ", l.pp, " needs untied embeddings: the model ",
+             "ties its head to the embedding (tie_word_embeddings), which the first and last ",
+             "stages would both hold");
+  if (model.config().output_router_logits && model.config().router_aux_loss_coef != 0.0)
+    HP_THROW(ValueError, "train", "parallel.pp = ", l.pp, " with a router load-balancing loss ",
+             "over all layers is not supported yet (router_aux_loss_coef ",
+             model.config().router_aux_loss_coef, ")");
+  std::vector<int64_t> cut;
+  if (pc.layers_per_stage.empty()) {
+    const StageCosts costs = stage_costs(model, cfg.training.seq_len);
+    if (layers < stages)
+      HP_THROW(ValueError, "train", "parallel.pp × parallel.pipeline.virtual_stages = ", stages,
+               " stages for a model of ", layers, " layers: every stage needs a layer");
+    cut = pipeline::balanced_cut(costs.layers, costs.first, costs.last, stages);
+  } else {
+    int64_t sum = 0;
+    for (double v : pc.layers_per_stage) {
+      cut.push_back(static_cast<int64_t>(v));
+      sum += cut.back();
+    }
+    if (static_cast<int64_t>(cut.size()) != stages || sum != layers)
+      HP_THROW(ValueError, "train", "parallel.pipeline.layers_per_stage has ", cut.size(),
+               " entries summing to ", sum, "; the model needs ", stages, " entries (stages) ",
+               "summing to its ", layers, " layers");
+  }
+  const auto ranges = pipeline::stage_ranges(cut);
+  std::vector<bool> keep(static_cast<size_t>(layers), false);
+  for (int64_t s = l.pp_rank; s < stages; s += l.pp)
+    for (int64_t i = ranges[size_t(s)].first; i < ranges[size_t(s)].second; ++i)
+      keep[size_t(i)] = true;
+  std::set<std::string> before;
+  for (const auto& [fqn, t] : model.named_parameters()) before.insert(fqn);
+  model.keep_pipeline_stages([&](int64_t i) { return keep[size_t(i)]; }, l.pp_rank == 0,
+                             (stages - 1) % l.pp == l.pp_rank);
+  for (const auto& [fqn, t] : model.named_parameters()) before.erase(fqn);
+  held_elsewhere->insert(before.begin(), before.end());
+  return cut;
+}
+
+PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, const Layout& l,
+                           const Config& cfg)
+    : model_(model), layout_(l), layers_per_stage_(par.layers_per_stage) {
+  pipeline::Schedule schedule = pipeline::build_schedule(pipeline_spec(cfg));
+  if (schedule.spec.kind == pipeline::ScheduleKind::zb_h1) {
+    // W adds the deferred weight gradients after I's backward ended, when FSDP would already have
+    // reduced (and freed) the layer: the split needs the parameters to be the masters.
+    if (!par.fsdp->passthrough())
+      HP_THROW(ValueError, "train", "parallel.pipeline.schedule zb_h1 needs each stage's ",
+               "parameters unsharded in f32 (parallel.dp_shard, dp_replicate and cp 1 per stage, ",
+               "training.mixed_precision f32); got dp_shard ", l.dp_shard, ", dp_replicate ",
+               l.dp_replicate, ", cp ", l.cp, ", mixed_precision ", cfg.training.mixed_precision);
+    pipeline::install_deferred_linears(model);
+  }
+  const auto ranges = pipeline::stage_ranges(layers_per_stage_);
+  const int64_t last = schedule.num_stages - 1;
+  std::vector<pipeline::StageFn> fns;
+  for (int64_t s : schedule.stages_of_rank(l.pp_rank)) {
+    const auto [begin, end] = ranges[size_t(s)];
+    pipeline::StageFn f;
+    f.stage = s;
+    f.forward = [this, begin, end, s, last](int64_t mb, const Tensor& x) {
+      const Tensor h = model_.run_layers(x, begin, end);
+      if (s != last) return h;
+      // d(Σ token losses / the step's targets), as the pp = 1 loop scales each micro-batch.
+      const data::Batch& b = batches_[size_t(mb)];
+      const Tensor mean = model_.loss_from_hidden(h, b.ids, b.labels);
+      loss_sum_ += mean.item() * double(b.targets);
+      return mul(mean, double(b.targets) / double(global_targets_));
+    };
+    fns.push_back(std::move(f));
+  }
+  theory_ = pipeline::simulate(schedule).bubble_fraction();
+  if (!l.heterogeneous()) {
+    executor_ =
+        std::make_unique<pipeline::Executor>(std::move(schedule), l.pp_comm, std::move(fns));
+    return;
+  }
+  // Stages of different rank counts: each stage's ranks hold their torch.chunk share of a
+  // micro-batch's rows (the loader's split), and transfers reshard rows between stages.
+  pipeline::StagePlacement placement;
+  placement.rows = cfg.training.batch_size / cfg.training.grad_accum;
+  int first = 0;
+  for (int64_t size : l.stage_sizes) {
+    std::vector<int>& ranks = placement.ranks.emplace_back();
+    for (int64_t i = 0; i < size; ++i) ranks.push_back(first++);
+  }
+  executor_ = std::make_unique<pipeline::Executor>(std::move(schedule), dist::world(),
+                                                   std::move(fns), std::move(placement));
+}
+
+double PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets) {
+  const int64_t m = executor_->schedule().spec.microbatches;
+  batches_.clear();
+  for (int64_t i = 0; i < m; ++i)
+    batches_.push_back(loader.next(micro_rows, layout_.dp_rank, layout_.dp_size));
+  global_targets_ = global_targets;
+  loss_sum_ = 0;
+  const pipeline::ExecutorStats st =
+      executor_->run([this](int64_t mb) { return batches_[size_t(mb)].ids; });
+  batches_.clear();
+  // Every rank's (pipeline rank, compute, schedule time): [ranks, 3]; a stage's compute is the
+  // mean of its ranks'.
+  const dist::CommPtr comm = layout_.pp_comm ? layout_.pp_comm : dist::world();
+  const Tensor times = comm->all_gather(
+      from_data<double>({double(layout_.pp_rank), st.compute_s, st.total_s}, {1, 3}));
+  const std::vector<double> v = times.to_vector();
+  double span = 0;
+  std::vector<double> compute(size_t(layout_.pp), 0.0), ranks(size_t(layout_.pp), 0.0);
+  for (size_t i = 0; i + 2 < v.size(); i += 3) {
+    compute[size_t(v[i])] += v[i + 1];
+    ranks[size_t(v[i])] += 1;
+    span = std::max(span, v[i + 2]);
+  }
+  measured_.clear();
+  for (size_t k = 0; k < compute.size(); ++k)
+    measured_.push_back(span > 0 && ranks[k] > 0 ? 1.0 - compute[k] / ranks[k] / span : 0.0);
+  return loss_sum_;
+}
+
+std::string PipelineStep::describe() const {
+  const pipeline::Schedule& s = executor_->schedule();
+  std::ostringstream o;
+  o << "pipeline: pp " << s.spec.ranks << ", schedule " << schedule_kind_name(s.spec.kind) << ", "
+    << s.spec.microbatches << " microbatches, " << s.num_stages << " stages of [";
+  for (size_t i = 0; i < layers_per_stage_.size(); ++i)
+    o << (i ? ", " : "") << layers_per_stage_[i];
+  o << "] layers (the embedding with the first, the head with the last)";
+  if (layout_.heterogeneous()) {
+    o << " on [";
+    for (size_t i = 0; i < layout_.stage_sizes.size(); ++i)
+      o << (i ? ", " : "") << layout_.stage_sizes[i];
+    o << "] ranks (FSDP inside each, activations resharded by rows)";
+  }
+  o << "; theoretical bubble " << theory_;
+  return o.str();
+}
+
+}  // namespace hp::train

@@ -1,0 +1,79 @@
+// Pipeline parallelism in the trainer (docs/ARCHITECTURE.md §4b): step 0 of the parallelize step
+// cuts the model into stages, and PipelineStep runs a training step's microbatches through the
+// schedule (pipeline/schedule.h, pipeline/executor.h).
+//
+// Stages: parallel.pp × parallel.pipeline.virtual_stages chunks of consecutive decoder layers in
+// model order (parallel.pipeline.layers_per_stage, or the cut that balances estimated forward
+// FLOPs per token, the embedding counted with the first stage and the final norm, head and loss
+// with the last); stage s runs on pipeline rank s % pp. A rank keeps only its stages' modules, FQNs
+// unchanged, so checkpoints stay per parameter and any pp reloads them.
+//
+// The step: every rank reads the step's training.grad_accum micro-batches as without pp (the
+// first stage needs the ids, the last the targets); the last stage's forward returns each
+// microbatch's mean loss · its targets / the step's targets, exactly the scaled loss the pp = 1
+// loop backpropagates, so the summed gradients equal the pp = 1 run's.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hp/data/loader.h"
+#include "hp/pipeline/executor.h"
+#include "hp/train/config.h"
+#include "hp/train/parallelize.h"
+
+namespace hp::models {
+class CausalLM;
+}
+
+namespace hp::train {
+
+// parallel.pipeline's schedule for the layout.
+pipeline::ScheduleSpec pipeline_spec(const Config& cfg);
+
+// The estimated forward FLOPs per token of each decoder layer, and of what the first (embedding)
+// and last (final norm, head, cross-entropy) stage add: the balanced cut's costs.
+struct StageCosts {
+  std::vector<double> layers;
+  double first = 0, last = 0;
+};
+StageCosts stage_costs(const models::CausalLM& model, int64_t seq_len);
+
+// Step 0 of parallelize: decides the cut (layers per stage, all stages) and drops every module of
+// the stages other ranks run from `model`; returns the cut and adds the dropped parameters' FQNs to
+// `held_elsewhere`. Throws ValueError naming parallel.pipeline.layers_per_stage for a cut that does
+// not fit the model.
+std::vector<int64_t> apply_pipeline(models::CausalLM& model, const Layout& l, const Config& cfg,
+                                    std::set<std::string>* held_elsewhere);
+
+class PipelineStep {
+ public:
+  PipelineStep(models::CausalLM& model, const Parallelized& par, const Layout& l,
+               const Config& cfg);
+  // Runs the step's micro-batches (cfg.training.grad_accum of micro_rows rows from `loader`)
+  // through the schedule; returns this rank's Σ of microbatch mean loss · targets (0 except on the
+  // last stage), as the pp = 1 loop sums it.
+  double run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets);
+  const pipeline::Schedule& schedule() const { return executor_->schedule(); }
+  // The last step's measured bubble of every pipeline rank (1 − its compute time / the longest
+  // schedule time of any rank), and the schedule's theoretical bubble at unit costs.
+  std::pair<std::vector<double>, double> bubble() const { return {measured_, theory_}; }
+  // One line for the run log: the schedule, the cut and the theoretical bubble.
+  std::string describe() const;
+
+ private:
+  models::CausalLM& model_;
+  const Layout& layout_;
+  std::vector<int64_t> layers_per_stage_;
+  std::unique_ptr<pipeline::Executor> executor_;
+  // The step being run: its micro-batches, the step's targets, the loss sum so far.
+  std::vector<data::Batch> batches_;
+  int64_t global_targets_ = 1;
+  double loss_sum_ = 0;
+  std::vector<double> measured_;
+  double theory_ = 0;
+};
+
+}  // namespace hp::train

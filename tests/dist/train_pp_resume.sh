@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# hp train with pipeline parallelism, continued (train_pp.sh): a run saved at pp 2 resumes at pp 1
+# and one saved at pp 1 at pp 2 with the losses of the uninterrupted run; a mixture-of-experts
+# model at pp 2 equals 1 rank; hp train --profile puts every pipeline action on each rank's
+# Chrome trace; bad pipeline keys fail naming the key and values.
+# Usage: train_pp_resume.sh HP_BINARY REPO_ROOT
+source "$(dirname "$0")/../script_lib.sh" "$@"
+cat > "$dir/run.yaml" <<YAML
+model: {arch: qwen3, hidden: 32, layers: 4, heads: 4, kv_heads: 2, intermediate: 64, vocab: 259}
+data: {path: $dir/corpus.txt}
+optimizer: {name: adamw, lr: 0.01}
+training: {steps: 6, batch_size: 8, seq_len: 32, seed: 3, mixed_precision: f32, grad_accum: 4}
+parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
+metrics: {log_every: 1, progress: lines}
+checkpoint: {interval: 0, save_final: false}
+YAML
+run ref 1
+# Saved at pp 2 after step 3, resumed at pp 1; saved at pp 1, resumed at pp 2.
+run saved_pp2 2 --set parallel.pp=2 --stop-after 3
+grep -q "stopped at step 3" "$dir/saved_pp2.log"
+run saved_pp2 1 --resume auto
+grep -q "resumed from .* at step 3" "$dir/saved_pp2.log"
+compare "saved at pp 2, resumed at pp 1" "$dir/ref" "$dir/saved_pp2" 1e-5 6
+run saved_pp1 1 --stop-after 3
+run saved_pp1 2 --set parallel.pp=2 --resume auto
+compare "saved at pp 1, resumed at pp 2" "$dir/ref" "$dir/saved_pp1" 1e-5 6
+# Bad keys: an error naming the key and the values.
+expect_error bad_sum 2 "parallel.pipeline.layers_per_stage: [3, 3] sums to 6, not model.layers = 4" \
+  --set parallel.pp=2 --set "parallel.pipeline.layers_per_stage=[3, 3]"
+expect_error bad_schedule 2 "parallel.pipeline.schedule" \
+  --set parallel.pp=2 --set parallel.pipeline.schedule=dualpipe
+expect_error bad_micro 4 "parallel.pipeline.microbatches: 2 (training.grad_accum when 0) is fewer than parallel.pp = 4" \
+  --set parallel.pp=4 --set training.grad_accum=2
+expect_error bad_world 3 "parallel.pp = 2 does not divide the world size 3" --set parallel.pp=2
+expect_error bad_stage 2 "parallel.dp_replicate × parallel.cp × parallel.tp = 1 × 1 × 2 does not divide the ranks of a pipeline stage, 1 (launched ranks 2 / parallel.pp 2)" \
+  --set parallel.pp=2 --set parallel.tp=2
+expect_error zb_dp 4 "parallel.pipeline.schedule zb_h1 needs each stage's parameters unsharded in f32" \
+  --set parallel.pp=2 --set parallel.pipeline.schedule=zb_h1
+# A mixture-of-experts model (without the router loss, which spans all layers).
+moe=(--set model.arch=qwen3_moe --set model.experts=4 --set model.experts_per_token=2
+  --set model.router_aux_loss_coef=0)
+run ref_moe 1 "${moe[@]}"
+run pp2_moe 2 --set parallel.pp=2 "${moe[@]}"
+compare "pp 2 vs 1 rank (qwen3_moe)" "$dir/ref_moe" "$dir/pp2_moe" 1e-5 6
+# hp train --profile: every rank's Chrome trace holds its pipeline actions on the timeline.
+run prof 2 --set parallel.pp=2 --profile
+grep -q '"pipeline F0@s0"' "$dir/prof/trace.json"
+grep -q '"pipeline RECV_B3@s0"' "$dir/prof/trace.json"
+grep -q '"pipeline B3@s1"' "$dir/prof/trace.rank1.json"
+echo "pipeline parallel resumes, MoE, profile and errors pass"
