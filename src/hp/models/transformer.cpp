@@ -1,5 +1,6 @@
 #include "hp/models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "hp/models/moe.h"
@@ -8,8 +9,48 @@
 
 namespace hp::models {
 
+Tensor document_segments(const Tensor& positions) {
+  HP_CHECK(positions.dim() == 2, "positions must be [B, T], got ", positions.desc());
+  const int64_t b = positions.size(0), t = positions.size(1);
+  const std::vector<double> pos = contiguous(positions).to_vector();
+  std::vector<double> seg(pos.size());
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t i = 1; i < t; ++i)
+      seg[r * t + i] = seg[r * t + i - 1] + (pos[r * t + i] == 0 ? 1 : 0);
+  return from_vector(seg, {b, t}, DType::i32);
+}
+
+namespace {
+
+// cos/sin [B, T, dim / 2] of the per-row positions [B, T] (no gradient: tables, not parameters).
+// The tables span 0..max position, so length-dependent RoPE (dynamic NTK) sees the longest
+// document's length, as HF's does from max(position_ids) + 1.
+std::pair<Tensor, Tensor> per_row_tables(RotaryTables& rope, const Tensor& positions) {
+  const std::vector<double> pos = contiguous(positions).to_vector();
+  double top = 0;
+  for (double p : pos) top = std::max(top, p);
+  auto [cos, sin] = rope.get(0, static_cast<int64_t>(top) + 1, DType::f32);
+  const int64_t half = cos.size(1);
+  Tensor c = empty({positions.size(0), positions.size(1), half}, DType::f32);
+  Tensor s = empty(c.shape(), DType::f32);
+  const Tensor cc = contiguous(cos), sc = contiguous(sin);
+  for (size_t i = 0; i < pos.size(); ++i) {
+    const int64_t p = static_cast<int64_t>(pos[i]);
+    std::copy_n(cc.data<float>() + p * half, half, c.data<float>() + int64_t(i) * half);
+    std::copy_n(sc.data<float>() + p * half, half, s.data<float>() + int64_t(i) * half);
+  }
+  return {c, s};
+}
+
+}  // namespace
+
 std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t) {
   HP_CHECK(ctx.rope, "attention context without rotary tables");
+  if (ctx.positions.defined()) {
+    HP_CHECK(ctx.positions.size(1) == t && (!ctx.context || ctx.context->degree == 1),
+             "per-row positions ", ctx.positions.desc(), " for ", t, " tokens");
+    return per_row_tables(*ctx.rope, ctx.positions);
+  }
   if (!ctx.context || ctx.context->degree == 1) return ctx.rope->get(ctx.start, t, DType::f32);
   // The whole row's tables, then this rank's rows of them: frequencies that depend on the length
   // (dynamic NTK) see the row's length, as on one rank.
@@ -21,9 +62,12 @@ std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t) 
 }
 
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
-              bool causal, double scale) {
+              bool causal, double scale, const Tensor& segments) {
   if (!context || context->degree == 1)
-    return scaled_dot_product_attention(q, k, v, causal, scale);
+    return scaled_dot_product_attention(q, k, v, causal, scale, segments);
+  if (segments.defined())
+    HP_THROW(ValueError, "models", "attention within packed documents (data.document_mask) does ",
+             "not run under context parallelism (parallel.cp = ", context->degree, ")");
   if (!causal || q.size(2) != k.size(2))
     HP_THROW(ValueError, "models", "context parallelism runs causal attention over whole rows ",
              "(training); got q ", q.desc(), ", k ", k.desc(), " (incremental decoding?)");
@@ -98,7 +142,7 @@ Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
     v = lc.v;
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  Tensor o = attend(ctx.context, q, k, v, causal, scale);  // [B, Hq, T, D]
+  Tensor o = attend(ctx.context, q, k, v, causal, scale, ctx.segments);  // [B, Hq, T, D]
   o = reshape(transpose(o, 1, 2), {b, t, heads * head_dim_});
   return o_proj->forward(o);
 }
@@ -177,7 +221,7 @@ Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
 }
 
 Tensor CausalLM::run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
-                     int64_t row_length) {
+                     int64_t row_length, const PackedDocuments* docs) {
   if (ids.dim() != 2) HP_THROW(ValueError, "models", "input ids must be [B, T], got ", ids.desc());
   if (cache && cache->layers.size() != model->layers.size())
     HP_THROW(ValueError, "models", "KV cache has ", cache->layers.size(), " layers, model has ",
@@ -187,6 +231,10 @@ Tensor CausalLM::run(const Tensor& ids, KVCache* cache, const ContextSplit* cont
   ctx.rope = &rope_;
   ctx.context = context;
   ctx.row_length = row_length;
+  if (docs && docs->active()) {
+    if (docs->mask) ctx.segments = document_segments(docs->positions);
+    if (docs->reset_positions) ctx.positions = docs->positions;
+  }
   Tensor h = model->embed_tokens->forward(ids);  // [B, T, hidden]
   for (size_t i = 0; i < model->layers.size(); ++i) {
     ctx.cache = cache ? &cache->layers[i] : nullptr;
@@ -206,13 +254,23 @@ Tensor CausalLM::head(const Tensor& h) const {
   return lm_head ? lm_head->forward(h) : tied_head->forward(h);
 }
 
-Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
+Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocuments& docs) {
   const Tensor lab = labels.defined() ? labels : ids;
   if (lab.shape() != ids.shape())
     HP_THROW(ValueError, "models", "labels ", lab.desc(), " must match ids ", ids.desc());
   const int64_t b = ids.size(0), t = ids.size(1);
   if (t < 2)
     HP_THROW(ValueError, "models", "loss needs at least 2 tokens per row, got ", ids.desc());
+  if (docs.active()) {
+    if (docs.positions.shape() != ids.shape() ||
+        (docs.positions.dtype() != DType::i64 && docs.positions.dtype() != DType::i32))
+      HP_THROW(ValueError, "models", "document positions ", docs.positions.desc(),
+               " must be i32/i64 shaped like ids ", ids.desc());
+    if (context_.degree > 1)
+      HP_THROW(ValueError, "models", "packed-document attention and positions ",
+               "(data.document_mask, data.reset_position_ids) do not run under context ",
+               "parallelism (parallel.cp = ", context_.degree, ")");
+  }
   // The loss runs in f32 whatever the compute dtype (as torch autocast does): a bf16 mean over
   // thousands of tokens keeps 3 significant digits.
   auto flat_f32 = [](const Tensor& logits) {
@@ -246,7 +304,7 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
                          : mul(sum(logits), 0.0);
     return add_aux_losses(l, &context_);
   }
-  const Tensor logits = head(hidden_states(ids));  // [B, T, V_local]
+  const Tensor logits = head(run(ids, nullptr, nullptr, 0, &docs));  // [B, T, V_local]
   Tensor shifted = flat_f32(narrow(logits, 1, 0, t - 1));
   Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
   return add_aux_losses(mean_ce(shifted, targets), nullptr);

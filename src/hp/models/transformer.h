@@ -47,15 +47,35 @@ struct AttentionContext {
   // a last token whose logits go unused), so length-dependent RoPE (dynamic NTK) matches it;
   // 0: T · degree.
   int64_t row_length = 0;
+  // Packed documents (CausalLM::loss with PackedDocuments; whole rows, no cache, no cp):
+  // `segments` i32 [B, T] document ids, non-decreasing along each row (undefined: attention
+  // crosses documents); `positions` i64 [B, T] RoPE positions (undefined: start + t).
+  Tensor segments, positions;
 };
 
+// The packed documents of training rows (data.document_mask, data.reset_position_ids; the loader's
+// Batch::positions): `positions` i32/i64 [B, T] (like the ids) is each token's position within its
+// document, 0 at each document's first token and at the row's first token. `mask` keeps attention
+// inside each document (Megatron's --reset-attention-mask); `reset_positions` gives RoPE those
+// positions instead of 0..T-1 (--reset-position-ids). Neither: the rows run as without it.
+struct PackedDocuments {
+  Tensor positions;
+  bool mask = false;
+  bool reset_positions = false;
+  bool active() const { return positions.defined() && (mask || reset_positions); }
+};
+// Document ids of `positions` [B, T]: the number of zeros in positions[b, 1..t] (i32 [B, T]).
+Tensor document_segments(const Tensor& positions);
+
 // cos/sin [T, rope dim / 2] (f32) for the T tokens of this forward: positions [start, start + T),
-// or this rank's spans of a context-parallel row of T · degree tokens.
+// or this rank's spans of a context-parallel row of T · degree tokens; with ctx.positions, per-row
+// tables [B, T, rope dim / 2] of those positions.
 std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t);
 // Causal attention q [B, Hq, T, D] × k, v [B, Hkv, S, D] (`causal` false: every key visible),
-// across the context-parallel ranks when `context` is set (training: causal, S = T).
+// across the context-parallel ranks when `context` is set (training: causal, S = T); within the
+// documents of `segments` (i32 [B, T], S = T) when defined (not with context parallelism).
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
-              bool causal, double scale);
+              bool causal, double scale, const Tensor& segments = Tensor());
 
 class AttentionBlock : public nn::Module {
  public:
@@ -181,7 +201,12 @@ class CausalLM : public nn::Module {
   // default to ids; -100 is ignored), plus the feed-forward aux losses and, when
   // config.output_router_logits, router_aux_loss_coef · load_balancing_loss over all sparse
   // layers' router logits (HF's MoE ForCausalLM, without attention mask).
-  Tensor loss(const Tensor& ids, const Tensor& labels = Tensor());
+  // With `docs` active (PackedDocuments), each packed document of a row trains as its own row
+  // would: attention and/or RoPE positions restart at its first token. ValueError under context
+  // parallelism (its ring / all-to-all attention carries no document ids) or for positions not
+  // shaped like ids.
+  Tensor loss(const Tensor& ids, const Tensor& labels = Tensor(),
+              const PackedDocuments& docs = PackedDocuments());
   // lm_head weight [vocab, hidden] (the embedding when tied).
   Tensor head_weight() const;
   KVCache new_cache() const;
@@ -201,7 +226,7 @@ class CausalLM : public nn::Module {
   // h [B, T, hidden] → this rank's logit columns [B, T, V_local] (all without a vocab split).
   Tensor head(const Tensor& h) const;
   Tensor run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
-             int64_t row_length = 0);
+             int64_t row_length = 0, const PackedDocuments* docs = nullptr);
   // l + each feed-forward aux loss, then the router load-balancing loss, in that order; under
   // context parallelism (`context`) this rank's shares of them (per-layer aux losses / degree,
   // the router loss from the global expert counts: moe.h).
