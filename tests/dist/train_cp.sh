@@ -62,3 +62,6 @@ expect_error bad_len 2 "training.seq_len: 42 does not split into 2 × parallel.c
   --set parallel.cp=2 --set training.seq_len=42
 expect_error bad_heads 3 "parallel.cp: 3 does not divide the query heads per tp rank" \
   --set parallel.cp=3 --set parallel.cp_method=alltoall
+# Packed-document attention is not carried by ring / Ulysses attention: refused by name.
+expect_error bad_docs 2 "data.document_mask: true does not run with parallel.cp = 2" \
+  --set parallel.cp=2 --set data.document_mask=true

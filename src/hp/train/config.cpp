@@ -99,6 +99,14 @@ void DataConfig::describe(Schema& s) {
         "chat data: tokenizer_config.json holding chat_template, or a .jinja file (\"\" = the "
         "tokenizer_config.json beside the tokenizer)");
   s.add("shuffle", &shuffle, "visit sequences in a seeded random order each epoch");
+  s.add("document_mask", &document_mask,
+        "attention stays inside each packed document (Megatron's --reset-attention-mask); auto = "
+        "on for data with a loss mask (chat) unless parallel.cp > 1 (docs/DATA.md)")
+      .choices({"auto", "true", "false"});
+  s.add("reset_position_ids", &reset_position_ids,
+        "RoPE positions restart at 0 at each packed document (--reset-position-ids); auto = as "
+        "data.document_mask resolves")
+      .choices({"auto", "true", "false"});
 }
 
 void EvalConfig::describe(Schema& s) {
@@ -303,6 +311,15 @@ void Config::describe(Schema& s) {
   s.section("run", run);
 }
 
+DocumentFlags document_flags(const Config& c, bool masked_data) {
+  DocumentFlags f;
+  f.mask = c.data.document_mask == "auto" ? masked_data && c.parallel.cp <= 1
+                                          : c.data.document_mask == "true";
+  f.reset_positions = c.data.reset_position_ids == "auto" ? f.mask
+                                                          : c.data.reset_position_ids == "true";
+  return f;
+}
+
 namespace {
 
 // Cross-field consistency; each error is reported at the field the user should change.
@@ -388,6 +405,13 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                             "tp rank (model.heads " + std::to_string(m.heads) + " / parallel.tp " +
                             std::to_string(c.parallel.tp) +
                             "), which Ulysses (cp_method alltoall) splits; use cp_method ring");
+  // Packed documents: ring and Ulysses attention carry no document ids (models/transformer.h).
+  for (auto [key, value] : {std::pair{"data.document_mask", &c.data.document_mask},
+                            {"data.reset_position_ids", &c.data.reset_position_ids}})
+    if (*value == "true" && c.parallel.cp > 1)
+      fail(key, "true does not run with parallel.cp = " + std::to_string(c.parallel.cp) +
+                    " (context-parallel attention carries no document boundaries); set it to "
+                    "false or auto, or parallel.cp to 1");
   // Expert parallelism: at least one expert per ep rank (uneven splits follow the chunk rule); the
   // ep ranks come from dp_shard × cp (with
   // dp_shard -1, checked again at launch).
