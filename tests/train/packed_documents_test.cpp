@@ -103,27 +103,20 @@ TEST(PackedDocumentsConfig, KeysDefaultsAndErrors) {
   EXPECT_EQ(error_of({"data.document_mask=yes"}),
             "[config] --set data.document_mask=yes: data.document_mask: must be one of "
             "auto|true|false, got 'yes'");
-  EXPECT_EQ(error_of({"parallel.cp=2"}),
-            "[config] docs.yaml:11: data.document_mask: true does not run with parallel.cp = 2 "
-            "(context-parallel attention carries no document boundaries); set it to false or "
-            "auto, or parallel.cp to 1");
-  EXPECT_NE(error_of({"data.document_mask=auto", "data.reset_position_ids=true",
-                         "parallel.cp=2"})
-                .find("data.reset_position_ids: true does not run with parallel.cp = 2"),
+  // Context parallelism carries the documents (ring and Ulysses take their ids).
+  EXPECT_EQ(error_of({"parallel.cp=2"}), "(no error)");
+  EXPECT_NE(error_of({"data.reset_position_ids=maybe"})
+                .find("data.reset_position_ids: must be one of auto|true|false, got 'maybe'"),
             std::string::npos);
-  EXPECT_EQ(error_of({"data.document_mask=auto", "parallel.cp=2"}), "(no error)");
 }
 
-TEST(PackedDocumentsConfig, AutoIsOnForMaskedDataWithoutContextParallelism) {
+TEST(PackedDocumentsConfig, AutoIsOnForMaskedData) {
   Config c;
   for (bool masked : {false, true}) {
     const DocumentFlags f = document_flags(c, masked);
     EXPECT_EQ(f.mask, masked);
     EXPECT_EQ(f.reset_positions, masked);
   }
-  c.parallel.cp = 2;
-  EXPECT_FALSE(document_flags(c, true).any());
-  c.parallel.cp = 1;
   c.data.document_mask = "true";
   c.data.reset_position_ids = "false";
   EXPECT_TRUE(document_flags(c, false).mask);

@@ -25,11 +25,12 @@ namespace {
 // cos/sin [B, T, dim / 2] of the per-row positions [B, T] (no gradient: tables, not parameters).
 // The tables span 0..max position, so length-dependent RoPE (dynamic NTK) sees the longest
 // document's length, as HF's does from max(position_ids) + 1.
-std::pair<Tensor, Tensor> per_row_tables(RotaryTables& rope, const Tensor& positions) {
+std::pair<Tensor, Tensor> per_row_tables(RotaryTables& rope, const Tensor& positions,
+                                         int64_t span) {
   const std::vector<double> pos = contiguous(positions).to_vector();
   double top = 0;
   for (double p : pos) top = std::max(top, p);
-  auto [cos, sin] = rope.get(0, static_cast<int64_t>(top) + 1, DType::f32);
+  auto [cos, sin] = rope.get(0, std::max(static_cast<int64_t>(top) + 1, span), DType::f32);
   const int64_t half = cos.size(1);
   Tensor c = empty({positions.size(0), positions.size(1), half}, DType::f32);
   Tensor s = empty(c.shape(), DType::f32);
@@ -47,9 +48,9 @@ std::pair<Tensor, Tensor> per_row_tables(RotaryTables& rope, const Tensor& posit
 std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t) {
   HP_CHECK(ctx.rope, "attention context without rotary tables");
   if (ctx.positions.defined()) {
-    HP_CHECK(ctx.positions.size(1) == t && (!ctx.context || ctx.context->degree == 1),
-             "per-row positions ", ctx.positions.desc(), " for ", t, " tokens");
-    return per_row_tables(*ctx.rope, ctx.positions);
+    HP_CHECK(ctx.positions.size(1) == t, "per-row positions ", ctx.positions.desc(), " for ", t,
+             " tokens");
+    return per_row_tables(*ctx.rope, ctx.positions, ctx.position_span);
   }
   if (!ctx.context || ctx.context->degree == 1) return ctx.rope->get(ctx.start, t, DType::f32);
   // The whole row's tables, then this rank's rows of them: frequencies that depend on the length
@@ -65,13 +66,10 @@ Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, con
               bool causal, double scale, const Tensor& segments) {
   if (!context || context->degree == 1)
     return scaled_dot_product_attention(q, k, v, causal, scale, segments);
-  if (segments.defined())
-    HP_THROW(ValueError, "models", "attention within packed documents (data.document_mask) does ",
-             "not run under context parallelism (parallel.cp = ", context->degree, ")");
   if (!causal || q.size(2) != k.size(2))
     HP_THROW(ValueError, "models", "context parallelism runs causal attention over whole rows ",
              "(training); got q ", q.desc(), ", k ", k.desc(), " (incremental decoding?)");
-  return context->attention(q, k, v, scale);
+  return context->attention(q, k, v, scale, segments);
 }
 
 Attention::Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm)
@@ -221,7 +219,7 @@ Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
 }
 
 Tensor CausalLM::run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
-                     int64_t row_length, const PackedDocuments* docs) {
+                     int64_t row_length, const AttentionContext* docs) {
   if (ids.dim() != 2) HP_THROW(ValueError, "models", "input ids must be [B, T], got ", ids.desc());
   if (cache && cache->layers.size() != model->layers.size())
     HP_THROW(ValueError, "models", "KV cache has ", cache->layers.size(), " layers, model has ",
@@ -231,9 +229,10 @@ Tensor CausalLM::run(const Tensor& ids, KVCache* cache, const ContextSplit* cont
   ctx.rope = &rope_;
   ctx.context = context;
   ctx.row_length = row_length;
-  if (docs && docs->active()) {
-    if (docs->mask) ctx.segments = document_segments(docs->positions);
-    if (docs->reset_positions) ctx.positions = docs->positions;
+  if (docs) {
+    ctx.segments = docs->segments;
+    ctx.positions = docs->positions;
+    ctx.position_span = docs->position_span;
   }
   Tensor h = model->embed_tokens->forward(ids);  // [B, T, hidden]
   for (size_t i = 0; i < model->layers.size(); ++i) {
@@ -266,10 +265,23 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocum
         (docs.positions.dtype() != DType::i64 && docs.positions.dtype() != DType::i32))
       HP_THROW(ValueError, "models", "document positions ", docs.positions.desc(),
                " must be i32/i64 shaped like ids ", ids.desc());
-    if (context_.degree > 1)
-      HP_THROW(ValueError, "models", "packed-document attention and positions ",
-               "(data.document_mask, data.reset_position_ids) do not run under context ",
-               "parallelism (parallel.cp = ", context_.degree, ")");
+  }
+  // The documents' fields of the attention context: ids of the whole rows, positions of the
+  // tokens this rank runs.
+  AttentionContext doc_ctx;
+  const bool split = context_.degree > 1;
+  if (docs.active()) {
+    const Tensor rows = split ? narrow(docs.positions, 1, 0, t - 1) : docs.positions;
+    if (docs.mask) doc_ctx.segments = document_segments(rows);
+    if (docs.reset_positions) {
+      doc_ctx.positions = split ? contiguous(shard::context_shard(rows, 1, context_.degree,
+                                                                   context_.index))
+                                : docs.positions;
+      // The whole window's longest document (a cp rank sees only its spans).
+      double top = 0;
+      for (double p : contiguous(docs.positions).to_vector()) top = std::max(top, p);
+      doc_ctx.position_span = static_cast<int64_t>(top) + 1;
+    }
   }
   // The loss runs in f32 whatever the compute dtype (as torch autocast does): a bf16 mean over
   // thousands of tokens keeps 3 significant digits.
@@ -297,14 +309,14 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocum
       return count;
     };
     const int64_t local = valid(targets), total = valid(all_targets);
-    const Tensor logits = flat_f32(head(run(in, nullptr, &context_, t)));
+    const Tensor logits = flat_f32(head(run(in, nullptr, &context_, t, &doc_ctx)));
     // Σ = mean · count; a rank whose targets are all ignored adds a zero that still reaches its
     // parameters (every rank runs the same backward).
     Tensor l = local > 0 ? mul(mean_ce(logits, targets), double(local) / double(std::max<int64_t>(total, 1)))
                          : mul(sum(logits), 0.0);
     return add_aux_losses(l, &context_);
   }
-  const Tensor logits = head(run(ids, nullptr, nullptr, 0, &docs));  // [B, T, V_local]
+  const Tensor logits = head(run(ids, nullptr, nullptr, 0, &doc_ctx));  // [B, T, V_local]
   Tensor shifted = flat_f32(narrow(logits, 1, 0, t - 1));
   Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
   return add_aux_losses(mean_ce(shifted, targets), nullptr);

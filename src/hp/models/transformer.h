@@ -29,10 +29,13 @@ struct LayerCache {
 // How the sequence is split over context-parallel ranks (installed by the parallelize step): of
 // every row of L tokens this rank holds the zigzag spans shard::context_spans(L, degree, index)
 // (shard/context_parallel.h), concatenated; `attention` is causal attention over the whole
-// sequence from those rows: q [B, Hq, T, D], k, v [B, Hkv, T, D], softmax scale → [B, Hq, T, D].
+// sequence from those rows: q [B, Hq, T, D], k, v [B, Hkv, T, D], softmax scale, and the whole
+// rows' document ids (i32 [B, T · degree], or undefined: AttentionContext::segments) →
+// [B, Hq, T, D].
 struct ContextSplit {
   int64_t degree = 1, index = 0;
-  std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, double)> attention;
+  std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&)>
+      attention;
   // Adds a vector over the cp ranks (no gradient): the router loss's global expert counts.
   std::function<std::vector<double>(const std::vector<double>&)> sum;
 };
@@ -47,10 +50,13 @@ struct AttentionContext {
   // a last token whose logits go unused), so length-dependent RoPE (dynamic NTK) matches it;
   // 0: T · degree.
   int64_t row_length = 0;
-  // Packed documents (CausalLM::loss with PackedDocuments; whole rows, no cache, no cp):
-  // `segments` i32 [B, T] document ids, non-decreasing along each row (undefined: attention
-  // crosses documents); `positions` i64 [B, T] RoPE positions (undefined: start + t).
+  // Packed documents (CausalLM::loss with PackedDocuments; no cache): `segments` i32 document
+  // ids of the whole rows, [B, T] ([B, T · degree] under `context`), non-decreasing along each
+  // row (undefined: attention crosses documents); `positions` i64 [B, T] RoPE positions of x's
+  // tokens (this rank's under `context`; undefined: start + t), with tables spanning at least
+  // [0, position_span) so that length-dependent RoPE sees the whole batch's longest document.
   Tensor segments, positions;
+  int64_t position_span = 0;
 };
 
 // The packed documents of training rows (data.document_mask, data.reset_position_ids; the loader's
@@ -73,7 +79,7 @@ Tensor document_segments(const Tensor& positions);
 std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t);
 // Causal attention q [B, Hq, T, D] × k, v [B, Hkv, S, D] (`causal` false: every key visible),
 // across the context-parallel ranks when `context` is set (training: causal, S = T); within the
-// documents of `segments` (i32 [B, T], S = T) when defined (not with context parallelism).
+// documents of `segments` (AttentionContext::segments, S = T) when defined.
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
               bool causal, double scale, const Tensor& segments = Tensor());
 
@@ -202,9 +208,8 @@ class CausalLM : public nn::Module {
   // config.output_router_logits, router_aux_loss_coef · load_balancing_loss over all sparse
   // layers' router logits (HF's MoE ForCausalLM, without attention mask).
   // With `docs` active (PackedDocuments), each packed document of a row trains as its own row
-  // would: attention and/or RoPE positions restart at its first token. ValueError under context
-  // parallelism (its ring / all-to-all attention carries no document ids) or for positions not
-  // shaped like ids.
+  // would: attention and/or RoPE positions restart at its first token (also under context
+  // parallelism). ValueError for positions not shaped like ids.
   Tensor loss(const Tensor& ids, const Tensor& labels = Tensor(),
               const PackedDocuments& docs = PackedDocuments());
   // lm_head weight [vocab, hidden] (the embedding when tied).
@@ -225,8 +230,9 @@ class CausalLM : public nn::Module {
  private:
   // h [B, T, hidden] → this rank's logit columns [B, T, V_local] (all without a vocab split).
   Tensor head(const Tensor& h) const;
+  // `docs`: the packed-document fields of the AttentionContext (segments, positions, span).
   Tensor run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
-             int64_t row_length = 0, const PackedDocuments* docs = nullptr);
+             int64_t row_length = 0, const AttentionContext* docs = nullptr);
   // l + each feed-forward aux loss, then the router load-balancing loss, in that order; under
   // context parallelism (`context`) this rank's shares of them (per-layer aux losses / degree,
   // the router loss from the global expert counts: moe.h).

@@ -101,7 +101,7 @@ void DataConfig::describe(Schema& s) {
   s.add("shuffle", &shuffle, "visit sequences in a seeded random order each epoch");
   s.add("document_mask", &document_mask,
         "attention stays inside each packed document (Megatron's --reset-attention-mask); auto = "
-        "on for data with a loss mask (chat) unless parallel.cp > 1 (docs/DATA.md)")
+        "on for data with a loss mask (chat; docs/DATA.md)")
       .choices({"auto", "true", "false"});
   s.add("reset_position_ids", &reset_position_ids,
         "RoPE positions restart at 0 at each packed document (--reset-position-ids); auto = as "
@@ -313,8 +313,7 @@ void Config::describe(Schema& s) {
 
 DocumentFlags document_flags(const Config& c, bool masked_data) {
   DocumentFlags f;
-  f.mask = c.data.document_mask == "auto" ? masked_data && c.parallel.cp <= 1
-                                          : c.data.document_mask == "true";
+  f.mask = c.data.document_mask == "auto" ? masked_data : c.data.document_mask == "true";
   f.reset_positions = c.data.reset_position_ids == "auto" ? f.mask
                                                           : c.data.reset_position_ids == "true";
   return f;
@@ -405,13 +404,6 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                             "tp rank (model.heads " + std::to_string(m.heads) + " / parallel.tp " +
                             std::to_string(c.parallel.tp) +
                             "), which Ulysses (cp_method alltoall) splits; use cp_method ring");
-  // Packed documents: ring and Ulysses attention carry no document ids (models/transformer.h).
-  for (auto [key, value] : {std::pair{"data.document_mask", &c.data.document_mask},
-                            {"data.reset_position_ids", &c.data.reset_position_ids}})
-    if (*value == "true" && c.parallel.cp > 1)
-      fail(key, "true does not run with parallel.cp = " + std::to_string(c.parallel.cp) +
-                    " (context-parallel attention carries no document boundaries); set it to "
-                    "false or auto, or parallel.cp to 1");
   // Expert parallelism: at least one expert per ep rank (uneven splits follow the chunk rule); the
   // ep ranks come from dp_shard × cp (with
   // dp_shard -1, checked again at launch).

@@ -54,7 +54,7 @@ struct DataConfig {
   std::string chat_template;    // chat: tokenizer_config.json / .jinja ("" = beside tokenizer)
   bool shuffle = true;
   // Packed documents (docs/DATA.md): attention within each document / RoPE positions restarting
-  // at each document. auto | true | false; auto = on for chat data (off under parallel.cp).
+  // at each document. auto | true | false; auto = on for chat data.
   std::string document_mask = "auto";
   std::string reset_position_ids = "auto";  // auto = as document_mask resolves
   void describe(Schema& s);
@@ -220,8 +220,8 @@ struct Config {
 };
 
 // data.document_mask and data.reset_position_ids as this run applies them: "auto" is on when the
-// training data has a loss mask (chat: JSONL or hp data prepare --format chat) and parallel.cp is
-// 1; reset_position_ids "auto" follows the resolved document_mask.
+// training data has a loss mask (chat: JSONL or hp data prepare --format chat); reset_position_ids
+// "auto" follows the resolved document_mask.
 struct DocumentFlags {
   bool mask = false;             // attention within each packed document
   bool reset_positions = false;  // RoPE positions restart at each packed document
