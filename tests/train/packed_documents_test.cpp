@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "corpus.h"
@@ -181,6 +182,39 @@ TEST(PackedDocumentsTraining, ValidationUsesTheDocuments) {
   }
   EXPECT_NEAR(res.evals[0].loss, with / 2, 1e-12 * with);
   EXPECT_GT(std::fabs(with - without), 1e-5 * with);  // a 6-step model attends almost uniformly
+}
+
+// Chat data: "auto" turns both on (one conversation per document), and they change the losses
+// (128-token windows hold several conversations, so replies would otherwise see earlier ones).
+TEST(PackedDocumentsTraining, ChatDataIsMaskedByDefault) {
+  const fs::path jsonl =
+      fs::temp_directory_path() / ("hp_packed_docs_chat_" + std::to_string(::getpid()) + ".jsonl");
+  {
+    std::ofstream out(jsonl);
+    for (int i = 0; i < 60; ++i)
+      out << R"({"messages": [{"role": "user", "content": "What is )" << i << " plus " << i % 7
+          << R"(?"}, {"role": "assistant", "content": "It is )" << i + i % 7 << R"(."}]})" << "\n";
+  }
+  const std::vector<std::string> chat = {
+      "data.path=" + jsonl.string(), "data.format=chat", "data.doc_separator=\"\"",
+      "data.document_mask=auto",
+      "data.tokenizer=" + std::string(HP_TEST_DIR) + "/../io/fixtures/tokenizers/qwen2.tokenizer.json",
+      "data.chat_template=" + std::string(HP_TEST_DIR) +
+          "/../data/fixtures/chat/qwen2/tokenizer_config.json",
+      "training.seq_len=128", "training.batch_size=2", "training.steps=3"};
+  const Config c = config("chat", chat);
+  {
+    RunSetup run = build_run(c, parallel_layout(c, dist::world()));
+    EXPECT_TRUE(run.documents.mask);
+    EXPECT_TRUE(run.documents.reset_positions);
+  }
+  std::vector<std::string> off = chat;
+  off[3] = "data.document_mask=false";
+  const Config c_off = config("chat_off", off);
+  EXPECT_FALSE(document_flags(c_off, true).any());
+  const TrainResult on = quiet_train(c), crossing = quiet_train(c_off);
+  EXPECT_NE(losses(on), losses(crossing));
+  fs::remove(jsonl);
 }
 
 }  // namespace
