@@ -146,7 +146,7 @@ TEST(PackedDocuments, DocumentSegmentsCountRestarts) {
   EXPECT_EQ(document_segments(pos).to_vector(), (std::vector<double>{0, 0, 0, 1, 2, 0, 1, 1, 1, 1}));
 }
 
-TEST(PackedDocuments, RejectsPositionsNotShapedLikeIds) {
+TEST(PackedDocuments, RejectsPositionsNotShapedLikeIdsOrNegative) {
   manual_seed(6);
   auto m = build_model(tiny_config("llama"));
   const Tensor ids = random_ids(1, 8, 96);
@@ -155,6 +155,13 @@ TEST(PackedDocuments, RejectsPositionsNotShapedLikeIds) {
     FAIL() << "accepted 7 positions for 8 ids";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("document positions"), std::string::npos) << e.what();
+  }
+  const Tensor negative = from_data<int64_t>({0, 1, 2, -1, 0, 1, 2, 3}, {1, 8});
+  try {
+    m->loss(ids, Tensor(), {negative, false, true});
+    FAIL() << "accepted a negative position";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("must be >= 0, got -1"), std::string::npos) << e.what();
   }
 }
 

@@ -1,7 +1,8 @@
 // data.document_mask / data.reset_position_ids end to end: the keys and their errors, how "auto"
 // resolves, and training / validation with attention inside each packed document (a verse of the
-// corpus per document): bitwise the same for any thread count, resumed exactly, different from
-// the plain causal run, and the validation loss is CausalLM::loss with the rows' positions.
+// corpus per document): bitwise the same for any thread count and with recompute, resumed exactly,
+// different from the plain causal run, and the validation loss is CausalLM::loss with the rows'
+// positions; chat data turns them on by default.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -127,7 +128,7 @@ TEST(PackedDocumentsConfig, AutoIsOnForMaskedData) {
   EXPECT_FALSE(document_flags(c, true).any());
 }
 
-TEST(PackedDocumentsTraining, BitwiseForAnyThreadCountAndUnlikeTheCausalRun) {
+TEST(PackedDocumentsTraining, BitwiseForAnyThreadCountWithRecomputeAndUnlikeTheCausalRun) {
   const int before = num_threads();
   set_num_threads(1);
   const TrainResult one = quiet_train(config("threads1"));
@@ -135,6 +136,8 @@ TEST(PackedDocumentsTraining, BitwiseForAnyThreadCountAndUnlikeTheCausalRun) {
   const TrainResult two = quiet_train(config("threads2"));
   set_num_threads(before);
   EXPECT_EQ(losses(one), losses(two));
+  // Recompute regions run the forward again with the same documents.
+  EXPECT_EQ(losses(quiet_train(config("recompute", {"recompute.mode=full"}))), losses(one));
   const TrainResult causal = quiet_train(config("causal", {"data.document_mask=false"}));
   ASSERT_EQ(causal.steps.size(), one.steps.size());
   EXPECT_NE(causal.steps[0].loss, one.steps[0].loss);

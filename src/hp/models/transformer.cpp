@@ -260,26 +260,26 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocum
   const int64_t b = ids.size(0), t = ids.size(1);
   if (t < 2)
     HP_THROW(ValueError, "models", "loss needs at least 2 tokens per row, got ", ids.desc());
+  // The documents' fields of the attention context: ids of the whole rows ([B, t], or [B, t - 1]
+  // under cp: the tokens that predict) and positions of the tokens this rank runs.
+  AttentionContext doc_ctx;
+  const bool split = context_.degree > 1;
   if (docs.active()) {
     if (docs.positions.shape() != ids.shape() ||
         (docs.positions.dtype() != DType::i64 && docs.positions.dtype() != DType::i32))
       HP_THROW(ValueError, "models", "document positions ", docs.positions.desc(),
                " must be i32/i64 shaped like ids ", ids.desc());
-  }
-  // The documents' fields of the attention context: ids of the whole rows, positions of the
-  // tokens this rank runs.
-  AttentionContext doc_ctx;
-  const bool split = context_.degree > 1;
-  if (docs.active()) {
+    double top = 0, low = 0;
+    for (double p : contiguous(docs.positions).to_vector()) top = std::max(top, p), low = std::min(low, p);
+    if (low < 0)
+      HP_THROW(ValueError, "models", "document positions must be >= 0, got ", low);
     const Tensor rows = split ? narrow(docs.positions, 1, 0, t - 1) : docs.positions;
     if (docs.mask) doc_ctx.segments = document_segments(rows);
     if (docs.reset_positions) {
       doc_ctx.positions = split ? contiguous(shard::context_shard(rows, 1, context_.degree,
                                                                    context_.index))
                                 : docs.positions;
-      // The whole window's longest document (a cp rank sees only its spans).
-      double top = 0;
-      for (double p : contiguous(docs.positions).to_vector()) top = std::max(top, p);
+      // Tables over the whole window's longest document (a cp rank sees only its spans).
       doc_ctx.position_span = static_cast<int64_t>(top) + 1;
     }
   }
