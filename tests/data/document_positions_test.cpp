@@ -46,11 +46,13 @@ void expect_positions_follow_separators(const TokenDataset& ds, const std::strin
   std::vector<int64_t> all(static_cast<size_t>(ds.size()));
   ds.read_positions(0, ds.size(), all.data());
   for (int64_t d = 0; d < ds.num_documents(); ++d)
-    if (ds.document_start(d) < ds.size()) EXPECT_EQ(all[ds.document_start(d)], 0) << what << " doc " << d;
+    if (ds.document_start(d) < ds.size())
+      EXPECT_EQ(all[ds.document_start(d)], 0) << what << " doc " << d;
 }
 
-const std::string kText = "In the beginning|God|created the heaven and the earth.|a|And the earth "
-                          "was without form, and void;|and darkness|x|was upon the face of the deep.";
+const std::string kText =
+    "In the beginning|God|created the heaven and the earth.|a|And the earth "
+    "was without form, and void;|and darkness|x|was upon the face of the deep.";
 
 TEST(DocumentPositions, TextIndexedAndHeldOutFollowDocuments) {
   TempDir dir;
@@ -89,7 +91,9 @@ TEST(DocumentPositions, ChatConversationsAreDocuments) {
       R"({"messages": [{"role": "user", "content": "Colour?"}, {"role": "assistant", "content": "Blue."}]})"
       "\n");
   const auto ds = TokenDataset::load(
-      {.path = dir.file("c.jsonl"), .format = "chat", .tokenizer = test::tokenizer_fixture("qwen2"),
+      {.path = dir.file("c.jsonl"),
+       .format = "chat",
+       .tokenizer = test::tokenizer_fixture("qwen2"),
        .chat_template = std::string(HP_TEST_DIR) + "/fixtures/chat/qwen2/tokenizer_config.json"});
   ASSERT_EQ(ds->num_documents(), 3);
   expect_positions_follow_separators(*ds, "chat");

@@ -2,10 +2,10 @@
 // Ulysses equal one rank's causal attention over the whole sequence in output and q/k/v gradients
 // (f32, 1e-5 relative, GQA, chunks that cross the flash kernel's blocks); a whole model's loss
 // shares and gradients, summed over the cp ranks, equal the one-rank loss and gradients (Llama,
-// Qwen3 with q/k norms, Qwen3-MoE with its router loss, dynamic / YaRN / Llama-3 RoPE, DeepSeek-V3's
-// MLA with MoE layers; labels with ignored positions), also with packed documents (attention
-// within each document and positions restarting: ring and Ulysses take the rows' document ids);
-// bad lengths and head counts fail naming the numbers.
+// Qwen3 with q/k norms, Qwen3-MoE with its router loss, dynamic / YaRN / Llama-3 RoPE,
+// DeepSeek-V3's MLA with MoE layers; labels with ignored positions), also with packed documents
+// (attention within each document and positions restarting: ring and Ulysses take the rows'
+// document ids); bad lengths and head counts fail naming the numbers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,8 +66,8 @@ void check_attention(ContextMethod method, int64_t hq, int64_t hkv, int64_t chun
   auto world = dist::world();
   const int64_t n = world->size(), r = world->rank(), b = 2, d = 8, len = 2 * n * chunk;
   const std::string what = std::string(method == ContextMethod::ring ? "ring" : "alltoall") +
-                           " Hq " + std::to_string(hq) + " Hkv " + std::to_string(hkv) +
-                           " chunk " + std::to_string(chunk) + " at " + std::to_string(n) +
+                           " Hq " + std::to_string(hq) + " Hkv " + std::to_string(hkv) + " chunk " +
+                           std::to_string(chunk) + " at " + std::to_string(n) +
                            (doc_lengths.empty() ? "" : " with documents");
   manual_seed(5);
   Tensor q = randn({b, hq, len, d}), k = randn({b, hkv, len, d}), v = randn({b, hkv, len, d}),
@@ -139,7 +139,7 @@ void check_model(const models::ModelConfig& c, ContextMethod method, const std::
   split.degree = n;
   split.index = world->rank();
   split.attention = [world, method](const Tensor& q, const Tensor& k, const Tensor& v, double s,
-                                     const Tensor& segments) {
+                                    const Tensor& segments) {
     return context_attention(q, k, v, s, method, world, segments);
   };
   split.sum = [world](const std::vector<double>& x) {
@@ -168,7 +168,8 @@ void check_model(const models::ModelConfig& c, ContextMethod method, const std::
   l_ref.backward();
   const Tensor l_cp = cp->loss(t_ids, t_lab, docs);
   l_cp.backward();
-  const std::string what = name + " at cp " + std::to_string(n) + (documents ? " with documents" : "");
+  const std::string what =
+      name + " at cp " + std::to_string(n) + (documents ? " with documents" : "");
   const double total = world->all_reduce(from_data<double>({l_cp.item()}, {1}), dist::ReduceOp::sum)
                            .to_vector()[0];
   EXPECT_NEAR(total, l_ref.item(), rel * std::abs(l_ref.item())) << what << " loss";

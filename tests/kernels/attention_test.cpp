@@ -262,10 +262,10 @@ TEST(Attention, SegmentsMatchReference) {
       check_segments({2, 4, 2, T, T, 16, true, false}, random_lengths(seed, 40), seed), ++seed;
       check_segments({2, 2, 1, T, T, 20, true, true}, random_lengths(seed, 90), seed), ++seed;
     }
-    check_segments({1, 2, 2, 130, 130, 64, true, false}, {130}, seed++);         // one document
-    check_segments({1, 2, 2, 130, 130, 64, true, false}, {1}, seed++);           // all length 1
+    check_segments({1, 2, 2, 130, 130, 64, true, false}, {130}, seed++);            // one document
+    check_segments({1, 2, 2, 130, 130, 64, true, false}, {1}, seed++);              // all length 1
     check_segments({2, 2, 1, 200, 200, 32, true, false}, {64, 64, 1, 71}, seed++);  // block edges
-    check_segments({1, 2, 1, 130, 130, 16, false, false}, {50, 1, 30}, seed++);  // not causal
+    check_segments({1, 2, 1, 130, 130, 16, false, false}, {50, 1, 30}, seed++);     // not causal
     detail::attention_allow_simd(prev);
   }
   std::printf("worst err / max|ref| so far: %.3g\n", g_worst_ratio);
@@ -310,8 +310,11 @@ TEST(Attention, SegmentsBitwiseIdenticalAcrossThreadCounts) {
   set_num_threads(2);
   Result two = p.run();
   set_num_threads(prev);
-  for (auto [a, b] : {std::pair{&one.o, &two.o}, {&one.lse, &two.lse}, {&one.dq, &two.dq},
-                      {&one.dk, &two.dk}, {&one.dv, &two.dv}})
+  for (auto [a, b] : {std::pair{&one.o, &two.o},
+                      {&one.lse, &two.lse},
+                      {&one.dq, &two.dq},
+                      {&one.dk, &two.dk},
+                      {&one.dv, &two.dv}})
     EXPECT_EQ(0, std::memcmp(a->data(), b->data(), a->size() * 4));
 }
 

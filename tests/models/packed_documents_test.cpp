@@ -51,7 +51,9 @@ SumAndGrads run(CausalLM& m, const std::vector<std::tuple<Tensor, Tensor, Packed
 }
 
 // [1, n] slice of a [1, T] row.
-Tensor cols(const Tensor& row, int64_t from, int64_t n) { return contiguous(narrow(row, 1, from, n)); }
+Tensor cols(const Tensor& row, int64_t from, int64_t n) {
+  return contiguous(narrow(row, 1, from, n));
+}
 
 // positions [0..a), [0..b), ... of documents of the given lengths, as [1, Σ] i64.
 Tensor doc_positions(const std::vector<int64_t>& lengths) {
@@ -135,15 +137,17 @@ TEST(PackedDocuments, BatchOfRowsEqualsItsDocuments) {
   const Tensor pos = from_data<int64_t>(p, {2, t});
   const SumAndGrads packed = run(*m, {{ids, labels, {pos, true, true}}});
   const Tensor r0 = contiguous(narrow(ids, 0, 0, 1)), r1 = contiguous(narrow(ids, 0, 1, 1));
-  const SumAndGrads separate =
-      run(*m, {{cols(r0, 0, 50), Tensor(), {}}, {cols(r0, 50, 30), Tensor(), {}}, {r1, Tensor(), {}}});
+  const SumAndGrads separate = run(
+      *m, {{cols(r0, 0, 50), Tensor(), {}}, {cols(r0, 50, 30), Tensor(), {}}, {r1, Tensor(), {}}});
   EXPECT_NEAR(packed.sum, separate.sum, 2e-5 * std::fabs(separate.sum));
-  for (const auto& [fqn, g] : separate.grads) EXPECT_LE(testing::rel_diff(packed.grads.at(fqn), g), 1e-4) << fqn;
+  for (const auto& [fqn, g] : separate.grads)
+    EXPECT_LE(testing::rel_diff(packed.grads.at(fqn), g), 1e-4) << fqn;
 }
 
 TEST(PackedDocuments, DocumentSegmentsCountRestarts) {
   const Tensor pos = from_data<int64_t>({0, 1, 2, 0, 0, 1, 0, 1, 2, 3}, {2, 5});
-  EXPECT_EQ(document_segments(pos).to_vector(), (std::vector<double>{0, 0, 0, 1, 2, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(document_segments(pos).to_vector(),
+            (std::vector<double>{0, 0, 0, 1, 2, 0, 1, 1, 1, 1}));
 }
 
 TEST(PackedDocuments, RejectsPositionsNotShapedLikeIdsOrNegative) {

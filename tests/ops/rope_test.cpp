@@ -97,9 +97,9 @@ TEST(Rope, PerRowTablesRotateEachRowByItsOwn) {
       const Tensor yb = rotary_embedding(xb, b == 0 ? c0 : c9, b == 0 ? s0 : s9, false, seq_dim);
       EXPECT_EQ(contiguous(narrow(y, 0, b, 1)).to_vector(), yb.to_vector()) << "row " << b;
     }
-    expect_gradcheck([&](const std::vector<Tensor>& in) {
-      return rotary_embedding(in[0], c, s, true, seq_dim);
-    }, {x});
+    expect_gradcheck(
+        [&](const std::vector<Tensor>& in) { return rotary_embedding(in[0], c, s, true, seq_dim); },
+        {x});
   }
   Tensor x = leaf({3, T, H, D}, 6);
   EXPECT_THROW(rotary_embedding(x, c, s, false, 1), ValueError);  // tables for 2 rows, x has 3

@@ -3,9 +3,8 @@
 // corpus per document): bitwise the same for any thread count and with recompute, resumed exactly,
 // different from the plain causal run, and the validation loss is CausalLM::loss with the rows'
 // positions; chat data turns them on by default.
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -53,7 +52,8 @@ std::string yaml_text(const std::string& name) {
   kv_heads: 2
   intermediate: 64
 data:
-  path: )" + corpus() + R"(
+  path: )" +
+         corpus() + R"(
   doc_separator: "\n"
   document_mask: true
 optimizer:
@@ -69,7 +69,8 @@ metrics:
 checkpoint:
   save_final: false
 run:
-  dir: )" + run_dir(name) + "\n";
+  dir: )" +
+         run_dir(name) + "\n";
 }
 
 Config config(const std::string& name, std::vector<std::string> sets = {}) {
@@ -196,15 +197,20 @@ TEST(PackedDocumentsTraining, ChatDataIsMaskedByDefault) {
     std::ofstream out(jsonl);
     for (int i = 0; i < 60; ++i)
       out << R"({"messages": [{"role": "user", "content": "What is )" << i << " plus " << i % 7
-          << R"(?"}, {"role": "assistant", "content": "It is )" << i + i % 7 << R"(."}]})" << "\n";
+          << R"(?"}, {"role": "assistant", "content": "It is )" << i + i % 7 << R"(."}]})"
+          << "\n";
   }
-  const std::vector<std::string> chat = {
-      "data.path=" + jsonl.string(), "data.format=chat", "data.doc_separator=\"\"",
-      "data.document_mask=auto",
-      "data.tokenizer=" + std::string(HP_TEST_DIR) + "/../io/fixtures/tokenizers/qwen2.tokenizer.json",
-      "data.chat_template=" + std::string(HP_TEST_DIR) +
-          "/../data/fixtures/chat/qwen2/tokenizer_config.json",
-      "training.seq_len=128", "training.batch_size=2", "training.steps=3"};
+  const std::vector<std::string> chat = {"data.path=" + jsonl.string(),
+                                         "data.format=chat",
+                                         "data.doc_separator=\"\"",
+                                         "data.document_mask=auto",
+                                         "data.tokenizer=" + std::string(HP_TEST_DIR) +
+                                             "/../io/fixtures/tokenizers/qwen2.tokenizer.json",
+                                         "data.chat_template=" + std::string(HP_TEST_DIR) +
+                                             "/../data/fixtures/chat/qwen2/tokenizer_config.json",
+                                         "training.seq_len=128",
+                                         "training.batch_size=2",
+                                         "training.steps=3"};
   const Config c = config("chat", chat);
   {
     RunSetup run = build_run(c, parallel_layout(c, dist::world()));

@@ -270,15 +270,15 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocum
       HP_THROW(ValueError, "models", "document positions ", docs.positions.desc(),
                " must be i32/i64 shaped like ids ", ids.desc());
     double top = 0, low = 0;
-    for (double p : contiguous(docs.positions).to_vector()) top = std::max(top, p), low = std::min(low, p);
-    if (low < 0)
-      HP_THROW(ValueError, "models", "document positions must be >= 0, got ", low);
+    for (double p : contiguous(docs.positions).to_vector())
+      top = std::max(top, p), low = std::min(low, p);
+    if (low < 0) HP_THROW(ValueError, "models", "document positions must be >= 0, got ", low);
     const Tensor rows = split ? narrow(docs.positions, 1, 0, t - 1) : docs.positions;
     if (docs.mask) doc_ctx.segments = document_segments(rows);
     if (docs.reset_positions) {
-      doc_ctx.positions = split ? contiguous(shard::context_shard(rows, 1, context_.degree,
-                                                                   context_.index))
-                                : docs.positions;
+      doc_ctx.positions =
+          split ? contiguous(shard::context_shard(rows, 1, context_.degree, context_.index))
+                : docs.positions;
       // Tables over the whole window's longest document (a cp rank sees only its spans).
       doc_ctx.position_span = static_cast<int64_t>(top) + 1;
     }

@@ -20,7 +20,8 @@ kernels::AttentionStrides strides_of(const Tensor& t) {
 }
 
 // f64 reference path: softmax(q kᵀ · scale + causal / segment mask) v, kv heads repeated for
-// GQA. seg: contiguous i32 [B, T] or undefined. A query that sees no key gets 0 (the kernels' rule).
+// GQA. seg: contiguous i32 [B, T] or undefined. A query that sees no key gets 0 (the kernels'
+// rule).
 Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                            double scale, const Tensor& seg) {
   const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), Hkv = k.size(1), S = k.size(2),
@@ -49,8 +50,7 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, bo
   Tensor finite_mask = empty(mask.shape(), DType::f64);
   for (int64_t x = 0; x < mask.numel(); ++x) {
     const int64_t row = x / S;
-    finite_mask.data<double>()[x] =
-        seen.data<double>()[row] != 0.0 ? mask.data<double>()[x] : 0.0;
+    finite_mask.data<double>()[x] = seen.data<double>()[row] != 0.0 ? mask.data<double>()[x] : 0.0;
   }
   return mul(matmul(softmax(add(s, finite_mask), -1), repeat(v)), seen);
 }

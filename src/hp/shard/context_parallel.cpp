@@ -168,8 +168,8 @@ std::tuple<Tensor, Tensor, Tensor> ring_forward(const Tensor& q, const Tensor& k
     const Rows kr{cur.data<float>(), g.hkv, g.t, g.d};
     const Rows vr{cur.data<float>() + g.b * g.hkv * g.t * g.d, g.hkv, g.t, g.d};
     const Rows outr{blk_o.data<float>(), g.hq, k.nq, g.d};
-    kernels::attention_forward(g.shape(k), g.options(k, r, src), qr.in(k.q0), kr.in(k.k0), vr.in(k.k0),
-                               outr.out(0), blk_lse.data<float>());
+    kernels::attention_forward(g.shape(k), g.options(k, r, src), qr.in(k.q0), kr.in(k.k0),
+                               vr.in(k.k0), outr.out(0), blk_lse.data<float>());
     // Online-softmax merge of rows [q0, q0 + nq): weights exp(lse_part − lse_total).
     float* po = o.data<float>();
     float* pl = lse.data<float>();
@@ -236,8 +236,9 @@ std::pair<Tensor, Tensor> ring_backward(const Tensor& q, const Tensor& kv, const
     const Rows kr{blk.data<float>(), g.hkv, g.t, g.d};
     const Rows vr{blk.data<float>() + g.b * g.hkv * g.t * g.d, g.hkv, g.t, g.d};
     const float* l = (k.q0 == 0 ? lse : lse_second).data<float>();
-    kernels::attention_backward(g.shape(k), g.options(k, r, src), qr.in(k.q0), kr.in(k.k0), vr.in(k.k0),
-                                orr.in(k.q0), l, dor.in(k.q0), Rows{tq.data<float>(), g.hq, k.nq, g.d}.out(0),
+    kernels::attention_backward(g.shape(k), g.options(k, r, src), qr.in(k.q0), kr.in(k.k0),
+                                vr.in(k.k0), orr.in(k.q0), l, dor.in(k.q0),
+                                Rows{tq.data<float>(), g.hq, k.nq, g.d}.out(0),
                                 Rows{tk.data<float>(), g.hkv, k.nk, g.d}.out(0),
                                 Rows{tv.data<float>(), g.hkv, k.nk, g.d}.out(0));
     add_rows(dq.data<float>(), g.t, k.q0, tq.data<float>(), k.nq, g.b * g.hq, g.d);

@@ -314,8 +314,8 @@ void Config::describe(Schema& s) {
 DocumentFlags document_flags(const Config& c, bool masked_data) {
   DocumentFlags f;
   f.mask = c.data.document_mask == "auto" ? masked_data : c.data.document_mask == "true";
-  f.reset_positions = c.data.reset_position_ids == "auto" ? f.mask
-                                                          : c.data.reset_position_ids == "true";
+  f.reset_positions =
+      c.data.reset_position_ids == "auto" ? f.mask : c.data.reset_position_ids == "true";
   return f;
 }
 

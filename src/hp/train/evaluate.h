@@ -55,8 +55,8 @@ class Evaluator {
   // ValueError("[train] ...") when eval.batch_size (or its default) does not split into the
   // layout's data-parallel slices, or the set has fewer than seq_len + 1 tokens (data's error).
   // `documents`: the training run's packed-document flags, applied to the validation rows too.
-  Evaluator(const Config& cfg, std::shared_ptr<const data::TokenDataset> data,
-            const Layout& layout, const DocumentFlags& documents = {});
+  Evaluator(const Config& cfg, std::shared_ptr<const data::TokenDataset> data, const Layout& layout,
+            const DocumentFlags& documents = {});
   // Whether a pass follows `step` (every eval.interval steps, and after the last one).
   bool due(int64_t step, bool last) const;
   // One pass. Collective: every rank of the layout calls it after the same step. Leaves every

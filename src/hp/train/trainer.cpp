@@ -366,10 +366,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   describe_run(cfg, res, run.data, loader, layout, par, *model, metrics);
   if (evaluator) metrics.message(evaluator->describe(run.data.eval_name));
   if (run.documents.any())
-    metrics.message(std::string("packed documents: ") +
-                    (run.documents.mask ? "attention within each document" : "attention across documents") +
-                    (run.documents.reset_positions ? ", positions restart at each document" : "") +
-                    " (data.document_mask, data.reset_position_ids)");
+    metrics.message(
+        std::string("packed documents: ") +
+        (run.documents.mask ? "attention within each document" : "attention across documents") +
+        (run.documents.reset_positions ? ", positions restart at each document" : "") +
+        " (data.document_mask, data.reset_position_ids)");
 
   res.peak_tflops = mfu_peak(cfg, metrics, &res.peak_source);
   res.flops_per_token = flops_tok;

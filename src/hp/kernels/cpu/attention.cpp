@@ -95,7 +95,8 @@ void check_segments(const AttentionShape& s, const AttentionSegments& g) {
     HP_THROW(ValueError, "attention", "segment row strides (q ", g.q_stride, ", kv ", g.kv_stride,
              ") are shorter than the rows (seq_q=", s.seq_q, ", seq_kv=", s.seq_kv, ")");
   for (int64_t b = 0; b < s.batch; ++b)
-    for (auto [ids, n] : {std::pair{g.q + b * g.q_stride, s.seq_q}, {g.kv + b * g.kv_stride, s.seq_kv}})
+    for (auto [ids, n] :
+         {std::pair{g.q + b * g.q_stride, s.seq_q}, {g.kv + b * g.kv_stride, s.seq_kv}})
       for (int64_t t = 1; t < n; ++t)
         if (ids[t] < ids[t - 1])
           HP_THROW(ValueError, "attention", "segment ids must not decrease along a row: row ", b,

@@ -71,7 +71,7 @@ struct AttentionShape {
 // Per-token document ids of the queries and keys (i32, non-decreasing along each row); q null =
 // no segments. seg_q[b, i] is q[b * q_stride + i], seg_kv[b, j] is kv[b * kv_stride + j].
 struct AttentionSegments {
-  const int32_t* q = nullptr;   // [B, T]
+  const int32_t* q = nullptr;  // [B, T]
   int64_t q_stride = 0;
   const int32_t* kv = nullptr;  // [B, T_kv]
   int64_t kv_stride = 0;

@@ -244,7 +244,7 @@ struct FlashAttention {
         // The q blocks that see this kv block: from its diagonal (causal) and, with segments,
         // only those holding queries of the block's documents.
         int64_t qb_begin = a.causal ? k0 / kBlock : 0, qb_end = nqb;
-        const int32_t* sq = a.seg.q ? a.seg.q + b * a.seg.q_stride : nullptr;    // [T]
+        const int32_t* sq = a.seg.q ? a.seg.q + b * a.seg.q_stride : nullptr;         // [T]
         const int32_t* sk = a.seg.q ? a.seg.kv + b * a.seg.kv_stride + k0 : nullptr;  // [nk]
         if (sq) {
           qb_begin = std::max(qb_begin, (std::lower_bound(sq, sq + T, sk[0]) - sq) / kBlock);

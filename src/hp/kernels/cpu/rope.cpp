@@ -50,8 +50,8 @@ void rope_impl(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tens
                [&](int64_t r0, int64_t r1) {
                  std::vector<float> xb(narrow ? d : 0), yb(narrow ? d : 0);
                  for (int64_t r = r0; r < r1; ++r) {
-                   const int64_t t = (r / inner) % seq +
-                                     (rows_per_batch > 0 ? r / rows_per_batch * seq : 0);
+                   const int64_t t =
+                       (r / inner) % seq + (rows_per_batch > 0 ? r / rows_per_batch * seq : 0);
                    const T* c = cv.data() + t * half;
                    const T* s = sv.data() + t * half;
                    if constexpr (std::is_same_v<T, float>) {
