@@ -2,9 +2,10 @@
 // Ulysses equal one rank's causal attention over the whole sequence in output and q/k/v gradients
 // (f32, 1e-5 relative, GQA, chunks that cross the flash kernel's blocks); a whole model's loss
 // shares and gradients, summed over the cp ranks, equal the one-rank loss and gradients (Llama,
-// Qwen3 with q/k norms, Qwen3-MoE with its router loss, dynamic / YaRN / Llama-3 RoPE, DeepSeek-V3's
-// MLA with MoE layers; labels with ignored positions); bad lengths and head counts fail naming the
-// numbers.
+// Qwen3 with q/k norms, Qwen3-MoE with its router loss, dynamic / YaRN / Llama-3 RoPE,
+// DeepSeek-V3's MLA with MoE layers; labels with ignored positions), also with packed documents
+// (attention within each document and positions restarting: ring and Ulysses take the rows'
+// document ids); bad lengths and head counts fail naming the numbers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,24 +46,42 @@ TEST(ContextParallel, SpansZigzagAndErrors) {
             std::string::npos);
 }
 
-void check_attention(ContextMethod method, int64_t hq, int64_t hkv, int64_t chunk) {
+// Document ids [b, len] of rows cut into documents of the given lengths in turn (row r starting
+// at lengths[r % size]), as i32.
+Tensor document_ids(int64_t b, int64_t len, const std::vector<int64_t>& lengths) {
+  std::vector<int32_t> ids;
+  for (int64_t r = 0; r < b; ++r) {
+    int32_t id = 0;
+    size_t next = size_t(r) % lengths.size();
+    for (int64_t t = 0, left = lengths[next]; t < len; ++t) {
+      if (left == 0) ++id, next = (next + 1) % lengths.size(), left = lengths[next];
+      ids.push_back(id), --left;
+    }
+  }
+  return from_data<int32_t>(ids, {b, len});
+}
+
+void check_attention(ContextMethod method, int64_t hq, int64_t hkv, int64_t chunk,
+                     const std::vector<int64_t>& doc_lengths = {}) {
   auto world = dist::world();
   const int64_t n = world->size(), r = world->rank(), b = 2, d = 8, len = 2 * n * chunk;
   const std::string what = std::string(method == ContextMethod::ring ? "ring" : "alltoall") +
-                           " Hq " + std::to_string(hq) + " Hkv " + std::to_string(hkv) +
-                           " chunk " + std::to_string(chunk) + " at " + std::to_string(n);
+                           " Hq " + std::to_string(hq) + " Hkv " + std::to_string(hkv) + " chunk " +
+                           std::to_string(chunk) + " at " + std::to_string(n) +
+                           (doc_lengths.empty() ? "" : " with documents");
   manual_seed(5);
   Tensor q = randn({b, hq, len, d}), k = randn({b, hkv, len, d}), v = randn({b, hkv, len, d}),
          w = randn({b, hq, len, d});
   for (Tensor* t : {&q, &k, &v}) t->requires_grad_(true);
-  const Tensor ref = scaled_dot_product_attention(q, k, v, true);
+  const Tensor seg = doc_lengths.empty() ? Tensor() : document_ids(b, len, doc_lengths);
+  const Tensor ref = scaled_dot_product_attention(q, k, v, true, std::nullopt, seg);
   sum(mul(ref, w)).backward();
   auto local = [&](const Tensor& t) { return contiguous(context_shard(t, 2, n, r)); };
   Tensor ql = local(q.detach()), kl = local(k.detach()), vl = local(v.detach());
   for (Tensor* t : {&ql, &kl, &vl}) t->requires_grad_(true);
   // q and k as strided views ([B, T, H, D] storage), as the attention blocks hand them over.
   const Tensor qv = transpose(contiguous(transpose(ql, 1, 2)), 1, 2);
-  const Tensor o = context_attention(qv, kl, vl, 0.0, method, world);
+  const Tensor o = context_attention(qv, kl, vl, 0.0, method, world, seg);
   sum(mul(o, local(w))).backward();
   expect_close(o.detach(), local(ref.detach()), 1e-5, what + " output");
   expect_close(ql.grad(), local(q.grad()), 1e-5, what + " dq");
@@ -74,6 +93,16 @@ TEST(ContextParallel, RingEqualsOneRankAttention) {
   for (int64_t chunk : {5, 40})
     for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{12, 2}, {12, 12}})
       check_attention(ContextMethod::ring, hq, hkv, chunk);
+}
+
+// Packed documents: lengths of 1, documents inside one zigzag chunk and across several, so some
+// ring blocks hide every key from some queries (merged by their -inf log-sum-exp).
+TEST(ContextParallel, RingAndUlyssesWithDocumentsEqualOneRank) {
+  for (int64_t chunk : {5, 40})
+    for (const std::vector<int64_t>& lengths :
+         {std::vector<int64_t>{7, 1, 13, 30}, {1}, {2 * chunk + 3, 4}})
+      for (ContextMethod m : {ContextMethod::ring, ContextMethod::alltoall})
+        check_attention(m, 12, m == ContextMethod::ring ? 2 : 4, chunk, lengths);
 }
 
 TEST(ContextParallel, UlyssesEqualsOneRankAttention) {
@@ -97,7 +126,8 @@ TEST(ContextParallel, UlyssesNeedsHeadsDividingByCp) {
 }
 
 // A whole model: the cp ranks' loss shares and gradients sum to the one-rank loss and gradients.
-void check_model(const models::ModelConfig& c, ContextMethod method, const std::string& name) {
+void check_model(const models::ModelConfig& c, ContextMethod method, const std::string& name,
+                 bool documents = false) {
   const double rel = 1e-5;
   auto world = dist::world();
   const int64_t n = world->size(), len = 2 * n * 6;
@@ -108,8 +138,9 @@ void check_model(const models::ModelConfig& c, ContextMethod method, const std::
   models::ContextSplit split;
   split.degree = n;
   split.index = world->rank();
-  split.attention = [world, method](const Tensor& q, const Tensor& k, const Tensor& v, double s) {
-    return context_attention(q, k, v, s, method, world);
+  split.attention = [world, method](const Tensor& q, const Tensor& k, const Tensor& v, double s,
+                                    const Tensor& segments) {
+    return context_attention(q, k, v, s, method, world, segments);
   };
   split.sum = [world](const std::vector<double>& x) {
     return world->all_reduce(from_data<double>(x, {int64_t(x.size())}), dist::ReduceOp::sum)
@@ -124,11 +155,21 @@ void check_model(const models::ModelConfig& c, ContextMethod method, const std::
   }
   const Tensor t_ids = from_data<int64_t>(ids, {2, len + 1}),
                t_lab = from_data<int64_t>(labels, {2, len + 1});
-  const Tensor l_ref = ref->loss(t_ids, t_lab);
+  // Packed documents: positions restarting at documents of 9, 1, 4 and 17 tokens in turn.
+  models::PackedDocuments docs;
+  if (documents) {
+    const std::vector<double> seg = document_ids(2, len + 1, {9, 1, 4, 17}).to_vector();
+    std::vector<int64_t> pos(seg.size());
+    for (size_t i = 1; i < seg.size(); ++i)
+      pos[i] = int64_t(i) % (len + 1) == 0 || seg[i] != seg[i - 1] ? 0 : pos[i - 1] + 1;
+    docs = {from_data<int64_t>(pos, {2, len + 1}), true, true};
+  }
+  const Tensor l_ref = ref->loss(t_ids, t_lab, docs);
   l_ref.backward();
-  const Tensor l_cp = cp->loss(t_ids, t_lab);
+  const Tensor l_cp = cp->loss(t_ids, t_lab, docs);
   l_cp.backward();
-  const std::string what = name + " at cp " + std::to_string(n);
+  const std::string what =
+      name + " at cp " + std::to_string(n) + (documents ? " with documents" : "");
   const double total = world->all_reduce(from_data<double>({l_cp.item()}, {1}), dist::ReduceOp::sum)
                            .to_vector()[0];
   EXPECT_NEAR(total, l_ref.item(), rel * std::abs(l_ref.item())) << what << " loss";
@@ -173,6 +214,26 @@ TEST(ContextParallel, ModelLossAndGradientsSumToOneRank) {
   const models::ModelConfig mla =
       models::read_model_config(std::string(HP_SOURCE_DIR) + "/tests/models/fixtures/deepseek_v3");
   check_model(mla, ContextMethod::ring, "deepseek_v3 ring");
+}
+
+// Packed documents (data.document_mask + reset_position_ids) under cp: the shares still sum to
+// the one-rank loss and gradients — ring and Ulysses, dynamic NTK (the tables span the whole
+// window's longest document on every rank), MLA.
+TEST(ContextParallel, ModelWithPackedDocumentsSumsToOneRank) {
+  const int64_t n = dist::world()->size();
+  for (ContextMethod m : {ContextMethod::ring, ContextMethod::alltoall}) {
+    const models::ModelConfig c = models::testing::tiny_config("qwen3", 64, 2);
+    if (m == ContextMethod::alltoall && c.num_attention_heads % n != 0) continue;
+    check_model(c, m, m == ContextMethod::ring ? "qwen3 ring" : "qwen3 alltoall", true);
+  }
+  models::ModelConfig dyn = models::testing::tiny_config("llama", 64, 2);
+  dyn.max_position_embeddings = 8;
+  dyn.rope_scaling.type = "dynamic";
+  dyn.rope_scaling.factor = 4.0;
+  check_model(dyn, ContextMethod::ring, "llama rope dynamic", true);
+  const models::ModelConfig mla =
+      models::read_model_config(std::string(HP_SOURCE_DIR) + "/tests/models/fixtures/deepseek_v3");
+  check_model(mla, ContextMethod::ring, "deepseek_v3 ring", true);
 }
 
 // The router loss over rows split across ranks: the ranks' shares (global expert counts) sum to

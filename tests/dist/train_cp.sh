@@ -2,7 +2,8 @@
 # hp train with context parallelism (the parallelize step's CP): at cp 2 every step's loss equals
 # the 1-rank run's within 1e-5 relative (f32; attention blocks merged by log-sum-exp, gradients
 # summed in another order), by ring attention and by Ulysses, with tp 2 × cp 2 at 4 ranks, with a
-# DeepSeek-V3 (MLA + MoE) fixture, a Qwen3-MoE and recompute (bf16: within 2%); a run saved at cp 2
+# DeepSeek-V3 (MLA + MoE) fixture, a Qwen3-MoE, recompute and packed documents (bf16: within 2%);
+# a run saved at cp 2
 # resumes at cp 1 with the
 # uninterrupted run's losses; bad degrees and lengths fail naming the numbers.
 # Usage: train_cp.sh HP_BINARY REPO_ROOT
@@ -22,6 +23,14 @@ for method in ring alltoall; do
   run "cp_$method" 2 --set parallel.cp=2 --set parallel.cp_method=$method
   grep -q "cp 2 ($method, 24 of 48 tokens per rank)" "$dir/cp_$method.log"
   compare "cp 2 ($method) vs 1 rank" "$dir/ref" "$dir/cp_$method" 1e-5
+done
+# Packed documents (a verse per document; attention within it, positions restarting): the rows'
+# document ids reach ring and Ulysses attention.
+docs=(--set 'data.doc_separator="\n"' --set data.document_mask=true)
+run ref_docs 1 "${docs[@]}"
+for method in ring alltoall; do
+  run "cp_docs_$method" 2 "${docs[@]}" --set parallel.cp=2 --set parallel.cp_method=$method
+  compare "cp 2 ($method) vs 1 rank with packed documents" "$dir/ref_docs" "$dir/cp_docs_$method" 1e-5
 done
 run cp_recompute 2 --set parallel.cp=2 --set recompute.mode=full
 compare "cp 2 with recompute full vs 1 rank" "$dir/ref" "$dir/cp_recompute" 1e-5

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # hp train with pipeline parallelism (parallel.pp, train/pipeline_step.h): at pp 2 with gpipe,
 # 1f1b, interleaved_1f1b (2 virtual stages) and zb_h1, at pp 4 with 1f1b and zb_h1, an uneven cut,
-# pp 2 × dp_shard 2 and pp 2 × tp 2 (with recompute) on 4 ranks, every step's loss equals the
-# 1-rank run's with the same micro-batching (f32, within 1e-5 relative), and each step logs the
-# measured bubble beside the theory. (train_pp_resume.sh: resume across pp, MoE, profile, errors.)
+# pp 2 × dp_shard 2, pp 2 × tp 2 (with recompute) on 4 ranks and packed documents, every step's
+# loss equals the 1-rank run's with the same micro-batching (f32, within 1e-5 relative), and each
+# step logs the measured bubble beside the theory. (train_pp_resume.sh: resume across pp, MoE, profile, errors.)
 # Usage: train_pp.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
 cat > "$dir/run.yaml" <<YAML
@@ -42,4 +42,12 @@ grep -q "parallel: 4 rank(s), pp 2 × (dp_replicate 1 × dp_shard 2" "$dir/pp2_d
 compare "pp 2 × dp_shard 2 vs 1 rank" "$dir/ref" "$dir/pp2_dp2" 1e-5 6
 run pp2_tp2 4 --set parallel.pp=2 --set parallel.tp=2 --set recompute.mode=full
 compare "pp 2 × tp 2 with recompute vs 1 rank" "$dir/ref" "$dir/pp2_tp2" 1e-5 6
+# Packed documents (a verse per document; attention within it, positions restarting): every
+# stage's layers get the micro-batch's document ids and positions.
+docs=(--set 'data.doc_separator="\n"' --set data.document_mask=true)
+run ref_docs 1 "${docs[@]}"
+run pp2_docs 2 --set parallel.pp=2 "${docs[@]}"
+grep -q "packed documents: attention within each document, positions restart" "$dir/pp2_docs.log"
+compare "pp 2 vs 1 rank with packed documents" "$dir/ref_docs" "$dir/pp2_docs" 1e-5 6
+if compare "packed documents vs not (must differ)" "$dir/ref" "$dir/ref_docs" 1e-5 6; then exit 1; fi
 echo "pipeline parallel runs agree"

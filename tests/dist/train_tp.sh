@@ -2,7 +2,8 @@
 # hp train with tensor parallelism (the parallelize step): at tp 2 (with sequence parallelism, a
 # vocabulary-parallel tied head and loss) every step's loss equals the 1-rank run's — AdamW,
 # recompute full and Muon within 1e-5 relative (f32; sums in another order), MXFP8 within 2% (a
-# row-parallel weight's quantization blocks restart at its shard's edge). A run saved at
+# row-parallel weight's quantization blocks restart at its shard's edge), and with packed documents
+# (data.document_mask) within 1e-5. A run saved at
 # (dp_shard 2, tp 2) resumes at (3, 1), (1, 1) and (1, 2) with the losses of the uninterrupted run.
 # Usage: train_tp.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
@@ -44,6 +45,13 @@ run tp_moe 2 --set model.arch=qwen3_moe --set model.experts=4 --set model.expert
   --set parallel.tp=2
 grep -q "tp 2 (no sequence parallelism)" "$dir/tp_moe.log"
 compare "tp 2 vs 1 rank (qwen3_moe, attention only)" "$dir/ref_moe" "$dir/tp_moe" 1e-5
+# Packed documents (one verse per document; attention within it, positions reset): tp 2 with
+# sequence parallelism equals 1 rank.
+docs=(--set 'data.doc_separator="\n"' --set data.document_mask=true)
+run ref_docs 1 "${docs[@]}"
+run tp_docs 2 "${docs[@]}" --set parallel.tp=2
+grep -q "packed documents: attention within each document, positions restart" "$dir/tp_docs.log"
+compare "tp 2 vs 1 rank (packed documents)" "$dir/ref_docs" "$dir/tp_docs" 1e-5
 run hsdp_tp 4 --set parallel.tp=2 --set parallel.dp_replicate=2
 compare "dp_replicate 2 × tp 2 vs 1 rank" "$dir/ref_plain" "$dir/hsdp_tp" 1e-5
 # parallel.plan: the MLPs replicated (not split) instead of the architecture's colwise / rowwise,

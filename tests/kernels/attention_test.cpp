@@ -54,6 +54,12 @@ struct Result {
 struct Problem {
   Case c;
   Heads q, k, v, g;  // g: output gradient
+  // Document ids [B, T] and [B, Tkv] (empty: no segments).
+  std::vector<int32_t> seg_q, seg_kv;
+  bool visible(int64_t b, int64_t i, int64_t j) const {
+    if (c.causal && j > i) return false;
+    return seg_q.empty() || seg_q[b * c.T + i] == seg_kv[b * c.Tkv + j];
+  }
   Problem(const Case& c_, uint32_t seed)
       : c(c_),
         q(c.B, c.Hq, c.T, c.D, c.bthd),
@@ -71,6 +77,7 @@ struct Problem {
   Result run() {
     AttentionOptions opt;
     opt.causal = c.causal;
+    if (!seg_q.empty()) opt.segments = {seg_q.data(), c.T, seg_kv.data(), c.Tkv};
     Heads o(c.B, c.Hq, c.T, c.D, c.bthd), dq(c.B, c.Hq, c.T, c.D, c.bthd);
     Heads dk(c.B, c.Hkv, c.Tkv, c.D, c.bthd), dv(c.B, c.Hkv, c.Tkv, c.D, c.bthd);
     std::vector<float> lse(c.B * c.Hq * c.T);
@@ -92,13 +99,19 @@ struct Problem {
       for (int64_t h = 0; h < c.Hq; ++h) {
         const int64_t hk = h / (c.Hq / c.Hkv);
         for (int64_t i = 0; i < c.T; ++i) {
+          // Keys [0, nvis) hold every visible one; p = 0 for the hidden ones among them.
           const int64_t nvis = c.causal ? std::min(c.Tkv, i + 1) : c.Tkv;
           double mx = -INFINITY;
           for (int64_t j = 0; j < nvis; ++j) {
             double s = 0;
             for (int64_t d = 0; d < c.D; ++d) s += double(q.at(b, h, i, d)) * k.at(b, hk, j, d);
-            p[j] = s * scale;
+            p[j] = visible(b, i, j) ? s * scale : -INFINITY;
             mx = std::max(mx, p[j]);
+          }
+          if (mx == -INFINITY) {  // no visible key: o = 0, lse = -inf, no gradient
+            lse[(b * c.Hq + h) * c.T + i] = -INFINITY;
+            for (int64_t d = 0; d < c.D; ++d) o.at(b, h, i, d) = 0, dq.at(b, h, i, d) = 0;
+            continue;
           }
           double sum = 0;
           for (int64_t j = 0; j < nvis; ++j) sum += (p[j] = std::exp(p[j] - mx));
@@ -143,8 +156,15 @@ void expect_close(const char* what, const std::vector<float>& x, const std::vect
                   const Case& c) {
   ASSERT_EQ(x.size(), ref.size());
   double ref_max = 0, err = 0;
-  for (float r : ref) ref_max = std::max(ref_max, double(std::fabs(r)));
-  for (size_t i = 0; i < x.size(); ++i) err = std::max(err, std::fabs(double(x[i]) - ref[i]));
+  for (float r : ref)
+    if (std::isfinite(r)) ref_max = std::max(ref_max, double(std::fabs(r)));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isinf(ref[i]) || std::isinf(x[i])) {  // -inf lse: a query that sees no key
+      EXPECT_EQ(x[i], ref[i]) << what << "[" << i << "]";
+      continue;
+    }
+    err = std::max(err, std::fabs(double(x[i]) - ref[i]));
+  }
   const double denom = std::max(ref_max, 0.1);
   g_worst_ratio = std::max(g_worst_ratio, err / denom);
   EXPECT_LE(err, 2e-5 * denom) << what << ": max err " << err << " (max |ref| " << ref_max
@@ -153,14 +173,50 @@ void expect_close(const char* what, const std::vector<float>& x, const std::vect
                                << " causal=" << c.causal << " bthd=" << c.bthd;
 }
 
-void check_case(const Case& c, uint32_t seed) {
-  Problem p(c, seed);
+void check_problem(Problem& p) {
+  const Case& c = p.c;
   Result got = p.run(), ref = p.reference();
   expect_close("o", got.o, ref.o, c);
   expect_close("lse", got.lse, ref.lse, c);
   expect_close("dq", got.dq, ref.dq, c);
   expect_close("dk", got.dk, ref.dk, c);
   expect_close("dv", got.dv, ref.dv, c);
+}
+
+void check_case(const Case& c, uint32_t seed) {
+  Problem p(c, seed);
+  check_problem(p);
+}
+
+// Document ids of `rows` rows of n tokens: each row cut into documents whose lengths are drawn
+// from `lengths` in turn (cycling from a row-dependent start; the last one cut at n).
+std::vector<int32_t> segment_layout(int64_t rows, int64_t n, const std::vector<int64_t>& lengths) {
+  std::vector<int32_t> seg(static_cast<size_t>(rows * n));
+  for (int64_t b = 0; b < rows; ++b) {
+    int32_t id = 0;
+    size_t next = static_cast<size_t>(b) % lengths.size();
+    for (int64_t t = 0, left = lengths[next]; t < n; ++t) {
+      if (left == 0) ++id, next = (next + 1) % lengths.size(), left = lengths[next];
+      seg[b * n + t] = id, --left;
+    }
+  }
+  return seg;
+}
+
+// Random document lengths in [1, max_len], with some 1s, reproducible from seed.
+std::vector<int64_t> random_lengths(uint32_t seed, int64_t max_len) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> d(1, max_len);
+  std::vector<int64_t> out;
+  for (int i = 0; i < 12; ++i) out.push_back(i % 4 == 1 ? 1 : d(rng));
+  return out;
+}
+
+void check_segments(const Case& c, const std::vector<int64_t>& lengths, uint32_t seed) {
+  Problem p(c, seed);
+  p.seg_q = segment_layout(c.B, c.T, lengths);
+  p.seg_kv = c.T == c.Tkv ? p.seg_q : segment_layout(c.B, c.Tkv, lengths);
+  check_problem(p);
 }
 
 TEST(Attention, MatchesReferenceAcrossShapes) {
@@ -194,6 +250,72 @@ TEST(Attention, ScalarFallbackMatchesReference) {
   check_case({1, 4, 2, 130, 130, 64, true, false}, 300);
   check_case({1, 2, 2, 67, 67, 20, false, true}, 301);
   detail::attention_allow_simd(prev);
+}
+
+// Packed documents: random layouts with documents of length 1, documents spanning and ending on
+// 64-token block edges, a row that is one document, GQA, odd head dims, both ISA paths.
+TEST(Attention, SegmentsMatchReference) {
+  uint32_t seed = 600;
+  for (bool simd : {true, false}) {
+    const bool prev = detail::attention_allow_simd(simd);
+    for (int64_t T : {1, 9, 67, 130, 200}) {
+      check_segments({2, 4, 2, T, T, 16, true, false}, random_lengths(seed, 40), seed), ++seed;
+      check_segments({2, 2, 1, T, T, 20, true, true}, random_lengths(seed, 90), seed), ++seed;
+    }
+    check_segments({1, 2, 2, 130, 130, 64, true, false}, {130}, seed++);            // one document
+    check_segments({1, 2, 2, 130, 130, 64, true, false}, {1}, seed++);              // all length 1
+    check_segments({2, 2, 1, 200, 200, 32, true, false}, {64, 64, 1, 71}, seed++);  // block edges
+    check_segments({1, 2, 1, 130, 130, 16, false, false}, {50, 1, 30}, seed++);     // not causal
+    detail::attention_allow_simd(prev);
+  }
+  std::printf("worst err / max|ref| so far: %.3g\n", g_worst_ratio);
+}
+
+// Different query and key ids (as a context-parallel block would pass): some queries see no
+// key at all and get o = 0, lse = -inf and no gradient.
+TEST(Attention, SegmentsWithQueriesThatSeeNoKey) {
+  Problem p({1, 2, 1, 67, 130, 16, false, false}, 700);
+  p.seg_q = segment_layout(1, 67, {20, 47});  // ids 0, 1
+  p.seg_kv.assign(130, 1);
+  for (int64_t j = 0; j < 70; ++j) p.seg_kv[j] = 1;
+  for (int64_t j = 70; j < 130; ++j) p.seg_kv[j] = 2;  // no key has id 0: 20 queries see none
+  check_problem(p);
+  Result got = p.run();
+  EXPECT_EQ(got.lse[0], -INFINITY);
+  EXPECT_EQ(got.o[0], 0.0f);
+}
+
+TEST(Attention, SegmentsRejectDecreasingIds) {
+  Problem p({1, 2, 2, 5, 5, 16, true, false}, 800);
+  p.seg_q = {0, 0, 1, 0, 1};
+  p.seg_kv = p.seg_q;
+  try {
+    p.run();
+    FAIL() << "decreasing ids accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("must not decrease along a row: row 0 has 1 then 0 at "
+                                         "token 3"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Attention, SegmentsBitwiseIdenticalAcrossThreadCounts) {
+  const int prev = num_threads();
+  Problem p({2, 4, 2, 200, 200, 64, true, false}, 900);
+  p.seg_q = segment_layout(2, 200, {37, 1, 90, 64});
+  p.seg_kv = p.seg_q;
+  set_num_threads(1);
+  Result one = p.run();
+  set_num_threads(2);
+  Result two = p.run();
+  set_num_threads(prev);
+  for (auto [a, b] : {std::pair{&one.o, &two.o},
+                      {&one.lse, &two.lse},
+                      {&one.dq, &two.dq},
+                      {&one.dk, &two.dk},
+                      {&one.dv, &two.dv}})
+    EXPECT_EQ(0, std::memcmp(a->data(), b->data(), a->size() * 4));
 }
 
 TEST(Attention, BitwiseIdenticalAcrossThreadCounts) {

@@ -79,6 +79,33 @@ TEST(Rope, MatchesHfRotateHalfAndGptj) {
   }
 }
 
+// Per-row tables [B, T, D/2] (positions restarting at packed documents): row b rotates as with
+// its own [T, D/2] table, in both layouts; the gradient checks out; a table for another batch
+// size, or per-row tables over seq_dim 0, are errors naming the shapes.
+TEST(Rope, PerRowTablesRotateEachRowByItsOwn) {
+  const int64_t B = 2, H = 3, T = 5, D = 8;
+  auto [c0, s0] = rope_cos_sin(T, D, 100.0, DType::f64);
+  auto [c9, s9] = rope_cos_sin_from_inv_freq({1.0, 0.1, 0.01, 0.001}, 9, T, 1.0, DType::f64);
+  const Tensor c = stack({c0, c9}, 0), s = stack({s0, s9}, 0);  // [2, T, D/2]
+  for (int64_t seq_dim : {1, 2}) {
+    SCOPED_TRACE("seq_dim " + std::to_string(seq_dim));
+    const Shape shape = seq_dim == 2 ? Shape{B, H, T, D} : Shape{B, T, H, D};
+    Tensor x = leaf(shape, 5);
+    const Tensor y = rotary_embedding(x, c, s, false, seq_dim);
+    for (int64_t b = 0; b < B; ++b) {
+      const Tensor xb = contiguous(narrow(x, 0, b, 1));
+      const Tensor yb = rotary_embedding(xb, b == 0 ? c0 : c9, b == 0 ? s0 : s9, false, seq_dim);
+      EXPECT_EQ(contiguous(narrow(y, 0, b, 1)).to_vector(), yb.to_vector()) << "row " << b;
+    }
+    expect_gradcheck(
+        [&](const std::vector<Tensor>& in) { return rotary_embedding(in[0], c, s, true, seq_dim); },
+        {x});
+  }
+  Tensor x = leaf({3, T, H, D}, 6);
+  EXPECT_THROW(rotary_embedding(x, c, s, false, 1), ValueError);  // tables for 2 rows, x has 3
+  EXPECT_THROW(rotary_embedding(leaf({T, B, H, D}, 7), c, s, false, 0), ValueError);
+}
+
 TEST(Rope, CosSinTable) {
   auto [c, s] = rope_cos_sin(8, 16, 10000.0, DType::f64);
   ASSERT_EQ(c.shape(), (Shape{8, 8}));

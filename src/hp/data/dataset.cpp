@@ -246,6 +246,39 @@ void TokenDataset::read(int64_t begin, int64_t count, int64_t* dst) const {
                "prepared with)");
 }
 
+void TokenDataset::read_positions(int64_t begin, int64_t count, int64_t* dst) const {
+  if (begin < 0 || count < 0 || begin > size_ - count)
+    HP_THROW(ValueError, "data", "positions [", begin, ", ", begin + count, ") of dataset '",
+             options_.path, "' are outside its ", size_, " tokens");
+  if (base_) {
+    // A subset's pieces are whole documents of the base, so each starts a document.
+    for_pieces(begin, count, [&](int64_t at, int64_t n, int64_t done) {
+      base_->read_positions(at, n, dst + done);
+    });
+    return;
+  }
+  if (count == 0) return;
+  // d: the last document starting at or before `begin` (empty documents share a start).
+  int64_t lo = 0, hi = std::max<int64_t>(num_documents_, 1) - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (document_start(mid) <= begin)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  // The document of token begin + i, where its positions count from, and where it ends.
+  int64_t d = lo, from = begin;
+  auto end_of = [&](int64_t doc) {
+    return doc + 1 >= num_documents_ ? size_ : document_start(doc + 1);
+  };
+  int64_t next = end_of(d);
+  for (int64_t i = 0; i < count; ++i) {
+    while (begin + i >= next) from = next, next = end_of(++d);
+    dst[i] = begin + i - from;
+  }
+}
+
 bool TokenDataset::has_mask() const {
   if (base_) return base_->has_mask();
   return !mask_.empty() || (indexed_ && indexed_->has_mask());

@@ -89,6 +89,11 @@ class TokenDataset {
   // The loss mask of tokens [begin, begin + count): 1 = a training target, 0 = context only (all
   // 1 without a mask). Errors as read().
   void read_mask(int64_t begin, int64_t count, uint8_t* dst) const;
+  // Each token's position within its document for tokens [begin, begin + count): 0 at a
+  // document's first token (document_start) and at `begin`, then counting up — what a packed row
+  // needs to restart attention and RoPE positions at each document (data.document_mask). The
+  // separator ends its document. Errors as read().
+  void read_positions(int64_t begin, int64_t count, int64_t* dst) const;
   // Held in memory (text, token files): the position of the first id >= `limit`, or -1.
   // Indexed datasets are not scanned (ValueError): read() checks their ids instead. A document
   // subset answers for its whole base.

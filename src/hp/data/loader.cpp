@@ -139,6 +139,11 @@ Batch DataLoader::next(int64_t batch, int dp_rank, int dp_size) {
   out.ids = empty({row1 - row0, width}, DType::i64);  // [rows, seq_len + 1]
   int64_t* dst = out.ids.data<int64_t>();
   int64_t* lab = nullptr;
+  int64_t* pos = nullptr;
+  if (positions_) {
+    out.positions = empty({row1 - row0, width}, DType::i64);  // [rows, seq_len + 1]
+    pos = out.positions.data<int64_t>();
+  }
   if (masked_) {
     out.labels = empty({row1 - row0, width}, DType::i64);
     lab = out.labels.data<int64_t>();
@@ -157,6 +162,7 @@ Batch DataLoader::next(int64_t batch, int dp_rank, int dp_size) {
     Source& src = *sources_[s];
     int64_t* row = dst + (g - row0) * width;
     src.dataset->read(src.window(k) * seq_len_, width, row);
+    if (pos) src.dataset->read_positions(src.window(k) * seq_len_, width, pos + (g - row0) * width);
     if (lab)
       for (int64_t t = 0; t < width; ++t)
         lab[(g - row0) * width + t] = mask_buf_[static_cast<size_t>(t)] ? row[t] : -100;

@@ -38,6 +38,10 @@ struct Batch {
   Tensor ids;     // i64 [rows, seq_len + 1]: this rank's rows
   Tensor labels;  // ids with -100 where the mask is 0 (CausalLM::loss ignores those targets);
                   // undefined when no source has a mask (every token is a target)
+  // i64 [rows, seq_len + 1]: each token's position within its packed document (0 at a
+  // document's first token and at the row's first; TokenDataset::read_positions); defined only
+  // with set_document_positions(true).
+  Tensor positions;
   int64_t targets = 0;         // this rank's targets: labels[:, 1:] != -100 (rows · seq_len)
   int64_t global_targets = 0;  // the same over every rank's rows of the global batch
 };
@@ -82,6 +86,10 @@ class DataLoader {
   Batch next(int64_t batch, int dp_rank = 0, int dp_size = 1);
   // Whether some source has a loss mask (TokenDataset::has_mask).
   bool masked() const { return masked_; }
+  // Whether next() also returns Batch::positions (data.document_mask / reset_position_ids). A
+  // pure function of each window, so the loader state (and resume) is unchanged.
+  void set_document_positions(bool on) { positions_ = on; }
+  bool document_positions() const { return positions_; }
   // The targets of the next `batches` global batches of `batch` samples — what next() will
   // return as global_targets, summed — without moving the state (a training step's token count
   // before its first micro-batch). Without a mask: batches · batch · seq_len, nothing read.
@@ -104,6 +112,7 @@ class DataLoader {
   int64_t seq_len_;
   BlendSchedule schedule_;
   bool masked_ = false;
+  bool positions_ = false;
   std::vector<uint8_t> mask_buf_;
 };
 

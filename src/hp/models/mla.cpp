@@ -70,20 +70,23 @@ Tensor MLAttention::forward(const Tensor& x, AttentionContext& ctx) const {
              "needs rotary tables over qk_rope_head_dim = ", opt_.qk_rope_head_dim, ", got ",
              ctx.rope ? ctx.rope->dim() : 0);
   auto [cos, sin] = rotary_tables(ctx, x.size(1));
-  return attend(x, cos, sin, ctx.cache, ctx.context);
+  return attend(x, cos, sin, ctx.cache, ctx.context, ctx.segments);
 }
 
 Tensor MLAttention::attend(const Tensor& x, const Tensor& cos, const Tensor& sin, LayerCache* cache,
-                           const ContextSplit* context) const {
+                           const ContextSplit* context, const Tensor& segments) const {
   const MLAOptions& o = opt_;
   if (x.dim() != 3 || x.size(2) != o.hidden_size)
     HP_THROW(ValueError, "mla", "expects x [batch, seq, hidden_size = ", o.hidden_size, "], got ",
              x.desc());
   const int64_t b = x.size(0), t = x.size(1), nh = o.num_heads, dn = o.qk_nope_head_dim,
                 dr = o.qk_rope_head_dim, dv = o.v_head_dim, qk = qk_head_dim();
-  if (cos.dim() != 2 || cos.size(0) != t || cos.size(1) != dr / 2 || sin.shape() != cos.shape())
+  const bool per_row = cos.dim() == 3 && cos.size(0) == b;  // [B, T, dr / 2]: positions per row
+  if ((cos.dim() != 2 && !per_row) || cos.size(-2) != t || cos.size(-1) != dr / 2 ||
+      sin.shape() != cos.shape())
     HP_THROW(ValueError, "mla", "cos/sin must be [seq = ", t, ", qk_rope_head_dim / 2 = ", dr / 2,
-             "], got ", cos.desc(), " and ", sin.desc());
+             "] (or [batch = ", b, ", seq, qk_rope_head_dim / 2]), got ", cos.desc(), " and ",
+             sin.desc());
 
   Tensor q =
       q_proj ? q_proj->forward(x) : q_b_proj->forward(q_a_layernorm->forward(q_a_proj->forward(x)));
@@ -122,7 +125,7 @@ Tensor MLAttention::attend(const Tensor& x, const Tensor& cos, const Tensor& sin
     vf = cache->v;
   }
   const double scale = o.softmax_scale > 0.0 ? o.softmax_scale : mla_softmax_scale(qk);
-  Tensor attn = models::attend(context, qf, kf, vf, causal, scale);  // [B, nh, T, d]
+  Tensor attn = models::attend(context, qf, kf, vf, causal, scale, segments);  // [B, nh, T, d]
   if (d != dv) attn = narrow(attn, -1, 0, dv);
   attn = reshape(transpose(attn, 1, 2), {b, t, nh * dv});
   return o_proj->forward(attn);

@@ -64,8 +64,9 @@ class MLAttention : public AttentionBlock {
   std::shared_ptr<nn::RMSNorm> q_a_layernorm, kv_a_layernorm;
 
  private:
+  // cos/sin [T, dr / 2], or [B, T, dr / 2] per row; segments: AttentionContext::segments.
   Tensor attend(const Tensor& x, const Tensor& cos, const Tensor& sin, LayerCache* cache,
-                const ContextSplit* context = nullptr) const;
+                const ContextSplit* context = nullptr, const Tensor& segments = Tensor()) const;
   MLAOptions opt_;
 };
 

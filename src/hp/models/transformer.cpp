@@ -1,5 +1,6 @@
 #include "hp/models/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "hp/models/moe.h"
@@ -8,8 +9,49 @@
 
 namespace hp::models {
 
+Tensor document_segments(const Tensor& positions) {
+  HP_CHECK(positions.dim() == 2, "positions must be [B, T], got ", positions.desc());
+  const int64_t b = positions.size(0), t = positions.size(1);
+  const std::vector<double> pos = contiguous(positions).to_vector();
+  std::vector<double> seg(pos.size());
+  for (int64_t r = 0; r < b; ++r)
+    for (int64_t i = 1; i < t; ++i)
+      seg[r * t + i] = seg[r * t + i - 1] + (pos[r * t + i] == 0 ? 1 : 0);
+  return from_vector(seg, {b, t}, DType::i32);
+}
+
+namespace {
+
+// cos/sin [B, T, dim / 2] of the per-row positions [B, T] (no gradient: tables, not parameters).
+// The tables span 0..max position, so length-dependent RoPE (dynamic NTK) sees the longest
+// document's length, as HF's does from max(position_ids) + 1.
+std::pair<Tensor, Tensor> per_row_tables(RotaryTables& rope, const Tensor& positions,
+                                         int64_t span) {
+  const std::vector<double> pos = contiguous(positions).to_vector();
+  double top = 0;
+  for (double p : pos) top = std::max(top, p);
+  auto [cos, sin] = rope.get(0, std::max(static_cast<int64_t>(top) + 1, span), DType::f32);
+  const int64_t half = cos.size(1);
+  Tensor c = empty({positions.size(0), positions.size(1), half}, DType::f32);
+  Tensor s = empty(c.shape(), DType::f32);
+  const Tensor cc = contiguous(cos), sc = contiguous(sin);
+  for (size_t i = 0; i < pos.size(); ++i) {
+    const int64_t p = static_cast<int64_t>(pos[i]);
+    std::copy_n(cc.data<float>() + p * half, half, c.data<float>() + int64_t(i) * half);
+    std::copy_n(sc.data<float>() + p * half, half, s.data<float>() + int64_t(i) * half);
+  }
+  return {c, s};
+}
+
+}  // namespace
+
 std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t) {
   HP_CHECK(ctx.rope, "attention context without rotary tables");
+  if (ctx.positions.defined()) {
+    HP_CHECK(ctx.positions.size(1) == t, "per-row positions ", ctx.positions.desc(), " for ", t,
+             " tokens");
+    return per_row_tables(*ctx.rope, ctx.positions, ctx.position_span);
+  }
   if (!ctx.context || ctx.context->degree == 1) return ctx.rope->get(ctx.start, t, DType::f32);
   // The whole row's tables, then this rank's rows of them: frequencies that depend on the length
   // (dynamic NTK) see the row's length, as on one rank.
@@ -21,13 +63,13 @@ std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t) 
 }
 
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
-              bool causal, double scale) {
+              bool causal, double scale, const Tensor& segments) {
   if (!context || context->degree == 1)
-    return scaled_dot_product_attention(q, k, v, causal, scale);
+    return scaled_dot_product_attention(q, k, v, causal, scale, segments);
   if (!causal || q.size(2) != k.size(2))
     HP_THROW(ValueError, "models", "context parallelism runs causal attention over whole rows ",
              "(training); got q ", q.desc(), ", k ", k.desc(), " (incremental decoding?)");
-  return context->attention(q, k, v, scale);
+  return context->attention(q, k, v, scale, segments);
 }
 
 Attention::Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm)
@@ -98,7 +140,7 @@ Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
     v = lc.v;
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  Tensor o = attend(ctx.context, q, k, v, causal, scale);  // [B, Hq, T, D]
+  Tensor o = attend(ctx.context, q, k, v, causal, scale, ctx.segments);  // [B, Hq, T, D]
   o = reshape(transpose(o, 1, 2), {b, t, heads * head_dim_});
   return o_proj->forward(o);
 }
@@ -172,12 +214,22 @@ Tensor TiedHead::forward(const Tensor& x) const {
   return wrapped_forward(x, [this](const Tensor& t) { return linear(t, embedding_->weight); });
 }
 
+namespace {
+// The packed-document fields of `docs` (CausalLM::loss), when given, into a forward's context.
+void take_documents(AttentionContext& ctx, const AttentionContext* docs) {
+  if (!docs) return;
+  ctx.segments = docs->segments;
+  ctx.positions = docs->positions;
+  ctx.position_span = docs->position_span;
+}
+}  // namespace
+
 Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
   return run(ids, cache, nullptr);
 }
 
 Tensor CausalLM::run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
-                     int64_t row_length) {
+                     int64_t row_length, const AttentionContext* docs) {
   if (ids.dim() != 2) HP_THROW(ValueError, "models", "input ids must be [B, T], got ", ids.desc());
   if (cache && cache->layers.size() != model->layers.size())
     HP_THROW(ValueError, "models", "KV cache has ", cache->layers.size(), " layers, model has ",
@@ -187,6 +239,7 @@ Tensor CausalLM::run(const Tensor& ids, KVCache* cache, const ContextSplit* cont
   ctx.rope = &rope_;
   ctx.context = context;
   ctx.row_length = row_length;
+  take_documents(ctx, docs);
   Tensor h = model->embed_tokens->forward(ids);  // [B, T, hidden]
   for (size_t i = 0; i < model->layers.size(); ++i) {
     ctx.cache = cache ? &cache->layers[i] : nullptr;
@@ -220,13 +273,41 @@ Tensor CausalLM::mean_cross_entropy(const Tensor& logits, const Tensor& targets)
                                     : cross_entropy(logits, targets, -100, "mean");
 }
 
-Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
+AttentionContext CausalLM::document_context(const Tensor& ids, const PackedDocuments& docs) const {
+  // The documents' fields of the attention context: ids of the whole rows ([B, t], or [B, t - 1]
+  // under cp: the tokens that predict) and positions of the tokens this rank runs.
+  AttentionContext doc_ctx;
+  if (!docs.active()) return doc_ctx;
+  const int64_t t = ids.size(1);
+  const bool split = context_.degree > 1;
+  if (docs.positions.shape() != ids.shape() ||
+      (docs.positions.dtype() != DType::i64 && docs.positions.dtype() != DType::i32))
+    HP_THROW(ValueError, "models", "document positions ", docs.positions.desc(),
+             " must be i32/i64 shaped like ids ", ids.desc());
+  double top = 0, low = 0;
+  for (double p : contiguous(docs.positions).to_vector())
+    top = std::max(top, p), low = std::min(low, p);
+  if (low < 0) HP_THROW(ValueError, "models", "document positions must be >= 0, got ", low);
+  const Tensor rows = split ? narrow(docs.positions, 1, 0, t - 1) : docs.positions;
+  if (docs.mask) doc_ctx.segments = document_segments(rows);
+  if (docs.reset_positions) {
+    doc_ctx.positions =
+        split ? contiguous(shard::context_shard(rows, 1, context_.degree, context_.index))
+              : docs.positions;
+    // Tables over the whole window's longest document (a cp rank sees only its spans).
+    doc_ctx.position_span = static_cast<int64_t>(top) + 1;
+  }
+  return doc_ctx;
+}
+
+Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocuments& docs) {
   const Tensor lab = labels.defined() ? labels : ids;
   if (lab.shape() != ids.shape())
     HP_THROW(ValueError, "models", "labels ", lab.desc(), " must match ids ", ids.desc());
   const int64_t b = ids.size(0), t = ids.size(1);
   if (t < 2)
     HP_THROW(ValueError, "models", "loss needs at least 2 tokens per row, got ", ids.desc());
+  const AttentionContext doc_ctx = document_context(ids, docs);
   if (context_.degree > 1) {
     // Context parallelism: positions [0, t − 1) predict ids [1, t); this rank runs its spans of
     // both and returns Σ its token losses / all targets of the rows, so the cp ranks' shares sum
@@ -243,7 +324,7 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
       return count;
     };
     const int64_t local = valid(targets), total = valid(all_targets);
-    const Tensor logits = flat_f32(head(run(in, nullptr, &context_, t)));
+    const Tensor logits = flat_f32(head(run(in, nullptr, &context_, t, &doc_ctx)));
     // Σ = mean · count; a rank whose targets are all ignored adds a zero that still reaches its
     // parameters (every rank runs the same backward).
     Tensor l = local > 0 ? mul(mean_cross_entropy(logits, targets),
@@ -251,14 +332,17 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels) {
                          : mul(sum(logits), 0.0);
     return add_aux_losses(l, &context_);
   }
-  return loss_from_hidden(run_layers(ids, 0, static_cast<int64_t>(model->layers.size())), ids, lab);
+  return loss_from_hidden(
+      run_layers(ids, 0, static_cast<int64_t>(model->layers.size()), &doc_ctx), ids, lab);
 }
 
-Tensor CausalLM::run_layers(const Tensor& x, int64_t begin, int64_t end) {
+Tensor CausalLM::run_layers(const Tensor& x, int64_t begin, int64_t end,
+                            const AttentionContext* docs) {
   const auto n = static_cast<int64_t>(model->layers.size());
   HP_CHECK(0 <= begin && begin <= end && end <= n, "layers [", begin, ", ", end, ") of ", n);
   AttentionContext ctx;
   ctx.rope = &rope_;
+  take_documents(ctx, docs);
   if (begin == 0 && x.dim() != 2)
     HP_THROW(ValueError, "models", "input ids must be [B, T], got ", x.desc());
   HP_CHECK(begin > 0 || model->embed_tokens, "the embedding is on another pipeline stage");

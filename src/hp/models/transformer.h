@@ -29,10 +29,13 @@ struct LayerCache {
 // How the sequence is split over context-parallel ranks (installed by the parallelize step): of
 // every row of L tokens this rank holds the zigzag spans shard::context_spans(L, degree, index)
 // (shard/context_parallel.h), concatenated; `attention` is causal attention over the whole
-// sequence from those rows: q [B, Hq, T, D], k, v [B, Hkv, T, D], softmax scale → [B, Hq, T, D].
+// sequence from those rows: q [B, Hq, T, D], k, v [B, Hkv, T, D], softmax scale, and the whole
+// rows' document ids (i32 [B, T · degree], or undefined: AttentionContext::segments) →
+// [B, Hq, T, D].
 struct ContextSplit {
   int64_t degree = 1, index = 0;
-  std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, double)> attention;
+  std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&)>
+      attention;
   // Adds a vector over the cp ranks (no gradient): the router loss's global expert counts.
   std::function<std::vector<double>(const std::vector<double>&)> sum;
 };
@@ -47,15 +50,38 @@ struct AttentionContext {
   // a last token whose logits go unused), so length-dependent RoPE (dynamic NTK) matches it;
   // 0: T · degree.
   int64_t row_length = 0;
+  // Packed documents (CausalLM::loss with PackedDocuments; no cache): `segments` i32 document
+  // ids of the whole rows, [B, T] ([B, T · degree] under `context`), non-decreasing along each
+  // row (undefined: attention crosses documents); `positions` i64 [B, T] RoPE positions of x's
+  // tokens (this rank's under `context`; undefined: start + t), with tables spanning at least
+  // [0, position_span) so that length-dependent RoPE sees the whole batch's longest document.
+  Tensor segments, positions;
+  int64_t position_span = 0;
 };
 
+// The packed documents of training rows (data.document_mask, data.reset_position_ids; the loader's
+// Batch::positions): `positions` i32/i64 [B, T] (like the ids) is each token's position within its
+// document, 0 at each document's first token and at the row's first token. `mask` keeps attention
+// inside each document (Megatron's --reset-attention-mask); `reset_positions` gives RoPE those
+// positions instead of 0..T-1 (--reset-position-ids). Neither: the rows run as without it.
+struct PackedDocuments {
+  Tensor positions;
+  bool mask = false;
+  bool reset_positions = false;
+  bool active() const { return positions.defined() && (mask || reset_positions); }
+};
+// Document ids of `positions` [B, T]: the number of zeros in positions[b, 1..t] (i32 [B, T]).
+Tensor document_segments(const Tensor& positions);
+
 // cos/sin [T, rope dim / 2] (f32) for the T tokens of this forward: positions [start, start + T),
-// or this rank's spans of a context-parallel row of T · degree tokens.
+// or this rank's spans of a context-parallel row of T · degree tokens; with ctx.positions, per-row
+// tables [B, T, rope dim / 2] of those positions.
 std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t);
 // Causal attention q [B, Hq, T, D] × k, v [B, Hkv, S, D] (`causal` false: every key visible),
-// across the context-parallel ranks when `context` is set (training: causal, S = T).
+// across the context-parallel ranks when `context` is set (training: causal, S = T); within the
+// documents of `segments` (AttentionContext::segments, S = T) when defined.
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
-              bool causal, double scale);
+              bool causal, double scale, const Tensor& segments = Tensor());
 
 class AttentionBlock : public nn::Module {
  public:
@@ -181,7 +207,11 @@ class CausalLM : public nn::Module {
   // default to ids; -100 is ignored), plus the feed-forward aux losses and, when
   // config.output_router_logits, router_aux_loss_coef · load_balancing_loss over all sparse
   // layers' router logits (HF's MoE ForCausalLM, without attention mask).
-  Tensor loss(const Tensor& ids, const Tensor& labels = Tensor());
+  // With `docs` active (PackedDocuments), each packed document of a row trains as its own row
+  // would: attention and/or RoPE positions restart at its first token (also under context
+  // parallelism). ValueError for positions not shaped like ids.
+  Tensor loss(const Tensor& ids, const Tensor& labels = Tensor(),
+              const PackedDocuments& docs = PackedDocuments());
   // lm_head weight [vocab, hidden] (the embedding when tied).
   Tensor head_weight() const;
 
@@ -193,7 +223,13 @@ class CausalLM : public nn::Module {
                             bool head);
   // One stage's forward: layers [begin, end) on x — token ids [B, T] when begin == 0 (the
   // embedding runs first), else the [B, T, hidden] output of layer begin − 1.
-  Tensor run_layers(const Tensor& x, int64_t begin, int64_t end);
+  // `docs`: the packed documents of the micro-batch (document_context), else none.
+  Tensor run_layers(const Tensor& x, int64_t begin, int64_t end,
+                    const AttentionContext* docs = nullptr);
+  // The packed-document fields of an AttentionContext (segments, positions, span) for rows `ids`
+  // [B, T] (this rank's spans under context parallelism); empty when `docs` is not active.
+  // ValueError for positions not shaped like ids or negative.
+  AttentionContext document_context(const Tensor& ids, const PackedDocuments& docs) const;
   // The last stage's loss: loss(ids, labels) from h [B, T, hidden], the last layer's output
   // (final norm, head, shifted cross-entropy, aux losses of the layers this rank holds).
   Tensor loss_from_hidden(const Tensor& h, const Tensor& ids, const Tensor& labels = Tensor());
@@ -215,8 +251,9 @@ class CausalLM : public nn::Module {
   Tensor head(const Tensor& h) const;
   // logits [N, V_local] (f32), targets [N] → the mean cross-entropy (over the vocab split).
   Tensor mean_cross_entropy(const Tensor& logits, const Tensor& targets) const;
+  // `docs`: the packed-document fields of the AttentionContext (segments, positions, span).
   Tensor run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
-             int64_t row_length = 0);
+             int64_t row_length = 0, const AttentionContext* docs = nullptr);
   // l + each feed-forward aux loss, then the router load-balancing loss, in that order; under
   // context parallelism (`context`) this rank's shares of them (per-layer aux losses / degree,
   // the router loss from the global expert counts: moe.h).

@@ -107,7 +107,9 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // Rotary embedding of x [B, H, T, D] (seq_dim=2) or [B, T, H, D] (seq_dim=1) — any x whose dim
 // seq_dim holds the T positions — by cos/sin [T, D/2] (cos/sin of the angle of position t and
-// frequency i, e.g. from rope_cos_sin). interleaved=false is HF's rotate_half convention (pairs
+// frequency i, e.g. from rope_cos_sin), or per row by cos/sin [B, T, D/2] (B = x.shape[0],
+// seq_dim >= 1: positions that restart at each packed document). interleaved=false is HF's
+// rotate_half convention (pairs
 // (i, i + D/2)), true the GPT-J one (pairs (2i, 2i + 1)). Gradient flows to x only.
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false,
                         int64_t seq_dim = 2);
@@ -120,8 +122,11 @@ std::pair<Tensor, Tensor> rope_cos_sin_from_inv_freq(const std::vector<double>& 
                                                      int64_t start, int64_t seq_len,
                                                      double scale = 1.0, DType dt = DType::f32);
 // q [B, Hq, T, D], k/v [B, Hkv, S, D]; grouped-query when Hq > Hkv; flash-style blocked kernel.
+// `segments` (packed documents): i32/i64 [B, T] document ids, non-decreasing along each row, with
+// S == T; query i then sees key j only when both have the same id (block-diagonal, causal or not).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal = true, std::optional<double> scale = std::nullopt);
+                                    bool causal = true, std::optional<double> scale = std::nullopt,
+                                    const Tensor& segments = Tensor());
 // logits [N, V], targets [N] (i64/i32); mean over targets != ignore_index (reduction "mean"),
 // "sum" or "none" ([N]). Fused with log_softmax: no [N, V] probabilities kept for backward.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,

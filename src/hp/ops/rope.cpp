@@ -26,10 +26,12 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, b
   const int64_t d = x.shape().back();
   if (d % 2 != 0) HP_THROW(ValueError, op, "last dim of x must be even, got ", x.desc());
   const Shape want{x.shape()[sd], d / 2};
+  const Shape per_row{x.shape()[0], x.shape()[sd], d / 2};  // positions per row (seq_dim >= 1)
   for (const Tensor* t : {&cos, &sin}) {
-    if (t->shape() != want)
+    if (t->shape() != want && (sd == 0 || t->shape() != per_row || cos.dim() != sin.dim()))
       HP_THROW(ValueError, op, t == &cos ? "cos" : "sin", " must be [T, D/2] = ", shape_str(want),
-               " for x ", x.desc(), " with seq_dim ", seq_dim, ", got ", t->desc());
+               sd == 0 ? std::string() : " or [B, T, D/2] = " + shape_str(per_row), " for x ",
+               x.desc(), " with seq_dim ", seq_dim, ", got ", t->desc());
     if (!is_floating(t->dtype()))
       HP_THROW(ValueError, op, "cos/sin must be floating, got ", t->desc());
   }

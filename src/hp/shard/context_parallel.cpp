@@ -120,9 +120,18 @@ Block block_for(int src, int rank, int64_t c) {
 struct RingGeometry {
   int64_t b, hq, hkv, t, d, c;
   float scale;
+  // Packed documents: every cp rank's local document ids, i32 [cp, B, T] (rank s's rows are its
+  // zigzag spans of the whole row's ids, non-decreasing), or undefined.
+  Tensor seg;
   kernels::AttentionShape shape(const Block& k) const { return {b, hq, hkv, k.nq, k.nk, d}; }
-  kernels::AttentionOptions options(const Block& k) const {
-    return {k.causal, scale, DType::f32};
+  // Block k of this rank's queries (`rank`) against rank `src`'s keys.
+  kernels::AttentionOptions options(const Block& k, int rank, int src) const {
+    kernels::AttentionOptions o{k.causal, scale, DType::f32};
+    if (seg.defined()) {
+      const int32_t* ids = seg.data<int32_t>();
+      o.segments = {ids + rank * b * t + k.q0, t, ids + src * b * t + k.k0, t};
+    }
+    return o;
   }
 };
 
@@ -159,8 +168,8 @@ std::tuple<Tensor, Tensor, Tensor> ring_forward(const Tensor& q, const Tensor& k
     const Rows kr{cur.data<float>(), g.hkv, g.t, g.d};
     const Rows vr{cur.data<float>() + g.b * g.hkv * g.t * g.d, g.hkv, g.t, g.d};
     const Rows outr{blk_o.data<float>(), g.hq, k.nq, g.d};
-    kernels::attention_forward(g.shape(k), g.options(k), qr.in(k.q0), kr.in(k.k0), vr.in(k.k0),
-                               outr.out(0), blk_lse.data<float>());
+    kernels::attention_forward(g.shape(k), g.options(k, r, src), qr.in(k.q0), kr.in(k.k0),
+                               vr.in(k.k0), outr.out(0), blk_lse.data<float>());
     // Online-softmax merge of rows [q0, q0 + nq): weights exp(lse_part − lse_total).
     float* po = o.data<float>();
     float* pl = lse.data<float>();
@@ -227,8 +236,9 @@ std::pair<Tensor, Tensor> ring_backward(const Tensor& q, const Tensor& kv, const
     const Rows kr{blk.data<float>(), g.hkv, g.t, g.d};
     const Rows vr{blk.data<float>() + g.b * g.hkv * g.t * g.d, g.hkv, g.t, g.d};
     const float* l = (k.q0 == 0 ? lse : lse_second).data<float>();
-    kernels::attention_backward(g.shape(k), g.options(k), qr.in(k.q0), kr.in(k.k0), vr.in(k.k0),
-                                orr.in(k.q0), l, dor.in(k.q0), Rows{tq.data<float>(), g.hq, k.nq, g.d}.out(0),
+    kernels::attention_backward(g.shape(k), g.options(k, r, src), qr.in(k.q0), kr.in(k.k0),
+                                vr.in(k.k0), orr.in(k.q0), l, dor.in(k.q0),
+                                Rows{tq.data<float>(), g.hq, k.nq, g.d}.out(0),
                                 Rows{tk.data<float>(), g.hkv, k.nk, g.d}.out(0),
                                 Rows{tv.data<float>(), g.hkv, k.nk, g.d}.out(0));
     add_rows(dq.data<float>(), g.t, k.q0, tq.data<float>(), k.nq, g.b * g.hq, g.d);
@@ -255,14 +265,22 @@ std::pair<Tensor, Tensor> ring_backward(const Tensor& q, const Tensor& kv, const
 }
 
 Tensor ring_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale,
-                      const dist::CommPtr& comm) {
+                      const dist::CommPtr& comm, const Tensor& segments) {
   const Tensor q = contiguous(q_in);
   const Tensor kv = pack_kv(k_in, v_in);
   const int64_t t = q.size(2);
   if (t % 2 != 0)
     HP_THROW(ValueError, "shard", "ring attention needs the two zigzag chunks of equal length; "
              "this rank holds ", t, " tokens");
-  const RingGeometry g{q.size(0), q.size(1), k_in.size(1), t, q.size(3), t / 2, scale};
+  RingGeometry g{q.size(0), q.size(1), k_in.size(1), t, q.size(3), t / 2, scale, Tensor()};
+  if (segments.defined()) {
+    // Every rank's spans of the whole rows' ids: the ids of the K/V a hop brings are known here
+    // (all cp ranks hold the same rows), so none travel with them.
+    std::vector<Tensor> per_rank;
+    for (int s = 0; s < comm->size(); ++s)
+      per_rank.push_back(unsqueeze(context_shard(segments, 1, comm->size(), s), 0));
+    g.seg = contiguous(cat(per_rank, 0));  // [cp, B, T]
+  }
   Tensor o, lse, kv_next;
   {
     autograd::NoGradGuard ng;
@@ -290,7 +308,7 @@ Tensor all_to_all_rows(const Tensor& x, const dist::CommPtr& comm) {
 
 // Ulysses (context_parallel.h).
 Tensor ulysses_attention(const Tensor& q, Tensor k, Tensor v, double scale,
-                         const dist::CommPtr& comm) {
+                         const dist::CommPtr& comm, const Tensor& segments) {
   const int64_t n = comm->size(), b = q.size(0), hq = q.size(1), t = q.size(2), d = q.size(3);
   if (hq % n != 0)
     HP_THROW(ValueError, "shard", "Ulysses (parallel.cp_method alltoall) splits the attention heads",
@@ -318,7 +336,8 @@ Tensor ulysses_attention(const Tensor& q, Tensor k, Tensor v, double scale,
     }
     return cat(chunks, 2);
   };
-  Tensor o = scaled_dot_product_attention(to_heads(q), to_heads(k), to_heads(v), true, scale);
+  Tensor o =
+      scaled_dot_product_attention(to_heads(q), to_heads(k), to_heads(v), true, scale, segments);
   // Back: rank s gets its chunks s and 2n−1−s of every head group.
   std::vector<Tensor> blocks;
   for (int64_t s = 0; s < n; ++s)
@@ -331,19 +350,25 @@ Tensor ulysses_attention(const Tensor& q, Tensor k, Tensor v, double scale,
 }  // namespace
 
 Tensor context_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                         ContextMethod method, const dist::CommPtr& cp) {
+                         ContextMethod method, const dist::CommPtr& cp, const Tensor& segments) {
   if (q.dim() != 4 || k.dim() != 4 || k.shape() != v.shape() || q.size(0) != k.size(0) ||
       q.size(2) != k.size(2) || q.size(3) != k.size(3) || q.size(1) % k.size(1) != 0)
     HP_THROW(ValueError, "shard", "context attention expects q [B, Hq, T, D], k = v [B, Hkv, T, D]",
              " with Hq divisible by Hkv; got q ", q.desc(), ", k ", k.desc(), ", v ", v.desc());
+  if (segments.defined() &&
+      (segments.dim() != 2 || segments.size(0) != q.size(0) ||
+       segments.size(1) != q.size(2) * cp->size() || segments.dtype() != DType::i32))
+    HP_THROW(ValueError, "shard", "context attention's segments must be the whole rows' i32 ",
+             "document ids [B, T · cp] = [", q.size(0), ", ", q.size(2) * cp->size(), "], got ",
+             segments.desc());
   const double s = scale > 0 ? scale : 1.0 / std::sqrt(double(q.size(3)));
-  if (cp->size() == 1) return scaled_dot_product_attention(q, k, v, true, s);
+  if (cp->size() == 1) return scaled_dot_product_attention(q, k, v, true, s, segments);
   if (q.dtype() != DType::f32)
     return cast(context_attention(cast(q, DType::f32), cast(k, DType::f32), cast(v, DType::f32), s,
-                                  method, cp),
+                                  method, cp, segments),
                 q.dtype());
-  return method == ContextMethod::ring ? ring_attention(q, k, v, float(s), cp)
-                                       : ulysses_attention(q, k, v, s, cp);
+  return method == ContextMethod::ring ? ring_attention(q, k, v, float(s), cp, segments)
+                                       : ulysses_attention(q, k, v, s, cp, segments);
 }
 
 RingStats ring_stats() {

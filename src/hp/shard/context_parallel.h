@@ -51,8 +51,13 @@ ContextMethod context_method_from_name(const std::string& name);
 // Causal attention over the whole sequence from this rank's zigzag rows: q [B, Hq, T, D] and
 // k, v [B, Hkv, T, D] with T = L / cp → o [B, Hq, T, D] (differentiable; computed in f32, other
 // dtypes cast). `scale` multiplies q·k (1/sqrt(D) when <= 0). Collective over `cp`.
+// `segments` (packed documents): the whole rows' document ids, i32 [B, L] in position order,
+// non-decreasing; attention then stays inside each document (kernels/cpu/attention.h). Every cp
+// rank holds the same rows, so ring attention slices the ids of each K/V block it receives
+// locally (none travel) and Ulysses masks its whole-sequence attention with them.
 Tensor context_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                         ContextMethod method, const dist::CommPtr& cp);
+                         ContextMethod method, const dist::CommPtr& cp,
+                         const Tensor& segments = Tensor());
 
 // Ring attention's communication, summed since the process started: seconds blocked waiting for
 // the next K/V block or dK/dV (exposed), and bytes sent.

@@ -99,6 +99,14 @@ void DataConfig::describe(Schema& s) {
         "chat data: tokenizer_config.json holding chat_template, or a .jinja file (\"\" = the "
         "tokenizer_config.json beside the tokenizer)");
   s.add("shuffle", &shuffle, "visit sequences in a seeded random order each epoch");
+  s.add("document_mask", &document_mask,
+        "attention stays inside each packed document (Megatron's --reset-attention-mask); auto = "
+        "on for data with a loss mask (chat; docs/DATA.md)")
+      .choices({"auto", "true", "false"});
+  s.add("reset_position_ids", &reset_position_ids,
+        "RoPE positions restart at 0 at each packed document (--reset-position-ids); auto = as "
+        "data.document_mask resolves")
+      .choices({"auto", "true", "false"});
 }
 
 void EvalConfig::describe(Schema& s) {
@@ -331,6 +339,14 @@ void Config::describe(Schema& s) {
   s.section("checkpoint", checkpoint);
   s.section("metrics", metrics);
   s.section("run", run);
+}
+
+DocumentFlags document_flags(const Config& c, bool masked_data) {
+  DocumentFlags f;
+  f.mask = c.data.document_mask == "auto" ? masked_data : c.data.document_mask == "true";
+  f.reset_positions =
+      c.data.reset_position_ids == "auto" ? f.mask : c.data.reset_position_ids == "true";
+  return f;
 }
 
 namespace {

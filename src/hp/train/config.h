@@ -53,6 +53,10 @@ struct DataConfig {
   std::string separator_token;  // token after each document ("" = the tokenizer's end-of-text)
   std::string chat_template;    // chat: tokenizer_config.json / .jinja ("" = beside tokenizer)
   bool shuffle = true;
+  // Packed documents (docs/DATA.md): attention within each document / RoPE positions restarting
+  // at each document. auto | true | false; auto = on for chat data.
+  std::string document_mask = "auto";
+  std::string reset_position_ids = "auto";  // auto = as document_mask resolves
   void describe(Schema& s);
   bool operator==(const DataConfig&) const = default;
 };
@@ -227,6 +231,16 @@ struct Config {
   void describe(Schema& s);
   bool operator==(const Config&) const = default;
 };
+
+// data.document_mask and data.reset_position_ids as this run applies them: "auto" is on when the
+// training data has a loss mask (chat: JSONL or hp data prepare --format chat); reset_position_ids
+// "auto" follows the resolved document_mask.
+struct DocumentFlags {
+  bool mask = false;             // attention within each packed document
+  bool reset_positions = false;  // RoPE positions restart at each packed document
+  bool any() const { return mask || reset_positions; }
+};
+DocumentFlags document_flags(const Config& c, bool masked_data);
 
 // Parses YAML text (`source` names it in messages: the file path), applies `sets` ("key=value",
 // from --set) and validates. Throws ValueError with every problem found, one per line.

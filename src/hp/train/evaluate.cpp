@@ -20,8 +20,15 @@
 
 namespace hp::train {
 
-BatchLoss batch_loss(models::CausalLM& model, const data::Batch& batch) {
-  return {model.loss(batch.ids, batch.labels), batch.targets};
+BatchLoss batch_loss(models::CausalLM& model, const data::Batch& batch,
+                     const DocumentFlags& documents) {
+  return {model.loss(batch.ids, batch.labels, packed_documents(batch, documents)), batch.targets};
+}
+
+models::PackedDocuments packed_documents(const data::Batch& batch, const DocumentFlags& documents) {
+  HP_CHECK(!documents.any() || batch.positions.defined(), "packed documents without positions");
+  if (!documents.any()) return {};
+  return {batch.positions, documents.mask, documents.reset_positions};
 }
 
 double global_mean_loss(dist::Communicator& world, const Layout& layout, double local_sum,
@@ -52,14 +59,17 @@ int64_t eval_batch(const Config& cfg, const Layout& layout) {
 }  // namespace
 
 Evaluator::Evaluator(const Config& cfg, std::shared_ptr<const data::TokenDataset> data,
-                     const Layout& layout)
+                     const Layout& layout, const DocumentFlags& documents)
     : layout_(layout),
       loader_(std::move(data), cfg.training.seq_len, static_cast<uint64_t>(cfg.training.seed),
               /*shuffle=*/false),
+      documents_(documents),
       steps_(cfg.eval.steps),
       batch_(eval_batch(cfg, layout)),
       interval_(cfg.eval.interval),
-      seq_len_(cfg.training.seq_len) {}
+      seq_len_(cfg.training.seq_len) {
+  loader_.set_document_positions(documents.any());
+}
 
 bool Evaluator::due(int64_t step, bool last) const {
   return last || (interval_ > 0 && step % interval_ == 0);
@@ -74,7 +84,7 @@ EvalResult Evaluator::run(models::CausalLM& model, fsdp::FsdpModel& fsdp, int64_
   int64_t targets = 0;    // global
   for (int64_t b = 0; b < steps_; ++b) {
     const data::Batch batch = loader_.next(batch_, layout_.dp_rank, layout_.dp_size);
-    const BatchLoss l = batch_loss(model, batch);
+    const BatchLoss l = batch_loss(model, batch, documents_);
     local_sum += l.mean.item() * double(l.tokens);
     targets += batch.global_targets;
   }
@@ -117,7 +127,7 @@ EvalResult evaluate_checkpoint(const Config& cfg, const std::string& config_file
   auto world = dist::world();
   const Layout layout = parallel_layout(cfg, world);
   RunSetup run = build_run(cfg, layout);
-  Evaluator evaluator(cfg, run.data.eval, layout);
+  Evaluator evaluator(cfg, run.data.eval, layout, run.documents);
   std::ostream* rank_log = world->rank() == 0 ? &log : nullptr;
   const std::string dir = resolve_resume(resume, cfg.run.dir, rank_log);
   if (dir.empty())

@@ -22,6 +22,7 @@
 
 namespace hp::models {
 class CausalLM;
+struct PackedDocuments;
 }
 
 namespace hp::train {
@@ -34,7 +35,11 @@ struct BatchLoss {
   Tensor mean;
   int64_t tokens = 0;
 };
-BatchLoss batch_loss(models::CausalLM& model, const data::Batch& batch);
+// `documents`: the run's packed-document flags (batch.positions must be defined when any is on).
+BatchLoss batch_loss(models::CausalLM& model, const data::Batch& batch,
+                     const DocumentFlags& documents = {});
+// The packed documents of `batch` under the run's flags (none when no flag is on).
+models::PackedDocuments packed_documents(const data::Batch& batch, const DocumentFlags& documents);
 
 // Σ over every rank of `local_sum` (this rank's Σ mean · tokens), counting the tp ranks of a
 // data-parallel slice once, / global_tokens: the global token-weighted mean. Collective.
@@ -52,8 +57,9 @@ class Evaluator {
  public:
   // ValueError("[train] ...") when eval.batch_size (or its default) does not split into the
   // layout's data-parallel slices, or the set has fewer than seq_len + 1 tokens (data's error).
-  Evaluator(const Config& cfg, std::shared_ptr<const data::TokenDataset> data,
-            const Layout& layout);
+  // `documents`: the training run's packed-document flags, applied to the validation rows too.
+  Evaluator(const Config& cfg, std::shared_ptr<const data::TokenDataset> data, const Layout& layout,
+            const DocumentFlags& documents = {});
   // Whether a pass follows `step` (every eval.interval steps, and after the last one).
   bool due(int64_t step, bool last) const;
   // One pass. Collective: every rank of the layout calls it after the same step. Leaves every
@@ -67,6 +73,7 @@ class Evaluator {
  private:
   Layout layout_;
   data::DataLoader loader_;
+  DocumentFlags documents_;
   int64_t steps_, batch_, interval_, seq_len_;
 };
 

@@ -212,8 +212,8 @@ void apply_context_parallel(models::CausalLM& model, const Layout& l, const Para
   split.degree = l.cp;
   split.index = l.cp_rank;
   split.attention = [comm = l.cp_comm, method](const Tensor& q, const Tensor& k, const Tensor& v,
-                                               double scale) {
-    return shard::context_attention(q, k, v, scale, method, comm);
+                                               double scale, const Tensor& segments) {
+    return shard::context_attention(q, k, v, scale, method, comm, segments);
   };
   split.sum = [comm = l.cp_comm](const std::vector<double>& x) {
     const int64_t n = static_cast<int64_t>(x.size());

@@ -11,6 +11,7 @@
 #include "hp/ops/ops.h"
 #include "hp/pipeline/stage.h"
 #include "hp/pipeline/weight_grad.h"
+#include "hp/train/evaluate.h"
 
 namespace hp::train {
 
@@ -91,8 +92,8 @@ std::vector<int64_t> apply_pipeline(models::CausalLM& model, const Layout& l, co
 }
 
 PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, const Layout& l,
-                           const Config& cfg)
-    : model_(model), layout_(l), layers_per_stage_(par.layers_per_stage) {
+                           const Config& cfg, const DocumentFlags& documents)
+    : model_(model), layout_(l), documents_(documents), layers_per_stage_(par.layers_per_stage) {
   pipeline::Schedule schedule = pipeline::build_schedule(pipeline_spec(cfg));
   if (schedule.spec.kind == pipeline::ScheduleKind::zb_h1) {
     // W adds the deferred weight gradients after I's backward ended, when FSDP would already have
@@ -112,10 +113,12 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
     pipeline::StageFn f;
     f.stage = s;
     f.forward = [this, begin, end, s, last](int64_t mb, const Tensor& x) {
-      const Tensor h = model_.run_layers(x, begin, end);
+      const data::Batch& b = batches_[size_t(mb)];
+      const models::AttentionContext docs =
+          model_.document_context(b.ids, packed_documents(b, documents_));
+      const Tensor h = model_.run_layers(x, begin, end, &docs);
       if (s != last) return h;
       // d(Σ token losses / the step's targets), as the pp = 1 loop scales each micro-batch.
-      const data::Batch& b = batches_[size_t(mb)];
       const Tensor mean = model_.loss_from_hidden(h, b.ids, b.labels);
       loss_sum_ += mean.item() * double(b.targets);
       return mul(mean, double(b.targets) / double(global_targets_));

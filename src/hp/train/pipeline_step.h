@@ -50,8 +50,10 @@ std::vector<int64_t> apply_pipeline(models::CausalLM& model, const Layout& l, co
 
 class PipelineStep {
  public:
+  // `documents`: the run's packed-document flags; every stage's forward gets its micro-batch's
+  // documents (the loader gives each rank the micro-batch's positions).
   PipelineStep(models::CausalLM& model, const Parallelized& par, const Layout& l,
-               const Config& cfg);
+               const Config& cfg, const DocumentFlags& documents);
   // Runs the step's micro-batches (cfg.training.grad_accum of micro_rows rows from `loader`)
   // through the schedule; returns this rank's Σ of microbatch mean loss · targets (0 except on the
   // last stage), as the pp = 1 loop sums it.
@@ -66,6 +68,7 @@ class PipelineStep {
  private:
   models::CausalLM& model_;
   const Layout& layout_;
+  DocumentFlags documents_;
   std::vector<int64_t> layers_per_stage_;
   std::unique_ptr<pipeline::Executor> executor_;
   // The step being run: its micro-batches, the step's targets, the loss sum so far.

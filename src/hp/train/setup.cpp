@@ -198,6 +198,8 @@ RunSetup build_run(const Config& cfg, const Layout& layout) {
   r.loader = std::make_unique<data::DataLoader>(r.data.sources, cfg.training.seq_len,
                                                 static_cast<uint64_t>(cfg.training.seed),
                                                 cfg.data.shuffle);
+  r.documents = document_flags(cfg, r.loader->masked());
+  r.loader->set_document_positions(r.documents.any());
   return r;
 }
 

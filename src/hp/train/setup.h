@@ -73,6 +73,7 @@ struct RunSetup {
   Parallelized par;
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<data::DataLoader> loader;
+  DocumentFlags documents;  // resolved from the training data; the loader returns positions
 };
 RunSetup build_run(const Config& cfg, const Layout& layout);
 

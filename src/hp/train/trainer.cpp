@@ -350,10 +350,10 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   res.recompute_modules = par.recompute_modules;
   const optim::ScheduleSpec schedule = schedule_spec(cfg);
   std::optional<Evaluator> evaluator;
-  if (run.data.eval) evaluator.emplace(cfg, run.data.eval, layout);
+  if (run.data.eval) evaluator.emplace(cfg, run.data.eval, layout, run.documents);
   ExpertBiasBalancer balancer(*model, par, layout, cfg.model.router_bias_update_rate);
   std::optional<PipelineStep> pipe;  // pp > 1: the micro-batches run through the schedule
-  if (layout.pp > 1) pipe.emplace(*model, par, layout, cfg);
+  if (layout.pp > 1) pipe.emplace(*model, par, layout, cfg, run.documents);
 
   // Resume: parameters, optimizer state, loader position and RNG.
   int64_t done = 0;
@@ -373,6 +373,12 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   describe_run(cfg, res, run.data, loader, layout, par, *model, metrics);
   if (pipe) metrics.message(pipe->describe());
   if (evaluator) metrics.message(evaluator->describe(run.data.eval_name));
+  if (run.documents.any())
+    metrics.message(
+        std::string("packed documents: ") +
+        (run.documents.mask ? "attention within each document" : "attention across documents") +
+        (run.documents.reset_positions ? ", positions restart at each document" : "") +
+        " (data.document_mask, data.reset_position_ids)");
 
   res.peak_tflops = mfu_peak(cfg, metrics, &res.peak_source);
   res.flops_per_token = flops_tok;
@@ -425,7 +431,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       BatchLoss loss;
       {
         const profiler::Scope phase(profiler::Phase::forward);
-        loss = batch_loss(*model, batch);
+        loss = batch_loss(*model, batch, run.documents);
       }
       balancer.accumulate();
       loss_sum += loss.mean.item() * double(loss.tokens);

@@ -85,6 +85,25 @@ void check_problem(const AttentionShape& s, const AttentionOptions& opt) {
              " is not supported (f32 only)");
 }
 
+// Both id arrays or neither; each row non-decreasing (the kernels skip blocks by binary search).
+void check_segments(const AttentionShape& s, const AttentionSegments& g) {
+  if (!g.q && !g.kv) return;
+  if (!g.q || !g.kv)
+    HP_THROW(ValueError, "attention", "segments need both query and key ids, got ",
+             g.q ? "query" : "key", " ids only");
+  if (g.q_stride < s.seq_q || g.kv_stride < s.seq_kv)
+    HP_THROW(ValueError, "attention", "segment row strides (q ", g.q_stride, ", kv ", g.kv_stride,
+             ") are shorter than the rows (seq_q=", s.seq_q, ", seq_kv=", s.seq_kv, ")");
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (auto [ids, n] :
+         {std::pair{g.q + b * g.q_stride, s.seq_q}, {g.kv + b * g.kv_stride, s.seq_kv}})
+      for (int64_t t = 1; t < n; ++t)
+        if (ids[t] < ids[t - 1])
+          HP_THROW(ValueError, "attention", "segment ids must not decrease along a row: row ", b,
+                   " has ", ids[t - 1], " then ", ids[t], " at token ", t, " of the ",
+                   ids == g.q + b * g.q_stride ? "queries" : "keys");
+}
+
 float resolve_scale(const AttentionShape& s, const AttentionOptions& opt) {
   return opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(s.head_dim));
 }
@@ -119,9 +138,11 @@ void attention_forward(const AttentionShape& shape, const AttentionOptions& opti
   detail::check_output("o", o);
   if (!lse) HP_THROW(ValueError, "attention", "lse is null");
   if (shape.batch == 0 || shape.seq_q == 0) return;
+  detail::check_segments(shape, options.segments);
   detail::AttentionF32Args a{};
   a.shape = shape;
   a.causal = options.causal;
+  a.seg = options.segments;
   a.scale = detail::resolve_scale(shape, options);
   a.q = detail::in_f32(q);
   a.k = detail::in_f32(k);
@@ -150,9 +171,11 @@ void attention_backward(const AttentionShape& shape, const AttentionOptions& opt
   if (!lse) HP_THROW(ValueError, "attention", "lse is null");
   // seq_q == 0 still runs: dk and dv are then zero.
   if (shape.batch == 0 || (shape.seq_q == 0 && shape.seq_kv == 0)) return;
+  detail::check_segments(shape, options.segments);
   detail::AttentionF32Args a{};
   a.shape = shape;
   a.causal = options.causal;
+  a.seg = options.segments;
   a.scale = detail::resolve_scale(shape, options);
   a.q = detail::in_f32(q);
   a.k = detail::in_f32(k);

@@ -10,7 +10,14 @@
 // Causal masking is top-left aligned: query i sees keys j <= i (PyTorch's is_causal, which equals
 // the usual convention when T == T_kv). With T > T_kv, queries i >= T_kv see every key; with
 // T < T_kv, keys j >= T are never seen (their dk, dv are zero). Every query sees key 0, so no row
-// is empty.
+// is empty — unless document segments (below) hide every key a query would see: such a query gets
+// o = 0, lse = -inf and contributes no gradient.
+//
+// Document segments (packed rows, AttentionOptions::segments): query i of row b also needs
+// seg_q[b, i] == seg_kv[b, j] to see key j, so attention stays inside each packed document
+// (block-diagonal causal). Ids are non-decreasing along a row (documents in stream order), which
+// lets both passes skip every key block before a query block's first document and after its last
+// one: a row of n documents of length T/n costs about 1/n of the causal work.
 //
 // Memory: no [T, T_kv] score matrix; forward needs O(block) scratch per work item; backward adds
 // two [B, Hq, T] f32 buffers and C partial dq sums [C, B, Hq, T, round8(D)] f32, with
@@ -61,10 +68,20 @@ struct AttentionShape {
   int64_t head_dim = 0;
 };
 
+// Per-token document ids of the queries and keys (i32, non-decreasing along each row); q null =
+// no segments. seg_q[b, i] is q[b * q_stride + i], seg_kv[b, j] is kv[b * kv_stride + j].
+struct AttentionSegments {
+  const int32_t* q = nullptr;  // [B, T]
+  int64_t q_stride = 0;
+  const int32_t* kv = nullptr;  // [B, T_kv]
+  int64_t kv_stride = 0;
+};
+
 struct AttentionOptions {
   bool causal = true;        // top-left aligned, see above
   float scale = 0.0f;        // softmax scale; 0 means 1/sqrt(head_dim)
   DType dtype = DType::f32;  // of every operand but lse (always f32); only f32 is implemented
+  AttentionSegments segments{};  // packed documents; none by default
 };
 
 // o = softmax(scale · q kᵀ + mask) v; lse[b, h, i] = log Σ_j exp(scale · q_i · k_j) over visible j.

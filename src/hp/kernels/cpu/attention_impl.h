@@ -41,6 +41,7 @@ struct HeadsView {
 struct AttentionF32Args {
   AttentionShape shape;
   bool causal;
+  AttentionSegments seg;  // seg.q null: no document segments
   float scale;
   HeadsView<const float> q, k, v, o, dout;  // o, dout: backward only
   HeadsView<float> out, dq, dk, dv;         // out: forward only; dq, dk, dv: backward only
@@ -94,6 +95,26 @@ struct FlashAttention {
       for (int64_t c = 0; c < std::min(N, r - q_minus_k); ++c) s[r * kBlock + c] = value;
   }
 
+  // Segment mask on a [kv, q] tile: s[r, c] = value where key r and query c (c < N) differ.
+  static void mask_rows_segments(float* s, int64_t M, int64_t N, const int32_t* seg_kv,
+                                 const int32_t* seg_q, float value) {
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < N; ++c)
+        if (seg_kv[r] != seg_q[c]) s[r * kBlock + c] = value;
+  }
+  // Segment mask on a [q, kv] tile: s[r, c] = value where query r and key c (c < N) differ.
+  static void mask_cols_segments(float* s, int64_t M, int64_t N, const int32_t* seg_q,
+                                 const int32_t* seg_kv, float value) {
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < N; ++c)
+        if (seg_q[r] != seg_kv[c]) s[r * kBlock + c] = value;
+  }
+  // Whether queries sq[0, nq) and keys sk[0, nk) are all one document (ids are non-decreasing,
+  // so the ends decide).
+  static bool one_segment(const int32_t* sq, int64_t nq, const int32_t* sk, int64_t nk) {
+    return sq[0] == sq[nq - 1] && sk[0] == sk[nk - 1] && sq[0] == sk[0];
+  }
+
   static void forward(const AttentionF32Args& a) {
     const AttentionShape& sh = a.shape;
     const int64_t D = sh.head_dim, Dp = round8(D), group = sh.heads_q / sh.heads_kv;
@@ -116,11 +137,20 @@ struct FlashAttention {
       float* csum = alpha + kBlock;      // [64]: this block's column sum
       pack_transposed(a.q.row(b, h, q0), a.q.s.t, nq, D, c2, qt);
       std::fill(m, m + kBlock, -FLT_MAX);
-      const int64_t k_end = a.causal ? std::min(Tkv, q0 + nq) : Tkv;
-      for (int64_t k0 = 0; k0 < k_end; k0 += kBlock) {
+      int64_t k_begin = 0, k_end = a.causal ? std::min(Tkv, q0 + nq) : Tkv;
+      const int32_t* sq = a.seg.q ? a.seg.q + b * a.seg.q_stride + q0 : nullptr;  // [nq]
+      const int32_t* sk = a.seg.q ? a.seg.kv + b * a.seg.kv_stride : nullptr;     // [Tkv]
+      if (sq) {
+        // Keys of documents before the block's first query or after its last are all masked.
+        k_begin = std::lower_bound(sk, sk + k_end, sq[0]) - sk;
+        k_end = std::upper_bound(sk + k_begin, sk + k_end, sq[nq - 1]) - sk;
+      }
+      for (int64_t k0 = k_begin; k0 < k_end; k0 += kBlock) {
         const int64_t nk = std::min(kBlock, k_end - k0);
         Ops::gemm(nk, nqp, D, a.k.row(b, hk, k0), a.k.s.t, 1, qt, kBlock, s, kBlock, false);
         if (a.causal && k0 + nk - 1 > q0) mask_rows_ahead(s, nk, nqp, q0 - k0, -INFINITY);
+        if (sq && !one_segment(sq, nq, sk + k0, nk))
+          mask_rows_segments(s, nk, nq, sk + k0, sq, -INFINITY);
         std::copy(m, m + kBlock, alpha);
         for (int64_t r = 0; r < nk; ++r)
           for (int64_t c = 0; c < nqp; ++c) m[c] = std::max(m[c], s[r * kBlock + c]);
@@ -135,8 +165,13 @@ struct FlashAttention {
       }
       float* lse = a.lse_out + (b * sh.heads_q + h) * T + q0;
       for (int64_t i = 0; i < nq; ++i) {
-        const float inv = 1.0f / l[i];
         float* o = a.out.row(b, h, q0 + i);
+        if (l[i] == 0.0f) {  // segments hid every key: no attention output, no probability mass
+          std::fill(o, o + D, 0.0f);
+          lse[i] = -INFINITY;
+          continue;
+        }
+        const float inv = 1.0f / l[i];
         for (int64_t d = 0; d < D; ++d) o[d] = acc[i * Dp + d] * inv;
         lse[i] = (m[i] + std::log2(l[i])) * kLn2;
       }
@@ -206,11 +241,20 @@ struct FlashAttention {
         pack_transposed(a.v.row(b, hk, k0), a.v.s.t, nk, D, 1.0f, vt);
         int64_t ldk = 0;
         const float* kbp = rows_b(k, a.k.s.t, nk, D, kpack, ldk);
+        // The q blocks that see this kv block: from its diagonal (causal) and, with segments,
+        // only those holding queries of the block's documents.
+        int64_t qb_begin = a.causal ? k0 / kBlock : 0, qb_end = nqb;
+        const int32_t* sq = a.seg.q ? a.seg.q + b * a.seg.q_stride : nullptr;         // [T]
+        const int32_t* sk = a.seg.q ? a.seg.kv + b * a.seg.kv_stride + k0 : nullptr;  // [nk]
+        if (sq) {
+          qb_begin = std::max(qb_begin, (std::lower_bound(sq, sq + T, sk[0]) - sq) / kBlock);
+          qb_end = blocks(std::upper_bound(sq, sq + T, sk[nk - 1]) - sq);
+        }
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
           const float* lse2_h = lse2 + (b * Hq + h) * T;
           const float* delta_h = delta + (b * Hq + h) * T;
           float* dq_h = part.data() + c * chunk_stride + (b * Hq + h) * head_stride;
-          for (int64_t qb = a.causal ? k0 / kBlock : 0; qb < nqb; ++qb) {
+          for (int64_t qb = qb_begin; qb < qb_end; ++qb) {
             const int64_t q0 = qb * kBlock, nq = std::min(kBlock, T - q0);
             const float* q = a.q.row(b, h, q0);
             const float* g = a.dout.row(b, h, q0);
@@ -218,6 +262,9 @@ struct FlashAttention {
             Ops::gemm(nq, nkp, D, g, a.dout.s.t, 1, vt, kBlock, ds, kBlock, false);
             Ops::exp2_tile(p, kBlock, nq, nkp, c2, lse2_h + q0, nullptr, nullptr);
             if (a.causal && k0 + nk - 1 > q0) mask_cols_ahead(p, nq, nkp, q0 - k0, 0.0f);
+            // (Also zeroes the exp2(+inf) of queries whose lse is -inf: they see no key.)
+            if (sq && !one_segment(sq + q0, nq, sk, nk))
+              mask_cols_segments(p, nq, nk, sq + q0, sk, 0.0f);
             for (int64_t r = 0; r < nq; ++r)
               for (int64_t j = 0; j < nkp; ++j)
                 ds[r * kBlock + j] = p[r * kBlock + j] * (ds[r * kBlock + j] - delta_h[q0 + r]);

@@ -38,6 +38,8 @@ void rope_impl(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tens
   // Rows between consecutive positions: the product of the dims after seq_dim (except the last).
   int64_t inner = 1;
   for (int64_t k = seq_dim + 1; k < x.dim() - 1; ++k) inner *= x.shape()[k];
+  // Per-row tables [B, T, D/2]: the rows of batch element b are the b-th 1/B of x's rows.
+  const int64_t rows_per_batch = cos.dim() == 3 && rows > 0 ? rows / x.shape()[0] : 0;
   const std::vector<T> cv = cos.template to_vector_as<T>();
   std::vector<T> sv = sin.template to_vector_as<T>();
   if (inverse)
@@ -48,7 +50,8 @@ void rope_impl(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tens
                [&](int64_t r0, int64_t r1) {
                  std::vector<float> xb(narrow ? d : 0), yb(narrow ? d : 0);
                  for (int64_t r = r0; r < r1; ++r) {
-                   const int64_t t = (r / inner) % seq;
+                   const int64_t t =
+                       (r / inner) % seq + (rows_per_batch > 0 ? r / rows_per_batch * seq : 0);
                    const T* c = cv.data() + t * half;
                    const T* s = sv.data() + t * half;
                    if constexpr (std::is_same_v<T, float>) {
