@@ -190,9 +190,9 @@ int main(int argc, char** argv) {
   const double flops = 2.0 * 9.0 * double(tokens * k) * double(H) * double(I);
   if (root) {
     std::printf("ranks %d, per rank: tokens %lld, hidden %lld, inter %lld, experts %lld (%lld here), "
-                "top-%lld, MegaMoE groups %lld; 1 cube + 1 vector + comm worker per rank, best of %d\n",
+                "top-%lld, MegaMoE groups %lld; %d cube + 1 vector + comm worker per rank, best of %d\n",
                 n, (long long)tokens, (long long)H, (long long)I, (long long)E,
-                (long long)own.count, (long long)k, (long long)groups, reps);
+                (long long)own.count, (long long)k, (long long)groups, num_threads(), reps);
     std::printf("GEMM ceiling: %.1f GFLOP/s per rank (gemm_f32 [%lld, %lld]·[%lld, %lld]ᵀ, 1 thread, "
                 "all ranks at once)\n",
                 ceiling, (long long)rows, (long long)H, (long long)I, (long long)H);

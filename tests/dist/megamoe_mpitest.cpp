@@ -1,7 +1,7 @@
 // MegaMoE (shard/megamoe.h) at ep = the world size (2-4 ranks; 3 holds 8 experts as 3, 3, 2):
 // a MoE block running its expert-parallel exchange as MegaMoE equals the same block on the
 // sequential exchange bitwise in f32 — outputs, token gradients, router gradients and every local
-// expert's weight gradients — for G = 1, 2 and 4 expert groups, with routing that leaves whole
+// expert's weight gradients — for G = 1, 2 and 4 expert groups, 1 and 2 GEMM workers, with routing that leaves whole
 // expert groups without a token, one token per rank (most groups empty) and skewed routing. Also a
 // direct call: the exchange alone equals shard::routed_experts' sequential one, forward and
 // backward, and bad arguments are refused naming the values.
@@ -12,6 +12,7 @@
 
 #include "error_of.h"
 #include "hp/core/random.h"
+#include "hp/core/thread_pool.h"
 #include "hp/dist/communicator.h"
 #include "hp/models/moe.h"
 #include "hp/ops/ops.h"
@@ -98,6 +99,12 @@ TEST(MegaMoE, EqualsTheSequentialExchangeBitwise) {
   }
   check(1, Routing::random, 2);
   check(13, Routing::skewed, 2);
+  // Two pool threads: two GEMM workers share a group's experts, the sequential layer runs its
+  // GEMMs on two threads; still bitwise equal.
+  const int threads = num_threads();
+  set_num_threads(2);
+  check(13, Routing::random, 1);
+  set_num_threads(threads);
 }
 
 TEST(MegaMoE, ExchangeAloneEqualsRoutedExpertsAndRefusesBadInput) {

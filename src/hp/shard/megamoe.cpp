@@ -12,6 +12,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
 #include "hp/core/error.h"
+#include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/grouped_gemm.h"
 #include "hp/kernels/cpu/swiglu.h"
 #include "hp/multicore/runtime.h"
@@ -230,20 +231,24 @@ void add_pipeline(Plan& plan, const Layout& L, const dist::CommPtr& comm, Buffer
   if (G > 0) place(G - 1);
 }
 
-// The process-wide runtime MegaMoE runs on (its workers sleep between runs), made again when a
-// run asks for another link model (benchmarks). MegaMoE runs from one thread at a time.
+// The process-wide runtime MegaMoE runs on (its workers sleep between runs): as many GEMM workers
+// as the process pool has threads (the pool drops to one thread during a run, so the workers are
+// the rank's cores), one vector worker and the comm worker. Made again when the pool size or the
+// link model asked for changes. MegaMoE runs from one thread at a time.
 multicore::Runtime& runtime(int rank, const std::optional<multicore::LinkModel>& link) {
   static std::mutex mu;
   static std::unique_ptr<multicore::Runtime> rt;
   static multicore::LinkModel env_link = multicore::LinkModel::from_env();
   std::lock_guard<std::mutex> lock(mu);
   const multicore::LinkModel want = link ? *link : env_link;
+  const int cube = std::max(1, num_threads());
   if (!rt || rt->options().link.gbps != want.gbps ||
-      rt->options().link.latency_us != want.latency_us) {
+      rt->options().link.latency_us != want.latency_us || rt->options().cube_threads != cube) {
     rt.reset();
     multicore::RuntimeOptions o = multicore::RuntimeOptions::from_env();
     o.rank = rank;
     o.link = want;
+    o.cube_threads = cube;
     rt = std::make_unique<multicore::Runtime>(o);
   }
   return *rt;

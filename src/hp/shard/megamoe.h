@@ -41,8 +41,9 @@ struct LocalExpertWeights {
 
 struct MegaMoEOptions {
   int64_t groups = 2;  // G >= 1; more groups than expert slots per rank act as one per slot
-  // true: the plans run on a process-wide multicore::Runtime (1 cube, 1 vector and the comm
-  // worker; HP_LINK_GBPS / HP_LINK_US / HP_MULTICORE_TIMEOUT_S apply). false: every task in order
+  // true: the plans run on a process-wide multicore::Runtime (GEMM workers = the process pool's
+  // threads, 1 vector and the comm worker; HP_LINK_GBPS / HP_LINK_US / HP_MULTICORE_TIMEOUT_S
+  // apply). false: every task in order
   // on the caller, each call waited for (multicore::run_sequential with the same link model): the
   // same work without overlap, the benchmark's baseline. Bitwise equal either way.
   bool overlap = true;
