@@ -71,8 +71,8 @@ std::optional<multicore::LinkModel> g_link = multicore::LinkModel{};  // no mode
 // kind: 0 the sequential EP layer, 1 MegaMoE task by task, 2 MegaMoE overlapped.
 Result step(const Layer& l, const dist::CommPtr& ep, int kind, int64_t groups) {
   shard::LocalExpertWeights lw;
-  for (const auto& [from, to] : {std::pair{&l.local.gate, &lw.gate}, {&l.local.up, &lw.up},
-                                 {&l.local.down, &lw.down}})
+  for (const auto& [from, to] :
+       {std::pair{&l.local.gate, &lw.gate}, {&l.local.up, &lw.up}, {&l.local.down, &lw.down}})
     for (const Tensor& t : *from) to->push_back(t.detach().requires_grad_(true));
   shard::LocalExperts local = [&](const Tensor& xs, const std::vector<int64_t>& counts) {
     std::vector<int64_t> id;
@@ -189,25 +189,27 @@ int main(int argc, char** argv) {
   // Expert GEMM flops of one fwd + bwd per rank (mean): 3 forward and 6 backward GEMMs.
   const double flops = 2.0 * 9.0 * double(tokens * k) * double(H) * double(I);
   if (root) {
-    std::printf("ranks %d, per rank: tokens %lld, hidden %lld, inter %lld, experts %lld (%lld here), "
-                "top-%lld, MegaMoE groups %lld; %d cube + 1 vector + comm worker per rank, best of %d\n",
-                n, (long long)tokens, (long long)H, (long long)I, (long long)E,
-                (long long)own.count, (long long)k, (long long)groups, num_threads(), reps);
-    std::printf("GEMM ceiling: %.1f GFLOP/s per rank (gemm_f32 [%lld, %lld]·[%lld, %lld]ᵀ, 1 thread, "
-                "all ranks at once)\n",
-                ceiling, (long long)rows, (long long)H, (long long)I, (long long)H);
+    std::printf(
+        "ranks %d, per rank: tokens %lld, hidden %lld, inter %lld, experts %lld (%lld here), "
+        "top-%lld, MegaMoE groups %lld; %d cube + 1 vector + comm worker per rank, best of %d\n",
+        n, (long long)tokens, (long long)H, (long long)I, (long long)E, (long long)own.count,
+        (long long)k, (long long)groups, num_threads(), reps);
+    std::printf(
+        "GEMM ceiling: %.1f GFLOP/s per rank (gemm_f32 [%lld, %lld]·[%lld, %lld]ᵀ, 1 thread, "
+        "all ranks at once)\n",
+        ceiling, (long long)rows, (long long)H, (long long)I, (long long)H);
     std::printf("%-24s %-12s %6s %9s %9s %7s %16s %16s %8s %6s\n", "link", "baseline", "comm%",
                 "base ms", "mega ms", "speedup", "exposed base", "exposed mega", "GF/s", "equal");
   }
   auto row = [&](const std::string& name, const std::string& base_name, const Result& base,
                  const Result& mega, double comm_share) {
     if (!root) return;
-    std::printf("%-24s %-12s %5.0f%% %9.1f %9.1f %6.2fx %6.0f ms (%3.0f%%) %6.0f ms (%3.0f%%) %8.1f %6s\n",
-                name.c_str(), base_name.c_str(), comm_share * 100, base.step_s * 1e3,
-                mega.step_s * 1e3, base.step_s / mega.step_s, base.exposed_s * 1e3,
-                100 * base.exposed_s / base.step_s, mega.exposed_s * 1e3,
-                100 * mega.exposed_s / mega.step_s, flops / mega.step_s / 1e9,
-                same(base.out, mega.out) ? "yes" : "NO");
+    std::printf(
+        "%-24s %-12s %5.0f%% %9.1f %9.1f %6.2fx %6.0f ms (%3.0f%%) %6.0f ms (%3.0f%%) %8.1f %6s\n",
+        name.c_str(), base_name.c_str(), comm_share * 100, base.step_s * 1e3, mega.step_s * 1e3,
+        base.step_s / mega.step_s, base.exposed_s * 1e3, 100 * base.exposed_s / base.step_s,
+        mega.exposed_s * 1e3, 100 * mega.exposed_s / mega.step_s, flops / mega.step_s / 1e9,
+        same(base.out, mega.out) ? "yes" : "NO");
   };
   // Host shared memory: the sequential EP layer, the task-by-task plan, MegaMoE.
   const Result seq = best_of(0), plan_seq = best_of(1), mega = best_of(2);
@@ -229,6 +231,8 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "model %.0f%% (%.3g GB/s)", share * 100, m.gbps);
     row(name, "task-by-task", b, o, b.comm_s / b.step_s);
   }
-  if (root) std::printf("sequential EP layer vs task-by-task plan bitwise equal: %s\n", equal ? "yes" : "NO");
+  if (root)
+    std::printf("sequential EP layer vs task-by-task plan bitwise equal: %s\n",
+                equal ? "yes" : "NO");
   return 0;
 }

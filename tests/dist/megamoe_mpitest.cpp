@@ -1,10 +1,10 @@
 // MegaMoE (shard/megamoe.h) at ep = the world size (2-4 ranks; 3 holds 8 experts as 3, 3, 2):
 // a MoE block running its expert-parallel exchange as MegaMoE equals the same block on the
 // sequential exchange bitwise in f32 — outputs, token gradients, router gradients and every local
-// expert's weight gradients — for G = 1, 2 and 4 expert groups, 1 and 2 GEMM workers, with routing that leaves whole
-// expert groups without a token, one token per rank (most groups empty) and skewed routing. Also a
-// direct call: the exchange alone equals shard::routed_experts' sequential one, forward and
-// backward, and bad arguments are refused naming the values.
+// expert's weight gradients — for G = 1, 2 and 4 expert groups, 1 and 2 GEMM workers, with routing
+// that leaves whole expert groups without a token, one token per rank (most groups empty) and
+// skewed routing. Also a direct call: the exchange alone equals shard::routed_experts' sequential
+// one, forward and backward, and bad arguments are refused naming the values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -170,12 +170,14 @@ TEST(MegaMoE, ExchangeAloneEqualsRoutedExpertsAndRefusesBadInput) {
   }
   // Bad input: no groups, weights for the wrong number of experts.
   const std::vector<int64_t> count(size_t(e), 0);
-  EXPECT_NE(error_of([&] { megamoe_experts(empty({0, h}), count, e, {}, world, {.groups = 0}); })
-                .find("[megamoe] groups must be >= 1, got 0"),
+  EXPECT_NE(error_of([&] {
+              megamoe_experts(empty({0, h}), count, e, {}, world, {.groups = 0});
+            }).find("[megamoe] groups must be >= 1, got 0"),
             std::string::npos);
   if (own.count > 0) {
-    EXPECT_NE(error_of([&] { megamoe_experts(empty({0, h}), count, e, {}, world); })
-                  .find("experts but got 0/0/0 gate/up/down weights"),
+    EXPECT_NE(error_of([&] {
+                megamoe_experts(empty({0, h}), count, e, {}, world);
+              }).find("experts but got 0/0/0 gate/up/down weights"),
               std::string::npos);
   }
 }

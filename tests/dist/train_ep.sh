@@ -8,7 +8,8 @@
 # (8 experts: 3, 3, 2), ep 2 and ep 4 on 4 ranks (experts FSDP-sharded over 2 ranks, or not at all), with recompute, the DeepSeek-V3
 # fixture (MLA, sigmoid group-limited routing, shared experts, auxiliary-loss-free bias balancing),
 # ep × cp, MXFP8 grouped experts and bf16 (within 2%). A run saved at ep 2 resumes at ep 1 and one saved at ep 4 at ep 2 with the
-# uninterrupted run's losses; bad degrees fail naming the numbers.
+# uninterrupted run's losses; bad degrees fail naming the numbers. The exchange runs as MegaMoE
+# (the default) except where parallel.moe.kernel=sequential; the two give bitwise-equal losses.
 # Usage: train_ep.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
 cat > "$dir/run.yaml" <<YAML
@@ -23,11 +24,12 @@ checkpoint: {interval: 0, save_final: false}
 YAML
 run dp2 2
 run ep2 2 --set parallel.ep=2
-grep -q "ep 2 (each MoE layer's experts split over 2 of the dp_shard × cp ranks, FSDP over the other 1)" "$dir/ep2.log"
+grep -q "ep 2 (each MoE layer's experts split over 2 of the dp_shard × cp ranks, FSDP over the other 1) on MegaMoE (2 expert groups)" "$dir/ep2.log"
 compare "ep 2 vs dp_shard 2 (2 ranks)" "$dir/dp2" "$dir/ep2" 1e-3
 # parallel.moe.kernel: MegaMoE (the default under EP, here with 2 and 1 expert groups) and the
 # sequential exchange give the same losses bitwise (the layers are bitwise equal in f32).
 run ep2_seq 2 --set parallel.ep=2 --set parallel.moe.kernel=sequential
+grep -q "FSDP over the other 1) on the sequential exchange" "$dir/ep2_seq.log"
 compare "ep 2: megamoe vs sequential" "$dir/ep2" "$dir/ep2_seq" 1e-30
 run ep2_g1 2 --set parallel.ep=2 --set parallel.moe.groups=1
 compare "ep 2: megamoe G 1 vs G 2" "$dir/ep2" "$dir/ep2_g1" 1e-30

@@ -39,8 +39,7 @@ using LocalExperts = std::function<Tensor(const Tensor& x_sorted, const std::vec
 // The middle of the EP pipeline: xs [A, hidden] sorted by expert with count[e] rows of global
 // expert e (Σ count = A) → the experts' outputs [A, hidden] in the same order, however the rows
 // travel (the sequential exchange below, or MegaMoE, shard/megamoe.h).
-using ExpertExchange =
-    std::function<Tensor(const Tensor& xs, const std::vector<int64_t>& count)>;
+using ExpertExchange = std::function<Tensor(const Tensor& xs, const std::vector<int64_t>& count)>;
 
 // x [N, hidden], weights [N, k] (any float dtype; cast to the experts' output dtype), indices
 // [N, k] integer expert ids in [0, num_experts) → the routed output [N, hidden] (differentiable

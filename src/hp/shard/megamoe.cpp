@@ -59,7 +59,8 @@ Layout make_layout(const std::vector<int64_t>& count, int64_t num_experts, const
   const int64_t per = local_experts(num_experts, L.n, L.rank).count;
   const int64_t slots = (chunk + groups - 1) / groups;
   std::vector<int64_t> offset(size_t(num_experts) + 1, 0);  // [E + 1] rows of xs before expert e
-  for (int64_t e = 0; e < num_experts; ++e) offset[size_t(e) + 1] = offset[size_t(e)] + count[size_t(e)];
+  for (int64_t e = 0; e < num_experts; ++e)
+    offset[size_t(e) + 1] = offset[size_t(e)] + count[size_t(e)];
   L.rows = offset.back();
   for (int64_t lo = 0; lo < chunk; lo += slots) {
     const int64_t hi = std::min(chunk, lo + slots);
@@ -73,7 +74,8 @@ Layout make_layout(const std::vector<int64_t>& count, int64_t num_experts, const
     g.home.assign(n, 0);
     for (size_t r = 0; r < n; ++r) {  // owner r's experts in slots [lo, hi): contiguous in xs
       const ExpertRange own = local_experts(num_experts, L.n, int64_t(r));
-      const int64_t a = own.first + std::min(lo, own.count), b = own.first + std::min(hi, own.count);
+      const int64_t a = own.first + std::min(lo, own.count),
+                    b = own.first + std::min(hi, own.count);
       g.home[r] = offset[size_t(a)];
       g.send[r] = offset[size_t(b)] - offset[size_t(a)];
       g.send_at[r] = g.S;
@@ -113,7 +115,9 @@ std::string suffix(int64_t g) {
 }
 
 // Buffers get at least one row so that no tensor is empty; the row counts above say what is used.
-Tensor rows_of(int64_t rows, int64_t cols) { return empty({std::max<int64_t>(rows, 1), cols}); }
+Tensor rows_of(int64_t rows, int64_t cols) {
+  return empty({std::max<int64_t>(rows, 1), cols});
+}
 
 void copy_rows(const float* src, int64_t src_row, float* dst, int64_t dst_row, int64_t rows,
                int64_t cols) {
@@ -154,7 +158,8 @@ void add_pipeline(Plan& plan, const Layout& L, const dist::CommPtr& comm, Buffer
     d.placed = plan.add_event("placed" + s);
   }
   const Layout* lp = &L;
-  // route g: owner r's rows home[r] of `in` → send rows [send_at[r], +send[r]); one block per owner.
+  // route g: owner r's rows home[r] of `in` → send rows [send_at[r], +send[r]); one block per
+  // owner.
   for (int64_t gi = 0; gi < G; ++gi) {
     const Ids& d = ids[size_t(gi)];
     plan.add_vector("route " + std::to_string(gi), {in}, {d.send}, L.n, 1,
@@ -174,10 +179,10 @@ void add_pipeline(Plan& plan, const Layout& L, const dist::CommPtr& comm, Buffer
       const Group& gg = lp->groups[size_t(gi)];
       return comm->iall_to_all_v(narrow(ctx.buffer(send), 0, 0, gg.S), gg.send, gg.recv);
     };
-    plan.add_comm("dispatch " + std::to_string(gi), {d.send}, {},
-                  {.post = post, .result_into = d.recv,
-                   .bytes = (g.S - g.send[size_t(L.rank)]) * H * 4},
-                  {{{d.routed, 1}}, d.dispatched});
+    plan.add_comm(
+        "dispatch " + std::to_string(gi), {d.send}, {},
+        {.post = post, .result_into = d.recv, .bytes = (g.S - g.send[size_t(L.rank)]) * H * 4},
+        {{{d.routed, 1}}, d.dispatched});
   };
   auto place = [&](int64_t gi) {  // back rows → `out` at the rows they left; chained (one `out`)
     const Ids& d = ids[size_t(gi)];
@@ -221,10 +226,10 @@ void add_pipeline(Plan& plan, const Layout& L, const dist::CommPtr& comm, Buffer
       const Group& gg = lp->groups[size_t(gi)];
       return comm->iall_to_all_v(narrow(ctx.buffer(ysend), 0, 0, gg.R), gg.recv, gg.send);
     };
-    plan.add_comm("combine" + s, {d.ysend}, {},
-                  {.post = post, .result_into = d.back,
-                   .bytes = (g.R - g.recv[size_t(L.rank)]) * H * 4},
-                  {{{d.unregrouped, 1}}, d.combined});
+    plan.add_comm(
+        "combine" + s, {d.ysend}, {},
+        {.post = post, .result_into = d.back, .bytes = (g.R - g.recv[size_t(L.rank)]) * H * 4},
+        {{{d.unregrouped, 1}}, d.combined});
     if (after) after(plan, size_t(gi));
     if (gi > 0) place(gi - 1);
   }
@@ -265,7 +270,8 @@ void run_plan(Plan& plan, const MegaMoEOptions& options, int rank, MegaMoERunSta
   auto busy = [&](bool comm) {
     std::vector<std::pair<int64_t, int64_t>> iv;
     for (const multicore::Span& sp : t.spans)
-      if ((plan.task(sp.task).role == multicore::Role::comm) == comm) iv.emplace_back(sp.t0_ns, sp.t1_ns);
+      if ((plan.task(sp.task).role == multicore::Role::comm) == comm)
+        iv.emplace_back(sp.t0_ns, sp.t1_ns);
     std::sort(iv.begin(), iv.end());
     int64_t total = 0, end = INT64_MIN;
     for (auto [a, b] : iv) {
@@ -319,7 +325,8 @@ Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs) {
     const Group& g = s->layout.groups[gi];
     xids[gi] = x;
     const std::string n = suffix(int64_t(gi));
-    const BufferId gt = p.add_buffer("gate" + n, s->gate[gi]), up = p.add_buffer("up" + n, s->up[gi]);
+    const BufferId gt = p.add_buffer("gate" + n, s->gate[gi]),
+                   up = p.add_buffer("up" + n, s->up[gi]);
     const BufferId act = p.add_buffer("act" + n, rows_of(g.R, I));
     const EventId e_up = p.add_event("up" + n), e_act = p.add_event("act" + n),
                   e_down = p.add_event("down" + n);
@@ -390,7 +397,8 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
   auto compute = [s, ids, H, I](Plan& p, size_t gi, BufferId dyg, BufferId dxg, EventId ready) {
     const Group& g = s->layout.groups[gi];
     const std::string n = suffix(int64_t(gi));
-    const BufferId gt = p.add_buffer("gate" + n, s->gate[gi]), up = p.add_buffer("up" + n, s->up[gi]);
+    const BufferId gt = p.add_buffer("gate" + n, s->gate[gi]),
+                   up = p.add_buffer("up" + n, s->up[gi]);
     const BufferId dact = p.add_buffer("dact" + n, rows_of(g.R, I)),
                    act = p.add_buffer("act" + n, rows_of(g.R, I)),
                    dg = p.add_buffer("dgate" + n, rows_of(g.R, I)),
@@ -409,19 +417,18 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
                                            &dw, I, 0.0f, ctx.data<float>(dact) + r0 * I, I);
                },
                {{{ready, 1}}, e_dact});
-    p.add_vector("dswiglu" + n, {gt, up, dact}, {act, dg, du}, std::max<int64_t>(g.R * I, 1),
-                 kVectorBlock,
-                 [s, gi, gt, up, dact, act, dg, du, I](const TaskContext& ctx, int64_t, int64_t b,
-                                                       int64_t e) {
-                   e = std::min(e, s->layout.groups[gi].R * I);
-                   if (e <= b) return;
-                   const float *g0 = ctx.data<float>(gt) + b, *u0 = ctx.data<float>(up) + b;
-                   kernels::swiglu_f32(g0, u0, ctx.data<float>(act) + b, e - b);
-                   kernels::swiglu_backward_f32(g0, u0, ctx.data<float>(dact) + b,
-                                                ctx.data<float>(dg) + b, ctx.data<float>(du) + b,
-                                                e - b);
-                 },
-                 {{{e_dact, 1}}, e_sw});
+    p.add_vector(
+        "dswiglu" + n, {gt, up, dact}, {act, dg, du}, std::max<int64_t>(g.R * I, 1), kVectorBlock,
+        [s, gi, gt, up, dact, act, dg, du, I](const TaskContext& ctx, int64_t, int64_t b,
+                                              int64_t e) {
+          e = std::min(e, s->layout.groups[gi].R * I);
+          if (e <= b) return;
+          const float *g0 = ctx.data<float>(gt) + b, *u0 = ctx.data<float>(up) + b;
+          kernels::swiglu_f32(g0, u0, ctx.data<float>(act) + b, e - b);
+          kernels::swiglu_backward_f32(g0, u0, ctx.data<float>(dact) + b, ctx.data<float>(dg) + b,
+                                       ctx.data<float>(du) + b, e - b);
+        },
+        {{{e_dact, 1}}, e_sw});
     p.add_cube("dx" + n, {dg, du}, {dxg}, m, 1,
                [s, gi, dg, du, dxg, H, I](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
                  const Group& gg = s->layout.groups[gi];
@@ -446,26 +453,27 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
     const Group& g = s->layout.groups[gi];
     const GroupIds d = (*ids)[gi];
     const BufferId x = p.add_buffer("x " + std::to_string(gi) + " saved", s->x[gi]);
-    p.add_cube("dW " + std::to_string(gi), {x, d.dy, d.act, d.dg, d.du}, {},
-               std::max<int64_t>(g.experts(), 1), 1,
-               [s, gi, d, x, gd, ud, dd, H, I](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
-                 const Group& gg = s->layout.groups[gi];
-                 if (j >= gg.experts()) return;
-                 const int32_t end = rows_of_expert(gg, j);
-                 const int64_t r0 = gg.expert_at[size_t(j)];
-                 const size_t e = size_t(gg.e_lo + j);
-                 const float* xr = ctx.data<float>(x) + r0 * H;
-                 float* c = (*gd)[e].data<float>();
-                 kernels::grouped_gemm_wgrad_f32(1, &end, I, H, ctx.data<float>(d.dg) + r0 * I, I,
-                                                 xr, H, 0.0f, &c, H);
-                 c = (*ud)[e].data<float>();
-                 kernels::grouped_gemm_wgrad_f32(1, &end, I, H, ctx.data<float>(d.du) + r0 * I, I,
-                                                 xr, H, 0.0f, &c, H);
-                 c = (*dd)[e].data<float>();
-                 kernels::grouped_gemm_wgrad_f32(1, &end, H, I, ctx.data<float>(d.dy) + r0 * H, H,
-                                                 ctx.data<float>(d.act) + r0 * I, I, 0.0f, &c, I);
-               },
-               {{{d.ready, 1}}, multicore::kNoEvent});
+    p.add_cube(
+        "dW " + std::to_string(gi), {x, d.dy, d.act, d.dg, d.du}, {},
+        std::max<int64_t>(g.experts(), 1), 1,
+        [s, gi, d, x, gd, ud, dd, H, I](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
+          const Group& gg = s->layout.groups[gi];
+          if (j >= gg.experts()) return;
+          const int32_t end = rows_of_expert(gg, j);
+          const int64_t r0 = gg.expert_at[size_t(j)];
+          const size_t e = size_t(gg.e_lo + j);
+          const float* xr = ctx.data<float>(x) + r0 * H;
+          float* c = (*gd)[e].data<float>();
+          kernels::grouped_gemm_wgrad_f32(1, &end, I, H, ctx.data<float>(d.dg) + r0 * I, I, xr, H,
+                                          0.0f, &c, H);
+          c = (*ud)[e].data<float>();
+          kernels::grouped_gemm_wgrad_f32(1, &end, I, H, ctx.data<float>(d.du) + r0 * I, I, xr, H,
+                                          0.0f, &c, H);
+          c = (*dd)[e].data<float>();
+          kernels::grouped_gemm_wgrad_f32(1, &end, H, I, ctx.data<float>(d.dy) + r0 * H, H,
+                                          ctx.data<float>(d.act) + r0 * I, I, 0.0f, &c, I);
+        },
+        {{{d.ready, 1}}, multicore::kNoEvent});
   };
   add_pipeline(plan, L, sv->ep, in, out, compute, after);
   run_plan(plan, sv->options, int(L.rank), &g_last_backward);
@@ -478,8 +486,12 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
 
 }  // namespace
 
-MegaMoERunStats megamoe_last_forward() { return g_last_forward; }
-MegaMoERunStats megamoe_last_backward() { return g_last_backward; }
+MegaMoERunStats megamoe_last_forward() {
+  return g_last_forward;
+}
+MegaMoERunStats megamoe_last_backward() {
+  return g_last_backward;
+}
 
 Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int64_t num_experts,
                        const LocalExpertWeights& w, const dist::CommPtr& ep,

@@ -3,8 +3,8 @@
 // expert GEMMs.
 //
 // The local experts of every rank are split into G groups by local slot (the torch.chunk rule over
-// the c = ceil(E / ep) slots: group g holds slots [g·ceil(c/G), …)); group g is the experts in those
-// slots on every rank, so every rank has work in every group. Per group the forward plan runs
+// the c = ceil(E / ep) slots: group g holds slots [g·ceil(c/G), …)); group g is the experts in
+// those slots on every rank, so every rank has work in every group. Per group the forward plan runs
 //   route g (vector: this rank's rows for group g's experts, per owner, gathered from xs)
 //   → dispatch g (comm: all_to_all_v) → regroup g (vector: received rows by local expert, stable by
 //   source, as the sequential path) → up g (cube: gate and up GEMM, one block per local expert)
