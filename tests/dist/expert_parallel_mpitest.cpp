@@ -4,6 +4,8 @@
 // summed over the ranks (f32, 1e-5 relative) — for Qwen3-MoE, Mixtral and DeepSeek-V3 routing,
 // with the fused f32 experts and the MXFP8 grouped kernel, for a few tokens (ranks that receive
 // nothing) and skewed routing; experts that do not divide over the ranks are refused.
+// The f32 blocks exchange by MegaMoE (the default; megamoe_mpitest.cpp checks it bitwise against
+// the sequential exchange), the MXFP8 ones by the sequential exchange.
 #include <gtest/gtest.h>
 
 #include <algorithm>

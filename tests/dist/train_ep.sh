@@ -8,7 +8,8 @@
 # (8 experts: 3, 3, 2), ep 2 and ep 4 on 4 ranks (experts FSDP-sharded over 2 ranks, or not at all), with recompute, the DeepSeek-V3
 # fixture (MLA, sigmoid group-limited routing, shared experts, auxiliary-loss-free bias balancing),
 # ep × cp, MXFP8 grouped experts and bf16 (within 2%). A run saved at ep 2 resumes at ep 1 and one saved at ep 4 at ep 2 with the
-# uninterrupted run's losses; bad degrees fail naming the numbers.
+# uninterrupted run's losses; bad degrees fail naming the numbers. The exchange runs as MegaMoE
+# (the default) except where parallel.moe.kernel=sequential; the two give bitwise-equal losses.
 # Usage: train_ep.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
 cat > "$dir/run.yaml" <<YAML
@@ -23,8 +24,15 @@ checkpoint: {interval: 0, save_final: false}
 YAML
 run dp2 2
 run ep2 2 --set parallel.ep=2
-grep -q "ep 2 (each MoE layer's experts split over 2 of the dp_shard × cp ranks, FSDP over the other 1)" "$dir/ep2.log"
+grep -q "ep 2 (each MoE layer's experts split over 2 of the dp_shard × cp ranks, FSDP over the other 1) on MegaMoE (2 expert groups)" "$dir/ep2.log"
 compare "ep 2 vs dp_shard 2 (2 ranks)" "$dir/dp2" "$dir/ep2" 1e-3
+# parallel.moe.kernel: MegaMoE (the default under EP, here with 2 and 1 expert groups) and the
+# sequential exchange give the same losses bitwise (the layers are bitwise equal in f32).
+run ep2_seq 2 --set parallel.ep=2 --set parallel.moe.kernel=sequential
+grep -q "FSDP over the other 1) on the sequential exchange" "$dir/ep2_seq.log"
+compare "ep 2: megamoe vs sequential" "$dir/ep2" "$dir/ep2_seq" 1e-30
+run ep2_g1 2 --set parallel.ep=2 --set parallel.moe.groups=1
+compare "ep 2: megamoe G 1 vs G 2" "$dir/ep2" "$dir/ep2_g1" 1e-30
 run dp4 4
 run ep2_dp4 4 --set parallel.ep=2
 compare "ep 2 on 4 ranks vs dp_shard 4" "$dir/dp4" "$dir/ep2_dp4" 1e-3
@@ -77,6 +85,8 @@ expect_error bad_ranks 2 "parallel.ep = 4 does not divide parallel.dp_shard × p
   --set parallel.ep=4
 expect_error dense 2 "parallel.ep: 2 needs a mixture-of-experts model" \
   --set model.arch=qwen3 --set model.experts=0 --set parallel.ep=2
+expect_error bad_kernel 2 "parallel.moe.kernel: must be one of megamoe|sequential, got 'fused'" --set parallel.ep=2 --set parallel.moe.kernel=fused
+expect_error bad_groups 2 "parallel.moe.groups: must be >= 1, got 0" --set parallel.ep=2 --set parallel.moe.groups=0
 expect_error no_bias 1 "model.router_bias_update_rate = 0.001 needs MoE layers whose router has a" \
   --set model.router_bias_update_rate=0.001
 echo "train_ep: all checks passed"

@@ -10,8 +10,10 @@
 #include "hp/autograd/function.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/grouped_gemm.h"
+#include "hp/kernels/cpu/swiglu.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/expert_parallel.h"
+#include "hp/shard/megamoe.h"
 
 namespace hp::models {
 
@@ -165,12 +167,17 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
   RouterOutput r = gate->route(x2);
   last_counts_ = r.counts;
   if (grouped_kernel_ || ep_) {
+    shard::ExpertExchange exchange;
+    if (ep_ && ep_->size() > 1 && ep_kernel_.megamoe && !grouped_kernel_)
+      exchange = [this](const Tensor& xs, const std::vector<int64_t>& count) {
+        return run_megamoe(xs, count);
+      };
     Tensor out = shard::routed_experts(
         x2, r.weights, r.indices, opt_.num_experts,
         [this](const Tensor& xs, const std::vector<int64_t>& counts) {
           return run_local_experts(xs, counts);
         },
-        ep_);
+        ep_, exchange);
     if (shared_experts) out = out + shared_experts->forward(x2);
     return {reshape(out, x.shape()), r.logits};
   }
@@ -265,10 +272,6 @@ std::vector<const float*> ptrs(const std::vector<Tensor>& ts) {
   return out;
 }
 
-float silu_f(float g) {
-  return g / (1.0f + std::exp(-g));
-}
-
 // Inputs: x [N, H], w [N, k], indices [N, k] i64, then E gate [I, H], E up [I, H], E down [H, I]
 // weights.
 struct GroupedExpertsFn {
@@ -297,7 +300,7 @@ struct GroupedExpertsFn {
     const float *gd = g.data<float>(), *ud = u.data<float>();
     float* ad = act.data<float>();
     parallel_for(0, a * i, 4096, [&](int64_t lo, int64_t hi) {
-      for (int64_t j = lo; j < hi; ++j) ad[j] = silu_f(gd[j]) * ud[j];
+      kernels::swiglu_f32(gd + lo, ud + lo, ad + lo, hi - lo);
     });
     kernels::grouped_gemm_f32(true, e, p.group_end.data(), h, i, ad, i, ptrs(dw).data(), i, 0.0f,
                               y.data<float>(), h);
@@ -357,7 +360,7 @@ struct GroupedExpertsFn {
       }
     });
     parallel_for(0, a * i, 4096, [&](int64_t lo, int64_t hi) {
-      for (int64_t j = lo; j < hi; ++j) ad[j] = silu_f(gd[j]) * ud[j];
+      kernels::swiglu_f32(gd + lo, ud + lo, ad + lo, hi - lo);
     });
     const int32_t* ends = p.group_end.data();
     kernels::grouped_gemm_f32(false, e, ends, i, h, dyd, h, ptrs(dwn).data(), i, 0.0f,
@@ -365,11 +368,7 @@ struct GroupedExpertsFn {
     const float* dad = dact.data<float>();
     float *dgd = dg.data<float>(), *dud = du.data<float>();
     parallel_for(0, a * i, 4096, [&](int64_t lo, int64_t hi) {
-      for (int64_t j = lo; j < hi; ++j) {
-        const float sg = 1.0f / (1.0f + std::exp(-gd[j]));
-        dud[j] = dad[j] * gd[j] * sg;
-        dgd[j] = dad[j] * ud[j] * sg * (1.0f + gd[j] * (1.0f - sg));
-      }
+      kernels::swiglu_backward_f32(gd + lo, ud + lo, dad + lo, dgd + lo, dud + lo, hi - lo);
     });
     // Weight gradients: one [out, in] matrix per expert, zero for unused experts.
     auto wgrad = [&](int64_t first, int64_t rows, int64_t cols, const float* lhs,
@@ -420,7 +419,10 @@ struct GroupedExpertsFn {
 
 }  // namespace
 
-void MoEBlock::set_expert_parallel(dist::CommPtr ep) {
+void MoEBlock::set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel) {
+  if (kernel.groups < 1)
+    HP_THROW(ValueError, "moe", "MegaMoE needs at least one expert group, got ", kernel.groups);
+  ep_kernel_ = kernel;
   // Once keep_local_experts dropped the others, no other split can run them.
   for (const auto& e : experts)
     if (!e)
@@ -476,6 +478,22 @@ Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>&
   for (size_t e = 0; e < counts.size(); ++e) id.insert(id.end(), size_t(counts[e]), int64_t(e));
   const int64_t rows = xs.size(0);
   Tensor y = grouped_experts(as_f32(xs), ones({rows, 1}), from_data<int64_t>(id, {rows, 1}), g, u, d);
+  return f32 ? y : cast(y, xs.dtype());
+}
+
+Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count) const {
+  const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
+  // f32 inside, as run_local_experts (casts are exact to undo, so the result is the same).
+  const bool f32 = xs.dtype() == DType::f32 && opt_.dtype == DType::f32;
+  auto as_f32 = [&](const Tensor& t) { return f32 ? t : cast(t, DType::f32); };
+  shard::LocalExpertWeights w;
+  for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
+    w.gate.push_back(as_f32(experts[size_t(e)]->gate_proj->weight));
+    w.up.push_back(as_f32(experts[size_t(e)]->up_proj->weight));
+    w.down.push_back(as_f32(experts[size_t(e)]->down_proj->weight));
+  }
+  const Tensor y = shard::megamoe_experts(as_f32(xs), count, opt_.num_experts, w, ep_,
+                                          {.groups = ep_kernel_.groups});
   return f32 ? y : cast(y, xs.dtype());
 }
 

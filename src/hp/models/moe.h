@@ -102,6 +102,15 @@ struct MoEOutput {
   Tensor router_logits;  // [N, E], N = tokens
 };
 
+// How the routed experts' rows travel under expert parallelism (parallel.moe): MegaMoE
+// (shard/megamoe.h: the exchange and the experts as one Multicore plan per direction, over
+// `groups` expert groups) or the sequential exchange (shard/expert_parallel.h). Both give bitwise
+// equal results in f32. A grouped kernel (MX) always runs the sequential exchange.
+struct ExpertParallelKernel {
+  bool megamoe = true;
+  int64_t groups = 2;
+};
+
 // A decoder layer's sparse FeedForward; remembers the router logits of its last forward so
 // CausalLM::loss can add the load-balancing loss.
 // Routed experts run as the fused f32 grouped_experts below, or, once a grouped kernel is set
@@ -124,9 +133,9 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts {
   const std::vector<int64_t>& last_expert_counts() const { return last_counts_; }
   // Expert parallelism (installed by the parallelize step): this rank runs only its experts
   // (shard::local_experts over `ep`) and the assignments travel over `ep`
-  // (shard/expert_parallel.h); null restores every expert local. Throws once keep_local_experts
-  // has dropped the others.
-  void set_expert_parallel(dist::CommPtr ep);
+  // (shard/expert_parallel.h) by `kernel`; null restores every expert local. Throws once
+  // keep_local_experts has dropped the others.
+  void set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel = {});
   // After set_expert_parallel: unregisters the experts this rank does not run and drops them from
   // `experts` (null entries), so named_parameters(), FSDP, optimizers and checkpoints see only the
   // local ones, still under their global FQNs `experts.<e>`. Irreversible.
@@ -140,10 +149,13 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts {
   // This rank's experts over rows sorted by them: xs [R, hidden] with counts[e] rows for each
   // (shard::LocalExperts), through grouped_kernel_ when set.
   Tensor run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const;
+  // The same experts with the exchange as MegaMoE (shard::ExpertExchange).
+  Tensor run_megamoe(const Tensor& xs, const std::vector<int64_t>& count) const;
 
   MoEOptions opt_;
   nn::GroupedKernel grouped_kernel_;
   dist::CommPtr ep_;
+  ExpertParallelKernel ep_kernel_;
   mutable Tensor last_router_logits_;
   mutable std::vector<int64_t> last_counts_;
 };

@@ -22,6 +22,29 @@ ExpertRange local_experts(int64_t num_experts, int64_t ep, int64_t rank) {
   return {first, std::min(num_experts, first + chunk) - first};
 }
 
+ExchangeCounts exchange_counts(const std::vector<int64_t>& count, int64_t num_experts,
+                               const dist::CommPtr& ep) {
+  const int64_t n = ep->size(), per_rank = local_experts(num_experts, n, ep->rank()).count;
+  // Owner of expert e: e / chunk (the torch.chunk rule, so the last ranks may own fewer).
+  const int64_t chunk = (num_experts + n - 1) / n;
+  // Counts of every expert to their owners: block s of what arrives holds source s's counts for
+  // this rank's experts.
+  std::vector<int64_t> experts_of(static_cast<size_t>(n)), mine(static_cast<size_t>(n), per_rank);
+  for (int64_t r = 0; r < n; ++r)
+    experts_of[static_cast<size_t>(r)] = local_experts(num_experts, n, r).count;
+  const std::vector<double> got =
+      ep->all_to_all_v(from_data<int64_t>(count, {num_experts}), experts_of, mine).to_vector();
+  ExchangeCounts c;
+  c.recv_by_expert.assign(got.begin(), got.end());
+  c.send.assign(static_cast<size_t>(n), 0);
+  c.recv.assign(static_cast<size_t>(n), 0);
+  for (int64_t e = 0; e < num_experts; ++e)
+    c.send[static_cast<size_t>(e / chunk)] += count[static_cast<size_t>(e)];
+  for (size_t b = 0; b < c.recv_by_expert.size(); ++b)
+    c.recv[b / static_cast<size_t>(std::max<int64_t>(per_rank, 1))] += c.recv_by_expert[b];
+  return c;
+}
+
 Tensor all_to_all_v(const Tensor& x, const std::vector<int64_t>& send_counts,
                     const std::vector<int64_t>& recv_counts, const dist::CommPtr& comm) {
   Tensor y;
@@ -68,7 +91,8 @@ Tensor run_received(const Tensor& received, const std::vector<int64_t>& counts, 
 }  // namespace
 
 Tensor routed_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,
-                      int64_t num_experts, const LocalExperts& local, const dist::CommPtr& ep) {
+                      int64_t num_experts, const LocalExperts& local, const dist::CommPtr& ep,
+                      const ExpertExchange& exchange) {
   if (x.dim() != 2 || indices.dim() != 2 || weights.shape() != indices.shape() ||
       indices.size(0) != x.size(0))
     HP_THROW(ValueError, "shard", "routed experts need x [N, hidden], weights = indices [N, k]; got x ",
@@ -95,24 +119,14 @@ Tensor routed_experts(const Tensor& x, const Tensor& weights, const Tensor& indi
   Tensor y;
   if (!ep || ep->size() == 1) {
     y = local(xs, count);
+  } else if (exchange) {
+    y = exchange(xs, count);
   } else {
     const int64_t n = ep->size(), per_rank = local_experts(num_experts, n, ep->rank()).count;
-    // Owner of expert e: e / chunk (the torch.chunk rule, so the last ranks may own fewer).
-    const int64_t chunk = (num_experts + n - 1) / n;
-    // Counts of every expert to their owners: block s of what arrives holds source s's counts
-    // for this rank's experts.
-    std::vector<int64_t> experts_of(static_cast<size_t>(n)), mine(static_cast<size_t>(n), per_rank);
-    for (int64_t r = 0; r < n; ++r) experts_of[static_cast<size_t>(r)] = local_experts(num_experts, n, r).count;
-    const std::vector<double> got =
-        ep->all_to_all_v(from_data<int64_t>(count, {num_experts}), experts_of, mine).to_vector();
-    const std::vector<int64_t> recv_by_expert(got.begin(), got.end());
-    std::vector<int64_t> send(static_cast<size_t>(n), 0), recv(static_cast<size_t>(n), 0);
-    for (int64_t e = 0; e < num_experts; ++e)
-      send[static_cast<size_t>(e / chunk)] += count[static_cast<size_t>(e)];
-    for (size_t b = 0; b < recv_by_expert.size(); ++b)
-      recv[b / static_cast<size_t>(std::max<int64_t>(per_rank, 1))] += recv_by_expert[b];
-    const Tensor received = all_to_all_v(xs, send, recv, ep);
-    y = all_to_all_v(run_received(received, recv_by_expert, n, per_rank, local), recv, send, ep);
+    const ExchangeCounts c = exchange_counts(count, num_experts, ep);
+    const Tensor received = all_to_all_v(xs, c.send, c.recv, ep);
+    y = all_to_all_v(run_received(received, c.recv_by_expert, n, per_rank, local), c.recv, c.send,
+                     ep);
   }
   const Tensor c = index_select(reshape(weights, {rows}), 0, index_tensor(slot));  // [A]
   y = y * unsqueeze(cast(c, y.dtype()), 1);

@@ -36,12 +36,29 @@ ExpertRange local_experts(int64_t num_experts, int64_t ep, int64_t rank);
 // rows for local expert e (Σ counts = R) → [R, hidden].
 using LocalExperts = std::function<Tensor(const Tensor& x_sorted, const std::vector<int64_t>& counts)>;
 
+// The middle of the EP pipeline: xs [A, hidden] sorted by expert with count[e] rows of global
+// expert e (Σ count = A) → the experts' outputs [A, hidden] in the same order, however the rows
+// travel (the sequential exchange below, or MegaMoE, shard/megamoe.h).
+using ExpertExchange = std::function<Tensor(const Tensor& xs, const std::vector<int64_t>& count)>;
+
 // x [N, hidden], weights [N, k] (any float dtype; cast to the experts' output dtype), indices
 // [N, k] integer expert ids in [0, num_experts) → the routed output [N, hidden] (differentiable
 // through x, weights and whatever `local` computes). `ep` null or of size 1: every expert is local.
-// Collective over `ep` otherwise.
+// Collective over `ep` otherwise: the sequential exchange (counts, all_to_all_v, the local experts
+// over everything received, all_to_all_v back), or `exchange` when given.
 Tensor routed_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,
-                      int64_t num_experts, const LocalExperts& local, const dist::CommPtr& ep);
+                      int64_t num_experts, const LocalExperts& local, const dist::CommPtr& ep,
+                      const ExpertExchange& exchange = nullptr);
+
+// The row counts of one exchange over `ep` (n ranks) for count [E] rows per global expert sorted
+// by expert: one all_to_all_v of the counts to the experts' owners (collective).
+struct ExchangeCounts {
+  std::vector<int64_t> send, recv;  // [n] rows to / from each rank
+  // [n · E_local] rows this rank receives: source s's rows of local expert e at s · E_local + e.
+  std::vector<int64_t> recv_by_expert;
+};
+ExchangeCounts exchange_counts(const std::vector<int64_t>& count, int64_t num_experts,
+                               const dist::CommPtr& ep);
 
 // x [Σ send_counts, ...]: send_counts[j] rows to rank j → [Σ recv_counts, ...], rank j's rows in
 // order (Communicator::all_to_all_v), differentiable: the gradient goes back the same way with the

@@ -194,6 +194,18 @@ void FsdpConfig::describe(Schema& s) {
       .choices({"f32", "bf16"});
 }
 
+void MoEParallelConfig::describe(Schema& s) {
+  s.add("kernel", &kernel,
+        "with ep > 1: megamoe (dispatch, expert GEMMs and combine as one Multicore pipeline per "
+        "direction, all-to-all overlapping the GEMMs of other expert groups; docs/MULTICORE.md) | "
+        "sequential (one exchange, all experts, one exchange back); bitwise equal in f32")
+      .choices({"megamoe", "sequential"});
+  s.add("groups", &groups,
+        "megamoe: expert groups G pipelined against each other (each rank's local experts split "
+        "into G by the torch.chunk rule; more than the experts per rank acts as one per expert)")
+      .min(1);
+}
+
 void PlanEntryConfig::describe(Schema& s) {
   s.add("modules", &modules, "FQN globs of the modules this entry splits").non_empty();
   s.add("style", &style,
@@ -265,6 +277,7 @@ void ParallelConfig::describe(Schema& s) {
              "architecture's (a new architecture needs no C++)");
   s.section("fsdp", fsdp);
   s.section("pipeline", pipeline);
+  s.section("moe", moe);
 }
 
 void LowPrecisionConfig::describe(Schema& s) {

@@ -134,6 +134,14 @@ struct FsdpConfig {
   bool operator==(const FsdpConfig&) const = default;
 };
 
+// parallel.moe: how routed experts run under expert parallelism (models::ExpertParallelKernel).
+struct MoEParallelConfig {
+  std::string kernel = "megamoe";  // megamoe | sequential; used when parallel.ep > 1
+  int64_t groups = 2;              // MegaMoE expert groups (G)
+  void describe(Schema& s);
+  bool operator==(const MoEParallelConfig&) const = default;
+};
+
 // One entry of parallel.plan: modules (FQN globs) and how tensor parallelism splits them.
 struct PlanEntryConfig {
   std::vector<std::string> modules;
@@ -162,6 +170,7 @@ struct ParallelConfig {
   std::vector<PlanEntryConfig> plan;  // overrides of the architecture's TP plan, per module
   FsdpConfig fsdp;
   PipelineConfig pipeline;
+  MoEParallelConfig moe;
   void describe(Schema& s);
   bool operator==(const ParallelConfig&) const = default;
 };

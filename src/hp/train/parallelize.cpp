@@ -160,7 +160,8 @@ bool is_expert_param(const std::string& fqn) {
 
 // Step 2: every MoE block runs this rank's experts over the EP group and drops the others; returns
 // the FQNs of the parameters dropped (other ranks hold them).
-std::set<std::string> apply_expert_parallel(models::CausalLM& model, const Layout& l) {
+std::set<std::string> apply_expert_parallel(models::CausalLM& model, const Layout& l,
+                                            const MoEParallelConfig& moe_cfg) {
   std::set<std::string> dropped;
   if (l.ep == 1) return dropped;
   for (const auto& [fqn, t] : model.named_parameters()) dropped.insert(fqn);
@@ -173,7 +174,7 @@ std::set<std::string> apply_expert_parallel(models::CausalLM& model, const Layou
     if (shard::local_experts(e, l.ep, l.ep - 1).count == 0)
       HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " leaves an ep rank without an ",
                "expert (", fqn, " has ", e, " experts, in chunks of ", (e + l.ep - 1) / l.ep, ")");
-    moe->set_expert_parallel(l.ep_comm);
+    moe->set_expert_parallel(l.ep_comm, {moe_cfg.kernel == "megamoe", moe_cfg.groups});
     moe->keep_local_experts();
   }
   if (blocks.empty())
@@ -409,7 +410,7 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   const shard::ShardedParameters tp =
       apply_tensor_parallel(model, l, out.sequence_parallel, cfg.parallel.plan);
   // 2. EP.
-  const std::set<std::string> experts = apply_expert_parallel(model, l);
+  const std::set<std::string> experts = apply_expert_parallel(model, l, cfg.parallel.moe);
   out.held_elsewhere.insert(experts.begin(), experts.end());
   // 3. CP.
   apply_context_parallel(model, l, cfg.parallel);

@@ -218,7 +218,10 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
   if (layout.ep > 1)
     ep = ", ep " + std::to_string(layout.ep) + " (each MoE layer's experts split over " +
          std::to_string(layout.ep) + " of the dp_shard × cp ranks, FSDP over the other " +
-         std::to_string(layout.dp_shard * layout.cp / layout.ep) + ")";
+         std::to_string(layout.dp_shard * layout.cp / layout.ep) + ")" +
+         (cfg.parallel.moe.kernel == "megamoe"
+              ? " on MegaMoE (" + std::to_string(cfg.parallel.moe.groups) + " expert groups)"
+              : std::string(" on the sequential exchange"));
   const std::string pp = layout.pp > 1 ? "pp " + std::to_string(layout.pp) + " × (" : std::string();
   int64_t ranks = 0;
   for (int64_t k : layout.stage_sizes) ranks += k;

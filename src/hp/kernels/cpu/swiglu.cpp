@@ -1,0 +1,21 @@
+// SwiGLU rows (swiglu.h). One definition, so every caller gets the same rounding.
+#include "hp/kernels/cpu/swiglu.h"
+
+#include <cmath>
+
+namespace hp::kernels {
+
+void swiglu_f32(const float* g, const float* u, float* act, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) act[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+}
+
+void swiglu_backward_f32(const float* g, const float* u, const float* dact, float* dg, float* du,
+                         int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float sg = 1.0f / (1.0f + std::exp(-g[j]));
+    du[j] = dact[j] * g[j] * sg;
+    dg[j] = dact[j] * u[j] * sg * (1.0f + g[j] * (1.0f - sg));
+  }
+}
+
+}  // namespace hp::kernels

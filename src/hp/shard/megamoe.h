@@ -1,0 +1,71 @@
+// MegaMoE: the expert-parallel exchange of routed_experts (shard/expert_parallel.h) as one
+// Multicore plan per direction (docs/MULTICORE.md "MegaMoE"), so that all-to-all overlaps the
+// expert GEMMs.
+//
+// The local experts of every rank are split into G groups by local slot (the torch.chunk rule over
+// the c = ceil(E / ep) slots: group g holds slots [g·ceil(c/G), …)); group g is the experts in
+// those slots on every rank, so every rank has work in every group. Per group the forward plan runs
+//   route g (vector: this rank's rows for group g's experts, per owner, gathered from xs)
+//   → dispatch g (comm: all_to_all_v) → regroup g (vector: received rows by local expert, stable by
+//   source, as the sequential path) → up g (cube: gate and up GEMM, one block per local expert)
+//   → swiglu g (vector) → down g (cube) → unregroup g (vector: back to source order)
+//   → combine g (comm: all_to_all_v, counts swapped) → place g (vector: rows back to xs order).
+// The comm worker posts dispatch 0, then per g: dispatch g+1, combine g, so group g+1's dispatch
+// and group g's combine travel while the next group computes. The backward plan is the same
+// pipeline on the output gradient (the combine's adjoint is a dispatch and vice versa) with
+// dact = dy · down, the SwiGLU backward and dx = dg · gate + du · up per expert, and the weight
+// gradients of group g (cube) after its return all-to-all is posted, so they overlap it.
+//
+// Every expert multiplies exactly the rows, in the order, of the sequential path, with the same
+// kernels (one gemm_f32 per expert via grouped_gemm, kernels::swiglu_f32), and the rows only move
+// by copies, so outputs and gradients equal the sequential exchange's bitwise in f32 for any G and
+// any worker counts. The per-expert row counts are exchanged (exchange_counts) before the plan is
+// built: buffer shapes are then static.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "hp/core/tensor.h"
+#include "hp/dist/communicator.h"
+#include "hp/multicore/link.h"
+
+namespace hp::shard {
+
+// This rank's experts' SwiGLU weights (local order), f32 contiguous: gate and up [I, H], down
+// [H, I]. Gradients flow to them.
+struct LocalExpertWeights {
+  std::vector<Tensor> gate, up, down;
+};
+
+struct MegaMoEOptions {
+  int64_t groups = 2;  // G >= 1; more groups than expert slots per rank act as one per slot
+  // true: the plans run on a process-wide multicore::Runtime (GEMM workers = the process pool's
+  // threads, 1 vector and the comm worker; HP_LINK_GBPS / HP_LINK_US / HP_MULTICORE_TIMEOUT_S
+  // apply). false: every task in order
+  // on the caller, each call waited for (multicore::run_sequential with the same link model): the
+  // same work without overlap, the benchmark's baseline. Bitwise equal either way.
+  bool overlap = true;
+  // The link model of the comm calls (multicore/link.h); unset: HP_LINK_GBPS / HP_LINK_US.
+  std::optional<multicore::LinkModel> link = std::nullopt;
+};
+
+// xs [A, H] f32 sorted by expert with count[e] rows of global expert e (Σ count = A) → the experts'
+// outputs [A, H] in the same order (an ExpertExchange of shard/expert_parallel.h). Differentiable
+// w.r.t. xs and the weights. Collective over `ep`.
+Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int64_t num_experts,
+                       const LocalExpertWeights& w, const dist::CommPtr& ep,
+                       const MegaMoEOptions& options = {});
+
+// Timings of this process's last MegaMoE forward or backward run (benchmarks): wall time, the
+// time some compute task (cube or vector) was running, the time some comm call was in flight,
+// and the bytes its all-to-alls sent to other ranks.
+struct MegaMoERunStats {
+  double wall_s = 0, compute_s = 0, comm_s = 0;
+  int64_t bytes = 0;
+};
+MegaMoERunStats megamoe_last_forward();
+MegaMoERunStats megamoe_last_backward();
+
+}  // namespace hp::shard
