@@ -364,8 +364,8 @@ Tensor empty(const Shape& shape, DType dt, MemTier tier) {
   return Tensor(std::move(impl));
 }
 
-Tensor zeros(const Shape& shape, DType dt) {
-  Tensor t = empty(shape, dt);
+Tensor zeros(const Shape& shape, DType dt, MemTier tier) {
+  Tensor t = empty(shape, dt, tier);
   std::memset(t.raw_data(), 0, t.nbytes());
   return t;
 }
