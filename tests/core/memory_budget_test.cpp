@@ -5,6 +5,7 @@
 #include "error_of.h"
 #include "hp/core/allocator.h"
 #include "hp/core/byte_size.h"
+#include "hp/core/mem_tier_scope.h"
 #include "hp/core/tensor.h"
 
 namespace hp {
@@ -82,6 +83,20 @@ TEST(MemoryBudget, GradientsKeptFromBackwardCountAsGrads) {
   EXPECT_EQ(a.stats(MemTier::device).by_category[int(MemCategory::activations)], act0);
   t = Tensor();
   EXPECT_EQ(a.stats(MemTier::device).by_category[int(MemCategory::grads)], grads0);
+}
+
+TEST(MemTierScope, RedirectsDefaultDeviceRequestsOnThisThread) {
+  {
+    const MemTierScope on_host(MemTier::host);
+    EXPECT_EQ(empty({16}).tier(), MemTier::host);
+    EXPECT_EQ(zeros({16}).tier(), MemTier::host);
+    {
+      const MemTierScope back(MemTier::device);
+      EXPECT_EQ(empty({16}).tier(), MemTier::device);
+    }
+    EXPECT_EQ(empty({16}).tier(), MemTier::host);
+  }
+  EXPECT_EQ(empty({16}).tier(), MemTier::device);
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ int run_bench_offload(const Args& argv) {
   reject_unknown_flags(args, {"--set", "--steps", "--budget", "--json"});
   std::vector<std::string> sets = {"checkpoint.interval=0", "checkpoint.save_final=false",
                                    "metrics.jsonl=true", "metrics.log_every=1"};
-  std::string v, budget = "24MiB", json;
+  std::string v, budget = "28MiB", json;
   train::WarmupRule rule;
   while (take_value(args, "--set", &v)) sets.push_back(v);
   if (take_value(args, "--steps", &v)) rule.timed = parse_int("--steps", v, 3, 1 << 20);

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "hp/core/allocator.h"
 #include "hp/core/error.h"
+#include "hp/core/mem_tier_scope.h"
 #include "hp/core/random.h"
 #include "hp/data/dataset.h"
 #include "hp/io/json.h"
@@ -209,8 +211,12 @@ RunSetup build_run(const Config& cfg, const Layout& layout) {
   RunSetup r;
   r.data = load_run_data(cfg);
   manual_seed(static_cast<uint64_t>(cfg.training.seed));
-  // The model's tensors, its FSDP shards and gathered copies count as parameters.
+  // The model's tensors, its FSDP shards and gathered copies count as parameters; with
+  // offload.params host the model is built in host memory, where FSDP's masters will live, so the
+  // device budget never holds the whole model.
   const MemCategoryScope as_params(MemCategory::params);
+  std::optional<MemTierScope> on_host;
+  if (cfg.offload.params == "host") on_host.emplace(MemTier::host);
   r.model = build_causal_lm(cfg, *r.data.sources.front().dataset);
   for (size_t s = 1; s < r.data.sources.size(); ++s)
     check_data_fits(*r.model, *r.data.sources[s].dataset, r.data.names[s], cfg);
