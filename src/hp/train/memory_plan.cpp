@@ -143,6 +143,12 @@ std::string MemoryPlan::to_text() const {
   return s;
 }
 
+int64_t device_budget_bytes(const Config& cfg) {
+  return cfg.memory.device_budget.empty()
+             ? 0
+             : parse_byte_size(cfg.memory.device_budget, "memory.device_budget");
+}
+
 MemoryPlan plan_memory(const Config& cfg_in) {
   MemoryPlan p;
   const auto world = dist::world();
@@ -150,9 +156,7 @@ MemoryPlan plan_memory(const Config& cfg_in) {
   p.shard_ranks = layout.dp_shard * layout.cp;
   p.micro_rows = cfg_in.training.batch_size / cfg_in.training.grad_accum / layout.dp_size;
   p.seq_len = cfg_in.training.seq_len;
-  p.budget = cfg_in.memory.device_budget.empty()
-                 ? 0
-                 : parse_byte_size(cfg_in.memory.device_budget, "memory.device_budget");
+  p.budget = device_budget_bytes(cfg_in);
   // The model's config without reading the corpus: the vocabulary comes from the tokenizer.
   models::ModelConfig c;
   if (cfg_in.model.path.empty()) {

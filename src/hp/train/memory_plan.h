@@ -51,6 +51,9 @@ struct MemoryPlan {
   std::string to_text() const;
 };
 
+// memory.device_budget in bytes (0 = unset: unlimited).
+int64_t device_budget_bytes(const Config& cfg);
+
 // Builds the plan for `cfg` on the current world (collective: every rank measures on its own).
 MemoryPlan plan_memory(const Config& cfg);
 

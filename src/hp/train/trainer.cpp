@@ -234,6 +234,15 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
   if (!res.recompute_modules.empty())
     log.message("recompute: " + cfg.recompute.mode + " on " +
                 std::to_string(res.recompute_modules.size()) + " modules");
+  const OffloadConfig& o = cfg.offload;
+  if (!cfg.memory.device_budget.empty() || o.optimizer != "none" || o.params != "none" ||
+      o.grads != "none")
+    log.message("memory: device budget " +
+                (cfg.memory.device_budget.empty()
+                     ? std::string("unlimited")
+                     : format_bytes(double(device_budget_bytes(cfg)))) +
+                "; offload params " + o.params + ", grads " + o.grads + ", optimizer " +
+                o.optimizer);
 }
 
 // data.sources: "data: tokens trained per source: a 1024 (50.0%), b 1024 (50.0%)".
@@ -353,15 +362,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
           << (errno ? std::strerror(errno) : "write failed") << " (each checkpoint holds a copy)\n";
   }
 
+  // memory.device_budget caps the device tier for the run (restored after: tests run many).
+  const DeviceBudgetScope budget(device_budget_bytes(cfg), "memory.device_budget");
+  check_device_budget(cfg);  // a budget too small for one layer: refused before anything is built
   // Data (every rank loads it; indexed data is mapped), the model (f32 masters, seeded init, every
   // parallel / precision / memory transform), optimizer and loader.
-  // memory.device_budget caps the device tier for the run (restored after: tests run many).
-  const DeviceBudgetScope budget(
-      cfg.memory.device_budget.empty()
-          ? 0
-          : parse_byte_size(cfg.memory.device_budget, "memory.device_budget"),
-      "memory.device_budget");
-  check_device_budget(cfg);  // a budget too small for one layer: refused before anything is built
   RunSetup run = build_run(cfg, layout);
   models::CausalLM* model = run.model.get();
   Parallelized& par = run.par;
