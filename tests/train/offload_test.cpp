@@ -26,9 +26,21 @@ std::string corpus() {
   return path;
 }
 
+// Every run directory and the corpus of this process, removed when its tests end.
+class TempFiles : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec))
+      if (e.path().filename().string().rfind(prefix(), 0) == 0) fs::remove_all(e.path(), ec);
+  }
+  static std::string prefix() { return "hp_offload_test_" + std::to_string(::getpid()) + "_"; }
+};
+[[maybe_unused]] ::testing::Environment* const kTempFiles =
+    ::testing::AddGlobalTestEnvironment(new TempFiles);
+
 std::string run_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("hp_offload_test_" + std::to_string(::getpid()) + "_" + name);
+  const fs::path p = fs::temp_directory_path() / (TempFiles::prefix() + name);
   fs::remove_all(p);
   return p.string();
 }
