@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "hp/dist/communicator.h"
 #include "hp/train/config.h"
 #include "hp/train/memory_plan.h"
 
@@ -24,9 +25,10 @@ int run_memory(const Args& args_in) {
     throw UsageError{"expected one CONFIG.yaml (usage: hp memory plan CONFIG.yaml [--set k=v])"};
   const train::Config cfg = train::load_config(args.front(), sets);
   const train::MemoryPlan plan = train::plan_memory(cfg);
-  std::printf("hp memory plan %s (offload: params %s, grads %s, optimizer %s)\n%s",
-              args.front().c_str(), cfg.offload.params.c_str(), cfg.offload.grads.c_str(),
-              cfg.offload.optimizer.c_str(), plan.to_text().c_str());
+  if (dist::world()->rank() == 0)  // under hp launch every rank plans its own share alike
+    std::printf("hp memory plan %s (offload: params %s, grads %s, optimizer %s)\n%s",
+                args.front().c_str(), cfg.offload.params.c_str(), cfg.offload.grads.c_str(),
+                cfg.offload.optimizer.c_str(), plan.to_text().c_str());
   return plan.fits() ? 0 : 1;
 }
 
