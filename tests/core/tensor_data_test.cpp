@@ -31,9 +31,9 @@ TEST(TensorData, MetaTensorHasShapeButNoData) {
   EXPECT_EQ(m.raw_data(), nullptr);
   EXPECT_TRUE(has_data(meta_tensor({0, 3}, DType::f32)));  // nothing to hold
   Tensor t = zeros({4, 3});
-  const int64_t live = Allocator::instance().stats(MemTier::host).live_bytes;
+  const int64_t live = Allocator::instance().stats(MemTier::device).live_bytes;
   set_data(t, m);
-  EXPECT_EQ(Allocator::instance().stats(MemTier::host).live_bytes, live - 48);
+  EXPECT_EQ(Allocator::instance().stats(MemTier::device).live_bytes, live - 48);
   EXPECT_FALSE(has_data(t));
   EXPECT_EQ(t.shape(), (Shape{4, 3}));
 }

@@ -55,20 +55,22 @@ TEST(Tensor, ToStringElidesLongDims) {
 
 TEST(Allocator, TracksLiveAndPeakAndReusesBlocks) {
   auto& a = Allocator::instance();
-  a.reset_peak(MemTier::host);
-  const int64_t live0 = a.stats(MemTier::host).live_bytes;
+  a.reset_peak(MemTier::device);
+  const int64_t live0 = a.stats(MemTier::device).live_bytes;
   void* first = nullptr;
   {
-    Tensor t = empty({1 << 20}, DType::f32);  // 4 MiB
+    Tensor t = empty({1 << 20}, DType::f32);  // 4 MiB, device tier by default
     first = t.raw_data();
-    EXPECT_EQ(a.stats(MemTier::host).live_bytes, live0 + (4 << 20));
+    EXPECT_EQ(a.stats(MemTier::device).live_bytes, live0 + (4 << 20));
   }
-  EXPECT_EQ(a.stats(MemTier::host).live_bytes, live0);
-  EXPECT_GE(a.stats(MemTier::host).peak_bytes, live0 + (4 << 20));
+  EXPECT_EQ(a.stats(MemTier::device).live_bytes, live0);
+  EXPECT_GE(a.stats(MemTier::device).peak_bytes, live0 + (4 << 20));
   Tensor again = empty({1 << 20}, DType::f32);
   EXPECT_EQ(again.raw_data(), first);  // same-size block comes back from the cache
-  Tensor dev = empty({256}, DType::f32, MemTier::device);
-  EXPECT_GE(a.stats(MemTier::device).live_bytes, 1024);
+  const int64_t host0 = a.stats(MemTier::host).live_bytes;
+  Tensor host = empty({256}, DType::f32, MemTier::host);
+  EXPECT_EQ(a.stats(MemTier::host).live_bytes, host0 + 1024);
+  EXPECT_EQ(host.tier(), MemTier::host);
 }
 
 TEST(Random, PhiloxKnownAnswer) {

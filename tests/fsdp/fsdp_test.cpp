@@ -128,9 +128,9 @@ TEST(Fsdp, GroupsSharingAModuleSplitItsParametersByGlob) {
 TEST(Fsdp, F32OnOneProcessIsPassthrough) {
   auto m = tiny_model(5), ref = tiny_model(5);
   auto params = m->named_parameters();
-  const int64_t live = Allocator::instance().stats(MemTier::host).live_bytes;
+  const int64_t live = Allocator::instance().stats(MemTier::device).live_bytes;
   auto f = wrap(*m, options(DType::f32));
-  EXPECT_EQ(Allocator::instance().stats(MemTier::host).live_bytes, live);
+  EXPECT_EQ(Allocator::instance().stats(MemTier::device).live_bytes, live);
   EXPECT_TRUE(f->passthrough());
   auto shards = f->parameters();  // DTensors: Shard(0) over a mesh of one rank
   ASSERT_EQ(shards.size(), params.size());
@@ -208,9 +208,9 @@ TEST(Fsdp, ReshardAfterForwardFreesGatheredParameters) {
     for (auto& l : m->model->layers) layer_bytes += l->num_parameters() * 2;
     auto f = wrap(*m, options(DType::bf16, reshard));
     const Tensor ids = token_batch(4, 2, 6, kVocab);
-    const int64_t before = Allocator::instance().stats(MemTier::host).live_bytes;
+    const int64_t before = Allocator::instance().stats(MemTier::device).live_bytes;
     Tensor l = scaled_sum_loss(*m, ids, 0.1);
-    grown.push_back(Allocator::instance().stats(MemTier::host).live_bytes - before);
+    grown.push_back(Allocator::instance().stats(MemTier::device).live_bytes - before);
     for (auto& layer : m->model->layers)
       for (auto& [name, t] : layer->named_parameters()) EXPECT_EQ(has_data(t), !reshard) << name;
     EXPECT_TRUE(has_data(m->model->embed_tokens->weight));

@@ -127,10 +127,10 @@ TEST(Recompute, GradientsAreBitwiseEqualOverMxModules) {
 int64_t peak_activation_bytes(CausalLM& m, const Tensor& ids) {
   for (const Tensor& p : m.parameters()) p.zero_grad();
   Allocator& a = Allocator::instance();
-  const int64_t live = a.stats(MemTier::host).live_bytes;
-  a.reset_peak(MemTier::host);
+  const int64_t live = a.stats(MemTier::device).live_bytes;
+  a.reset_peak(MemTier::device);
   m.loss(ids).backward();
-  return a.stats(MemTier::host).peak_bytes - live;
+  return a.stats(MemTier::device).peak_bytes - live;
 }
 
 TEST(Recompute, FullRecomputeCutsPeakActivationMemory) {

@@ -254,10 +254,12 @@ int run_bench_train(const Args& args) {
 
 int run_bench(const Args& in) {
   if (!in.empty() && in.front() == "peak") return run_bench_peak(Args(in.begin() + 1, in.end()));
+  if (!in.empty() && in.front() == "offload")
+    return run_bench_offload(Args(in.begin() + 1, in.end()));
   if (in.empty() || in.front() != "train")
     throw UsageError{
         "expected 'train [CONFIG] [--steps N] [--set key=value ...] [--no-peer]' or "
-        "'peak [--remeasure]'"};
+        "'peak [--remeasure]' or 'offload [CONFIG] [--budget SIZE]'"};
   return run_bench_train(Args(in.begin() + 1, in.end()));
 }
 

@@ -30,8 +30,10 @@ int run_config(const Args& args);
 int run_launch(const Args& args);
 int run_ckpt(const Args& args);
 int run_bench(const Args& args);
-int run_bench_peak(const Args& args);  // hp bench peak (bench_peak.cpp)
+int run_bench_peak(const Args& args);     // hp bench peak (bench_peak.cpp)
+int run_bench_offload(const Args& args);  // hp bench offload (bench_offload.cpp)
 int run_data(const Args& args);
+int run_memory(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
@@ -60,13 +62,18 @@ inline const std::vector<Command>& commands() {
        "--top-p P] [--seed S]",
        run_generate},
       {"model", "info DIR: architecture, parameter count and memory by dtype", run_model},
+      {"memory",
+       "plan CONFIG.yaml [--set key=value ...]: bytes per memory tier (params, grads, optimizer, "
+       "activations) under the config's offload policy, and whether they fit memory.device_budget",
+       run_memory},
       {"ckpt",
        "inspect DIR | verify DIR | export-hf DIR OUT: distributed checkpoints (DIR: step or run "
        "dir)",
        run_ckpt},
       {"bench",
        "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "
-       "PyTorch | peak [--remeasure]: the GEMM peaks MFU divides by",
+       "PyTorch | peak [--remeasure]: the GEMM peaks MFU divides by | offload [CONFIG] [--budget "
+       "SIZE]: tokens/s with state on the host / disk tier against an unlimited budget",
        run_bench},
   };
   return k;

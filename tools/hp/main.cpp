@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "commands.h"
+#include "hp/core/byte_size.h"
 #include "hp/core/error.h"
 #include "hp/dist/communicator.h"
 
@@ -58,14 +59,7 @@ double parse_double(const std::string& flag, const std::string& value) {
   return v;
 }
 
-std::string human_bytes(double b) {
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f %s", b, unit[u]);
-  return buf;
-}
+std::string human_bytes(double b) { return format_bytes(b); }
 
 namespace {
 

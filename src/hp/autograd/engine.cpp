@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "hp/autograd/grad_mode.h"
+#include "hp/core/allocator.h"
 #include "hp/autograd/node.h"
 #include "hp/core/profiler.h"
 #include "hp/kernels/cpu/elementwise.h"
@@ -79,11 +80,15 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = std::move(grads[0]);
   HP_CHECK(g.shape() == var->shape, "gradient ", shape_str(g.shape()), " for a leaf of shape ",
            shape_str(var->shape));
+  // A leaf's .grad counts as gradient memory (the budget report's "grads"), also when the
+  // backward temporary it was computed in is kept.
+  const MemCategoryScope as_grads(MemCategory::grads);
   if (g.dtype() != var->dtype) g = g.to(var->dtype);
   if (!var->grad) {
     // Keep the incoming buffer only when nothing else can see it; otherwise own a copy, so that
     // in-place updates of .grad (clipping, zeroing) never touch another tensor.
     const bool unique = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1;
+    if (unique && g.is_contiguous()) g.storage()->set_category(MemCategory::grads);
     var->grad = (unique && g.is_contiguous() ? g : g.clone()).impl_ptr();
   } else {
     var->grad = add_grads(Tensor(var->grad), g).impl_ptr();

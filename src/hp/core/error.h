@@ -40,6 +40,12 @@ class IoError : public Error {
   using Error::Error;
 };
 
+// An allocation refused because it would exceed a memory budget (core/allocator.h).
+class MemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 template <class... Args>
 std::string cat(const Args&... args) {

@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "hp/core/mem_tier_scope.h"
 #include "hp/core/strided_loop.h"
 
 namespace hp {
@@ -360,12 +361,14 @@ Tensor empty(const Shape& shape, DType dt, MemTier tier) {
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dt;
-  impl->storage = std::make_shared<Storage>(nbytes, tier);
+  // A MemTierScope may send device-tier requests elsewhere (core/mem_tier_scope.h).
+  impl->storage = std::make_shared<Storage>(
+      nbytes, tier == MemTier::device ? device_tier_target() : tier);
   return Tensor(std::move(impl));
 }
 
-Tensor zeros(const Shape& shape, DType dt) {
-  Tensor t = empty(shape, dt);
+Tensor zeros(const Shape& shape, DType dt, MemTier tier) {
+  Tensor t = empty(shape, dt, tier);
   std::memset(t.raw_data(), 0, t.nbytes());
   return t;
 }

@@ -133,9 +133,10 @@ class Tensor {
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 
-// --- factories (host tier unless said otherwise) ---
-Tensor empty(const Shape& shape, DType dt = DType::f32, MemTier tier = MemTier::host);
-Tensor zeros(const Shape& shape, DType dt = DType::f32);
+// --- factories (device tier, the memory computation runs in, unless said otherwise; tagged with
+// the thread's MemCategoryScope: core/allocator.h) ---
+Tensor empty(const Shape& shape, DType dt = DType::f32, MemTier tier = MemTier::device);
+Tensor zeros(const Shape& shape, DType dt = DType::f32, MemTier tier = MemTier::device);
 Tensor ones(const Shape& shape, DType dt = DType::f32);
 Tensor full(const Shape& shape, double value, DType dt = DType::f32);
 // [start, end) with step, like torch.arange.

@@ -1,5 +1,6 @@
 #include "hp/fsdp/flat_group.h"
 
+#include "hp/core/allocator.h"
 #include "hp/core/tensor_data.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/shard/placement.h"
@@ -16,8 +17,8 @@ Tensor rows_view(const Tensor& t, int64_t elem_offset, int64_t rows, int64_t row
 }  // namespace
 
 FlatGroup::FlatGroup(const std::vector<std::pair<std::string, Tensor>>& params, int64_t world,
-                     int64_t rank)
-    : world_(world), rank_(rank) {
+                     int64_t rank, MemTier master_tier, MemTier grad_tier)
+    : world_(world), rank_(rank), master_tier_(master_tier), grad_tier_(grad_tier) {
   for (const auto& [fqn, t] : params) {
     HP_CHECK(t.dim() > 0, fqn, " is 0-d");  // rejected by FsdpModel
     FlatParam p;
@@ -31,7 +32,7 @@ FlatGroup::FlatGroup(const std::vector<std::pair<std::string, Tensor>>& params, 
     segment_ += p.chunk * p.row_numel;
     params_.push_back(std::move(p));
   }
-  master_ = zeros({segment_});
+  master_ = zeros({segment_}, DType::f32, master_tier_);
   for (FlatParam& p : params_) {
     const shard::ChunkRange mine = shard::chunk_range(p.rows, world_, rank_);
     p.row_offset = mine.start;
@@ -49,6 +50,7 @@ FlatGroup::FlatGroup(const std::vector<std::pair<std::string, Tensor>>& params, 
 }
 
 void FlatGroup::copy_out(const Tensor& segments, DType dt) {
+  const MemCategoryScope as_params(MemCategory::params);
   HP_CHECK(segments.is_contiguous() && segments.numel() == world_ * segment_, segments.desc(),
            " for ", world_, " segments of ", segment_);
   for (FlatParam& p : params_) {
@@ -68,6 +70,7 @@ void FlatGroup::release(DType dt) {
 }
 
 Tensor FlatGroup::pack_grads(DType dt) const {
+  const MemCategoryScope as_grads(MemCategory::grads);
   Tensor flat = zeros({world_ * segment_}, dt);
   for (const FlatParam& p : params_) {
     Tensor g = p.handle.grad();
@@ -85,8 +88,14 @@ Tensor FlatGroup::pack_grads(DType dt) const {
 }
 
 void FlatGroup::accumulate_grads(const Tensor& segment) {
+  const MemCategoryScope as_grads(MemCategory::grads);
   HP_CHECK(segment.is_contiguous() && segment.numel() == segment_, segment.desc());
-  const Tensor seg = segment.dtype() == DType::f32 ? segment : segment.to(DType::f32);
+  Tensor seg = segment;
+  if (segment.dtype() != DType::f32 || segment.tier() != grad_tier_) {
+    // A cast, or the copy of the reduction's result to the gradients' tier (device → host).
+    seg = empty({segment_}, DType::f32, grad_tier_);
+    seg.copy_from(segment);
+  }
   for (FlatParam& p : params_) {
     const Shape& local = p.master.shape();
     Tensor part = seg.as_strided(local, contiguous_strides(local), seg.offset() + p.offset);

@@ -33,10 +33,14 @@ class FlatGroup {
  public:
   // params: (FQN, module tensor with the full f32 value, the same on every rank). Copies this
   // rank's rows into the master segment; the tensors themselves are left as they are.
-  FlatGroup(const std::vector<std::pair<std::string, Tensor>>& params, int64_t world, int64_t rank);
+  // The master segment lives in `master_tier`, the masters' .grad in `grad_tier` (HyperOffload:
+  // offload.params / offload.grads host keep them off the device tier).
+  FlatGroup(const std::vector<std::pair<std::string, Tensor>>& params, int64_t world, int64_t rank,
+            MemTier master_tier = MemTier::device, MemTier grad_tier = MemTier::device);
 
   int64_t world() const { return world_; }
   int64_t segment() const { return segment_; }  // S
+  MemTier grad_tier() const { return grad_tier_; }
   // f32 [S]: this rank's rows of every parameter, padding zero (the optimizer writes through the
   // per-parameter views, never the padding).
   const Tensor& master() const { return master_; }
@@ -57,6 +61,7 @@ class FlatGroup {
 
  private:
   int64_t world_, rank_;
+  MemTier master_tier_, grad_tier_;
   int64_t segment_ = 0;
   Tensor master_;
   std::vector<FlatParam> params_;

@@ -8,6 +8,7 @@
 
 #include "hp/autograd/engine.h"
 #include "hp/autograd/grad_mode.h"
+#include "hp/core/allocator.h"
 #include "hp/autograd/node.h"
 #include "hp/core/tensor_data.h"
 #include "hp/fsdp/flat_group.h"
@@ -147,7 +148,8 @@ FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard, dist
     comms.push_back(spec.shard_comm ? multi(spec.shard_comm) : shard_);
     any_shard |= comms.back() != nullptr;
   }
-  passthrough_ = !any_shard && !replicate_ && opt_.param_dtype == DType::f32;
+  passthrough_ = !any_shard && !replicate_ && opt_.param_dtype == DType::f32 &&
+                 opt_.master_tier == MemTier::device && opt_.grad_tier == MemTier::device;
 
   // Root parameters, each tensor once; owner group per parameter (-1: the root group).
   std::unordered_map<const hp::detail::TensorImpl*, size_t> index_of;
@@ -210,7 +212,7 @@ FsdpModel::Impl::Impl(nn::Module& root, Groups groups, dist::CommPtr shard, dist
     if (members.empty()) return;  // nothing to gather: no wrapper, no collectives
     for (size_t j = 0; j < ids.size(); ++j) where_[ids[j]] = {groups_.size(), j};
     const int64_t world = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
-    auto G = std::make_unique<Group>(name, k < 0, FlatGroup(members, world, rank), std::move(comm));
+    auto G = std::make_unique<Group>(name, k < 0, FlatGroup(members, world, rank, opt_.master_tier, opt_.grad_tier), std::move(comm));
     if (k >= 0) {
       G->module = group_modules_[static_cast<size_t>(k)].module;
       auto [it, fresh] = unit_of.emplace(G->module, units_.size());
@@ -319,7 +321,9 @@ void FsdpModel::Impl::unshard_unit(size_t u, std::optional<size_t> next) {
 }
 
 void FsdpModel::Impl::issue_gather(Group& G) {
+  const MemCategoryScope as_params(MemCategory::params);  // gathered parameters
   const Tensor& master = G.flat.master();
+  if (master.tier() != MemTier::device) stats_.host_to_device_bytes += int64_t(master.nbytes());
   if (!G.comm) {
     // A world of one: the "all-gather" is a cast copy of the master.
     G.flat.copy_out(master, opt_.param_dtype);
@@ -339,6 +343,7 @@ void FsdpModel::Impl::issue_gather(Group& G) {
 }
 
 void FsdpModel::Impl::complete_gather(Group& G) {
+  const MemCategoryScope as_params(MemCategory::params);
   const Tensor all = detail::complete(G.gather, G.issued, stats_);  // [W·S] in param_dtype
   G.gather.reset();
   G.flat.copy_out(all, opt_.param_dtype);
@@ -424,6 +429,7 @@ void FsdpModel::Impl::on_grad(size_t g, size_t i) {
 void FsdpModel::Impl::post_backward(size_t g) {
   Group& G = *groups_[g];
   // A world of one without HSDP: the reduction is the cast of pack_grads.
+  const MemCategoryScope as_grads(MemCategory::grads);  // the reduction's buffers
   reducer_->push(&G.flat, G.flat.pack_grads(opt_.reduce_dtype), G.comm);
   for (auto& p : G.flat.params()) p.handle.zero_grad();
   G.got_grad.assign(G.got_grad.size(), false);

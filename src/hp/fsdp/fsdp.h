@@ -48,6 +48,10 @@ struct FsdpOptions {
   DType param_dtype = DType::bf16, reduce_dtype = DType::f32;
   // Issue the next group's all-gather before the current group computes.
   bool prefetch = true;
+  // Where the f32 master shards and their gradients live (HyperOffload, docs/ARCHITECTURE.md
+  // §4c): host keeps them off the device tier; each gather then copies a group's shard up and each
+  // reduction's result comes down (Stats counts those bytes). Not device → never passthrough.
+  MemTier master_tier = MemTier::device, grad_tier = MemTier::device;
 };
 
 // One FSDP group: parameters of `module` (root FQNs "<prefix>.<name>") gathered together before
@@ -105,6 +109,9 @@ class FsdpModel {
     // exposed_wait_s: time the caller blocked waiting for collectives; comm_s: time collectives
     // were in flight, from issue until their completion was seen (an upper bound).
     double exposed_wait_s = 0, comm_s = 0;
+    // Host-tier masters / gradients: f32 shard bytes copied host → device by gathers and
+    // reduction results copied device → host.
+    int64_t host_to_device_bytes = 0, device_to_host_bytes = 0;
   };
   Stats stats() const;
   // True when the module's parameters are the masters (world of one, f32, no replicate axis).

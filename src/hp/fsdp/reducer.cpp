@@ -64,6 +64,8 @@ void Reducer::advance(bool all) {
   }
   while (!jobs_.empty() && jobs_.front().stage == Stage::done) {
     Job& j = jobs_.front();
+    if (j.group->grad_tier() != MemTier::device)  // the result comes down to host-tier grads
+      stats_.device_to_host_bytes += int64_t(j.result.numel()) * int64_t(sizeof(float));
     j.group->accumulate_grads(j.result);
     jobs_.pop_front();
   }

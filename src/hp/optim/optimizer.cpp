@@ -7,6 +7,7 @@
 #include "hp/core/thread_pool.h"
 #include "hp/optim/kernels.h"
 #include "hp/optim/muon_ortho.h"
+#include "hp/optim/state_offload.h"
 
 namespace hp::optim {
 
@@ -102,11 +103,49 @@ void Optimizer::zero_grad() {
   for (auto& e : entries_) e.param.zero_grad();
 }
 
+Optimizer::~Optimizer() = default;
+
+void Optimizer::set_state_offload(StateOffloadOptions o) {
+  for (const Entry& e : entries_)
+    HP_CHECK(e.step == 0, "set_state_offload after ", e.fqn, " was stepped");
+  offload_.reset();
+  if (o.placement != StatePlacement::device)
+    offload_ = std::make_unique<StateOffload>(entries_, std::move(o));
+}
+
+TransferStats Optimizer::transfer_stats() const {
+  return offload_ ? offload_->stats() : TransferStats{};
+}
+
+MemTier Optimizer::state_tier() const { return offload_ ? offload_->tier() : MemTier::device; }
+
 void Optimizer::step(double lr) {
   if (!std::isfinite(lr) || lr < 0) HP_THROW(ValueError, "optim", "step: bad lr ", lr);
+  if (!offload_) {
+    std::vector<size_t> all(entries_.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    step_entries(all, lr);
+    return;
+  }
+  // Group by group: the next group's state is read while this one steps (offload.optimizer disk).
+  const auto& groups = offload_->groups();
+  int64_t grad_bytes = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    offload_->acquire(g, entries_);
+    offload_->prefetch(g + 1, entries_);
+    step_entries(groups[g], lr);
+    offload_->release(g, entries_, /*dirty=*/true);
+  }
+  offload_->flush();
+  for (const Entry& e : entries_)
+    if (e.param.grad().defined()) grad_bytes += e.param.numel() * int64_t(sizeof(float));
+  offload_->count_step(grad_bytes, grad_bytes);
+}
+
+void Optimizer::step_entries(const std::vector<size_t>& entry_ids, double lr) {
   std::vector<size_t> adamw_ids, muon_ids;
   std::vector<Tensor> adamw_grads, muon_grads;
-  for (size_t i = 0; i < entries_.size(); ++i) {
+  for (size_t i : entry_ids) {
     Entry& e = entries_[i];
     Tensor g = e.param.grad();
     if (!g.defined()) continue;
@@ -137,8 +176,9 @@ void Optimizer::step_adamw(const std::vector<size_t>& ids, const std::vector<Ten
   for (size_t k = 0; k < ids.size(); ++k) {
     Entry& e = entries_[ids[k]];
     if (!e.exp_avg.defined()) {
-      e.exp_avg = zeros(e.param.shape());
-      e.exp_avg_sq = zeros(e.param.shape());
+      const MemCategoryScope as_optimizer(MemCategory::optimizer);
+      e.exp_avg = zeros(e.param.shape(), DType::f32, state_tier());
+      e.exp_avg_sq = zeros(e.param.shape(), DType::f32, state_tier());
     }
     ++e.step;
     scalars.push_back(
@@ -168,7 +208,10 @@ void Optimizer::step_muon(const std::vector<size_t>& ids, const std::vector<Tens
   std::vector<OrthoTask> tasks;
   for (size_t k = 0; k < ids.size(); ++k) {
     Entry& e = entries_[ids[k]];
-    if (!e.momentum_buffer.defined()) e.momentum_buffer = zeros(e.param.shape());
+    if (!e.momentum_buffer.defined()) {
+      const MemCategoryScope as_optimizer(MemCategory::optimizer);
+      e.momentum_buffer = zeros(e.param.shape(), DType::f32, state_tier());
+    }
     ++e.step;
     const int64_t n = e.param.numel();
     u[k].resize(static_cast<size_t>(n));

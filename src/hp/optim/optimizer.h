@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,10 @@
 #include "hp/nn/module.h"
 
 namespace hp::optim {
+
+class StateOffload;
+struct StateOffloadOptions;
+struct TransferStats;
 
 using NamedTensor = std::pair<std::string, Tensor>;
 
@@ -125,6 +130,15 @@ class Optimizer {
   // ranks of a shard group step together.
   Optimizer(std::vector<NamedTensor> params, OptimizerOptions options,
             std::map<std::string, ShardSpec> shards);
+  ~Optimizer();
+
+  // Keeps the state in the host tier or on disk from now on (optim/state_offload.h); call before
+  // the first step or load_state_dict. Numerics are unchanged.
+  void set_state_offload(StateOffloadOptions o);
+  // Bytes the state offload moved and the time steps waited on it (zeros without offload).
+  TransferStats transfer_stats() const;
+  // The tier state tensors are allocated in (device, or host under offload).
+  MemTier state_tier() const;
 
   // One update of every parameter that has a gradient; `lr` is the scheduled peak-group lr.
   // With Muon matrices split across ranks, collective over their shard groups: every rank steps,
@@ -162,12 +176,17 @@ class Optimizer {
   void step_adamw(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr);
   void step_muon(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr);
   void attach_shards(std::map<std::string, ShardSpec> shards);  // shard_spec.cpp
+  // state_dict.cpp: e's entries, copies or the tensors themselves.
+  void append_state(const Entry& e, bool copy, std::vector<NamedTensor>* out) const;
+  // Steps the entries `ids` that have a gradient.
+  void step_entries(const std::vector<size_t>& ids, double lr);
 
   OptimizerOptions options_;
   std::vector<Entry> entries_;
   // Communicators of the Muon matrices split across ranks, in first-use order (every Muon step
   // is collective over each of them).
   std::vector<dist::Communicator*> muon_split_comms_;
+  std::unique_ptr<StateOffload> offload_;  // null: state in the device tier
 };
 
 }  // namespace hp::optim

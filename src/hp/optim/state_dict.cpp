@@ -4,6 +4,7 @@
 #include <map>
 
 #include "hp/optim/optimizer.h"
+#include "hp/optim/state_offload.h"
 
 namespace hp::optim {
 
@@ -13,19 +14,48 @@ const char* const kMuonNames[] = {"momentum_buffer"};
 }  // namespace
 
 std::vector<NamedTensor> Optimizer::state_dict() const {
-  std::vector<NamedTensor> out;
-  for (const auto& e : entries_) {
-    if (e.step == 0) continue;
-    const std::string pre = "state." + e.fqn + ".";
-    out.emplace_back(pre + "step", from_vector({static_cast<double>(e.step)}, {}, DType::i64));
-    if (e.algorithm == Algorithm::muon) {
-      out.emplace_back(pre + "momentum_buffer", e.momentum_buffer.clone());
-    } else {
-      out.emplace_back(pre + "exp_avg", e.exp_avg.clone());
-      out.emplace_back(pre + "exp_avg_sq", e.exp_avg_sq.clone());
-    }
+  if (!offload_) {
+    std::vector<NamedTensor> out;
+    for (const auto& e : entries_) append_state(e, /*copy=*/true, &out);
+    return out;
   }
+  // Group by group, as a step streams it (disk: read back without being written; the tensors
+  // read are handed out, not copied, since the optimizer drops them). Reading moves state between
+  // tiers but not its values, so this stays a const view of the optimizer.
+  auto& self = const_cast<Optimizer&>(*this);
+  const bool copy = offload_->placement() != StatePlacement::disk;
+  std::vector<std::vector<NamedTensor>> by_entry(entries_.size());
+  const auto& groups = offload_->groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    offload_->acquire(g, self.entries_);
+    offload_->prefetch(g + 1, self.entries_);
+    for (size_t i : groups[g]) append_state(entries_[i], copy, &by_entry[i]);
+    offload_->release(g, self.entries_, /*dirty=*/false);
+  }
+  std::vector<NamedTensor> out;  // in entry order, as without offload
+  for (auto& named : by_entry)
+    for (auto& nt : named) out.push_back(std::move(nt));
   return out;
+}
+
+void Optimizer::append_state(const Entry& e, bool copy, std::vector<NamedTensor>* out) const {
+  if (e.step == 0) return;
+  const MemCategoryScope as_optimizer(MemCategory::optimizer);
+  // Copies stay in the state's tier (a checkpoint of offloaded state must not need the device).
+  auto take = [&](const Tensor& t) {
+    if (!copy) return t;
+    Tensor c = empty(t.shape(), DType::f32, state_tier());
+    c.copy_from(t);
+    return c;
+  };
+  const std::string pre = "state." + e.fqn + ".";
+  out->emplace_back(pre + "step", from_vector({static_cast<double>(e.step)}, {}, DType::i64));
+  if (e.algorithm == Algorithm::muon) {
+    out->emplace_back(pre + "momentum_buffer", take(e.momentum_buffer));
+  } else {
+    out->emplace_back(pre + "exp_avg", take(e.exp_avg));
+    out->emplace_back(pre + "exp_avg_sq", take(e.exp_avg_sq));
+  }
 }
 
 void Optimizer::load_state_dict(const std::vector<NamedTensor>& state) {
@@ -75,16 +105,28 @@ void Optimizer::load_state_dict(const std::vector<NamedTensor>& state) {
     e.step = 0;
     e.exp_avg = e.exp_avg_sq = e.momentum_buffer = Tensor();
   }
+  // Copies in the state's tier, so the optimizer never aliases the caller's tensors.
+  const MemCategoryScope as_optimizer(MemCategory::optimizer);
+  auto copy = [&](const Tensor& t) {
+    Tensor c = empty(t.shape(), DType::f32, state_tier());
+    c.copy_from(t);
+    return c;
+  };
   for (auto& [i, named] : staged) {
     Entry& e = entries_[i];
     e.step = static_cast<int64_t>(named.at("step").item());
-    // to() makes contiguous f32 copies, so the optimizer never aliases the caller's tensors.
     if (e.algorithm == Algorithm::muon) {
-      e.momentum_buffer = named.at("momentum_buffer").to(DType::f32);
+      e.momentum_buffer = copy(named.at("momentum_buffer"));
     } else {
-      e.exp_avg = named.at("exp_avg").to(DType::f32);
-      e.exp_avg_sq = named.at("exp_avg_sq").to(DType::f32);
+      e.exp_avg = copy(named.at("exp_avg"));
+      e.exp_avg_sq = copy(named.at("exp_avg_sq"));
     }
+  }
+  if (offload_) {
+    // disk: everything goes to the file (host: it stays where it is).
+    for (size_t g = 0; g < offload_->groups().size(); ++g)
+      offload_->release(g, entries_, /*dirty=*/true);
+    offload_->flush();
   }
 }
 

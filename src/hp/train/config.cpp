@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "hp/core/byte_size.h"
 #include "hp/core/error.h"
 #include "hp/io/json.h"
 #include "hp/models/registry.h"
@@ -300,6 +301,46 @@ void RecomputeConfig::describe(Schema& s) {
         "input_layernorm, post_attention_layernorm (empty = whole layers)");
 }
 
+void MemoryConfig::describe(Schema& s) {
+  s.add("device_budget", &device_budget,
+        "cap of the device tier every tensor is computed in (e.g. 6GiB, 512MiB, 8GB; \"\" = "
+        "unlimited): an allocation past it fails naming the live bytes per category (hp memory "
+        "plan estimates them)")
+      .check([this] {
+        if (device_budget.empty()) return std::string();
+        try {
+          parse_byte_size(device_budget, "memory.device_budget");
+        } catch (const ValueError& e) {
+          // The field's own prefix ("[config] file:line: memory.device_budget: ") comes first.
+          const std::string what = e.what();
+          return what.substr(what.find(": ") + 2);
+        }
+        return std::string();
+      });
+  s.add("disk_dir", &disk_dir,
+        "directory of the disk tier's files, one per rank, deleted at the end of the run (\"\" = "
+        "<run.dir>/offload)");
+  s.add("io_threads", &io_threads, "pread/pwrite worker threads of the disk tier per rank")
+      .min(1)
+      .max(64);
+}
+
+void OffloadConfig::describe(Schema& s) {
+  s.add("optimizer", &optimizer,
+        "optimizer state (AdamW moments, Muon momentum): none (device tier) | host (host tier; "
+        "the step runs there, as ZeRO-Offload) | disk (files in memory.disk_dir, streamed per "
+        "FSDP group: the next group is read while one steps, each written back after it)")
+      .choices({"none", "host", "disk"});
+  s.add("params", &params,
+        "FSDP's f32 master shards: none (device tier) | host (host tier; each group's shard is "
+        "copied up when it is gathered, and the optimizer steps it there)")
+      .choices({"none", "host"});
+  s.add("grads", &grads,
+        "the master shards' gradients: none (device tier) | host (each reduction's result is "
+        "copied down and accumulated there)")
+      .choices({"none", "host"});
+}
+
 void CheckpointConfig::describe(Schema& s) {
   s.add("interval", &interval, "save every N steps (0 = only at the end)").min(0);
   s.add("keep", &keep, "checkpoints kept in run.dir (0 = all)").min(0);
@@ -349,6 +390,8 @@ void Config::describe(Schema& s) {
   s.section("parallel", parallel);
   s.section("low_precision", low_precision);
   s.section("recompute", recompute);
+  s.section("memory", memory);
+  s.section("offload", offload);
   s.section("checkpoint", checkpoint);
   s.section("metrics", metrics);
   s.section("run", run);

@@ -191,6 +191,25 @@ struct RecomputeConfig {
   bool operator==(const RecomputeConfig&) const = default;
 };
 
+// Memory tiers (HyperOffload, docs/ARCHITECTURE.md §4c).
+struct MemoryConfig {
+  // Cap of the device tier, the memory computation runs in ("6GiB", "512MiB"; "" = unlimited).
+  std::string device_budget;
+  std::string disk_dir;  // the disk tier's files ("" = <run.dir>/offload)
+  int64_t io_threads = 4;  // pread/pwrite workers of the disk tier, per rank
+  void describe(Schema& s);
+  bool operator==(const MemoryConfig&) const = default;
+};
+
+// Where state lives between uses: none (the device tier), host or disk.
+struct OffloadConfig {
+  std::string optimizer = "none";  // none | host | disk
+  std::string params = "none";     // none | host: FSDP's f32 master shards
+  std::string grads = "none";      // none | host: their gradients
+  void describe(Schema& s);
+  bool operator==(const OffloadConfig&) const = default;
+};
+
 struct CheckpointConfig {
   int64_t interval = 0, keep = 3;
   bool save_final = true;
@@ -233,6 +252,8 @@ struct Config {
   ParallelConfig parallel;
   LowPrecisionConfig low_precision;
   RecomputeConfig recompute;
+  MemoryConfig memory;
+  OffloadConfig offload;
   CheckpointConfig checkpoint;
   MetricsConfig metrics;
   RunConfig run;

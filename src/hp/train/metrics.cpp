@@ -96,6 +96,15 @@ std::vector<StepRecord> read_jsonl(const std::filesystem::path& p, std::vector<E
     r.tflops = number_at(j, "tflops");
     r.peak_mem_bytes = j.value("peak_mem_bytes", int64_t{0});
     r.act_mem_bytes = j.value("act_mem_bytes", int64_t{0});
+    r.host_mem_bytes = j.value("host_mem_bytes", int64_t{0});
+    if (j.contains("offload_bytes")) {
+      const auto& m = j["offload_bytes"];
+      r.device_to_host_bytes = m.value("device_to_host", int64_t{0});
+      r.host_to_device_bytes = m.value("host_to_device", int64_t{0});
+      r.host_to_disk_bytes = m.value("host_to_disk", int64_t{0});
+      r.disk_to_host_bytes = m.value("disk_to_host", int64_t{0});
+      r.transfer_wait_s = number_at(j, "transfer_wait_s");
+    }
     out.push_back(r);
   }
   return out;
@@ -164,6 +173,16 @@ void MetricsLog::record(const StepRecord& r) {
                         {"act_mem_bytes", r.act_mem_bytes},
                         {"step_s", number(r.step_s)}};
     if (r.tp_comm_bytes > 0) j["tp_comm_bytes"] = r.tp_comm_bytes;
+    if (r.host_mem_bytes > 0) j["host_mem_bytes"] = r.host_mem_bytes;
+    const int64_t moved[] = {r.device_to_host_bytes, r.host_to_device_bytes, r.host_to_disk_bytes,
+                             r.disk_to_host_bytes};
+    if (moved[0] || moved[1] || moved[2] || moved[3]) {
+      j["offload_bytes"] = {{"device_to_host", moved[0]},
+                            {"host_to_device", moved[1]},
+                            {"host_to_disk", moved[2]},
+                            {"disk_to_host", moved[3]}};
+      j["transfer_wait_s"] = number(r.transfer_wait_s);
+    }
     if (!r.source_tokens.empty()) j["source_tokens"] = r.source_tokens;
     if (!r.pp_bubble.empty()) {
       j["pp_bubble"] = r.pp_bubble;
@@ -259,6 +278,11 @@ void MetricsLog::finish(const TrainResult& res) {
     << " (activations " << mib(res.act_mem_bytes) << ")";
   if (last.tp_comm_bytes > 0)
     s << "; tensor-parallel traffic " << mib(last.tp_comm_bytes) << "/step per rank";
+  if (last.device_to_host_bytes + last.host_to_disk_bytes + last.disk_to_host_bytes > 0)
+    s << "; offload per step: device->host " << mib(last.device_to_host_bytes) << ", host->device "
+      << mib(last.host_to_device_bytes) << ", host->disk " << mib(last.host_to_disk_bytes)
+      << ", disk->host " << mib(last.disk_to_host_bytes) << ", waited "
+      << fmt("%.3f", last.transfer_wait_s) << " s; host tier " << mib(last.host_mem_bytes);
   out_ << s.str() << "\n";
   // After a failed write metrics.jsonl lacks lines: plot this call's steps instead.
   std::vector<EvalResult> evals;

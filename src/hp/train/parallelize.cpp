@@ -45,6 +45,8 @@ fsdp::FsdpOptions fsdp_options(const Config& cfg) {
   o.reshard_after_forward = f.reshard_after_forward;
   o.param_dtype = compute_dtype(cfg);
   o.reduce_dtype = f.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
+  o.master_tier = cfg.offload.params == "host" ? MemTier::host : MemTier::device;
+  o.grad_tier = cfg.offload.grads == "host" ? MemTier::host : MemTier::device;
   return o;
 }
 
@@ -420,7 +422,11 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   // 5. Recompute (FSDP's wrappers go outside it, so a recomputed forward re-gathers).
   out.recompute_modules = models::apply_recompute(model, recompute_spec(cfg.recompute));
   // 6. FSDP over dp_shard × cp (HSDP over dp_replicate), on the TP-local tensors.
-  out.fsdp = std::make_unique<fsdp::FsdpModel>(model, fsdp_groups(model, l), l.shard_comm,
+  fsdp::Groups groups = fsdp_groups(model, l);
+  for (const fsdp::Group& g : groups)
+    if (out.fsdp_prefixes.empty() || out.fsdp_prefixes.back() != g.prefix)
+      out.fsdp_prefixes.push_back(g.prefix);
+  out.fsdp = std::make_unique<fsdp::FsdpModel>(model, std::move(groups), l.shard_comm,
                                                l.replicate_comm, fsdp_options(cfg));
 
   // One description per parameter: FSDP's Shard(0) over dp_shard on top of its TP placement (the

@@ -109,6 +109,9 @@ struct Parallelized {
   // Each trained parameter, in the optimizer's order: its FQN and its DTensor, whose local() is
   // the f32 master shard the optimizer steps.
   std::vector<std::pair<std::string, shard::DTensor>> params;
+  // The FSDP groups' module prefixes in forward order ("model.layers.0", ...; the root's
+  // parameters are those under none): the units optimizer state is streamed in (offload).
+  std::vector<std::string> fsdp_prefixes;
   bool sequence_parallel = false;
   std::vector<std::string> mx_modules, recompute_modules;
   // Parameters of the model that other ranks hold and this one does not (EP: other experts; PP:

@@ -1,13 +1,20 @@
 // Trainer set-up from the config tree (setup.h).
 #include "hp/train/setup.h"
 
-#include <filesystem>
+#include <unistd.h>
 
+#include <filesystem>
+#include <optional>
+
+#include "hp/core/allocator.h"
 #include "hp/core/error.h"
+#include "hp/core/mem_tier_scope.h"
 #include "hp/core/random.h"
 #include "hp/data/dataset.h"
 #include "hp/io/json.h"
 #include "hp/models/registry.h"
+#include "hp/optim/state_offload.h"
+#include "hp/shard/mesh.h"
 #include "hp/train/metrics.h"
 
 namespace hp::train {
@@ -182,10 +189,34 @@ void check_data_fits(const models::CausalLM& model, const data::TokenDataset& da
                         : std::string());
 }
 
+optim::StateOffloadOptions state_offload_options(const Config& cfg, const Parallelized& par,
+                                                 const Layout& layout) {
+  optim::StateOffloadOptions o;
+  o.placement = optim::state_placement_from_name(cfg.offload.optimizer);
+  o.group_prefixes = par.fsdp_prefixes;
+  const fs::path dir = cfg.memory.disk_dir.empty() ? fs::path(cfg.run.dir) / "offload"
+                                                   : fs::path(cfg.memory.disk_dir);
+  // Per rank and process: ranks share the directory, and so may concurrent runs.
+  const int rank = layout.mesh->comm()->rank();
+  o.file = (dir / ("optimizer-rank" + std::to_string(rank) + "-pid" +
+                   std::to_string(::getpid()) + ".bin"))
+               .string();
+  o.io_threads = static_cast<int>(cfg.memory.io_threads);
+  o.params_on_host = cfg.offload.params == "host";
+  o.grads_on_host = cfg.offload.grads == "host";
+  return o;
+}
+
 RunSetup build_run(const Config& cfg, const Layout& layout) {
   RunSetup r;
   r.data = load_run_data(cfg);
   manual_seed(static_cast<uint64_t>(cfg.training.seed));
+  // The model's tensors, its FSDP shards and gathered copies count as parameters; with
+  // offload.params host the model is built in host memory, where FSDP's masters will live, so the
+  // device budget never holds the whole model.
+  const MemCategoryScope as_params(MemCategory::params);
+  std::optional<MemTierScope> on_host;
+  if (cfg.offload.params == "host") on_host.emplace(MemTier::host);
   r.model = build_causal_lm(cfg, *r.data.sources.front().dataset);
   for (size_t s = 1; s < r.data.sources.size(); ++s)
     check_data_fits(*r.model, *r.data.sources[s].dataset, r.data.names[s], cfg);
@@ -195,6 +226,7 @@ RunSetup build_run(const Config& cfg, const Layout& layout) {
   r.par = parallelize(*r.model, layout, cfg);
   r.opt = std::make_unique<optim::Optimizer>(
       r.par.named_parameters(), optimizer_options(cfg.optimizer), r.par.shard_specs(layout));
+  r.opt->set_state_offload(state_offload_options(cfg, r.par, layout));
   r.loader = std::make_unique<data::DataLoader>(r.data.sources, cfg.training.seq_len,
                                                 static_cast<uint64_t>(cfg.training.seed),
                                                 cfg.data.shuffle);

@@ -21,6 +21,9 @@ class TokenDataset;
 namespace hp::models {
 class CausalLM;
 }
+namespace hp::optim {
+struct StateOffloadOptions;
+}
 
 namespace hp::train {
 
@@ -61,6 +64,11 @@ double model_flops_per_token(const models::CausalLM& model, const Config& cfg);
 // config.json, the resolved config.yaml, and the tokenizer files of model.path / data.tokenizer.
 std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& cfg,
                                                                   const models::CausalLM& model);
+
+// offload.optimizer and memory.* as the optimizer's state placement: streamed per FSDP group of
+// `par`, the disk tier's file per rank and process under memory.disk_dir (<run.dir>/offload).
+optim::StateOffloadOptions state_offload_options(const Config& cfg, const Parallelized& par,
+                                                 const Layout& layout);
 
 // Everything a run holds before its first step, built in this order on every rank: the data, the
 // model (seeded by training.seed, checked against every dataset), the parallelize step, the

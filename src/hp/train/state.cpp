@@ -178,7 +178,9 @@ int64_t restore(const std::string& step_dir, Parallelized& model, optim::Optimiz
     if (it == local_shape.end())
       HP_THROW(ValueError, "train", step_dir, ": optimizer state ", t.fqn,
                " is for a parameter this model does not have");
-    state.emplace_back(t.fqn, name == "step" ? zeros({}, DType::i64) : zeros(it->second));
+    // In the state's tier: a resumed run with offloaded state must not need room on the device.
+    state.emplace_back(t.fqn, name == "step" ? zeros({}, DType::i64)
+                                             : zeros(it->second, DType::f32, opt.state_tier()));
   }
   checkpoint::load(step_dir, model.chunks(state, /*for_save=*/false));
   opt.load_state_dict(state);

@@ -26,6 +26,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/core/allocator.h"
+#include "hp/core/byte_size.h"
 #include "hp/core/error.h"
 #include "hp/core/profiler.h"
 #include "hp/core/random.h"
@@ -39,8 +40,10 @@
 #include "hp/ops/ops.h"
 #include "hp/optim/grad.h"
 #include "hp/optim/optimizer.h"
+#include "hp/optim/state_offload.h"
 #include "hp/shard/plan.h"
 #include "hp/train/expert_balance.h"
+#include "hp/train/memory_plan.h"
 #include "hp/train/metrics.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/pipeline_step.h"
@@ -239,6 +242,15 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
   if (!res.recompute_modules.empty())
     log.message("recompute: " + cfg.recompute.mode + " on " +
                 std::to_string(res.recompute_modules.size()) + " modules");
+  const OffloadConfig& o = cfg.offload;
+  if (!cfg.memory.device_budget.empty() || o.optimizer != "none" || o.params != "none" ||
+      o.grads != "none")
+    log.message("memory: device budget " +
+                (cfg.memory.device_budget.empty()
+                     ? std::string("unlimited")
+                     : format_bytes(double(device_budget_bytes(cfg)))) +
+                "; offload params " + o.params + ", grads " + o.grads + ", optimizer " +
+                o.optimizer);
 }
 
 // data.sources: "data: tokens trained per source: a 1024 (50.0%), b 1024 (50.0%)".
@@ -291,6 +303,24 @@ void summarize(TrainResult& res) {
   }
 }
 
+// Bytes moved between tiers so far: the optimizer's state offload and FSDP's host-tier shards.
+optim::TransferStats transfers(const optim::Optimizer& opt, const Parallelized& par) {
+  optim::TransferStats t = opt.transfer_stats();
+  const fsdp::FsdpModel::Stats f = par.fsdp->stats();
+  t.host_to_device += f.host_to_device_bytes;
+  t.device_to_host += f.device_to_host_bytes;
+  return t;
+}
+
+// The step's share of the running transfer counts.
+void record_transfers(const optim::TransferStats& a, const optim::TransferStats& b, StepRecord* r) {
+  r->device_to_host_bytes = b.device_to_host - a.device_to_host;
+  r->host_to_device_bytes = b.host_to_device - a.host_to_device;
+  r->host_to_disk_bytes = b.host_to_disk - a.host_to_disk;
+  r->disk_to_host_bytes = b.disk_to_host - a.disk_to_host;
+  r->transfer_wait_s = b.wait_s - a.wait_s;
+}
+
 std::string sample_text(models::CausalLM& model, const data::TokenDataset& data,
                         const TrainingConfig& t, bool kv_cache) {
   autograd::NoGradGuard no_grad;
@@ -340,6 +370,9 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
           << (errno ? std::strerror(errno) : "write failed") << " (each checkpoint holds a copy)\n";
   }
 
+  // memory.device_budget caps the device tier for the run (restored after: tests run many).
+  const DeviceBudgetScope budget(device_budget_bytes(cfg), "memory.device_budget");
+  check_device_budget(cfg);  // a budget too small for one layer: refused before anything is built
   // Data (every rank loads it; indexed data is mapped), the model (f32 masters, seeded init, every
   // parallel / precision / memory transform), optimizer and loader.
   RunSetup run = build_run(cfg, layout);
@@ -402,9 +435,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   StopSignals signals;
   const std::vector<Tensor> shard_params = opt.parameters();
   const auto [counted, uncounted] = par.norm_parameters(layout);
-  // The f32 gradients every step allocates; excluded from the activation figure.
+  // The f32 gradients every step allocates on the device tier; excluded from the activation
+  // figure (none there with offload.grads host).
   int64_t grad_bytes = 0;
-  for (const Tensor& p : shard_params) grad_bytes += p.numel() * int64_t(sizeof(float));
+  if (cfg.offload.grads != "host")
+    for (const Tensor& p : shard_params) grad_bytes += p.numel() * int64_t(sizeof(float));
   // Consecutive steps whose update was skipped (equal on every rank: the norm is global). While
   // it is > 0 nothing is saved, so a diverged model never replaces a good checkpoint.
   int64_t skipped = 0;
@@ -413,9 +448,10 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     const auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
     balancer.clear();
-    Allocator::instance().reset_peak(MemTier::host);
-    const int64_t live_at_start = Allocator::instance().stats(MemTier::host).live_bytes;
+    Allocator::instance().reset_peak(MemTier::device);
+    const int64_t live_at_start = Allocator::instance().stats(MemTier::device).live_bytes;
     const int64_t tp_bytes_at_start = shard::region_stats().bytes;
+    const optim::TransferStats moved_at_start = transfers(opt, par);
     const double lr = cfg.optimizer.lr * optim::lr_factor(schedule, step - 1);
     double loss_sum = 0;  // Σ over this rank's micro-batches of mean loss · rows
     // The step's training targets over every rank (global_tokens unless a loss mask hides some):
@@ -431,6 +467,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       // Every rank asks at the same point (one all-reduce), so all leave the loop together.
       if (m > 0 && (stop_signal = agreed_stop_signal(*world)) != 0) break;
       const data::Batch batch = loader.next(micro_rows, layout.dp_rank, layout.dp_size);
+      const MemCategoryScope as_activations(MemCategory::activations);
       BatchLoss loss;
       {
         const profiler::Scope phase(profiler::Phase::forward);
@@ -468,7 +505,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
       break;
     }
     // Forward + backward only: the optimizer's first step allocates its state, not activations.
-    const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::host).peak_bytes;
+    const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::device).peak_bytes;
     const double loss_value = global_mean_loss(*world, layout, loss_sum, global_targets);
     // Replicas (HSDP) hold equal gradients after finish_grads, and so do the tp ranks for what TP
     // does not split: the norm counts every element once over pp × dp_shard × tp.
@@ -499,10 +536,12 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     r.tokens_per_s = double(global_tokens) / r.step_s;
     r.tflops = flops_tok * double(global_tokens) / double(nranks) / r.step_s / 1e12;
     r.mfu = r.tflops / res.peak_tflops;
-    r.peak_mem_bytes = Allocator::instance().stats(MemTier::host).peak_bytes;
+    r.peak_mem_bytes = Allocator::instance().stats(MemTier::device).peak_bytes;
     r.act_mem_bytes = fwd_bwd_peak - live_at_start - grad_bytes;
     r.tp_comm_bytes = shard::region_stats().bytes - tp_bytes_at_start;
     if (pipe) std::tie(r.pp_bubble, r.pp_bubble_theory) = pipe->bubble();
+    r.host_mem_bytes = Allocator::instance().stats(MemTier::host).live_bytes;
+    record_transfers(moved_at_start, transfers(opt, par), &r);
     if (run.data.blend)
       for (int64_t n : loader.source_samples()) r.source_tokens.push_back(n * cfg.training.seq_len);
     res.steps.push_back(r);

@@ -31,7 +31,9 @@ struct StepRecord {
   int64_t step = 0;  // 1-based optimizer step
   double loss = 0, grad_norm = 0, lr = 0;
   double step_s = 0, tokens_per_s = 0, tflops = 0, mfu = 0;
-  int64_t peak_mem_bytes = 0;  // host peak during the step (parameters, state, activations)
+  int64_t peak_mem_bytes = 0;  // device-tier peak during the step (parameters, state,
+                               // activations; memory.device_budget caps it)
+  int64_t host_mem_bytes = 0;  // host-tier live bytes at the step's end (offloaded state)
   int64_t act_mem_bytes = 0;   // peak of forward + backward minus what was live when the step
                                // began and minus the step's f32 gradients: activations and
                                // transient buffers
@@ -41,6 +43,12 @@ struct StepRecord {
   // time / the slowest rank's schedule time), and the schedule's theoretical bubble.
   std::vector<double> pp_bubble;
   double pp_bubble_theory = 0;
+  // Offload (offload.optimizer): bytes this rank moved between tiers in the step — gradients
+  // device→host and masters host→device for a host-side step, state host→disk and disk→host —
+  // and the seconds the step blocked waiting for disk transfers.
+  int64_t device_to_host_bytes = 0, host_to_device_bytes = 0;
+  int64_t host_to_disk_bytes = 0, disk_to_host_bytes = 0;
+  double transfer_wait_s = 0;
   // data.sources: tokens trained on from each source since step 0 (global), in sources order.
   std::vector<int64_t> source_tokens;
 };

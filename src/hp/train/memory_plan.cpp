@@ -1,0 +1,275 @@
+#include "hp/train/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "hp/core/byte_size.h"
+#include "hp/core/error.h"
+#include "hp/core/random.h"
+#include "hp/data/dataset.h"
+#include "hp/data/encoder.h"
+#include "hp/data/loader.h"
+#include "hp/dist/communicator.h"
+#include "hp/fsdp/fsdp.h"
+#include "hp/models/registry.h"
+#include "hp/models/transformer.h"
+#include "hp/nn/module.h"
+#include "hp/ops/ops.h"
+#include "hp/train/evaluate.h"
+#include "hp/train/parallelize.h"
+#include "hp/train/setup.h"
+
+namespace hp::train {
+
+namespace {
+
+// The trainer's activation figure (trainer.cpp: peak of forward + backward − live at its start −
+// the f32 gradients) for one micro-batch of `rows` × `seq` random tokens through `model`.
+int64_t measure_activations(models::CausalLM& model, Parallelized& par, int64_t rows, int64_t seq,
+                            int64_t vocab, bool grads_on_device) {
+  data::Batch b;
+  std::vector<double> ids(static_cast<size_t>(rows * (seq + 1)));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = double((i * 7919) % size_t(vocab));
+  b.ids = from_vector(ids, {rows, seq + 1}, DType::i64);
+  b.targets = b.global_targets = rows * seq;
+  auto& a = Allocator::instance();
+  int64_t grad_bytes = 0;
+  for (const auto& [fqn, t] : par.named_parameters()) {
+    t.zero_grad();
+    if (grads_on_device) grad_bytes += t.numel() * int64_t(sizeof(float));
+  }
+  a.reset_peak(MemTier::device);
+  const int64_t live = a.stats(MemTier::device).live_bytes;
+  {
+    const MemCategoryScope as_activations(MemCategory::activations);
+    batch_loss(model, b).mean.backward();
+  }
+  par.fsdp->finish_grads();
+  const int64_t act = a.stats(MemTier::device).peak_bytes - live - grad_bytes;
+  for (const auto& [fqn, t] : par.named_parameters()) t.zero_grad();
+  return act;
+}
+
+}  // namespace
+
+int64_t MemoryPlan::activations_for(int64_t rows, int64_t seq) const {
+  const double tokens = double(rows) * double(seq);
+  const double v = act_base + act_base_per_token * tokens +
+                   double(layers) * (act_layer + act_layer_per_token * tokens);
+  return std::max<int64_t>(0, int64_t(v));
+}
+
+int64_t MemoryPlan::minimum_device_bytes() const {
+  const double one_layer_tokens = double(micro_rows) * double(seq_len);
+  return device.params + device.grads + device.optimizer +
+         std::max<int64_t>(0, int64_t(act_base + act_base_per_token * one_layer_tokens + act_layer +
+                                      act_layer_per_token * one_layer_tokens));
+}
+
+int64_t MemoryPlan::max_rows() const {
+  if (budget == 0) return -1;
+  int64_t r = 0;
+  const int64_t room = budget - (device.params + device.grads + device.optimizer);
+  while (activations_for(r + 1, seq_len) <= room && r < (int64_t(1) << 30)) r = r == 0 ? 1 : r * 2;
+  int64_t lo = r / 2, hi = r;  // activations_for(hi) fits, lo too; refine between r and 2r
+  hi = r * 2;
+  while (lo + 1 < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    (activations_for(mid, seq_len) <= room ? lo : hi) = mid;
+  }
+  return activations_for(1, seq_len) <= room ? lo : 0;
+}
+
+int64_t MemoryPlan::max_seq_len() const {
+  if (budget == 0) return -1;
+  const int64_t room = budget - (device.params + device.grads + device.optimizer);
+  int64_t lo = 0, hi = 1;
+  while (activations_for(micro_rows, hi) <= room && hi < (int64_t(1) << 40)) lo = hi, hi *= 2;
+  while (lo + 1 < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    (activations_for(micro_rows, mid) <= room ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+std::string MemoryPlan::to_text() const {
+  std::string s;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "model      %lld parameters; per rank (FSDP over %lld): micro-batch %lld x %lld "
+                "tokens\n",
+                static_cast<long long>(parameters), static_cast<long long>(shard_ranks),
+                static_cast<long long>(micro_rows), static_cast<long long>(seq_len));
+  s += line;
+  std::snprintf(line, sizeof line, "%-8s %12s %12s %12s %12s %12s\n", "tier", "params", "grads",
+                "optimizer", "activations", "total");
+  s += line;
+  const std::pair<const char*, const Tier*> tiers[] = {
+      {"device", &device}, {"host", &host}, {"disk", &disk}};
+  for (const auto& [name, t] : tiers) {
+    std::snprintf(line, sizeof line, "%-8s %12s %12s %12s %12s %12s\n", name,
+                  format_bytes(double(t->params)).c_str(), format_bytes(double(t->grads)).c_str(),
+                  format_bytes(double(t->optimizer)).c_str(),
+                  format_bytes(double(t->activations)).c_str(),
+                  format_bytes(double(t->total())).c_str());
+    s += line;
+  }
+  s += "activations: measured on the model at 2 and 3 layers with the micro-batch and half of it, "
+       "extrapolated to its depth; they include FSDP's gathered compute copies and the step's "
+       "transient buffers, as the trainer's act_mem_bytes\n";
+  std::snprintf(line, sizeof line,
+                "measured   at %lld and %lld layers x %lld and %lld tokens: %lld %lld / %lld %lld "
+                "bytes\n",
+                static_cast<long long>(measured_layers[0]),
+                static_cast<long long>(measured_layers[1]),
+                static_cast<long long>(measured_tokens[0]),
+                static_cast<long long>(measured_tokens[1]),
+                static_cast<long long>(act_measured[0][0]),
+                static_cast<long long>(act_measured[0][1]),
+                static_cast<long long>(act_measured[1][0]),
+                static_cast<long long>(act_measured[1][1]));
+  s += line;
+  if (budget == 0) {
+    s += "budget     memory.device_budget unset (unlimited)\n";
+  } else {
+    s += "budget     memory.device_budget " + format_bytes(double(budget)) + ": " +
+         (fits() ? "fits" : "does NOT fit") + " (device total " +
+         format_bytes(double(device.total())) + ")\n";
+    s += "largest    micro-batch rows at seq_len " + std::to_string(seq_len) + ": " +
+         std::to_string(max_rows()) + "; seq_len at " + std::to_string(micro_rows) +
+         " rows: " + std::to_string(max_seq_len()) + "\n";
+  }
+  return s;
+}
+
+int64_t device_budget_bytes(const Config& cfg) {
+  return cfg.memory.device_budget.empty()
+             ? 0
+             : parse_byte_size(cfg.memory.device_budget, "memory.device_budget");
+}
+
+MemoryPlan plan_memory(const Config& cfg_in) {
+  MemoryPlan p;
+  const auto world = dist::world();
+  const Layout layout = parallel_layout(cfg_in, world);
+  p.shard_ranks = layout.dp_shard * layout.cp;
+  p.micro_rows = cfg_in.training.batch_size / cfg_in.training.grad_accum / layout.dp_size;
+  p.seq_len = cfg_in.training.seq_len;
+  p.budget = device_budget_bytes(cfg_in);
+  // The model's config without reading the corpus: the vocabulary comes from the tokenizer.
+  models::ModelConfig c;
+  if (cfg_in.model.path.empty()) {
+    const data::DatasetOptions d = dataset_options(cfg_in);
+    const data::DocumentEncoder enc(d.tokenizer, d.separator_token);
+    c = arch_model_config(cfg_in.model, enc.vocab_size(), cfg_in.training.seq_len,
+                          enc.separator_id());
+  } else {
+    c = models::read_model_config(cfg_in.model.path);
+  }
+  p.layers = c.num_hidden_layers;
+  // Parameters: one layer at a time, weights not drawn.
+  int64_t layer_params = 0, layer_matrix = 0;
+  {
+    nn::SkipInitGuard skip;
+    const auto& factory = models::architecture(c.architecture).layers;
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      models::DecoderLayer layer(c, factory, i);
+      const int64_t n = layer.num_parameters();
+      layer_params += n;
+      p.largest_layer_params = std::max(p.largest_layer_params, n);
+      for (const auto& [fqn, t] : layer.named_parameters())
+        if (t.dim() >= 2) layer_matrix += t.numel();
+    }
+  }
+  const int64_t io_params = c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) +
+                            c.hidden_size;
+  p.parameters = io_params + layer_params;
+  const int64_t ranks = p.shard_ranks * layout.tp;
+  const int64_t f32_shard = 4 * p.parameters / ranks;
+  (cfg_in.offload.params == "host" ? p.host : p.device).params = f32_shard;
+  (cfg_in.offload.grads == "host" ? p.host : p.device).grads = f32_shard;
+  // AdamW keeps two f32 moments, Muon one momentum buffer (its hidden matrices only).
+  const int64_t state =
+      cfg_in.optimizer.name == "muon" ? (8 * (p.parameters - layer_matrix) + 4 * layer_matrix) / ranks
+                                      : 8 * p.parameters / ranks;
+  if (cfg_in.offload.optimizer == "none") {
+    p.device.optimizer = state;
+  } else if (cfg_in.offload.optimizer == "host") {
+    p.host.optimizer = state;
+  } else {
+    p.disk.optimizer = state;
+    // One group stepping, one read ahead, two being written back.
+    const int64_t group = std::max(io_params, p.largest_layer_params) * 8 / ranks;
+    p.host.optimizer = std::min(state, 4 * group);
+  }
+  // Activations, measured in a world of one at 2 and 3 layers (both have the two gathered layers
+  // FSDP holds at its peak) and two short sequences, then extrapolated.
+  Config cfg = cfg_in;
+  cfg.parallel.dp_shard = cfg.parallel.dp_replicate = cfg.parallel.tp = cfg.parallel.cp = 1;
+  cfg.parallel.ep = 1;
+  const dist::CommPtr self = world->split(world->rank(), 0);
+  const Layout one = parallel_layout(cfg, self);
+  const int64_t la = std::min<int64_t>(2, c.num_hidden_layers),
+                lb = std::min<int64_t>(3, c.num_hidden_layers);
+  // The configured micro-batch (this rank's rows and sequence slice) and half of it: measured at
+  // the real shape, so only the layer count is extrapolated there (fixed buffers, such as the
+  // root's gradients at the end of backward, make small shapes unrepresentative).
+  const int64_t seq = std::max<int64_t>(1, cfg_in.training.seq_len / layout.cp);
+  const int64_t rb = std::max<int64_t>(1, p.micro_rows), sb = seq;
+  const int64_t ra = rb >= 2 ? rb / 2 : 1, sa = rb >= 2 ? seq : std::max<int64_t>(1, seq / 2);
+  double act[2][2] = {};
+  {
+    const DeviceBudgetScope unlimited(0, "memory.device_budget");
+    const RngState rng = default_generator().state();
+    for (int li = 0; li < 2; ++li) {
+      models::ModelConfig ci = c;
+      ci.num_hidden_layers = li == 0 ? la : lb;
+      Config cl = cfg;
+      cl.model.layers = ci.num_hidden_layers;
+      cl.recompute.every_k_layers = std::min(cl.recompute.every_k_layers, ci.num_hidden_layers);
+      std::shared_ptr<models::CausalLM> model;
+      {
+        const MemCategoryScope as_params(MemCategory::params);
+        model = models::build_model(ci);
+      }
+      Parallelized par = parallelize(*model, one, cl);
+      const bool grads_on_device = cfg.offload.grads != "host";
+      for (int si = 0; si < 2; ++si) {
+        p.act_measured[li][si] =
+            measure_activations(*model, par, si == 0 ? ra : rb, si == 0 ? sa : sb, c.vocab_size,
+                                grads_on_device);
+        act[li][si] = double(p.act_measured[li][si]);
+      }
+    }
+    default_generator().set_state(rng);
+  }
+  p.measured_layers[0] = la, p.measured_layers[1] = lb;
+  p.measured_tokens[0] = ra * sa, p.measured_tokens[1] = rb * sb;
+  const double dl = lb > la ? double(lb - la) : 1.0;
+  const double ta = double(ra * sa), ds = double(rb * sb) - ta;
+  // act[l][s] = base(s) + l · layer(s), each linear in tokens.
+  const double layer_a = lb > la ? (act[1][0] - act[0][0]) / dl : 0.0;
+  const double layer_b = lb > la ? (act[1][1] - act[0][1]) / dl : 0.0;
+  p.act_layer_per_token = ds > 0 ? (layer_b - layer_a) / ds : 0.0;
+  p.act_layer = layer_a - p.act_layer_per_token * ta;
+  const double base_a = act[0][0] - double(la) * layer_a, base_b = act[0][1] - double(la) * layer_b;
+  p.act_base_per_token = ds > 0 ? (base_b - base_a) / ds : 0.0;
+  p.act_base = base_a - p.act_base_per_token * ta;
+  p.device.activations = p.activations_for(rb, sb);
+  return p;
+}
+
+void check_device_budget(const Config& cfg) {
+  if (cfg.memory.device_budget.empty()) return;
+  const MemoryPlan p = plan_memory(cfg);
+  if (p.minimum_device_bytes() <= p.budget) return;
+  HP_THROW(MemoryError, "memory", "memory.device_budget = ", format_bytes(double(p.budget)),
+           " cannot hold even one layer's step: the device tier needs at least ",
+           format_bytes(double(p.minimum_device_bytes())),
+           " (its parameters, gradients and optimizer state plus one layer's activations); "
+           "offload more (offload.params|grads|optimizer), or raise the budget. The plan:\n",
+           p.to_text());
+}
+
+}  // namespace hp::train

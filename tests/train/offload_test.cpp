@@ -1,0 +1,190 @@
+// HyperOffload in the training loop: optimizer state on the host or disk tier trains bitwise like
+// the device tier (and resumes exactly), the run log counts what moved, and memory.device_budget
+// caps the device tier with an error naming what fills it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "corpus.h"
+#include "error_of.h"
+#include "hp/core/allocator.h"
+#include "hp/train/config.h"
+#include "hp/train/memory_plan.h"
+#include "hp/train/trainer.h"
+
+namespace hp::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string corpus() {
+  static const std::string path = testing::corpus_prefix("hp_offload_test", 100000);
+  return path;
+}
+
+// Every run directory and the corpus of this process, removed when its tests end.
+class TempFiles : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec))
+      if (e.path().filename().string().rfind(prefix(), 0) == 0) fs::remove_all(e.path(), ec);
+  }
+  static std::string prefix() { return "hp_offload_test_" + std::to_string(::getpid()) + "_"; }
+};
+[[maybe_unused]] ::testing::Environment* const kTempFiles =
+    ::testing::AddGlobalTestEnvironment(new TempFiles);
+
+std::string run_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / (TempFiles::prefix() + name);
+  fs::remove_all(p);
+  return p.string();
+}
+
+Config tiny(const std::string& name, std::vector<std::string> sets = {}) {
+  const std::string yaml = R"(model: {arch: qwen3, hidden: 32, layers: 2, heads: 4, kv_heads: 2,
+        intermediate: 64}
+data: {path: )" + corpus() + R"(}
+optimizer: {lr: 0.01}
+training: {steps: 20, batch_size: 4, seq_len: 32, seed: 5}
+metrics: {log_every: 1, progress: none}
+checkpoint: {save_final: false}
+run: {dir: )" + run_dir(name) + "}\n";
+  return parse_config(yaml, "tiny.yaml", sets);
+}
+
+TrainResult quiet(const Config& c, TrainOptions o = {}) {
+  std::ostringstream log;
+  o.log = &log;
+  return train(c, o);
+}
+
+std::vector<double> losses(const TrainResult& r) {
+  std::vector<double> out;
+  for (const auto& s : r.steps) out.push_back(s.loss);
+  return out;
+}
+
+TEST(Offload, OptimizerOnHostOrDiskTrainsBitwiseLikeDevice) {
+  const TrainResult dev = quiet(tiny("dev"));
+  const TrainResult host = quiet(tiny("host", {"offload.optimizer=host"}));
+  const Config disk_cfg = tiny("disk", {"offload.optimizer=disk"});
+  const TrainResult disk = quiet(disk_cfg);
+  ASSERT_EQ(dev.steps.size(), 20u);
+  EXPECT_EQ(losses(dev), losses(host));
+  EXPECT_EQ(losses(dev), losses(disk));
+  // The state left the device tier: its peak is lower by at least the AdamW moments (8 bytes per
+  // parameter), and the host tier holds them instead (host) or only a group's worth (disk).
+  const int64_t moments = 8 * dev.num_parameters;
+  EXPECT_LE(host.peak_mem_bytes, dev.peak_mem_bytes - moments);
+  EXPECT_LE(disk.peak_mem_bytes, dev.peak_mem_bytes - moments);
+  const StepRecord& h = host.steps.back();
+  const StepRecord& d = disk.steps.back();
+  EXPECT_GE(h.host_mem_bytes, moments);
+  EXPECT_EQ(h.host_to_disk_bytes, 0);
+  EXPECT_EQ(h.device_to_host_bytes, 4 * dev.num_parameters);  // the gradients, once
+  EXPECT_EQ(d.host_to_disk_bytes, moments);
+  EXPECT_EQ(d.disk_to_host_bytes, moments);
+  EXPECT_LT(d.host_mem_bytes, moments);
+  EXPECT_EQ(dev.steps.back().device_to_host_bytes, 0);
+  // metrics.jsonl carries the per-step transfer counts and wait.
+  std::ifstream in(disk_cfg.run.dir + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const auto j = nlohmann::json::parse(last);
+  EXPECT_EQ(j["offload_bytes"]["host_to_disk"].get<int64_t>(), moments);
+  EXPECT_EQ(j["offload_bytes"]["disk_to_host"].get<int64_t>(), moments);
+  EXPECT_TRUE(j.contains("transfer_wait_s"));
+  // The disk tier's scratch file is gone after the run.
+  EXPECT_TRUE(fs::is_empty(disk_cfg.run.dir + "/offload"));
+}
+
+TEST(Offload, MastersAndGradientsOnHostTrainBitwiseLikeDevice) {
+  const TrainResult dev = quiet(tiny("dev2", {"training.steps=6"}));
+  const TrainResult all = quiet(tiny("all", {"training.steps=6", "offload.optimizer=disk",
+                                             "offload.params=host", "offload.grads=host"}));
+  EXPECT_EQ(losses(dev), losses(all));
+  // Only the gathered compute copies, activations and the reductions' buffers stay on the device:
+  // the f32 masters and moments (12 bytes per parameter, live through forward and backward) and
+  // the gradients left it.
+  EXPECT_LE(all.peak_mem_bytes, dev.peak_mem_bytes - 12 * dev.num_parameters);
+  // Every step gathers each group's f32 shard up (forward; backward re-gathers the layers) and
+  // brings each reduction's f32 result down once.
+  const StepRecord& r = all.steps.back();
+  EXPECT_GE(r.host_to_device_bytes, 4 * dev.num_parameters);
+  EXPECT_EQ(r.device_to_host_bytes, 4 * dev.num_parameters);
+}
+
+TEST(Offload, DiskRunResumesExactly) {
+  const TrainResult full = quiet(tiny("full", {"offload.optimizer=disk"}));
+  Config c = tiny("part", {"offload.optimizer=disk"});
+  TrainOptions o;
+  o.stop_after = 8;
+  const TrainResult first = quiet(c, o);
+  ASSERT_TRUE(first.interrupted);
+  TrainOptions again;
+  again.resume = "auto";
+  const TrainResult rest = quiet(c, again);
+  std::vector<double> joined = losses(first);
+  for (double l : losses(rest)) joined.push_back(l);
+  EXPECT_EQ(joined, losses(full));
+}
+
+TEST(Offload, BudgetTooSmallForOneLayerIsRefusedBeforeTrainingWithThePlan) {
+  const std::string e =
+      testing::error_of([&] { quiet(tiny("budget", {"memory.device_budget=64KiB"})); });
+  EXPECT_NE(e.find("[memory] memory.device_budget = 64.00 KiB cannot hold even one layer's step"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("device "), std::string::npos) << e;  // the plan's table
+  EXPECT_NE(e.find("does NOT fit"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(run_dir("budget") + "/metrics.jsonl"));  // no step ran
+  EXPECT_EQ(Allocator::instance().device_budget(), 0);  // the run's budget ended with it
+}
+
+TEST(Offload, MemoryPlanMatchesTheMeasuredPeak) {
+  // 4 layers: the plan measures at 2 and 3 and extrapolates; 4 rows × 32 tokens from 1 × 16, 32.
+  for (const char* opt : {"none", "disk"}) {
+    const Config c = tiny(std::string("plan_") + opt,
+                          {"model.layers=4", "training.steps=3", std::string("offload.optimizer=") + opt,
+                           "memory.device_budget=64MiB"});
+    const MemoryPlan plan = plan_memory(c);
+    const TrainResult r = quiet(c);
+    // Stated tolerance: activations within 15%, the device tier's peak within 20%.
+    EXPECT_NEAR(double(plan.device.activations), double(r.act_mem_bytes),
+                0.15 * double(r.act_mem_bytes))
+        << opt;
+    EXPECT_NEAR(double(plan.device.total()), double(r.peak_mem_bytes),
+                0.20 * double(r.peak_mem_bytes))
+        << opt;
+    EXPECT_TRUE(plan.fits());
+    EXPECT_GT(plan.max_rows(), 4);
+    EXPECT_GT(plan.max_seq_len(), 32);
+    EXPECT_EQ(plan.parameters, r.num_parameters);
+    if (std::string(opt) == "disk") {
+      EXPECT_EQ(plan.device.optimizer, 0);
+      EXPECT_EQ(plan.disk.optimizer, 8 * r.num_parameters);
+    }
+  }
+}
+
+TEST(Offload, DeviceBudgetErrorsAndKeys) {
+  // A bad size is a config error naming key and value.
+  const std::string bad = testing::error_of([&] { tiny("bad", {"memory.device_budget=6 gigs"}); });
+  EXPECT_NE(bad.find("memory.device_budget: bad size '6 gigs'"), std::string::npos) << bad;
+  const std::string where =
+      testing::error_of([&] { tiny("bad2", {"offload.optimizer=ssd"}); });
+  EXPECT_NE(where.find("offload.optimizer"), std::string::npos) << where;
+  EXPECT_NE(where.find("ssd"), std::string::npos) << where;
+  // The keys round-trip through the resolved YAML.
+  const Config c = tiny("yaml", {"memory.device_budget=6GiB", "offload.optimizer=disk",
+                                 "memory.disk_dir=/tmp/x", "offload.params=host"});
+  EXPECT_EQ(parse_config(to_yaml(c), "resolved.yaml"), c);
+}
+
+}  // namespace
+}  // namespace hp::train
