@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <functional>
 
 #include "hp/autograd/grad_mode.h"
 
@@ -83,6 +86,64 @@ TEST(MegaGate, DeepSeekSigmoidGroupLimitedEqualsTheChainOfOps) {
   for (int64_t j : {0, 1, 2, 3, 12, 13, 14, 15}) skew.data<float>()[j] = 10.0f;
   auto [out, d] = run([&](const Tensor& l) { return fused_gate(l, skew, g); }, 9, 16, 4, 5);
   for (double id : out.indices.to_vector()) EXPECT_TRUE(id < 4 || id >= 12) << id;
+}
+
+// The group-limited selection written out plainly: groups ranked by the sum of their two largest
+// scores (ties: lower group first), then the kept groups' experts by score (ties: lower index).
+std::vector<int64_t> naive_group_selection(const std::vector<float>& c, const GateSpec& g) {
+  const int64_t e = int64_t(c.size()), per = e / g.n_group;
+  std::vector<std::pair<float, int64_t>> groups;
+  for (int64_t q = 0; q < g.n_group; ++q) {
+    std::vector<float> v(c.begin() + q * per, c.begin() + (q + 1) * per);
+    std::sort(v.begin(), v.end(), std::greater<float>());
+    groups.emplace_back(v[0] + v[1], q);
+  }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::pair<float, int64_t>> cand;
+  for (int64_t r = 0; r < g.topk_group; ++r)
+    for (int64_t j = groups[size_t(r)].second * per; j < (groups[size_t(r)].second + 1) * per; ++j)
+      cand.emplace_back(c[size_t(j)], j);
+  std::sort(cand.begin(), cand.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<int64_t> out;
+  for (int64_t j = 0; j < g.top_k; ++j) out.push_back(cand[size_t(j)].second);
+  return out;
+}
+
+TEST(MegaGate, GroupLimitedSelectionEqualsANaiveReference) {
+  // (experts, n_group, topk_group, top_k): DeepSeek-V3's shape scaled down (the kept groups' top-2
+  // bound the selection), fewer kept top-2s than k (no bound), one group kept.
+  for (auto [e, ng, kg, k] : {std::array<int64_t, 4>{64, 8, 4, 8}, {48, 8, 3, 8}, {16, 4, 1, 2},
+                              {32, 4, 2, 3}}) {
+    GateSpec g;
+    g.score = GateScore::sigmoid;
+    g.top_k = k;
+    g.n_group = ng;
+    g.topk_group = kg;
+    for (bool coarse : {false, true}) {
+      manual_seed(uint64_t(e + kg + coarse));
+      Tensor logits = mul(randn({50, e}), 2.0);
+      // Coarse logits (multiples of 0.5) make ties between experts and between groups common.
+      if (coarse) {
+        std::vector<double> v = logits.to_vector();
+        for (double& x : v) x = std::round(x * 2.0) / 2.0;
+        logits = from_vector(v, {50, e});
+      }
+      const GateOutput out = fused_gate(logits, Tensor(), g);
+      const auto p = sigmoid(logits).to_vector();  // the same kernel's scores
+      const auto ids = out.indices.to_vector();
+      for (int64_t t = 0; t < 50; ++t) {
+        std::vector<float> row(static_cast<size_t>(e));
+        for (int64_t j = 0; j < e; ++j) row[size_t(j)] = float(p[size_t(t * e + j)]);
+        const auto want = naive_group_selection(row, g);
+        for (int64_t j = 0; j < k; ++j)
+          ASSERT_EQ(int64_t(ids[size_t(t * k + j)]), want[size_t(j)])
+              << "e " << e << " n_group " << ng << " topk_group " << kg << " row " << t;
+      }
+    }
+  }
 }
 
 TEST(MegaGate, SqrtSoftplusScoresHaveTheChainsGradient) {

@@ -72,12 +72,14 @@ struct RowOps {
 // Per-thread buffers of one row: p [E] (scores; for softmax first exp(l - max)), c [E] (p + bias),
 // the top-k's and the kept groups' indices and values.
 struct Scratch {
-  std::vector<float> p, c, val, gval;
+  // top2 [2 · n_group]: each group's two largest; kept2: the kept groups' ones, descending.
+  std::vector<float> p, c, val, gval, top2, kept2;
   std::vector<int64_t> idx, gidx;
   std::vector<char> keep;
   Scratch(int64_t e, const GateSpec& g)
       : p(size_t(e)), c(size_t(e)), val(size_t(g.top_k)), gval(size_t(g.n_group)),
-        idx(size_t(g.top_k)), gidx(size_t(g.n_group)), keep(size_t(g.n_group)) {}
+        top2(size_t(2 * g.n_group)), kept2(size_t(2 * g.n_group)), idx(size_t(g.top_k)), gidx(size_t(g.n_group)),
+        keep(size_t(g.n_group)) {}
 };
 
 // The top_k of c [E] into top (descending; ties: lower index), group-limited when n_group > 1.
@@ -97,10 +99,36 @@ void select_top(const GateSpec& g, const float* c, int64_t e, Scratch& sc, TopK&
       m2 = std::max(m2, std::min(m1, x));
       m1 = std::max(m1, x);
     }
+    sc.top2[size_t(2 * q)] = m1;
+    sc.top2[size_t(2 * q + 1)] = m2;
     groups.push(m1 + m2, q);
   }
   std::fill(sc.keep.begin(), sc.keep.end(), 0);
   for (int64_t q = 0; q < g.topk_group; ++q) sc.keep[size_t(sc.gidx[size_t(q)])] = 1;
+  // The kept groups' two largest are candidates themselves: when they number >= k, their k-th
+  // largest tau bounds the selection from below (k candidates are >= tau, so no value below it is
+  // among the top k) and only values >= tau go through the insertion, in index order as before.
+  // NaN breaks the bound; a row left with fewer than k then takes the full pass.
+  float tau = -std::numeric_limits<float>::infinity();
+  if (2 * g.topk_group >= g.top_k) {
+    float* kept = sc.kept2.data();
+    int64_t m = 0;
+    for (int64_t q = 0; q < g.n_group; ++q)
+      if (sc.keep[size_t(q)])
+        for (int64_t r = 0; r < 2; ++r) {  // insertion, descending, into kept[0, m)
+          const float x = sc.top2[size_t(2 * q + r)];
+          int64_t pos = m++;
+          for (; pos > 0 && x > kept[pos - 1]; --pos) kept[pos] = kept[pos - 1];
+          kept[pos] = x;
+        }
+    tau = kept[g.top_k - 1];
+  }
+  for (int64_t q = 0; q < g.n_group; ++q)
+    if (sc.keep[size_t(q)])
+      for (int64_t j = q * per; j < (q + 1) * per; ++j)
+        if (c[j] >= tau) top.push(c[j], j);
+  if (top.held == g.top_k) return;
+  top.held = 0;
   for (int64_t q = 0; q < g.n_group; ++q)
     if (sc.keep[size_t(q)])
       for (int64_t j = q * per; j < (q + 1) * per; ++j) top.push(c[j], j);
