@@ -13,7 +13,6 @@
 #include <functional>
 
 #include "hp/autograd/grad_mode.h"
-
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
 #include "hp/ops/ops.h"
@@ -61,9 +60,9 @@ TEST(MegaGate, SoftmaxTopKEqualsTheChainOfOps) {
     GateSpec g;
     g.top_k = 3;
     g.norm_topk_prob = norm;
-    expect_same_as_reference(g, Tensor(), 10,
-                             [&](const Tensor& l) { return composed_gate(l, Tensor(), g); },
-                             norm ? "softmax, normalized" : "softmax");
+    expect_same_as_reference(
+        g, Tensor(), 10, [&](const Tensor& l) { return composed_gate(l, Tensor(), g); },
+        norm ? "softmax, normalized" : "softmax");
   }
 }
 
@@ -78,8 +77,9 @@ TEST(MegaGate, DeepSeekSigmoidGroupLimitedEqualsTheChainOfOps) {
   g.scaling = 2.5;
   manual_seed(3);
   const Tensor bias = mul(randn({16}), 0.5);
-  expect_same_as_reference(g, bias, 16, [&](const Tensor& l) { return composed_gate(l, bias, g); },
-                           "sigmoid group-limited");
+  expect_same_as_reference(
+      g, bias, 16, [&](const Tensor& l) { return composed_gate(l, bias, g); },
+      "sigmoid group-limited");
   // Only the kept groups' experts are chosen: with the bias pushing groups 0 and 3 far up, every
   // row picks from experts 0-3 and 12-15.
   Tensor skew = zeros({16});
@@ -115,8 +115,8 @@ std::vector<int64_t> naive_group_selection(const std::vector<float>& c, const Ga
 TEST(MegaGate, GroupLimitedSelectionEqualsANaiveReference) {
   // (experts, n_group, topk_group, top_k): DeepSeek-V3's shape scaled down (the kept groups' top-2
   // bound the selection), fewer kept top-2s than k (no bound), one group kept.
-  for (auto [e, ng, kg, k] : {std::array<int64_t, 4>{64, 8, 4, 8}, {48, 8, 3, 8}, {16, 4, 1, 2},
-                              {32, 4, 2, 3}}) {
+  for (auto [e, ng, kg, k] :
+       {std::array<int64_t, 4>{64, 8, 4, 8}, {48, 8, 3, 8}, {16, 4, 1, 2}, {32, 4, 2, 3}}) {
     GateSpec g;
     g.score = GateScore::sigmoid;
     g.top_k = k;
@@ -175,7 +175,8 @@ TEST(MegaGate, ThreadCountDoesNotChangeBits) {
   std::vector<std::vector<double>> w, d;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
-    auto [out, dl] = run([&](const Tensor& l) { return fused_gate(l, Tensor(), g); }, 301, 12, 2, 9);
+    auto [out, dl] =
+        run([&](const Tensor& l) { return fused_gate(l, Tensor(), g); }, 301, 12, 2, 9);
     w.push_back(out.weights.to_vector());
     d.push_back(dl.to_vector());
   }

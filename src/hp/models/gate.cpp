@@ -20,7 +20,8 @@ GateScore gate_score_from_name(const std::string& name) {
   if (name == "softmax") return GateScore::softmax;
   if (name == "sigmoid") return GateScore::sigmoid;
   if (name == "sqrtsoftplus") return GateScore::sqrt_softplus;
-  HP_THROW(ValueError, "moe", "router scoring '", name, "' is not softmax, sigmoid or sqrtsoftplus");
+  HP_THROW(ValueError, "moe", "router scoring '", name,
+           "' is not softmax, sigmoid or sqrtsoftplus");
 }
 
 namespace {
@@ -77,8 +78,14 @@ struct Scratch {
   std::vector<int64_t> idx, gidx;
   std::vector<char> keep;
   Scratch(int64_t e, const GateSpec& g)
-      : p(size_t(e)), c(size_t(e)), val(size_t(g.top_k)), gval(size_t(g.n_group)),
-        top2(size_t(2 * g.n_group)), kept2(size_t(2 * g.n_group)), idx(size_t(g.top_k)), gidx(size_t(g.n_group)),
+      : p(size_t(e)),
+        c(size_t(e)),
+        val(size_t(g.top_k)),
+        gval(size_t(g.n_group)),
+        top2(size_t(2 * g.n_group)),
+        kept2(size_t(2 * g.n_group)),
+        idx(size_t(g.top_k)),
+        gidx(size_t(g.n_group)),
         keep(size_t(g.n_group)) {}
 };
 
@@ -182,8 +189,8 @@ void check(const Tensor& logits, const Tensor& bias, const GateSpec& g) {
     HP_THROW(ValueError, "moe", "top_k = ", g.top_k, " must be in [1, experts = ", e, "]");
   if (g.n_group > 1 && (e % g.n_group != 0 || e / g.n_group < 2 || g.topk_group < 1 ||
                         g.topk_group > g.n_group || g.topk_group * (e / g.n_group) < g.top_k))
-    HP_THROW(ValueError, "moe", "group-limited gate: n_group = ", g.n_group, ", topk_group = ",
-             g.topk_group, " do not fit ", e, " experts and top_k = ", g.top_k);
+    HP_THROW(ValueError, "moe", "group-limited gate: n_group = ", g.n_group,
+             ", topk_group = ", g.topk_group, " do not fit ", e, " experts and top_k = ", g.top_k);
 }
 
 // d logits [N, E] from d weights [N, k], from what the forward saved: the logits [N, E], the
@@ -224,7 +231,7 @@ Tensor gate_backward(const Tensor& logits, const Tensor& stats, const Tensor& p_
           float pdp = 0.0f;
           for (int64_t j = 0; j < k; ++j) pdp += u[j] * du[size_t(j)];
           const float m = sp[2 * t], inv = sp[2 * t + 1];
-          ops.exp_shifted(lp + t * e, m, d, e);                        // p · Σ exp
+          ops.exp_shifted(lp + t * e, m, d, e);                           // p · Σ exp
           ops.unary(kernels::EwOp::affine, d, d, e, {-inv * pdp, 0.0f});  // −p · pdp
           for (int64_t j = 0; j < k; ++j) d[idx[j]] += u[j] * du[size_t(j)];
           break;
