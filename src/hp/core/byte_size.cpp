@@ -27,8 +27,9 @@ int64_t parse_byte_size(std::string_view text, std::string_view key, std::string
   size_t i = 0;
   while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
   if (i == 0) bad("no number");
+  const std::string number = s.substr(0, i);  // strtod's end pointer points into it
   char* end = nullptr;
-  const double value = std::strtod(s.substr(0, i).c_str(), &end);
+  const double value = std::strtod(number.c_str(), &end);
   if (*end != '\0') bad("malformed number");
   size_t u = i;
   while (u < s.size() && s[u] == ' ') ++u;
