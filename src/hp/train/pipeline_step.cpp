@@ -109,7 +109,8 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
   const int64_t last = schedule.num_stages - 1;
   std::vector<pipeline::StageFn> fns;
   for (int64_t s : schedule.stages_of_rank(l.pp_rank)) {
-    const auto [begin, end] = ranges[size_t(s)];
+    // (Plain variables: clang before 16 cannot capture structured bindings in the lambda.)
+    const int64_t begin = ranges[size_t(s)].first, end = ranges[size_t(s)].second;
     pipeline::StageFn f;
     f.stage = s;
     f.forward = [this, begin, end, s, last](int64_t mb, const Tensor& x) {
