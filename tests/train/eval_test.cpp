@@ -13,6 +13,7 @@
 
 #include "corpus.h"
 #include "error_of.h"
+#include "train/train_run.h"
 #include "hp/autograd/grad_mode.h"
 #include "hp/dist/communicator.h"
 #include "hp/fsdp/fsdp.h"
@@ -67,17 +68,9 @@ run: {dir: )" + dir.string() +
   return parse_config(yaml, "eval.yaml", sets);
 }
 
-TrainResult quiet_train(const Config& c, TrainOptions o = {}) {
-  std::ostringstream log;
-  o.log = &log;
-  return train(c, o);
-}
+using test::quiet_train;
 
-std::vector<double> losses(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& s : r.steps) out.push_back(s.loss);
-  return out;
-}
+using test::losses;
 
 TEST(Eval, LossIsTheMeanLossOfTheSameBatchesAndHpEvalRepeatsIt) {
   const Config c = config("direct", {"eval.data=" + other_corpus(), "eval.interval=5",

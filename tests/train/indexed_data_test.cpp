@@ -10,6 +10,7 @@
 
 #include "corpus.h"
 #include "error_of.h"
+#include "train/train_run.h"
 #include "hp/core/error.h"
 #include "hp/data/prepare.h"
 #include "hp/train/config.h"
@@ -99,17 +100,9 @@ std::string indexed_data(const std::string& tok) {
          "}";
 }
 
-std::vector<double> losses(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& s : r.steps) out.push_back(s.loss);
-  return out;
-}
+using test::losses;
 
-TrainResult quiet_train(const Config& c, TrainOptions o = {}) {
-  std::ostringstream log;
-  o.log = &log;
-  return train(c, o);
-}
+using test::quiet_train;
 
 TEST(IndexedData, SameLossesAsTheTextItWasPreparedFrom) {
   for (const std::string& tok : {std::string(), tokenizer()}) {

@@ -11,6 +11,7 @@
 
 #include "corpus.h"
 #include "error_of.h"
+#include "train/train_run.h"
 #include "hp/core/allocator.h"
 #include "hp/train/config.h"
 #include "hp/train/memory_plan.h"
@@ -57,23 +58,15 @@ run: {dir: )" + run_dir(name) + "}\n";
   return parse_config(yaml, "tiny.yaml", sets);
 }
 
-TrainResult quiet(const Config& c, TrainOptions o = {}) {
-  std::ostringstream log;
-  o.log = &log;
-  return train(c, o);
-}
+using test::quiet_train;
 
-std::vector<double> losses(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& s : r.steps) out.push_back(s.loss);
-  return out;
-}
+using test::losses;
 
 TEST(Offload, OptimizerOnHostOrDiskTrainsBitwiseLikeDevice) {
-  const TrainResult dev = quiet(tiny("dev"));
-  const TrainResult host = quiet(tiny("host", {"offload.optimizer=host"}));
+  const TrainResult dev = quiet_train(tiny("dev"));
+  const TrainResult host = quiet_train(tiny("host", {"offload.optimizer=host"}));
   const Config disk_cfg = tiny("disk", {"offload.optimizer=disk"});
-  const TrainResult disk = quiet(disk_cfg);
+  const TrainResult disk = quiet_train(disk_cfg);
   ASSERT_EQ(dev.steps.size(), 20u);
   EXPECT_EQ(losses(dev), losses(host));
   EXPECT_EQ(losses(dev), losses(disk));
@@ -104,8 +97,8 @@ TEST(Offload, OptimizerOnHostOrDiskTrainsBitwiseLikeDevice) {
 }
 
 TEST(Offload, MastersAndGradientsOnHostTrainBitwiseLikeDevice) {
-  const TrainResult dev = quiet(tiny("dev2", {"training.steps=6"}));
-  const TrainResult all = quiet(tiny("all", {"training.steps=6", "offload.optimizer=disk",
+  const TrainResult dev = quiet_train(tiny("dev2", {"training.steps=6"}));
+  const TrainResult all = quiet_train(tiny("all", {"training.steps=6", "offload.optimizer=disk",
                                              "offload.params=host", "offload.grads=host"}));
   EXPECT_EQ(losses(dev), losses(all));
   // Only the gathered compute copies, activations and the reductions' buffers stay on the device:
@@ -120,15 +113,15 @@ TEST(Offload, MastersAndGradientsOnHostTrainBitwiseLikeDevice) {
 }
 
 TEST(Offload, DiskRunResumesExactly) {
-  const TrainResult full = quiet(tiny("full", {"offload.optimizer=disk"}));
+  const TrainResult full = quiet_train(tiny("full", {"offload.optimizer=disk"}));
   Config c = tiny("part", {"offload.optimizer=disk"});
   TrainOptions o;
   o.stop_after = 8;
-  const TrainResult first = quiet(c, o);
+  const TrainResult first = quiet_train(c, o);
   ASSERT_TRUE(first.interrupted);
   TrainOptions again;
   again.resume = "auto";
-  const TrainResult rest = quiet(c, again);
+  const TrainResult rest = quiet_train(c, again);
   std::vector<double> joined = losses(first);
   for (double l : losses(rest)) joined.push_back(l);
   EXPECT_EQ(joined, losses(full));
@@ -136,7 +129,7 @@ TEST(Offload, DiskRunResumesExactly) {
 
 TEST(Offload, BudgetTooSmallForOneLayerIsRefusedBeforeTrainingWithThePlan) {
   const std::string e =
-      testing::error_of([&] { quiet(tiny("budget", {"memory.device_budget=64KiB"})); });
+      testing::error_of([&] { quiet_train(tiny("budget", {"memory.device_budget=64KiB"})); });
   EXPECT_NE(e.find("[memory] memory.device_budget = 64.00 KiB cannot hold even one layer's step"),
             std::string::npos)
       << e;
@@ -153,7 +146,7 @@ TEST(Offload, MemoryPlanMatchesTheMeasuredPeak) {
                           {"model.layers=4", "training.steps=3", std::string("offload.optimizer=") + opt,
                            "memory.device_budget=64MiB"});
     const MemoryPlan plan = plan_memory(c);
-    const TrainResult r = quiet(c);
+    const TrainResult r = quiet_train(c);
     // Stated tolerance: activations within 15%, the device tier's peak within 20%.
     EXPECT_NEAR(double(plan.device.activations), double(r.act_mem_bytes),
                 0.15 * double(r.act_mem_bytes))

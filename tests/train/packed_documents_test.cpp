@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "corpus.h"
+#include "train/train_run.h"
 #include "hp/autograd/grad_mode.h"
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
@@ -77,17 +78,9 @@ Config config(const std::string& name, std::vector<std::string> sets = {}) {
   return parse_config(yaml_text(name), "docs.yaml", sets);
 }
 
-TrainResult quiet_train(const Config& c, TrainOptions o = {}) {
-  std::ostringstream log;
-  o.log = &log;
-  return train(c, o);
-}
+using test::quiet_train;
 
-std::vector<double> losses(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& s : r.steps) out.push_back(s.loss);
-  return out;
-}
+using test::losses;
 
 std::string error_of(const std::vector<std::string>& sets) {
   try {

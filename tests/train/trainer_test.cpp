@@ -1,6 +1,7 @@
 // The training loop end to end on a tiny model and a slice of the bundled corpus: the loss falls,
 // runs are bitwise reproducible for any thread count, a resumed run continues exactly as the
 // uninterrupted one, MXFP8 tracks the bf16 run, and the run directory holds what it promises.
+#include "train/train_run.h"
 #include "hp/train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -67,17 +68,9 @@ run:
   return parse_config(yaml, "tiny.yaml", sets);
 }
 
-std::vector<double> losses(const TrainResult& r) {
-  std::vector<double> out;
-  for (const auto& s : r.steps) out.push_back(s.loss);
-  return out;
-}
+using test::losses;
 
-TrainResult quiet_train(const Config& c, TrainOptions o = {}) {
-  std::ostringstream log;
-  o.log = &log;
-  return train(c, o);
-}
+using test::quiet_train;
 
 TEST(Trainer, LossFallsAndRunDirHoldsConfigMetricsAndPlot) {
   Config c = tiny_config("falls", {"training.steps=40", "metrics.log_every=5"});
