@@ -22,6 +22,7 @@
 
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/gemm_plan.h"
 #include "hp/mx/driver.h"
 #include "hp/mx/quantize.h"
 
@@ -33,13 +34,6 @@ constexpr int64_t kB = kBlockSize;
 // K chunk decoded per sgemm call (a multiple of 32, so chunks start on block boundaries): panels
 // [tile, 512] f32 stay in L2/L3, as in the bf16 GEMM.
 constexpr int64_t kKChunk = 512;
-// Tile grid constants, the same policy as kernels/cpu/gemm_plan.cpp (not shared: that is internal
-// to the GEMM backend): 2..16 tiles of at least ~724^2 outputs, edges <= 2048, aligned to 32.
-constexpr double kMinParallelFma = double(1 << 21);
-constexpr int64_t kTileArea = int64_t(1) << 19;
-constexpr int64_t kMinTiles = 2, kMaxTiles = 16, kMinTileDim = 64, kMaxTileDim = 2048;
-constexpr int64_t kTileAlign = 32;
-
 // An operand as the packer reads it: codes row stride ld, scales row stride lds (elements).
 struct Src {
   const uint8_t* codes;
@@ -66,32 +60,12 @@ Src make_src(const MxOperand& op, int64_t rows, int64_t K) {
              col,      col ? rows : K, col ? rows : ceil_div(K, kB)};
 }
 
-// Appends the tile grid of one job (shape-only policy, see above).
-void plan_tiles(int64_t job, int64_t M, int64_t N, int64_t K, std::vector<Tile>& tiles) {
-  int64_t gm = 1, gn = 1;
-  if (double(M) * double(N) * double(K) >= kMinParallelFma) {
-    const double area = double(M) * double(N);
-    int64_t target = kMinTiles;
-    while (target < kMaxTiles && area >= double(2 * target) * double(kTileArea)) target *= 2;
-    while (gm * gn < target) {
-      const int64_t tm = ceil_div(M, gm), tn = ceil_div(N, gn);
-      if (tn >= tm && tn >= 2 * kMinTileDim)
-        gn *= 2;
-      else if (tm >= 2 * kMinTileDim)
-        gm *= 2;
-      else if (tn >= 2 * kMinTileDim)
-        gn *= 2;
-      else
-        break;
-    }
-    gm = std::max(gm, ceil_div(M, kMaxTileDim));
-    gn = std::max(gn, ceil_div(N, kMaxTileDim));
-  }
-  const int64_t tile_m = std::min(M, ceil_div(ceil_div(M, gm), kTileAlign) * kTileAlign);
-  const int64_t tile_n = std::min(N, ceil_div(ceil_div(N, gn), kTileAlign) * kTileAlign);
-  for (int64_t m0 = 0; m0 < M; m0 += tile_m)
-    for (int64_t n0 = 0; n0 < N; n0 += tile_n)
-      tiles.push_back({job, m0, n0, std::min(tile_m, M - m0), std::min(tile_n, N - n0)});
+// Appends the tile grid of one job: the GEMM backend's shape-only plan (kernels/cpu/gemm_plan.h).
+void append_tiles(int64_t job, int64_t M, int64_t N, int64_t K, std::vector<Tile>& tiles) {
+  const kernels::detail::TilePlan p = kernels::detail::plan_tiles(M, N, K);
+  for (int64_t m0 = 0; m0 < M; m0 += p.tile_m)
+    for (int64_t n0 = 0; n0 < N; n0 += p.tile_n)
+      tiles.push_back({job, m0, n0, std::min(p.tile_m, M - m0), std::min(p.tile_n, N - n0)});
 }
 
 // out [n] f32 = decode(codes[i]) · scale, element i using scales[i >> shift].
@@ -115,30 +89,12 @@ void decode_panel(const detail::Kernels& k, const Src& s, int64_t r0, int64_t nr
   }
 }
 
-void widen_rows(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = bf16_to_f32(src[r * ld + c]);
-}
-
-// C [M, N] = beta · C (beta == 0 writes zeros without reading C): the K == 0 / alpha == 0 cases.
-void scale_c(char* c, int64_t M, int64_t N, DType dt, float beta) {
-  for (int64_t i = 0; i < M * N; ++i) {
-    if (dt == DType::f32) {
-      float* p = reinterpret_cast<float*>(c) + i;
-      *p = beta == 0.0f ? 0.0f : beta * *p;
-    } else {
-      uint16_t* p = reinterpret_cast<uint16_t*>(c) + i;
-      *p = beta == 0.0f ? uint16_t(0) : f32_to_bf16(beta * bf16_to_f32(*p));
-    }
-  }
-}
-
 void run_tile(const detail::Kernels& k, const Job& j, const Tile& t, DType c_dtype, float alpha,
               float beta) {
   const size_t osz = dtype_size(c_dtype);
   char* c = j.c + (t.m0 * j.N + t.n0) * static_cast<int64_t>(osz);
   if (j.K == 0 || alpha == 0.0f) {
-    for (int64_t r = 0; r < t.mt; ++r) scale_c(c + r * j.N * int64_t(osz), 1, t.nt, c_dtype, beta);
+    kernels::detail::scale_rows(t.mt, t.nt, beta, c, c_dtype, j.N);
     return;
   }
   thread_local std::vector<float> work;
@@ -152,7 +108,8 @@ void run_tile(const detail::Kernels& k, const Job& j, const Tile& t, DType c_dty
   if (c_bf16) {
     c_out = b_panel + kc_max * t.nt;  // [mt, nt] f32, rounded to bf16 once at the end
     ldc = t.nt;
-    if (beta != 0.0f) widen_rows(reinterpret_cast<uint16_t*>(c), j.N, t.mt, t.nt, c_out);
+    if (beta != 0.0f)
+      kernels::detail::widen_bf16(reinterpret_cast<uint16_t*>(c), j.N, t.mt, t.nt, c_out);
   }
   for (int64_t k0 = 0; k0 < j.K; k0 += kKChunk) {
     const int64_t kc = std::min(kKChunk, j.K - k0);
@@ -163,11 +120,7 @@ void run_tile(const detail::Kernels& k, const Job& j, const Tile& t, DType c_dty
                 j.a.colwise ? t.mt : kc, b_panel, j.b.colwise ? t.nt : kc, k0 == 0 ? beta : 1.0f,
                 c_out, ldc);
   }
-  if (c_bf16) {
-    uint16_t* cb = reinterpret_cast<uint16_t*>(c);
-    for (int64_t r = 0; r < t.mt; ++r)
-      for (int64_t n = 0; n < t.nt; ++n) cb[r * j.N + n] = f32_to_bf16(c_out[r * t.nt + n]);
-  }
+  if (c_bf16) kernels::detail::narrow_bf16(c_out, t.mt, t.nt, reinterpret_cast<uint16_t*>(c), j.N);
 }
 
 // Runs every tile of every job over the pool; each C element is owned by one tile, so which thread
@@ -178,15 +131,14 @@ void run_jobs(const std::vector<Job>& jobs, DType c_dtype, float alpha, float be
   std::vector<Tile> tiles;
   for (size_t i = 0; i < jobs.size(); ++i)
     if (jobs[i].M > 0 && jobs[i].N > 0)
-      plan_tiles(int64_t(i), jobs[i].M, jobs[i].N, jobs[i].K, tiles);
+      append_tiles(int64_t(i), jobs[i].M, jobs[i].N, jobs[i].K, tiles);
   if (tiles.empty()) return;
   auto work = [&](const Tile& t) {
     return double(t.mt) * double(t.nt) * double(jobs[size_t(t.job)].K + 1);
   };
   std::stable_sort(tiles.begin(), tiles.end(),
                    [&](const Tile& x, const Tile& y) { return work(x) > work(y); });
-  // OpenBLAS keeps one global thread count; the pool provides the parallelism.
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+  kernels::detail::blas_single_threaded();
   const detail::Kernels& k = detail::active_kernels();
   const int64_t n = int64_t(tiles.size());
   std::atomic<int64_t> next{0};

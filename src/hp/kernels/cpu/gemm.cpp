@@ -34,11 +34,6 @@ namespace {
 // OpenBLAS splitting K unevenly) and 0.92-0.97 with 1024; 2048 was no better.
 constexpr int64_t kKChunk = 1024;
 
-// OpenBLAS keeps one global thread count; anyone (a benchmark, numpy) may have raised it.
-void ensure_blas_single_threaded() {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
-
 CBLAS_TRANSPOSE cblas_op(bool trans) {
   return trans ? CblasTrans : CblasNoTrans;
 }
@@ -51,29 +46,13 @@ int64_t b_offset(bool trans_b, int64_t ldb, int64_t k0, int64_t n0) {
   return trans_b ? n0 * ldb + k0 : k0 * ldb + n0;
 }
 
-// dst [rows, cols] (dense) = widen(src [rows, cols] with row stride ld).
-void widen_block(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t* s = src + r * ld;
-    float* d = dst + r * cols;
-    for (int64_t c = 0; c < cols; ++c) d[c] = bf16_to_f32(s[c]);
-  }
-}
-
-// C [M, N] = beta·C for the K == 0 / alpha == 0 cases (beta == 0 writes zeros without reading C).
+// C [M, N] = beta·C, rows spread over the pool.
 void scale_c(int64_t M, int64_t N, float beta, void* C, DType c_dtype, int64_t ldc) {
+  const size_t row_bytes = size_t(ldc) * dtype_size(c_dtype);
   parallel_for(0, M, std::max<int64_t>(1, 65536 / std::max<int64_t>(N, 1)),
                [&](int64_t b, int64_t e) {
-                 for (int64_t m = b; m < e; ++m) {
-                   if (c_dtype == DType::f32) {
-                     float* c = static_cast<float*>(C) + m * ldc;
-                     for (int64_t n = 0; n < N; ++n) c[n] = beta == 0.0f ? 0.0f : beta * c[n];
-                   } else {
-                     uint16_t* c = static_cast<uint16_t*>(C) + m * ldc;
-                     for (int64_t n = 0; n < N; ++n)
-                       c[n] = beta == 0.0f ? uint16_t(0) : f32_to_bf16(beta * bf16_to_f32(c[n]));
-                   }
-                 }
+                 scale_rows(e - b, N, beta, static_cast<char*>(C) + size_t(b) * row_bytes,
+                            c_dtype, ldc);
                });
 }
 
@@ -130,7 +109,7 @@ void bf16_tile(const Bf16Problem& p, int64_t i, int64_t m0, int64_t n0, int64_t 
     c_bits = static_cast<uint16_t*>(p.C) + i * p.stride_c + m0 * p.ldc + n0;
     c_out = b_panel + kc_max * nt;
     ldc_out = nt;
-    if (p.beta != 0.0f) widen_block(c_bits, p.ldc, mt, nt, c_out);
+    if (p.beta != 0.0f) widen_bf16(c_bits, p.ldc, mt, nt, c_out);
   } else {
     c_out = static_cast<float*>(p.C) + i * p.stride_c + m0 * p.ldc + n0;
     ldc_out = p.ldc;
@@ -142,26 +121,24 @@ void bf16_tile(const Bf16Problem& p, int64_t i, int64_t m0, int64_t n0, int64_t 
     const uint16_t* a_src = A + a_offset(p.trans_a, p.lda, m0, k0);
     const uint16_t* b_src = B + b_offset(p.trans_b, p.ldb, k0, n0);
     if (p.trans_a)
-      widen_block(a_src, p.lda, kc, mt, a_panel);
+      widen_bf16(a_src, p.lda, kc, mt, a_panel);
     else
-      widen_block(a_src, p.lda, mt, kc, a_panel);
+      widen_bf16(a_src, p.lda, mt, kc, a_panel);
     if (p.trans_b)
-      widen_block(b_src, p.ldb, nt, kc, b_panel);
+      widen_bf16(b_src, p.ldb, nt, kc, b_panel);
     else
-      widen_block(b_src, p.ldb, kc, nt, b_panel);
+      widen_bf16(b_src, p.ldb, kc, nt, b_panel);
     const float beta = k0 == 0 ? p.beta : 1.0f;
     cblas_sgemm(CblasRowMajor, cblas_op(p.trans_a), cblas_op(p.trans_b), mt, nt, kc, p.alpha,
                 a_panel, p.trans_a ? mt : kc, b_panel, p.trans_b ? kc : nt, beta, c_out, ldc_out);
   }
-  if (c_bf16)
-    for (int64_t r = 0; r < mt; ++r)
-      for (int64_t c = 0; c < nt; ++c) c_bits[r * p.ldc + c] = f32_to_bf16(c_out[r * nt + c]);
+  if (c_bf16) narrow_bf16(c_out, mt, nt, c_bits, p.ldc);
 }
 
 // Runs tile_fn(batch_index, m0, n0, mt, nt) over batch × tile grid, spread over the pool.
 template <class TileFn>
 void run_tiles(int64_t batch, int64_t M, int64_t N, int64_t K, const TileFn& tile_fn) {
-  ensure_blas_single_threaded();
+  blas_single_threaded();
   const TilePlan plan = plan_tiles(M, N, K);
   const int64_t per_batch = plan.count();
   parallel_for(0, batch * per_batch, 1, [&](int64_t b, int64_t e) {

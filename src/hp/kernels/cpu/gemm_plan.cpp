@@ -1,8 +1,11 @@
 #include "hp/kernels/cpu/gemm_plan.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 
 #include "hp/core/error.h"
+#include "hp/kernels/cpu/ew_table.h"
 
 namespace hp::kernels::detail {
 namespace {
@@ -85,6 +88,33 @@ void check_gemm_args(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64
   if (!empty && C == nullptr) HP_THROW(ValueError, "gemm", "C is null for M=", M, " N=", N);
   if (!empty && K > 0 && (A == nullptr || B == nullptr))
     HP_THROW(ValueError, "gemm", "A or B is null for M=", M, " N=", N, " K=", K);
+}
+
+void blas_single_threaded() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+void widen_bf16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  const auto convert = ew_table(active_isa()).bf16_to_f32;
+  for (int64_t r = 0; r < rows; ++r) convert(src + r * ld, dst + r * cols, cols);
+}
+
+void narrow_bf16(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t ld) {
+  const auto convert = ew_table(active_isa()).f32_to_bf16;
+  for (int64_t r = 0; r < rows; ++r) convert(src + r * cols, dst + r * ld, cols);
+}
+
+void scale_rows(int64_t M, int64_t N, float beta, void* C, DType c_dtype, int64_t ldc) {
+  for (int64_t m = 0; m < M; ++m) {
+    if (c_dtype == DType::f32) {
+      float* c = static_cast<float*>(C) + m * ldc;
+      for (int64_t n = 0; n < N; ++n) c[n] = beta == 0.0f ? 0.0f : beta * c[n];
+    } else {
+      uint16_t* c = static_cast<uint16_t*>(C) + m * ldc;
+      for (int64_t n = 0; n < N; ++n)
+        c[n] = beta == 0.0f ? uint16_t(0) : f32_to_bf16(beta * bf16_to_f32(c[n]));
+    }
+  }
 }
 
 }  // namespace hp::kernels::detail

@@ -1,8 +1,12 @@
-// Internals of the GEMM backend shared by gemm.cpp and gemm_peak.cpp: argument checks and the
-// shape-only tile grid that makes results independent of the thread count.
+// Internals of the GEMM backend shared by gemm.cpp, gemm_peak.cpp and the MX GEMM (mx/gemm.cpp):
+// argument checks, the shape-only tile grid that makes results independent of the thread count,
+// the one OpenBLAS thread policy, and the panel conversions (the SIMD dtype converters of the
+// active ISA, the same ones behind Tensor::to).
 #pragma once
 
 #include <cstdint>
+
+#include "hp/core/dtype.h"
 
 namespace hp::kernels::detail {
 
@@ -21,5 +25,17 @@ TilePlan plan_tiles(int64_t M, int64_t N, int64_t K);
 void check_gemm_args(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
                      const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
                      int64_t stride_b, const void* C, int64_t ldc, int64_t stride_c);
+
+// OpenBLAS keeps one global thread count that anyone (a benchmark, numpy) may have raised; every
+// library call here runs single-threaded inside one tile and the pool provides the parallelism.
+void blas_single_threaded();
+
+// dst [rows, cols] (dense) = widen(src [rows, cols] with row stride ld). Exact.
+void widen_bf16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst);
+// dst [rows, cols] (row stride ld) = src [rows, cols] (dense) rounded to bf16, nearest even.
+void narrow_bf16(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t ld);
+// C [M, N] (row stride ldc, f32 or bf16) = beta·C; beta == 0 writes zeros without reading C
+// (the K == 0 / alpha == 0 cases of a GEMM).
+void scale_rows(int64_t M, int64_t N, float beta, void* C, DType c_dtype, int64_t ldc);
 
 }  // namespace hp::kernels::detail
