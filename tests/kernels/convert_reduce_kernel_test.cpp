@@ -12,16 +12,15 @@
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/kernels/cpu/ew_table.h"
+#include "isa_test.h"
 
 namespace hp::kernels {
 namespace {
 
-std::vector<Isa> isas() {
-  std::vector<Isa> v;
-  for (Isa i : {Isa::scalar, Isa::avx2, Isa::avx512})
-    if (isa_supported(i)) v.push_back(i);
-  return v;
-}
+class ConvertKernels : public test::IsaTest {};
+class ReduceKernels : public test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(ConvertKernels);
+HP_INSTANTIATE_ISA_TESTS(ReduceKernels);
 
 float from_bits(uint32_t u) {
   float f;
@@ -35,10 +34,11 @@ uint32_t bits_of(float f) {
   return u;
 }
 
-TEST(ConvertKernels, NarrowToF32AllPatterns) {
+TEST_P(ConvertKernels, NarrowToF32AllPatterns) {
   std::vector<uint16_t> in(65536);
   for (uint32_t i = 0; i < 65536; ++i) in[i] = static_cast<uint16_t>(i);
-  for (Isa isa : isas()) {
+  {
+    const Isa isa = GetParam();
     const EwTable& tab = ew_table(isa);
     std::vector<float> b(65536), h(65536);
     tab.bf16_to_f32(in.data(), b.data(), 65536);
@@ -54,7 +54,7 @@ TEST(ConvertKernels, NarrowToF32AllPatterns) {
   }
 }
 
-TEST(ConvertKernels, F32ToNarrowRoundsToNearestEven) {
+TEST_P(ConvertKernels, F32ToNarrowRoundsToNearestEven) {
   // Every upper half with low halves at the rounding edges (below, at and above the tie), plus
   // every f16 value and the midpoints next to it, plus random bits (NaNs included).
   std::vector<float> in;
@@ -72,7 +72,8 @@ TEST(ConvertKernels, F32ToNarrowRoundsToNearestEven) {
   std::mt19937 rng(7);
   for (int i = 0; i < 100000; ++i) in.push_back(from_bits(rng()));
   const int64_t n = static_cast<int64_t>(in.size());
-  for (Isa isa : isas()) {
+  {
+    const Isa isa = GetParam();
     const EwTable& tab = ew_table(isa);
     std::vector<uint16_t> b(in.size()), h(in.size());
     tab.f32_to_bf16(in.data(), b.data(), n);
@@ -90,10 +91,11 @@ TEST(ConvertKernels, F32ToNarrowRoundsToNearestEven) {
   }
 }
 
-TEST(ReduceKernels, SumMaxDotVsDouble) {
+TEST_P(ReduceKernels, SumMaxDotVsDouble) {
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> d(-3.0f, 3.0f);
-  for (Isa isa : isas()) {
+  {
+    const Isa isa = GetParam();
     const EwTable& tab = ew_table(isa);
     for (int64_t n : {0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 1000, 4097, 100003}) {
       std::vector<float> x(n), y(n);
@@ -158,7 +160,8 @@ TEST(Isa, NamesAndOverrides) {
     isa_from_name("neon");
     FAIL() << "no throw";
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("[isa] unknown ISA 'neon'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[isa] unknown ISA 'neon'"), std::string::npos)
+        << e.what();
   }
   const Isa before = active_isa();
   set_active_isa(Isa::scalar);

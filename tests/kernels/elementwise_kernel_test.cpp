@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "hp/kernels/cpu/ew_table.h"
+#include "isa_test.h"
 
 namespace hp::kernels {
 namespace {
@@ -219,7 +220,10 @@ std::vector<std::vector<float>> param_sets(EwOp op) {
   }
 }
 
-TEST(ElementwiseKernels, EveryOpEveryIsaMatchesF64Reference) {
+class ElementwiseKernels : public test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(ElementwiseKernels);
+
+TEST_P(ElementwiseKernels, EveryOpMatchesF64Reference) {
   const std::vector<float> xs = inputs(1);
   std::vector<float> ys = inputs(2);
   std::mt19937 rng(3);
@@ -228,8 +232,8 @@ TEST(ElementwiseKernels, EveryOpEveryIsaMatchesF64Reference) {
   std::vector<float> sx, sy;
   for (size_t i = 0; i < 44; ++i)
     for (size_t j = 0; j < 44; ++j) sx.push_back(xs[i]), sy.push_back(xs[j]);
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
-    if (!isa_supported(isa)) continue;
+  {
+    const Isa isa = GetParam();
     const EwTable& tab = ew_table(isa);
     for (int k = 0; k < kNumEwOps; ++k) {
       const EwOp op = static_cast<EwOp>(k);
@@ -251,9 +255,9 @@ TEST(ElementwiseKernels, EveryOpEveryIsaMatchesF64Reference) {
   }
 }
 
-TEST(ElementwiseKernels, NanPropagatesThroughMaxMinReluClamp) {
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
-    if (!isa_supported(isa)) continue;
+TEST_P(ElementwiseKernels, NanPropagatesThroughMaxMinReluClamp) {
+  {
+    const Isa isa = GetParam();
     const EwTable& tab = ew_table(isa);
     std::vector<float> a(9, kNaN), b(9, 1.0f), out(9);
     const float p[4] = {-1.0f, 1.0f, 0, 0};

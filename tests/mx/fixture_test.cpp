@@ -22,13 +22,13 @@
 
 #include "hp/core/error.h"
 #include "hp/mx/quantize.h"
+#include "isa_test.h"
 #include "mx/mx_ref.h"
 
 namespace hp::mx {
 namespace {
 
 namespace fs = std::filesystem;
-using test::set_isa;
 
 fs::path fixture_path() {
   const fs::path rel = fs::path("tests") / "mx" / "fixtures" / "mx_conformance.bin";
@@ -68,7 +68,10 @@ class Reader {
   size_t pos_ = 0;
 };
 
-TEST(MxFixtures, CodesAndScalesMatchIndependentReference) {
+class MxFixturesIsa : public ::hp::test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(MxFixturesIsa);
+
+TEST_P(MxFixturesIsa, CodesAndScalesMatchIndependentReference) {
   const fs::path path = fixture_path();
   std::ifstream in(path, std::ios::binary);
   ASSERT_TRUE(in) << "cannot open " << path << " (set HP_SOURCE_DIR to the repository root)";
@@ -76,14 +79,7 @@ TEST(MxFixtures, CodesAndScalesMatchIndependentReference) {
   ASSERT_EQ(std::string(reinterpret_cast<const char*>(rd.bytes(8).data()), 8), "HPMXFX01");
   const uint32_t num_cases = rd.get<uint32_t>();
   int results = 0, torchao_same = 0, torchao_documented = 0;
-  std::vector<std::string> isas;
-  for (const char* isa : {"scalar", "avx2", "avx512"}) {
-    try {
-      set_isa(isa);
-      isas.push_back(isa);
-    } catch (const ValueError&) {
-    }
-  }
+  const std::string isa = isa_label();
   for (uint32_t k = 0; k < num_cases; ++k) {
     const std::vector<uint8_t> name_bytes = rd.bytes(rd.get<uint32_t>());
     const std::string name(name_bytes.begin(), name_bytes.end());
@@ -102,8 +98,7 @@ TEST(MxFixtures, CodesAndScalesMatchIndependentReference) {
       ++results;
       torchao_same += torchao == 0;
       torchao_documented += torchao == 1;
-      for (const std::string& isa : isas) {
-        set_isa(isa);
+      {
         test::Quantized got{std::vector<uint8_t>(want.codes.size()),
                             std::vector<uint8_t>(want.scales.size())};
         if (axis == 0)
@@ -126,7 +121,6 @@ TEST(MxFixtures, CodesAndScalesMatchIndependentReference) {
       }
     }
   }
-  set_isa("");
   EXPECT_TRUE(rd.done());
   EXPECT_EQ(results, 48);
   RecordProperty("torchao_identical_results", torchao_same);

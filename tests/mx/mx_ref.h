@@ -15,12 +15,6 @@
 
 namespace hp::mx::test {
 
-// Selects the process-wide kernel ISA by name ("" = back to the default).
-inline void set_isa(std::string_view isa) {
-  if (isa.empty()) kernels::reset_active_isa();
-  else kernels::set_active_isa(kernels::isa_from_name(isa));
-}
-
 struct Quantized {
   std::vector<uint8_t> codes, scales;
   bool operator==(const Quantized&) const = default;

@@ -10,31 +10,22 @@
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/mx/driver.h"
+#include "isa_test.h"
 #include "mx/mx_ref.h"
 
 namespace hp::mx {
 namespace {
 
 using test::Quantized;
-using test::set_isa;
 
 constexpr QuantSpec kSpecs[] = {{ElemFormat::e4m3, ScaleMode::floor},
                                 {ElemFormat::e4m3, ScaleMode::rceil},
                                 {ElemFormat::e5m2, ScaleMode::floor},
                                 {ElemFormat::e5m2, ScaleMode::rceil}};
 
-std::vector<std::string> available_isas() {
-  std::vector<std::string> out;
-  for (const char* isa : {"scalar", "avx2", "avx512"}) {
-    try {
-      set_isa(isa);
-      out.push_back(isa);
-    } catch (const ValueError&) {
-    }
-  }
-  set_isa("");
-  return out;
-}
+// The quantizer and dequantizer tests run once per ISA (tests/isa_test.h).
+class MxQuantizeIsa : public ::hp::test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(MxQuantizeIsa);
 
 std::string label(const std::string& isa, QuantSpec s, DType dt, int64_t rows, int64_t cols) {
   return isa + " " + std::string(elem_format_name(s.elem)) + " " +
@@ -68,7 +59,8 @@ void check_all_axes(const std::vector<float>& x32, int64_t rows, int64_t cols, D
   ASSERT_TRUE(dcol == want_col) << "dual (column) " << what;
 }
 
-TEST(MxQuantize, EveryBf16PatternAllIsasAllSpecs) {
+TEST_P(MxQuantizeIsa, EveryBf16PatternAllSpecs) {
+  const std::string isa = isa_label();
   std::vector<float> natural(65536);
   for (uint32_t b = 0; b < 65536; ++b) natural[b] = bf16_to_f32(static_cast<uint16_t>(b));
   // Shuffled, and shuffled without NaN/Inf so no block is wiped by the NaN rule.
@@ -78,8 +70,7 @@ TEST(MxQuantize, EveryBf16PatternAllIsasAllSpecs) {
   for (float v : shuffled)
     if (std::isfinite(v)) finite.push_back(v);
   finite.resize(finite.size() / 32 * 32);
-  for (const std::string& isa : available_isas()) {
-    set_isa(isa);
+  {
     for (QuantSpec spec : kSpecs)
       for (DType dt : {DType::f32, DType::bf16}) {
         check_all_axes(natural, 2048, 32, dt, spec, label(isa, spec, dt, 2048, 32));
@@ -89,16 +80,14 @@ TEST(MxQuantize, EveryBf16PatternAllIsasAllSpecs) {
         check_all_axes(finite, n / 64, 64, dt, spec, label(isa, spec, dt, n / 64, 64));
       }
   }
-  set_isa("");
 }
 
-void run_shapes_test() {
+void run_shapes_test(const std::string& isa) {
   const int64_t shapes[][2] = {{0, 0},     {0, 5},     {5, 0},   {1, 1},   {1, 31},
                                {3, 33},    {31, 32},   {32, 32}, {33, 65}, {64, 300},
                                {100, 257}, {257, 100}, {70, 40}};
   uint32_t seed = 1;
-  for (const std::string& isa : available_isas()) {
-    set_isa(isa);
+  {
     for (const auto& s : shapes) {
       const std::vector<float> x = test::special_matrix(s[0], s[1], seed++);
       for (QuantSpec spec : kSpecs)
@@ -106,17 +95,16 @@ void run_shapes_test() {
           check_all_axes(x, s[0], s[1], dt, spec, label(isa, spec, dt, s[0], s[1]));
     }
   }
-  set_isa("");
 }
 
-TEST(MxQuantize, ShapesWithPartialBlocksAndSpecialValues) {
-  run_shapes_test();
+TEST_P(MxQuantizeIsa, ShapesWithPartialBlocksAndSpecialValues) {
+  run_shapes_test(isa_label());
 }
 
 // Non-temporal code stores (used for large outputs) must write the same bytes.
-TEST(MxQuantize, StreamingStoresGiveSameBytes) {
+TEST_P(MxQuantizeIsa, StreamingStoresGiveSameBytes) {
   detail::set_stream_bytes(0);
-  run_shapes_test();
+  run_shapes_test(isa_label());
   detail::set_stream_bytes(int64_t(16) << 20);
 }
 
@@ -154,12 +142,12 @@ TEST(MxQuantize, BitwiseIdenticalForAnyThreadCount) {
   set_num_threads(saved);
 }
 
-TEST(MxQuantize, GroupedBlocksNeverCrossGroups) {
+TEST_P(MxQuantizeIsa, GroupedBlocksNeverCrossGroups) {
+  const std::string isa = isa_label();
   const std::vector<std::vector<int32_t>> cases = {
       {}, {0}, {40}, {0, 0, 17}, {1, 33, 65, 65, 129, 130}, {31, 63, 95, 127}, {100, 164, 200}};
   uint32_t seed = 11;
-  for (const std::string& isa : available_isas()) {
-    set_isa(isa);
+  {
     for (const auto& ends : cases) {
       const int64_t used = ends.empty() ? 0 : ends.back();
       const int64_t rows = used + 5, cols = 45, nbc = 2;  // rows past the last group stay untouched
@@ -194,7 +182,6 @@ TEST(MxQuantize, GroupedBlocksNeverCrossGroups) {
       }
     }
   }
-  set_isa("");
 }
 
 bool same_value(float a, float b) {
@@ -205,15 +192,15 @@ bool same_value(float a, float b) {
   return ua == ub;
 }
 
-TEST(MxDequantize, EveryCodeAndScaleAgainstScalarDecode) {
+TEST_P(MxQuantizeIsa, DequantizeEveryCodeAndScaleAgainstScalarDecode) {
+  const std::string isa = isa_label();
   // codes cycle through all 256 values; scales through all 256 bytes.
   const int64_t rows = 67, cols = 300, nbc = 10;
   std::vector<uint8_t> codes(rows * cols), rscales(rows * nbc), cscales(3 * cols);
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7 + i / 256);
   for (size_t i = 0; i < rscales.size(); ++i) rscales[i] = static_cast<uint8_t>(i);
   for (size_t i = 0; i < cscales.size(); ++i) cscales[i] = static_cast<uint8_t>(i * 3);
-  for (const std::string& isa : available_isas()) {
-    set_isa(isa);
+  {
     for (ElemFormat f : {ElemFormat::e4m3, ElemFormat::e5m2}) {
       std::vector<float> out(rows * cols);
       std::vector<uint16_t> out16(rows * cols);
@@ -241,7 +228,6 @@ TEST(MxDequantize, EveryCodeAndScaleAgainstScalarDecode) {
       }
     }
   }
-  set_isa("");
 }
 
 TEST(MxDequantize, RoundTripGroupedColwise) {

@@ -7,6 +7,7 @@
 #include "gradcheck.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/isa.h"
+#include "isa_test.h"
 
 namespace hp {
 namespace {
@@ -59,15 +60,16 @@ TEST(Norms, LayerNormGradcheck) {
 
 // f32 values on every ISA vs the double reference; gradients vs the f64 path. n = 1027 exercises
 // the partial last vector of each row.
-TEST(Norms, ValuesMatchDoubleReferenceOnEveryIsa) {
+class NormsIsa : public test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(NormsIsa);
+
+TEST_P(NormsIsa, ValuesMatchDoubleReference) {
   const int64_t rows = 37, n = 1027;
   manual_seed(11);
   Tensor x = randn({rows, n}, DType::f32, 0.3, 2.0), w = randn({n}), b = randn({n});
   Tensor g = randn({rows, n});
-  const Isa saved = kernels::active_isa();
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
-    if (!kernels::isa_supported(isa)) continue;
-    kernels::set_active_isa(isa);
+  {
+    const Isa isa = GetParam();
     for (bool rms : {true, false}) {
       SCOPED_TRACE(std::string(kernels::isa_name(isa)) + (rms ? " rms" : " layer"));
       Tensor xl = x.clone(), wl = w.clone(), bl = b.clone();
@@ -94,7 +96,6 @@ TEST(Norms, ValuesMatchDoubleReferenceOnEveryIsa) {
       if (!rms) cmp(bl.grad(), bd.grad(), 1e-5);
     }
   }
-  kernels::set_active_isa(saved);
 }
 
 TEST(Norms, ThreadCountDoesNotChangeBits) {

@@ -7,6 +7,7 @@
 
 #include "hp/core/error.h"
 #include "hp/kernels/cpu/attention_impl.h"
+#include "hp/kernels/cpu/isa.h"
 
 namespace hp::kernels {
 namespace detail {
@@ -43,11 +44,9 @@ struct ScalarOps {
   }
 };
 
-std::atomic<bool> g_allow_simd{true};
-
+// The one ISA registry decides (HP_ISA included); the AVX2 kernel also serves AVX-512 CPUs.
 bool use_avx2() {
-  static const bool cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return cpu && g_allow_simd.load(std::memory_order_relaxed);
+  return active_isa() != Isa::scalar;
 }
 
 void check_strides(const char* name, AttentionStrides s) {
@@ -117,12 +116,8 @@ HeadsView<float> out_f32(const AttentionOutput& x) {
 
 }  // namespace
 
-bool attention_allow_simd(bool allow) {
-  return g_allow_simd.exchange(allow);
-}
-
-void attention_exp2(const float* x, float* y, int64_t n, bool avx2) {
-  if (avx2 && use_avx2()) return attention_exp2_avx2(x, y, n);
+void attention_exp2(const float* x, float* y, int64_t n) {
+  if (use_avx2()) return attention_exp2_avx2(x, y, n);
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp2(x[i]);
 }
 

@@ -78,9 +78,9 @@ struct AttentionSegments {
 };
 
 struct AttentionOptions {
-  bool causal = true;        // top-left aligned, see above
-  float scale = 0.0f;        // softmax scale; 0 means 1/sqrt(head_dim)
-  DType dtype = DType::f32;  // of every operand but lse (always f32); only f32 is implemented
+  bool causal = true;            // top-left aligned, see above
+  float scale = 0.0f;            // softmax scale; 0 means 1/sqrt(head_dim)
+  DType dtype = DType::f32;      // of every operand but lse (always f32); only f32 is implemented
   AttentionSegments segments{};  // packed documents; none by default
 };
 
@@ -96,12 +96,10 @@ void attention_backward(const AttentionShape& shape, const AttentionOptions& opt
                         AttentionOutput dk, AttentionOutput dv);
 
 namespace detail {
-// exp2 used by the kernels, exposed for its accuracy test: relative error <= 2e-7 for x in
-// [-126, 127]; results below 2^-126 flush to zero; -inf gives 0. `avx2` picks the SIMD version
-// (ignored where the CPU lacks AVX2+FMA).
-void attention_exp2(const float* x, float* y, int64_t n, bool avx2);
-// Lets tests run the scalar fallback on an AVX2 machine; returns the previous setting.
-bool attention_allow_simd(bool allow);
+// exp2 used by the kernels of the active ISA (kernels/cpu/isa.h), exposed for its accuracy test:
+// relative error <= 2e-7 for x in [-126, 127]; results below 2^-126 flush to zero (SIMD) or stay
+// subnormal (scalar); -inf gives 0.
+void attention_exp2(const float* x, float* y, int64_t n);
 }  // namespace detail
 
 }  // namespace hp::kernels

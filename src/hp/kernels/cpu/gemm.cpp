@@ -49,11 +49,10 @@ int64_t b_offset(bool trans_b, int64_t ldb, int64_t k0, int64_t n0) {
 // C [M, N] = beta·C, rows spread over the pool.
 void scale_c(int64_t M, int64_t N, float beta, void* C, DType c_dtype, int64_t ldc) {
   const size_t row_bytes = size_t(ldc) * dtype_size(c_dtype);
-  parallel_for(0, M, std::max<int64_t>(1, 65536 / std::max<int64_t>(N, 1)),
-               [&](int64_t b, int64_t e) {
-                 scale_rows(e - b, N, beta, static_cast<char*>(C) + size_t(b) * row_bytes,
-                            c_dtype, ldc);
-               });
+  parallel_for(
+      0, M, std::max<int64_t>(1, 65536 / std::max<int64_t>(N, 1)), [&](int64_t b, int64_t e) {
+        scale_rows(e - b, N, beta, static_cast<char*>(C) + size_t(b) * row_bytes, c_dtype, ldc);
+      });
 }
 
 struct F32Problem {
