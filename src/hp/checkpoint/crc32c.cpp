@@ -4,6 +4,8 @@
 #include <array>
 #include <cstring>
 
+#include "hp/kernels/cpu/isa.h"
+
 namespace hp::checkpoint {
 
 namespace detail {
@@ -55,9 +57,11 @@ bool crc32c_hw_available() {
 
 }  // namespace detail
 
+// The one ISA registry decides (HP_ISA=scalar selects the portable code for every kernel family,
+// this one included); every x86 ISA above scalar implies SSE4.2.
 uint32_t crc32c(const void* data, size_t n, uint32_t crc) {
-  return detail::crc32c_hw_available() ? detail::crc32c_sse42(data, n, crc)
-                                       : detail::crc32c_portable(data, n, crc);
+  const bool hw = kernels::active_isa() != kernels::Isa::scalar && detail::crc32c_hw_available();
+  return hw ? detail::crc32c_sse42(data, n, crc) : detail::crc32c_portable(data, n, crc);
 }
 
 }  // namespace hp::checkpoint
