@@ -2,8 +2,8 @@
 // scalar fallback, both instantiations of attention_impl.h).
 #include "hp/kernels/cpu/attention.h"
 
-#include <atomic>
 #include <cmath>
+#include <utility>
 
 #include "hp/core/error.h"
 #include "hp/kernels/cpu/attention_impl.h"
@@ -123,6 +123,27 @@ void attention_exp2(const float* x, float* y, int64_t n) {
 
 }  // namespace detail
 
+namespace detail {
+namespace {
+
+// The arguments both passes share: shape, mask, scale and the q, k, v views.
+AttentionF32Args common_args(const AttentionShape& shape, const AttentionOptions& options,
+                             AttentionInput q, AttentionInput k, AttentionInput v) {
+  check_segments(shape, options.segments);
+  AttentionF32Args a{};
+  a.shape = shape;
+  a.causal = options.causal;
+  a.seg = options.segments;
+  a.scale = resolve_scale(shape, options);
+  a.q = in_f32(q);
+  a.k = in_f32(k);
+  a.v = in_f32(v);
+  return a;
+}
+
+}  // namespace
+}  // namespace detail
+
 void attention_forward(const AttentionShape& shape, const AttentionOptions& options,
                        AttentionInput q, AttentionInput k, AttentionInput v, AttentionOutput o,
                        float* lse) {
@@ -133,15 +154,7 @@ void attention_forward(const AttentionShape& shape, const AttentionOptions& opti
   detail::check_output("o", o);
   if (!lse) HP_THROW(ValueError, "attention", "lse is null");
   if (shape.batch == 0 || shape.seq_q == 0) return;
-  detail::check_segments(shape, options.segments);
-  detail::AttentionF32Args a{};
-  a.shape = shape;
-  a.causal = options.causal;
-  a.seg = options.segments;
-  a.scale = detail::resolve_scale(shape, options);
-  a.q = detail::in_f32(q);
-  a.k = detail::in_f32(k);
-  a.v = detail::in_f32(v);
+  detail::AttentionF32Args a = detail::common_args(shape, options, q, k, v);
   a.out = detail::out_f32(o);
   a.lse_out = lse;
   if (detail::use_avx2())
@@ -155,26 +168,14 @@ void attention_backward(const AttentionShape& shape, const AttentionOptions& opt
                         const float* lse, AttentionInput dout, AttentionOutput dq,
                         AttentionOutput dk, AttentionOutput dv) {
   detail::check_problem(shape, options);
-  detail::check_input("q", q);
-  detail::check_input("k", k);
-  detail::check_input("v", v);
-  detail::check_input("o", o);
-  detail::check_input("dout", dout);
-  detail::check_output("dq", dq);
-  detail::check_output("dk", dk);
-  detail::check_output("dv", dv);
+  for (auto [name, x] : {std::pair{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"dout", dout}})
+    detail::check_input(name, x);
+  for (auto [name, x] : {std::pair{"dq", dq}, {"dk", dk}, {"dv", dv}})
+    detail::check_output(name, x);
   if (!lse) HP_THROW(ValueError, "attention", "lse is null");
   // seq_q == 0 still runs: dk and dv are then zero.
   if (shape.batch == 0 || (shape.seq_q == 0 && shape.seq_kv == 0)) return;
-  detail::check_segments(shape, options.segments);
-  detail::AttentionF32Args a{};
-  a.shape = shape;
-  a.causal = options.causal;
-  a.seg = options.segments;
-  a.scale = detail::resolve_scale(shape, options);
-  a.q = detail::in_f32(q);
-  a.k = detail::in_f32(k);
-  a.v = detail::in_f32(v);
+  detail::AttentionF32Args a = detail::common_args(shape, options, q, k, v);
   a.o = detail::in_f32(o);
   a.dout = detail::in_f32(dout);
   a.dq = detail::out_f32(dq);
