@@ -24,6 +24,7 @@ namespace hp::shard {
 namespace {
 
 using multicore::BufferId;
+using multicore::Deps;
 using multicore::EventId;
 using multicore::Plan;
 using multicore::TaskContext;
@@ -307,6 +308,30 @@ int32_t rows_of_expert(const Group& g, int64_t j) {
 // Elementwise blocks over a group's [R, I] activations.
 constexpr int64_t kVectorBlock = 16384;
 
+// Expert j of a group: its local expert index e, its first row r0 in the group's buffers and its
+// row count as grouped_gemm's one group end offset.
+struct ExpertRows {
+  size_t e;
+  int64_t r0;
+  int32_t end;
+};
+
+// A cube task with one slot per expert of group gi (at least one, so that an empty group still
+// fires its event); fn(ctx, rows) runs each expert's GEMMs.
+template <class Fn>
+void add_expert_cube(Plan& p, const std::string& name, std::vector<BufferId> reads,
+                     std::vector<BufferId> writes, const Saved* s, size_t gi, Deps deps, Fn fn) {
+  const int64_t slots = std::max<int64_t>(s->layout.groups[gi].experts(), 1);
+  p.add_cube(
+      name, std::move(reads), std::move(writes), slots, 1,
+      [s, gi, fn](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
+        const Group& g = s->layout.groups[gi];
+        if (j >= g.experts()) return;
+        fn(ctx, ExpertRows{size_t(g.e_lo + j), g.expert_at[size_t(j)], rows_of_expert(g, j)});
+      },
+      std::move(deps));
+}
+
 Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs) {
   const Layout& L = sv->layout;
   const int64_t H = L.hidden, I = L.inter;
@@ -330,22 +355,16 @@ Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs) {
     const BufferId act = p.add_buffer("act" + n, rows_of(g.R, I));
     const EventId e_up = p.add_event("up" + n), e_act = p.add_event("act" + n),
                   e_down = p.add_event("down" + n);
-    const int64_t m = std::max<int64_t>(g.experts(), 1);
-    p.add_cube("up" + n, {x}, {gt, up}, m, 1,
-               [s, gi, x, gt, up, H, I](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
-                 const Group& gg = s->layout.groups[gi];
-                 if (j >= gg.experts()) return;
-                 const int32_t end = rows_of_expert(gg, j);
-                 const int64_t r0 = gg.expert_at[size_t(j)], e = gg.e_lo + j;
-                 const float* gw = s->w.gate[size_t(e)].data<float>();
-                 const float* uw = s->w.up[size_t(e)].data<float>();
-                 const float* a = ctx.data<float>(x) + r0 * H;
-                 kernels::grouped_gemm_f32(true, 1, &end, I, H, a, H, &gw, H, 0.0f,
-                                           ctx.data<float>(gt) + r0 * I, I);
-                 kernels::grouped_gemm_f32(true, 1, &end, I, H, a, H, &uw, H, 0.0f,
-                                           ctx.data<float>(up) + r0 * I, I);
-               },
-               {{{ready, 1}}, e_up});
+    add_expert_cube(p, "up" + n, {x}, {gt, up}, s, gi, {{{ready, 1}}, e_up},
+                    [s, x, gt, up, H, I](const TaskContext& ctx, ExpertRows r) {
+                      const float* gw = s->w.gate[r.e].data<float>();
+                      const float* uw = s->w.up[r.e].data<float>();
+                      const float* a = ctx.data<float>(x) + r.r0 * H;
+                      kernels::grouped_gemm_f32(true, 1, &r.end, I, H, a, H, &gw, H, 0.0f,
+                                                ctx.data<float>(gt) + r.r0 * I, I);
+                      kernels::grouped_gemm_f32(true, 1, &r.end, I, H, a, H, &uw, H, 0.0f,
+                                                ctx.data<float>(up) + r.r0 * I, I);
+                    });
     p.add_vector("swiglu" + n, {gt, up}, {act}, std::max<int64_t>(g.R * I, 1), kVectorBlock,
                  [s, gi, gt, up, act, I](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
                    e = std::min(e, s->layout.groups[gi].R * I);
@@ -354,17 +373,13 @@ Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs) {
                                          ctx.data<float>(act) + b, e - b);
                  },
                  {{{e_up, 1}}, e_act});
-    p.add_cube("down" + n, {act}, {yb}, m, 1,
-               [s, gi, act, yb, H, I](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
-                 const Group& gg = s->layout.groups[gi];
-                 if (j >= gg.experts()) return;
-                 const int32_t end = rows_of_expert(gg, j);
-                 const int64_t r0 = gg.expert_at[size_t(j)];
-                 const float* dw = s->w.down[size_t(gg.e_lo + j)].data<float>();
-                 kernels::grouped_gemm_f32(true, 1, &end, H, I, ctx.data<float>(act) + r0 * I, I,
-                                           &dw, I, 0.0f, ctx.data<float>(yb) + r0 * H, H);
-               },
-               {{{e_act, 1}}, e_down});
+    add_expert_cube(p, "down" + n, {act}, {yb}, s, gi, {{{e_act, 1}}, e_down},
+                    [s, act, yb, H, I](const TaskContext& ctx, ExpertRows r) {
+                      const float* dw = s->w.down[r.e].data<float>();
+                      kernels::grouped_gemm_f32(true, 1, &r.end, H, I,
+                                                ctx.data<float>(act) + r.r0 * I, I, &dw, I, 0.0f,
+                                                ctx.data<float>(yb) + r.r0 * H, H);
+                    });
     return e_down;
   };
   add_pipeline(plan, L, sv->ep, in, out, compute, nullptr);
@@ -405,18 +420,13 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
                    du = p.add_buffer("dup" + n, rows_of(g.R, I));
     const EventId e_dact = p.add_event("dact" + n), e_sw = p.add_event("dswiglu" + n),
                   e_dx = p.add_event("dx" + n);
-    const int64_t m = std::max<int64_t>(g.experts(), 1);
-    p.add_cube("dact" + n, {dyg}, {dact}, m, 1,
-               [s, gi, dyg, dact, H, I](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
-                 const Group& gg = s->layout.groups[gi];
-                 if (j >= gg.experts()) return;
-                 const int32_t end = rows_of_expert(gg, j);
-                 const int64_t r0 = gg.expert_at[size_t(j)];
-                 const float* dw = s->w.down[size_t(gg.e_lo + j)].data<float>();
-                 kernels::grouped_gemm_f32(false, 1, &end, I, H, ctx.data<float>(dyg) + r0 * H, H,
-                                           &dw, I, 0.0f, ctx.data<float>(dact) + r0 * I, I);
-               },
-               {{{ready, 1}}, e_dact});
+    add_expert_cube(p, "dact" + n, {dyg}, {dact}, s, gi, {{{ready, 1}}, e_dact},
+                    [s, dyg, dact, H, I](const TaskContext& ctx, ExpertRows r) {
+                      const float* dw = s->w.down[r.e].data<float>();
+                      kernels::grouped_gemm_f32(false, 1, &r.end, I, H,
+                                                ctx.data<float>(dyg) + r.r0 * H, H, &dw, I, 0.0f,
+                                                ctx.data<float>(dact) + r.r0 * I, I);
+                    });
     p.add_vector(
         "dswiglu" + n, {gt, up, dact}, {act, dg, du}, std::max<int64_t>(g.R * I, 1), kVectorBlock,
         [s, gi, gt, up, dact, act, dg, du, I](const TaskContext& ctx, int64_t, int64_t b,
@@ -429,51 +439,40 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
                                        ctx.data<float>(du) + b, e - b);
         },
         {{{e_dact, 1}}, e_sw});
-    p.add_cube("dx" + n, {dg, du}, {dxg}, m, 1,
-               [s, gi, dg, du, dxg, H, I](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
-                 const Group& gg = s->layout.groups[gi];
-                 if (j >= gg.experts()) return;
-                 const int32_t end = rows_of_expert(gg, j);
-                 const int64_t r0 = gg.expert_at[size_t(j)], e = gg.e_lo + j;
-                 const float* gw = s->w.gate[size_t(e)].data<float>();
-                 const float* uw = s->w.up[size_t(e)].data<float>();
-                 float* o = ctx.data<float>(dxg) + r0 * H;
-                 kernels::grouped_gemm_f32(false, 1, &end, H, I, ctx.data<float>(dg) + r0 * I, I,
-                                           &gw, H, 0.0f, o, H);
-                 kernels::grouped_gemm_f32(false, 1, &end, H, I, ctx.data<float>(du) + r0 * I, I,
-                                           &uw, H, 1.0f, o, H);
-               },
-               {{{e_sw, 1}}, e_dx});
+    add_expert_cube(
+        p, "dx" + n, {dg, du}, {dxg}, s, gi, {{{e_sw, 1}}, e_dx},
+        [s, dg, du, dxg, H, I](const TaskContext& ctx, ExpertRows r) {
+          const float* gw = s->w.gate[r.e].data<float>();
+          const float* uw = s->w.up[r.e].data<float>();
+          float* o = ctx.data<float>(dxg) + r.r0 * H;
+          kernels::grouped_gemm_f32(false, 1, &r.end, H, I, ctx.data<float>(dg) + r.r0 * I, I, &gw,
+                                    H, 0.0f, o, H);
+          kernels::grouped_gemm_f32(false, 1, &r.end, H, I, ctx.data<float>(du) + r.r0 * I, I, &uw,
+                                    H, 1.0f, o, H);
+        });
     (*ids)[gi] = {dyg, act, dg, du, e_sw};
     return e_dx;
   };
   // Group g's weight gradients, on the GEMM workers while its return all-to-all travels.
   std::vector<Tensor>*gd = &dgate, *ud = &dup, *dd = &ddown;
   auto after = [s, ids, gd, ud, dd, H, I](Plan& p, size_t gi) {
-    const Group& g = s->layout.groups[gi];
     const GroupIds d = (*ids)[gi];
     const BufferId x = p.add_buffer("x " + std::to_string(gi) + " saved", s->x[gi]);
-    p.add_cube(
-        "dW " + std::to_string(gi), {x, d.dy, d.act, d.dg, d.du}, {},
-        std::max<int64_t>(g.experts(), 1), 1,
-        [s, gi, d, x, gd, ud, dd, H, I](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
-          const Group& gg = s->layout.groups[gi];
-          if (j >= gg.experts()) return;
-          const int32_t end = rows_of_expert(gg, j);
-          const int64_t r0 = gg.expert_at[size_t(j)];
-          const size_t e = size_t(gg.e_lo + j);
-          const float* xr = ctx.data<float>(x) + r0 * H;
-          float* c = (*gd)[e].data<float>();
-          kernels::grouped_gemm_wgrad_f32(1, &end, I, H, ctx.data<float>(d.dg) + r0 * I, I, xr, H,
-                                          0.0f, &c, H);
-          c = (*ud)[e].data<float>();
-          kernels::grouped_gemm_wgrad_f32(1, &end, I, H, ctx.data<float>(d.du) + r0 * I, I, xr, H,
-                                          0.0f, &c, H);
-          c = (*dd)[e].data<float>();
-          kernels::grouped_gemm_wgrad_f32(1, &end, H, I, ctx.data<float>(d.dy) + r0 * H, H,
-                                          ctx.data<float>(d.act) + r0 * I, I, 0.0f, &c, I);
-        },
-        {{{d.ready, 1}}, multicore::kNoEvent});
+    add_expert_cube(p, "dW " + std::to_string(gi), {x, d.dy, d.act, d.dg, d.du}, {}, s, gi,
+                    {{{d.ready, 1}}, multicore::kNoEvent},
+                    [d, x, gd, ud, dd, H, I](const TaskContext& ctx, ExpertRows r) {
+                      const float* xr = ctx.data<float>(x) + r.r0 * H;
+                      float* c = (*gd)[r.e].data<float>();
+                      kernels::grouped_gemm_wgrad_f32(
+                          1, &r.end, I, H, ctx.data<float>(d.dg) + r.r0 * I, I, xr, H, 0.0f, &c, H);
+                      c = (*ud)[r.e].data<float>();
+                      kernels::grouped_gemm_wgrad_f32(
+                          1, &r.end, I, H, ctx.data<float>(d.du) + r.r0 * I, I, xr, H, 0.0f, &c, H);
+                      c = (*dd)[r.e].data<float>();
+                      kernels::grouped_gemm_wgrad_f32(
+                          1, &r.end, H, I, ctx.data<float>(d.dy) + r.r0 * H, H,
+                          ctx.data<float>(d.act) + r.r0 * I, I, 0.0f, &c, I);
+                    });
   };
   add_pipeline(plan, L, sv->ep, in, out, compute, after);
   run_plan(plan, sv->options, int(L.rank), &g_last_backward);
