@@ -490,9 +490,10 @@ class Emitter {
   }
 
  private:
-  int add_set(CharSet& s) {
-    s.finalize();
-    p_.sets.push_back(std::move(s));
+  // Copies: a repeated group emits its body (and so its sets) more than once.
+  int add_set(const CharSet& s) {
+    p_.sets.push_back(s);
+    p_.sets.back().finalize();
     return static_cast<int>(p_.sets.size()) - 1;
   }
 
