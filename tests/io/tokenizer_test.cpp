@@ -1,8 +1,10 @@
 #include "hp/io/tokenizer.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "hp/io/json.h"
 #include "io/io_test_util.h"
@@ -140,6 +142,42 @@ TEST(Tokenizer, BadInput) {
                    IoError, "added_tokens[0]", "missing key \"content\"");
   EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.unk_token", "<unk>"), "t.json"), IoError,
                    "model.unk_token", "not in model.vocab");
+}
+
+// A tiktoken directory: Kimi's layout, and malformed tiktoken.model lines named by file and line.
+TEST(Tokenizer, TiktokenDirectory) {
+  Tokenizer kimi = Tokenizer::from_file(fixture("tokenizers/kimi"));
+  auto bos = kimi.token_to_id("[BOS]");
+  ASSERT_TRUE(bos.has_value());
+  EXPECT_TRUE(kimi.is_special(*bos));
+  EXPECT_EQ(kimi.vocab_size(), *bos + 256);  // 256 special ids follow the base vocabulary
+  EXPECT_EQ(kimi.id_to_token(*bos + 200), "<|reserved_token_" + std::to_string(*bos + 200) + "|>");
+  EXPECT_EQ(kimi.encode("[BOS]x", true).front(), *bos);  // nothing added, the text's BOS kept
+  EXPECT_EQ(kimi.id_to_token(65), "A");
+  EXPECT_EQ(kimi.id_to_token(32), "\xC4\xA0");  // byte-level spelling of the space
+  EXPECT_EQ(kimi.id_to_token(10), "\xC4\x8A");  // byte-level spelling of '\n'
+
+  test::TempDir dir;
+  std::ifstream good(fixture("tokenizers/kimi/tiktoken.model"));
+  std::stringstream ranks;
+  ranks << good.rdbuf();
+  auto with = [&](const std::string& extra) {
+    std::ofstream(dir.file("tiktoken.model")) << ranks.str() << extra;
+    return dir.file("");
+  };
+  const std::string model_str = dir.file("tiktoken.model");
+  const char* model = model_str.c_str();
+  EXPECT_THROW_MSG(Tokenizer::from_file(with("QUJD\n")), IoError, model, "not two fields",
+                   "\"QUJD\"");
+  EXPECT_THROW_MSG(Tokenizer::from_file(with("QU*D 9999\n")), IoError, model, "invalid base64",
+                   "QU*D 9999");
+  EXPECT_THROW_MSG(Tokenizer::from_file(with("QUJD -1\n")), IoError, model, "invalid rank");
+  EXPECT_THROW_MSG(Tokenizer::from_file(with("QQ== 9999\n")), IoError, model, "duplicate token");
+  std::ofstream(dir.file("tiktoken.model")) << "QUJD 0\n";
+  EXPECT_THROW_MSG(Tokenizer::from_file(dir.file("")), IoError, model, "byte 0x0 has no token");
+  std::filesystem::remove(dir.file("tiktoken.model"));
+  EXPECT_THROW_MSG(Tokenizer::from_file(dir.file("")), IoError,
+                   "neither tokenizer.json nor tiktoken.model");
 }
 
 }  // namespace
