@@ -57,6 +57,8 @@ TEST(TokenizerRegex, Backtracking) {
   EXPECT_EQ(matches(R"(\Aab|c\z)", "abcabc"), (V{"ab", "c"}));
   EXPECT_EQ(matches("a{x}", "a{x}"), (V{"a{x}"}));  // not a repeat: literal braces
   EXPECT_EQ(regex_escape("a.b*(c)"), "a\\.b\\*\\(c\\)");
+  // \w as Oniguruma has it: ½ and Ⓐ are word characters, ZWJ and ① are not.
+  EXPECT_EQ(matches(R"(\w+)", "a½Ⓐ\u200d①_x"), (V{"a½Ⓐ", "_x"}));
 }
 
 TEST(TokenizerRegex, RejectsUnsupportedSyntax) {

@@ -309,8 +309,10 @@ class Parser {
         break;
       case 'w':
       case 'W':
-        // Oniguruma's Unicode \w: Letter, Mark, Number, Connector_Punctuation.
-        sub.props = kPropL | kPropM | kPropN | kPropPc;
+        // Oniguruma's \w as probed in the tokenizers package: Alphabetic (L, Nl, the circled
+        // letters), M, Nd, Pc, and the Latin-1 superscripts and fractions.
+        sub.props = kPropL | kPropM | kPropNd | kPropNl | kPropPc | kPropAlphaSym;
+        sub.ranges = {{0xB2, 0xB3}, {0xB9, 0xB9}, {0xBC, 0xBE}};
         break;
       case 'p':
       case 'P':
