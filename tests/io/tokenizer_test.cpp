@@ -144,6 +144,41 @@ TEST(Tokenizer, BadInput) {
                    "model.unk_token", "not in model.vocab");
 }
 
+// Decoder chains on one token list, against the tokenizers package's decode of the same tokens.
+TEST(Tokenizer, DecoderChainsMatchReference) {
+  const std::vector<std::string> tokens = {
+      "\u2581Hey", "\u2581\u2581friend", "!",     "\u2581", "<0xE2>", "<0x82>",
+      "<0xAC>",    "xxa\u2581x",         "<0xFF>"};
+  nlohmann::json vocab;
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    vocab[tokens[i]] = i;
+    ids.push_back(static_cast<int32_t>(i));
+  }
+  auto decode_with = [&](const nlohmann::json& decoder) {
+    nlohmann::json j = {
+        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+        {"decoder", decoder}};
+    return Tokenizer::from_json(j.dump(), "t.json").decode(ids);
+  };
+  nlohmann::json meta = {{"type", "Metaspace"},
+                         {"replacement", "\u2581"},
+                         {"prepend_scheme", "always"},
+                         {"split", true}};
+  EXPECT_EQ(decode_with(meta), "Hey  friend! <0xE2><0x82><0xAC>xxa x<0xFF>");
+  meta["prepend_scheme"] = "never";
+  EXPECT_EQ(decode_with(meta), " Hey  friend! <0xE2><0x82><0xAC>xxa x<0xFF>");
+  nlohmann::json chain = {
+      {"type", "Sequence"},
+      {"decoders",
+       {{{"type", "ByteFallback"}},
+        {{"type", "Strip"}, {"content", "x"}, {"start", 2}, {"stop", 1}},
+        {{"type", "Replace"}, {"pattern", {{"Regex", "\u2581+"}}}, {"content", "_"}}}}};
+  EXPECT_EQ(decode_with(chain), "_Hey_friend!_\u20aca_\ufffd");
+  chain["decoders"] = {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
+  EXPECT_EQ(decode_with(chain), "\u2581Hey\u2581\u2581friend!\u2581\u20acxxa\u2581x\ufffd");
+}
+
 // A tiktoken directory: Kimi's layout, and malformed tiktoken.model lines named by file and line.
 TEST(Tokenizer, TiktokenDirectory) {
   Tokenizer kimi = Tokenizer::from_file(fixture("tokenizers/kimi"));
