@@ -191,9 +191,16 @@ def build_more(name):
             pre_tokenizers.Whitespace(), pre_tokenizers.Digits(individual_digits=True),
             pre_tokenizers.Punctuation(behavior="isolated")])
         alphabet = []
-    # Without a byte alphabet, keep only the commoner characters: the rest exercise byte_fallback
-    # and unk.
-    limit = {"limit_alphabet": 150} if not alphabet else {}
+    if not alphabet:
+        # Without a byte alphabet, keep only the 150 commonest characters (ties by code point: the
+        # trainer's own limit_alphabet breaks ties in hash order, so the fixtures would differ from
+        # run to run); the rest exercise byte_fallback and unk.
+        counts = {}
+        for line in training_corpus():
+            for ch in line:
+                counts[ch] = counts.get(ch, 0) + 1
+        alphabet = sorted(counts, key=lambda ch: (-counts[ch], ch))[:150]
+    limit = {"limit_alphabet": len(alphabet)} if name != "deepseek_v3" else {}
     trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=specials, initial_alphabet=alphabet,
                                   show_progress=False, **limit)
     tok.train_from_iterator(training_corpus(), trainer)
@@ -374,8 +381,30 @@ def record(tok, texts=TEST_TEXTS):
     return {"encode": cases, "decode": decodes}
 
 
+def record_pre_tokenizers():
+    """pretokenizers.jsonl: each pre-tokenizer's pieces of one text, as pre_tokenize_str gives them
+    (the Split behaviours, invert, Digits, Metaspace with split, Punctuation, ...)."""
+    text = "Hello,  world!! 123abc 4.5 \u2581x  \tend?"
+    cases = []
+    for b in ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]:
+        for inv in (False, True):
+            cases.append(pre_tokenizers.Split(Regex(r"\s+|[!,]"), behavior=b, invert=inv))
+    cases += [pre_tokenizers.Split(" ", behavior="merged_with_next"),
+              pre_tokenizers.Digits(individual_digits=False), pre_tokenizers.Digits(individual_digits=True),
+              pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True),
+              pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="never", split=True),
+              pre_tokenizers.Punctuation(behavior="contiguous"), pre_tokenizers.WhitespaceSplit(),
+              pre_tokenizers.BertPreTokenizer(), pre_tokenizers.Whitespace()]
+    with open(os.path.join(OUT, "pretokenizers.jsonl"), "w", encoding="utf-8") as f:
+        for c in cases:
+            f.write(json.dumps({"spec": json.loads(c.__getstate__()), "text": text,
+                                "pieces": [p for p, _ in c.pre_tokenize_str(text)]},
+                               ensure_ascii=False) + "\n")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    record_pre_tokenizers()
     enc = build_kimi(os.path.join(OUT, "kimi"))
     with open(os.path.join(OUT, "kimi.expected.json"), "w", encoding="utf-8") as f:
         json.dump(record_tiktoken(enc), f, ensure_ascii=False, indent=0)

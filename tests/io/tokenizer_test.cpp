@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "hp/io/json.h"
+#include "hp/io/tokenizer_impl.h"
 #include "io/io_test_util.h"
 
 namespace hp::io {
@@ -177,6 +178,26 @@ TEST(Tokenizer, DecoderChainsMatchReference) {
   EXPECT_EQ(decode_with(chain), "_Hey_friend!_\u20aca_\ufffd");
   chain["decoders"] = {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
   EXPECT_EQ(decode_with(chain), "\u2581Hey\u2581\u2581friend!\u2581\u20acxxa\u2581x\ufffd");
+}
+
+// Each pre-tokenizer's pieces of one text (Split behaviours and invert, Digits, Metaspace with
+// split, Punctuation, WhitespaceSplit, BertPreTokenizer, Whitespace) as pre_tokenize_str gives
+// them.
+TEST(Tokenizer, PreTokenizersMatchReference) {
+  std::ifstream in(fixture("tokenizers/pretokenizers.jsonl"));
+  int checked = 0;
+  for (std::string line; std::getline(in, line); ++checked) {
+    Json c = parse_json(line, "pretokenizers.jsonl");
+    SCOPED_TRACE(c.at("spec").dump());
+    auto pre = detail::load_pre_tokenizer(c.at("spec"));
+    std::vector<detail::Piece> pieces{{c.get_string("text"), true}};
+    pre->split(pieces);
+    std::vector<std::string> got, want;
+    for (const detail::Piece& p : pieces) got.push_back(p.text);
+    for (const Json& p : c.at("pieces").elements()) want.push_back(p.as_string());
+    EXPECT_EQ(got, want);
+  }
+  EXPECT_EQ(checked, 19);
 }
 
 // A tiktoken directory: Kimi's layout, and malformed tiktoken.model lines named by file and line.
