@@ -3,7 +3,7 @@
 from the behaviour of the `tokenizers` package itself, so hp matches it even where its Unicode
 versions differ from each other and from Python's `unicodedata`.
 
-  /work/peer-venv/bin/python tools/gen_unicode_tables.py     # rewrites both .inc files
+  python tools/gen_unicode_tables.py   # needs tokenizers and tiktoken; rewrites both .inc files
 
 unicode_tables.inc: per code point range, a bit set of the regex properties the Split patterns of
 real tokenizers use (\\p{Lu} \\p{Ll} \\p{Lt} \\p{Lm} \\p{Lo} \\p{M} \\p{Nd} \\p{Nl} \\p{No} \\p{P}

@@ -9,7 +9,6 @@
 #include "hp/core/error.h"
 #include "hp/io/json.h"
 #include "hp/io/tokenizer_impl.h"
-#include "hp/io/unicode.h"
 
 namespace hp::io::detail {
 
