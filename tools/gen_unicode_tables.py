@@ -1,65 +1,71 @@
 #!/usr/bin/env python3
-"""Generates src/hp/io/unicode_tables.inc: Unicode character-class ranges for the tokenizer.
+"""Generates the Unicode tables of the tokenizer (src/hp/io/unicode_tables.inc, unicode_norm.inc)
+from the behaviour of the `tokenizers` package itself, so hp matches it even where its Unicode
+versions differ from each other and from Python's `unicodedata`.
 
-The Hugging Face pre-tokenizer regexes use \\p{L}, \\p{N} and \\s (Oniguruma semantics), and the
-added-token single_word rule uses \\w; std::regex supports none of them, so the C++ side looks code
-points up in this sorted range table. Classes:
-  letter         general category L*          (\\p{L})
-  digit          Nd                           (\\p{N}, \\w)
-  letter_number  Nl                           (\\p{N}, \\w)
-  other_number   No                           (\\p{N})
-  mark           M*                           (\\w)
-  connector      Pc                           (\\w)
-  space          White_Space property         (\\s)
-  alpha_symbol   So with Other_Alphabetic, e.g. circled letters (\\w only)
+  python tools/gen_unicode_tables.py   # needs tokenizers and tiktoken; rewrites both .inc files
 
-It also writes src/hp/io/unicode_nfc.inc, the tables of the NFC normalizer (Qwen2's tokenizer.json
-uses one): canonical combining classes, canonical decompositions, and which two-code-point
-decompositions are primary composites (not excluded from composition).
+unicode_tables.inc: per code point range, a bit set of the regex properties the Split patterns of
+real tokenizers use (\\p{Lu} \\p{Ll} \\p{Lt} \\p{Lm} \\p{Lo} \\p{M} \\p{Nd} \\p{Nl} \\p{No} \\p{P}
+\\p{S} \\s \\p{Han}, plus Pc and Other_Alphabetic symbols for \\w). Each set is read off the
+package's Oniguruma engine (a Split regex with behavior "removed" over every code point); the same
+sets are checked against tiktoken's Rust regex engine (Kimi's pattern runs there) and must agree.
 
-Usage: pip install unicodedata2==16.0.0
-       python tools/gen_unicode_tables.py      # rewrites both .inc files
-The Unicode version must be the one of the `tokenizers` library's regex engines (Oniguruma for
-pre-tokenizers, Rust regex for added tokens): 16.0 as of tokenizers 0.23 (probed: letters new in
-16.0 are \\p{L} there, letters new in 17.0 are not). Python 3.11's own unicodedata is 14.0.
+unicode_norm.inc: the NFC / NFKC tables. The `tokenizers` normalizers use an older Unicode than
+Python (marks added since are starters there, and a few decompositions are missing), so every
+table is filtered by probing the package: canonical combining classes (Python's value where the
+package reorders the character, else 0), one-level canonical decompositions (where the package's
+NFD changes the character), primary composites (where its NFC keeps it), full compatibility
+decompositions (its NFKD where that differs from its NFD) and the Lowercase normalizer's mapping.
 """
 import os
 import sys
+import unicodedata as ud
 
-import unicodedata2 as unicodedata
+import tiktoken
+from tokenizers import Regex, normalizers, pre_tokenizers
 
-UNICODE_VERSION = "16.0.0"
+HERE = os.path.dirname(os.path.abspath(__file__))
+IO_DIR = os.path.join(os.path.dirname(HERE), "src", "hp", "io")
+CPS = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
 
-# White_Space (PropList.txt); unicodedata has no property API and str.isspace() also accepts
-# U+001C..U+001F, which are not White_Space.
-WHITE_SPACE = set(range(0x09, 0x0E)) | {0x20, 0x85, 0xA0, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F,
-                                        0x3000} | set(range(0x2000, 0x200B))
-
-
-# Other_Alphabetic code points outside M* (PropList.txt): \\w includes them via Alphabetic.
+# Bit of each property in unicode_tables.inc; must match CharProp in src/hp/io/unicode.h.
+PROPS = [("Lu", r"\p{Lu}"), ("Ll", r"\p{Ll}"), ("Lt", r"\p{Lt}"), ("Lm", r"\p{Lm}"),
+         ("Lo", r"\p{Lo}"), ("M", r"\p{M}"), ("Nd", r"\p{Nd}"), ("Nl", r"\p{Nl}"),
+         ("No", r"\p{No}"), ("P", r"\p{P}"), ("S", r"\p{S}"), ("Space", r"\s"),
+         ("Han", r"\p{Han}"), ("Pc", r"\p{Pc}")]
+# Other_Alphabetic code points outside M* (PropList.txt): Rust's \w includes them (Alphabetic).
 ALPHA_SYMBOLS = set(range(0x24B6, 0x24EA)) | set(range(0x1F130, 0x1F14A)) | \
     set(range(0x1F150, 0x1F16A)) | set(range(0x1F170, 0x1F18A))
 
 
-def char_class(cp):
-    if cp in WHITE_SPACE:
-        return "space"
-    if cp in ALPHA_SYMBOLS:
-        return "alpha_symbol"
-    cat = unicodedata.category(chr(cp))
-    if cat[0] == "L":
-        return "letter"
-    if cat == "Nd":
-        return "digit"
-    if cat == "Nl":
-        return "letter_number"
-    if cat == "No":
-        return "other_number"
-    if cat[0] == "M":
-        return "mark"
-    if cat == "Pc":
-        return "connector"
-    return None
+def onig_members(pattern):
+    split = pre_tokenizers.Split(Regex(pattern), behavior="removed")
+    out = set()
+    for i in range(0, len(CPS), 200000):
+        chunk = CPS[i:i + 200000]
+        kept = set()
+        for piece, _ in split.pre_tokenize_str("".join(map(chr, chunk))):
+            kept.update(map(ord, piece))
+        out |= set(chunk) - kept
+    return out
+
+
+def tiktoken_members(pattern):
+    # A piece "中c" is one token exactly when the pattern's first branch matched c after 中.
+    anchor = "\u4e2d"
+    cps = [c for c in CPS if c != 0x4E2D]
+    ranks = {bytes([b]): b for b in range(256)}
+    for i, c in enumerate(cps):
+        ranks[(anchor + chr(c)).encode()] = 256 + i
+    enc = tiktoken.Encoding(name="probe", pat_str=anchor + "(?:" + pattern + ")|(?s:.)",
+                            mergeable_ranks=ranks, special_tokens={})
+    out = set()
+    for i in range(0, len(cps), 100000):
+        for t in enc.encode_ordinary("".join(anchor + chr(c) for c in cps[i:i + 100000])):
+            if t >= 256:
+                out.add(cps[t - 256])
+    return out
 
 
 def write_rows(out, entries, per_line):
@@ -67,60 +73,111 @@ def write_rows(out, entries, per_line):
         out.write(" ".join(entries[i:i + per_line]) + "\n")
 
 
-def write_nfc(out):
-    out.write("// Generated by tools/gen_unicode_tables.py from Unicode %s (unicodedata2). Do not edit.\n"
-              % unicodedata.unidata_version)
-    # Canonical combining class runs (class 0 omitted).
+def write_property_table(check_tiktoken):
+    bits = {}
+    for k, (name, pattern) in enumerate(PROPS):
+        members = onig_members(pattern)
+        if check_tiktoken and name in ("Lu", "Ll", "Lt", "Lm", "Lo", "M", "Han", "Space"):
+            other = tiktoken_members(pattern)
+            if other != (members - {0x4E2D}):
+                sys.exit("tiktoken and tokenizers disagree on %s: %d code points" %
+                         (pattern, len(other ^ (members - {0x4E2D}))))
+        for c in members:
+            bits[c] = bits.get(c, 0) | (1 << k)
+    for c in ALPHA_SYMBOLS:
+        bits[c] = bits.get(c, 0) | (1 << len(PROPS))
     runs, prev, start = [], 0, 0
-    for cp in range(0x110000 + 1):
-        k = unicodedata.combining(chr(cp)) if cp < 0x110000 else 0
-        if k != prev:
-            if prev:
-                runs.append("{0x%04X, 0x%04X, %d}," % (start, cp - 1, prev))
-            prev, start = k, cp
-    out.write("// {first, last, canonical combining class}, sorted.\nconstexpr CccRange kCccRanges[] = {\n")
-    write_rows(out, runs, 4)
-    out.write("};\n")
-    # Canonical decompositions, one level (apply recursively); Hangul syllables are algorithmic.
-    rows = []
-    for cp in range(0x110000):
-        d = unicodedata.decomposition(chr(cp))
-        if not d or d.startswith("<"):
+    for c in range(0x110001):
+        b = bits.get(c, 0) if c < 0x110000 else -1
+        if b != prev:
+            if prev > 0:
+                runs.append("{0x%04X, 0x%04X, 0x%04X}," % (start, c - 1, prev))
+            prev, start = b, c
+    with open(os.path.join(IO_DIR, "unicode_tables.inc"), "w") as out:
+        out.write("// Generated by tools/gen_unicode_tables.py from tokenizers' Oniguruma. Do not edit.\n")
+        out.write("// {first, last, CharProp bits}: sorted, disjoint; unlisted code points have none.\n")
+        write_rows(out, runs, 3)
+
+
+def normalize_each(name, cps):
+    """The package's normalizer `name` applied to each code point on its own."""
+    n = getattr(normalizers, name)()
+    cps = [c for c in cps if c != 1]
+    out = {1: "\x01"}
+    for i in range(0, len(cps), 50000):
+        chunk = cps[i:i + 50000]
+        parts = n.normalize_str("\x01".join(map(chr, chunk))).split("\x01")
+        assert len(parts) == len(chunk)
+        out.update(zip(chunk, parts))
+    return out
+
+
+def cp_list(s):
+    return ", ".join("0x%04X" % ord(ch) for ch in s)
+
+
+def write_norm_tables():
+    nfd, nfc = normalize_each("NFD", CPS), normalize_each("NFC", CPS)
+    nfkd, lower = normalize_each("NFKD", CPS), normalize_each("Lowercase", CPS)
+    probe = normalizers.NFD()
+    ccc = []
+    for c in CPS:
+        k = ud.combining(chr(c))
+        if not k or nfd[c] != chr(c):
             continue
+        # A non-starter moves before U+0301 (230) or after U+0334 (1) under the package's NFD.
+        s1, s2 = "a\u0301" + chr(c), "a" + chr(c) + "\u0334"
+        if probe.normalize_str(s1) != s1 or probe.normalize_str(s2) != s2:
+            ccc.append((c, k))
+    runs, i = [], 0
+    while i < len(ccc):
+        j = i
+        while j + 1 < len(ccc) and ccc[j + 1][0] == ccc[j][0] + 1 and ccc[j + 1][1] == ccc[i][1]:
+            j += 1
+        runs.append("{0x%04X, 0x%04X, %d}," % (ccc[i][0], ccc[j][0], ccc[i][1]))
+        i = j + 1
+    decomp = []
+    for c in CPS:
+        if 0xAC00 <= c <= 0xD7A3 or nfd[c] == chr(c):
+            continue
+        d = ud.decomposition(chr(c))
+        assert d and not d.startswith("<"), hex(c)
         parts = [int(x, 16) for x in d.split()]
         second = parts[1] if len(parts) == 2 else 0
-        # A decomposable character that NFC leaves alone is a primary composite.
-        composes = int(len(parts) == 2 and unicodedata.normalize("NFC", chr(cp)) == chr(cp))
-        assert len(parts) <= 2 and (not composes or second >= 0x300)
-        rows.append("{0x%04X, 0x%04X, 0x%04X, %d}," % (cp, parts[0], second, composes))
-    out.write("// {code point, first, second (0: singleton), is a primary composite}, sorted.\n")
-    out.write("constexpr Decomposition kDecompositions[] = {\n")
-    write_rows(out, rows, 4)
-    out.write("};\n")
-
-
-def main():
-    if unicodedata.unidata_version != UNICODE_VERSION:
-        sys.exit("need unicodedata2 %s, found %s" % (UNICODE_VERSION, unicodedata.unidata_version))
-    runs = []
-    prev, start = None, 0
-    for cp in range(0x110000 + 1):
-        k = char_class(cp) if cp < 0x110000 else None
-        if k != prev:
-            if prev is not None:
-                runs.append((start, cp - 1, prev))
-            prev, start = k, cp
-    here = os.path.dirname(os.path.abspath(__file__))
-    io_dir = os.path.join(os.path.dirname(here), "src", "hp", "io")
-    with open(os.path.join(io_dir, "unicode_nfc.inc"), "w") as out:
-        write_nfc(out)
-    out = open(os.path.join(io_dir, "unicode_tables.inc"), "w")
-    out.write("// Generated by tools/gen_unicode_tables.py from Unicode %s (unicodedata2). Do not edit.\n"
-              % unicodedata.unidata_version)
-    out.write("// {first, last, class}: sorted, disjoint; code points not listed are CharClass::other.\n")
-    write_rows(out, ["{0x%04X, 0x%04X, CharClass::%s}," % (lo, hi, k) for lo, hi, k in runs], 3)
-    out.close()
+        composes = int(len(parts) == 2 and nfc[c] == chr(c))
+        decomp.append("{0x%04X, 0x%04X, 0x%04X, %d}," % (c, parts[0], second, composes))
+    compat, flat = [], []
+    for c in CPS:
+        if nfkd[c] != nfd[c]:
+            compat.append("{0x%04X, %d, %d}," % (c, len(flat), len(nfkd[c])))
+            flat.extend(ord(ch) for ch in nfkd[c])
+    low, low_flat = [], []
+    for c in CPS:
+        if lower[c] != chr(c):
+            low.append("{0x%04X, %d, %d}," % (c, len(low_flat), len(lower[c])))
+            low_flat.extend(ord(ch) for ch in lower[c])
+    with open(os.path.join(IO_DIR, "unicode_norm.inc"), "w") as out:
+        out.write("// Generated by tools/gen_unicode_tables.py from the tokenizers package's "
+                  "normalizers. Do not edit.\n")
+        out.write("// {first, last, canonical combining class}, sorted.\n"
+                  "constexpr CccRange kCccRanges[] = {\n")
+        write_rows(out, runs, 4)
+        out.write("};\n// {code point, first, second (0: singleton), is a primary composite}, sorted.\n"
+                  "constexpr Decomposition kDecompositions[] = {\n")
+        write_rows(out, decomp, 4)
+        out.write("};\n// Full compatibility decompositions (NFKD) where they differ from NFD: "
+                  "{code point, offset, length} into kCompatChars.\nconstexpr Mapping kCompat[] = {\n")
+        write_rows(out, compat, 5)
+        out.write("};\nconstexpr char32_t kCompatChars[] = {\n")
+        write_rows(out, ["0x%04X," % c for c in flat], 10)
+        out.write("};\n// The Lowercase normalizer: {code point, offset, length} into kLowerChars.\n"
+                  "constexpr Mapping kLower[] = {\n")
+        write_rows(out, low, 5)
+        out.write("};\nconstexpr char32_t kLowerChars[] = {\n")
+        write_rows(out, ["0x%04X," % c for c in low_flat], 10)
+        out.write("};\n")
 
 
 if __name__ == "__main__":
-    main()
+    write_norm_tables()
+    write_property_table(check_tiktoken="--no-tiktoken" not in sys.argv)

@@ -34,6 +34,7 @@ int run_bench_peak(const Args& args);     // hp bench peak (bench_peak.cpp)
 int run_bench_offload(const Args& args);  // hp bench offload (bench_offload.cpp)
 int run_data(const Args& args);
 int run_memory(const Args& args);
+int run_tokenize(const Args& args);
 
 inline const std::vector<Command>& commands() {
   static const std::vector<Command> k = {
@@ -51,6 +52,10 @@ inline const std::vector<Command>& commands() {
        "[--workers N] ...: tokenize corpora into an indexed dataset (data.format: indexed) | "
        "info PREFIX",
        run_data},
+      {"tokenize",
+       "--tokenizer FILE_OR_DIR (--text STR | --file F) [--decode] [--add-special]: ids of each "
+       "input line as a JSON array, or text of id arrays",
+       run_tokenize},
       {"launch",
        "run a command as N MPI ranks: hp launch -n N [--hosts h1:2,h2:2 | --hostfile F] "
        "[--dry-run] -- CMD",

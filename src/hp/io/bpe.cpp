@@ -1,5 +1,6 @@
 #include "hp/io/bpe.h"
 
+#include <algorithm>
 #include <queue>
 
 #include "hp/core/error.h"
@@ -7,8 +8,8 @@
 namespace hp::io::detail {
 
 BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges,
-                   std::optional<std::string> unk_token, bool fuse_unk, bool ignore_merges)
-    : vocab_(std::move(vocab)), fuse_unk_(fuse_unk), ignore_merges_(ignore_merges) {
+                   BpeOptions options)
+    : vocab_(std::move(vocab)), options_(std::move(options)) {
   int32_t max_id = -1;
   for (const auto& [tok, id] : vocab_) max_id = std::max(max_id, id);
   id_to_token_.resize(static_cast<size_t>(max_id + 1));
@@ -24,10 +25,16 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
     // Like the reference implementation, a repeated pair keeps its last rank.
     merges_[pair_key(ia->second, ib->second)] = Merge{static_cast<int32_t>(r), inew->second};
   }
-  if (unk_token) {
-    auto it = vocab_.find(*unk_token);
+  if (options_.unk_token) {
+    auto it = vocab_.find(*options_.unk_token);
     HP_CHECK(it != vocab_.end(), "unk_token not in vocab");
     unk_id_ = it->second;
+  }
+  for (int b = 0; b < 256; ++b) {
+    static const char kHex[] = "0123456789ABCDEF";
+    const char name[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>', 0};
+    auto id = token_to_id(name);
+    byte_ids_[b] = id ? *id : -1;
   }
 }
 
@@ -44,7 +51,7 @@ const std::string* BpeModel::id_to_token(int32_t id) const {
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
-  if (ignore_merges_) {
+  if (options_.ignore_merges) {
     if (auto id = token_to_id(word)) {
       out.push_back(*id);
       return;
@@ -78,7 +85,17 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
   };
   std::vector<Symbol> syms;
   syms.reserve(word.size());
-  bool last_unk = false;
+  auto add = [&](int32_t id) {
+    int32_t n = static_cast<int32_t>(syms.size());
+    syms.push_back(Symbol{id, n - 1, n + 1, true});
+  };
+  // As the reference: a run of unknown characters is held back (fused into one unk when
+  // fuse_unk) until a known character or the end; byte-fallback tokens do not end the run.
+  std::optional<int32_t> pending_unk;
+  auto flush_unk = [&] {
+    if (pending_unk) add(*pending_unk);
+    pending_unk.reset();
+  };
   for (size_t i = 0; i < word.size();) {
     size_t len = 1;
     auto b = static_cast<unsigned char>(word[i]);
@@ -89,19 +106,26 @@ void BpeModel::merge_word(std::string_view word, std::vector<int32_t>& out) cons
     else if (b >= 0xC0)
       len = 2;
     len = std::min(len, word.size() - i);
-    auto id = token_to_id(word.substr(i, len));
+    std::string_view ch = word.substr(i, len);
     i += len;
-    if (!id) {
-      if (!unk_id_) continue;  // no unk token: the character is dropped, as in the reference
-      if (fuse_unk_ && last_unk) continue;
-      id = unk_id_;
-      last_unk = true;
-    } else {
-      last_unk = false;
+    if (auto id = token_to_id(ch)) {
+      flush_unk();
+      add(*id);
+      continue;
     }
-    int32_t n = static_cast<int32_t>(syms.size());
-    syms.push_back(Symbol{*id, n - 1, n + 1, true});
+    if (options_.byte_fallback && std::all_of(ch.begin(), ch.end(), [&](char c) {
+          return byte_ids_[static_cast<unsigned char>(c)] >= 0;
+        })) {
+      for (char c : ch) add(byte_ids_[static_cast<unsigned char>(c)]);
+      continue;
+    }
+    if (!unk_id_) continue;  // no unk token: the character is dropped, as in the reference
+    if (!(pending_unk && options_.fuse_unk)) {
+      flush_unk();
+      pending_unk = unk_id_;
+    }
   }
+  flush_unk();
   if (syms.empty()) return;
   syms.back().next = -1;
 

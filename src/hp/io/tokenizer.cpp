@@ -1,7 +1,11 @@
-// Encoding and decoding; see tokenizer_load.cpp for the supported tokenizer.json components.
+// Encoding and decoding through the pipeline of tokenizer_impl.h: added tokens are split off the
+// raw text, the rest normalized (then normalized added tokens split off), pre-tokenized and run
+// through the model; the post-processor template adds BOS/EOS. Decoding maps ids to tokens and
+// runs the decoder chain.
 #include "hp/io/tokenizer.h"
 
 #include <array>
+#include <filesystem>
 
 #include "hp/core/error.h"
 #include "hp/io/json.h"
@@ -98,43 +102,16 @@ void split_added(const AddedMatcher& m, std::string_view s, Emit&& emit) {
   if (done < s.size()) emit(s.substr(done), nullptr);
 }
 
-// Runs the pre-tokenizer steps on a piece of text without added tokens, then BPE on each word.
-void encode_plain(const TokenizerImpl& t, std::string_view text, std::vector<int32_t>& ids) {
-  std::vector<std::string> pieces{std::string(text)}, next;
-  std::vector<char32_t> cps;
-  std::vector<uint32_t> offsets;
-  std::vector<std::pair<size_t, size_t>> ranges;
-  auto split = [&](const std::string& piece, SplitPattern p) {
-    decode_utf8(piece, cps, &offsets);
-    ranges.clear();
-    split_isolated(p, cps.data(), cps.size(), ranges);
-    for (auto [b, e] : ranges) next.push_back(piece.substr(offsets[b], offsets[e] - offsets[b]));
-  };
-  for (const PreTokenizeStep& step : t.pre_tokenize) {
-    next.clear();
-    for (std::string& piece : pieces) {
-      if (step.kind == PreTokenizeStep::split) {
-        split(piece, step.pattern);
-        continue;
-      }
-      if (step.add_prefix_space && piece[0] != ' ') piece.insert(0, 1, ' ');
-      if (step.use_regex)
-        split(piece, SplitPattern::gpt2);
-      else
-        next.push_back(std::move(piece));
-    }
-    pieces.swap(next);
+// Pre-tokenizes a piece of text without added tokens, then runs the model on each word.
+void encode_plain(const TokenizerImpl& t, std::string_view text, bool at_start,
+                  std::vector<int32_t>& ids) {
+  if (!t.pre_tokenizer) {
+    t.model->tokenize(text, ids);
+    return;
   }
-  std::string word;
-  for (const std::string& piece : pieces) {
-    if (!t.byte_level) {
-      t.model->tokenize(piece, ids);
-      continue;
-    }
-    word.clear();
-    for (unsigned char b : piece) append_utf8(word, byte_map().to_char[b]);
-    t.model->tokenize(word, ids);
-  }
+  std::vector<Piece> pieces{{std::string(text), at_start}};
+  t.pre_tokenizer->split(pieces);
+  for (const Piece& p : pieces) t.model->tokenize(p.text, ids);
 }
 
 }  // namespace
@@ -145,11 +122,21 @@ char32_t byte_to_char(uint8_t b) {
 int byte_from_char(char32_t c) {
   return c < 324 ? byte_map().to_byte[c] : -1;
 }
+void append_byte_level(std::string& out, std::string_view bytes) {
+  for (unsigned char b : bytes) append_utf8(out, byte_map().to_char[b]);
+}
 
 }  // namespace detail
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  return Tokenizer(detail::load_tokenizer(read_text_file(path, "tokenizer"), path));
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(path))
+    return Tokenizer(detail::load_tokenizer(read_text_file(path, "tokenizer"), path));
+  fs::path json = fs::path(path) / "tokenizer.json";
+  if (fs::exists(json)) return from_file(json.string());
+  if (fs::exists(fs::path(path) / "tiktoken.model"))
+    return Tokenizer(detail::load_tiktoken_dir(path));
+  HP_THROW(IoError, "tokenizer", path, ": directory has neither tokenizer.json nor tiktoken.model");
 }
 
 Tokenizer Tokenizer::from_json(std::string_view json_text, std::string source) {
@@ -164,22 +151,22 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   // Tokens with normalized=false match the raw text first; the others match the normalized
   // remainder, which then goes through pre-tokenization and BPE.
   std::string normalized;
+  bool raw_at_start = false;  // the raw piece being normalized begins the input
   auto on_normalized_piece = [&](std::string_view piece, const detail::AddedToken* a) {
     if (a)
       ids.push_back(a->id);
     else
-      detail::encode_plain(t, piece, ids);
+      detail::encode_plain(t, piece, raw_at_start && piece.data() == normalized.data(), ids);
   };
   auto on_raw_piece = [&](std::string_view piece, const detail::AddedToken* a) {
     if (a) {
       ids.push_back(a->id);
       return;
     }
-    if (t.nfc) {
-      normalized = detail::nfc(piece);
-      piece = normalized;
-    }
-    detail::split_added(t.normalized_matcher, piece, on_normalized_piece);
+    raw_at_start = piece.data() == text.data();
+    normalized.assign(piece);
+    if (t.normalizer) t.normalizer->normalize(normalized);
+    detail::split_added(t.normalized_matcher, normalized, on_normalized_piece);
   };
   detail::split_added(t.raw_matcher, text, on_raw_piece);
   if (!add_special_tokens || !t.single_template) return ids;
@@ -193,9 +180,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
   const detail::TokenizerImpl& t = *impl_;
-  std::string out;
-  std::vector<char32_t> cps;
-  bool first = true;
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
   for (int32_t id : ids) {
     const std::string* tok = nullptr;
     if (auto it = t.added_by_id.find(id); it != t.added_by_id.end())
@@ -203,31 +189,21 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
     else
       tok = t.model->id_to_token(id);
     if (!tok) continue;
+    // As the reference, skipping goes by the token's text, whichever id produced it.
     if (skip_special_tokens) {
       auto a = t.added_by_content.find(*tok);
       if (a != t.added_by_content.end() && t.added[t.added_by_id.at(a->second)].special) continue;
     }
-    if (!t.byte_level_decoder) {
-      if (!first) out += ' ';
-      out += *tok;
-      first = false;
-      continue;
-    }
-    // A token made only of mapped characters turns back into bytes; any other is kept verbatim.
-    detail::decode_utf8(*tok, cps);
-    size_t mark = out.size();
-    bool mapped = true;
-    for (char32_t c : cps) {
-      int b = detail::byte_from_char(c);
-      if (b < 0) {
-        mapped = false;
-        break;
-      }
-      out += static_cast<char>(b);
-    }
-    if (!mapped) out.replace(mark, std::string::npos, *tok);
+    tokens.push_back(*tok);
   }
-  return t.byte_level_decoder ? detail::utf8_lossy(out) : out;
+  std::string out;
+  if (!t.decoder) {
+    for (size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
+    return out;
+  }
+  t.decoder->decode_chain(tokens);
+  for (const std::string& s : tokens) out += s;
+  return out;
 }
 
 int32_t Tokenizer::vocab_size() const {

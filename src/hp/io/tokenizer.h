@@ -1,12 +1,16 @@
-// Hugging Face tokenizer.json: byte-level BPE (GPT-2, Llama-3, Qwen2 families).
+// Text ↔ token ids as the Hugging Face `tokenizers` package (tokenizer.json) or tiktoken
+// (Kimi-K2's tiktoken.model directory) computes them.
 //
-// Supported pipeline, which covers those families: no normalizer; pre_tokenizer ByteLevel or
-// Sequence[Split(Regex), ByteLevel] with the GPT-2, Llama-3 or Qwen2 regex; model BPE (vocab,
-// merges as "a b" strings or [a, b] pairs, ignore_merges, unk_token); post_processor ByteLevel,
-// TemplateProcessing or a Sequence of them; decoder ByteLevel. added_tokens (special or not, with
-// lstrip / rstrip / single_word) are matched before pre-tokenization. Anything else is rejected at
-// load time with an error naming the file and key, rather than tokenizing differently from Python.
-// Encodings are identical to the `tokenizers` library (tests/io/fixtures).
+// tokenizer.json is run as data: normalizers (NFC, NFD, NFKC, NFKD, Lowercase, Prepend, Replace,
+// Strip, ByteLevel, Sequence), pre-tokenizers (ByteLevel, Split with any supported regex and
+// behavior, Digits, Metaspace, Whitespace, WhitespaceSplit, Punctuation, BertPreTokenizer,
+// Sequence), model BPE (merges as "a b" or [a, b], byte_fallback, ignore_merges, unk_token,
+// fuse_unk), decoders (ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace, Sequence),
+// post-processors (TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence)
+// and added tokens (special or not, with lstrip / rstrip / single_word / normalized) recognized
+// inside text. Anything else is rejected at load time with an error naming the file, key and value
+// rather than tokenizing differently. Unicode tables are those of the `tokenizers` package
+// (tools/gen_unicode_tables.py); fixtures in tests/io/fixtures/tokenizers check ids against it.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +29,9 @@ struct TokenizerImpl;
 
 class Tokenizer {
  public:
-  // Loads tokenizer.json; errors (missing file, bad JSON, unsupported component) name the file
-  // and the key.
+  // Loads a tokenizer.json file, or a directory holding tokenizer.json or else tiktoken.model
+  // (+ tokenizer_config.json); errors (missing file, bad JSON, unsupported component, malformed
+  // tiktoken line) name the file and the key or line.
   static Tokenizer from_file(const std::string& path);
   // `source` names the text in errors.
   static Tokenizer from_json(std::string_view json_text, std::string source);

@@ -1,4 +1,7 @@
-// tokenizer.json → TokenizerImpl, rejecting every component the encoder does not implement.
+// tokenizer.json → TokenizerImpl: the model, added tokens and post-processor here; normalizers,
+// pre-tokenizers and decoders in tokenizer_{normalizers,pretokenizers,decoders}.cpp. Every
+// component hp does not implement is rejected naming the file and key, rather than tokenizing
+// differently from the `tokenizers` package.
 #include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -6,7 +9,6 @@
 #include "hp/core/error.h"
 #include "hp/io/json.h"
 #include "hp/io/tokenizer_impl.h"
-#include "hp/io/unicode.h"
 
 namespace hp::io::detail {
 
@@ -15,8 +17,7 @@ namespace {
 using nlohmann::json;
 
 [[noreturn]] void unsupported(const Json& node, std::string_view what) {
-  node.fail(hp::detail::cat("unsupported ", what, " (hp implements byte-level BPE: ",
-                            "GPT-2 / Llama-3 / Qwen2 pipelines)"));
+  node.fail(hp::detail::cat("unsupported ", what));
 }
 
 int32_t token_id(const Json& node) {
@@ -26,15 +27,13 @@ int32_t token_id(const Json& node) {
   return static_cast<int32_t>(v);
 }
 
-std::unique_ptr<BpeModel> load_model(const Json& model) {
+std::unique_ptr<Model> load_model(const Json& model) {
   std::string type = model.get_string_or("type", "BPE");
   if (type != "BPE") unsupported(model["type"], "model type \"" + type + "\"");
   if (auto d = model.find("dropout"); d && !d->is_null() && d->as_double() != 0.0)
     unsupported(*d, "BPE dropout");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (!model.get_string_or(key, "").empty()) unsupported(model[key], key);
-  if (model.get_bool_or("byte_fallback", false))
-    unsupported(model["byte_fallback"], "byte_fallback");
 
   // The vocab can hold 100k+ entries: walk the raw node and only build paths for errors.
   Json vocab_node = model.at("vocab");
@@ -78,54 +77,16 @@ std::unique_ptr<BpeModel> load_model(const Json& model) {
     merges.push_back(std::move(pair));
   }
 
-  std::optional<std::string> unk;
+  BpeOptions opt;
   if (auto u = model.find("unk_token"); u && !u->is_null()) {
-    unk = u->as_string();
-    if (!vocab.count(*unk)) u->fail("unk_token \"" + *unk + "\" is not in model.vocab");
+    opt.unk_token = u->as_string();
+    if (!vocab.count(*opt.unk_token))
+      u->fail("unk_token \"" + *opt.unk_token + "\" is not in model.vocab");
   }
-  return std::make_unique<BpeModel>(std::move(vocab), merges, unk,
-                                    model.get_bool_or("fuse_unk", false),
-                                    model.get_bool_or("ignore_merges", false));
-}
-
-// NFC, or a Sequence of NFCs (an empty Sequence is the identity); any other normalization would
-// change the ids.
-void load_normalizer(const Json& node, TokenizerImpl& t) {
-  if (node.is_null()) return;
-  std::string type = node.get_string("type");
-  if (type == "Sequence") {
-    for (const Json& n : node.at("normalizers").elements()) load_normalizer(n, t);
-  } else if (type == "NFC") {
-    t.nfc = true;
-  } else {
-    unsupported(node["type"], "normalizer \"" + type + "\"");
-  }
-}
-
-void load_pre_tokenizer(const Json& node, TokenizerImpl& t) {
-  if (node.is_null()) return;
-  std::string type = node.get_string("type");
-  if (type == "Sequence") {
-    for (const Json& step : node.at("pretokenizers").elements()) load_pre_tokenizer(step, t);
-  } else if (type == "Split") {
-    Json pattern = node.at("pattern");
-    auto re = pattern.find("Regex");
-    if (!re) unsupported(pattern, "Split pattern (only known Regex patterns are implemented)");
-    auto known = recognize_split_regex(re->as_string());
-    if (!known) unsupported(*re, "Split regex " + re->dump());
-    if (node.get_string("behavior") != "Isolated")
-      unsupported(node["behavior"], "Split behavior \"" + node.get_string("behavior") + "\"");
-    if (node.get_bool_or("invert", false)) unsupported(node["invert"], "inverted Split");
-    t.pre_tokenize.push_back({PreTokenizeStep::split, *known});
-  } else if (type == "ByteLevel") {
-    PreTokenizeStep s{PreTokenizeStep::byte_level};
-    s.add_prefix_space = node.get_bool_or("add_prefix_space", true);
-    s.use_regex = node.get_bool_or("use_regex", true);
-    t.pre_tokenize.push_back(s);
-    t.byte_level = true;
-  } else {
-    unsupported(node["type"], "pre_tokenizer type \"" + type + "\"");
-  }
+  opt.fuse_unk = model.get_bool_or("fuse_unk", false);
+  opt.ignore_merges = model.get_bool_or("ignore_merges", false);
+  opt.byte_fallback = model.get_bool_or("byte_fallback", false);
+  return std::make_unique<BpeModel>(std::move(vocab), merges, std::move(opt));
 }
 
 void load_post_processor(const Json& node, TokenizerImpl& t) {
@@ -135,6 +96,12 @@ void load_post_processor(const Json& node, TokenizerImpl& t) {
     for (const Json& p : node.at("processors").elements()) load_post_processor(p, t);
   } else if (type == "ByteLevel") {
     // Only adjusts offsets, which hp does not report.
+  } else if (type == "BertProcessing" || type == "RobertaProcessing") {
+    // [CLS] A [SEP] / <s> A </s>: "cls" and "sep" are [token, id] pairs.
+    if (t.single_template) unsupported(node, "second template post-processor");
+    auto id_of = [&](const char* key) { return token_id(node.at(key).at(1)); };
+    t.single_template =
+        std::vector<TemplateItem>{{false, {id_of("cls")}}, {true, {}}, {false, {id_of("sep")}}};
   } else if (type == "TemplateProcessing") {
     if (t.single_template) unsupported(node, "second TemplateProcessing");
     Json specials = node.at("special_tokens");
@@ -159,6 +126,8 @@ void load_post_processor(const Json& node, TokenizerImpl& t) {
   }
 }
 
+}  // namespace
+
 void index_added_tokens(TokenizerImpl& t) {
   for (size_t i = 0; i < t.added.size(); ++i) {
     const AddedToken& a = t.added[i];
@@ -176,8 +145,6 @@ void index_added_tokens(TokenizerImpl& t) {
       });
 }
 
-}  // namespace
-
 std::shared_ptr<const TokenizerImpl> load_tokenizer(std::string_view json_text,
                                                     std::string source) {
   Json root = parse_json(json_text, source);
@@ -185,14 +152,10 @@ std::shared_ptr<const TokenizerImpl> load_tokenizer(std::string_view json_text,
   t->source = std::move(source);
   t->model = load_model(root.at("model"));
 
-  if (auto n = root.find("normalizer")) load_normalizer(*n, *t);
-  if (auto p = root.find("pre_tokenizer")) load_pre_tokenizer(*p, *t);
+  if (auto n = root.find("normalizer")) t->normalizer = load_normalizer(*n);
+  if (auto p = root.find("pre_tokenizer")) t->pre_tokenizer = load_pre_tokenizer(*p);
   if (auto p = root.find("post_processor")) load_post_processor(*p, *t);
-  if (auto d = root.find("decoder"); d && !d->is_null()) {
-    if (d->get_string("type") != "ByteLevel")
-      unsupported(d->at("type"), "decoder \"" + d->get_string("type") + "\"");
-    t->byte_level_decoder = true;
-  }
+  if (auto d = root.find("decoder")) t->decoder = load_decoder(*d);
 
   if (auto list = root.find("added_tokens"); list && !list->is_null()) {
     for (const Json& a : list->elements()) {
@@ -205,7 +168,7 @@ std::shared_ptr<const TokenizerImpl> load_tokenizer(std::string_view json_text,
       tok.rstrip = a.get_bool_or("rstrip", false);
       tok.normalized = a.get_bool_or("normalized", !tok.special);
       // Normalized tokens are matched against normalized text, so normalize them too.
-      if (tok.normalized && t->nfc) tok.content = nfc(tok.content);
+      if (tok.normalized && t->normalizer) t->normalizer->normalize(tok.content);
       t->added.push_back(std::move(tok));
     }
   }

@@ -1,18 +1,19 @@
 #include "hp/io/unicode.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 
 namespace hp::io::detail {
 
 namespace {
 
-struct ClassRange {
+struct PropRange {
   char32_t first, last;
-  CharClass cls;
+  uint16_t props;
 };
 
-constexpr ClassRange kRanges[] = {
+constexpr PropRange kRanges[] = {
 #include "hp/io/unicode_tables.inc"
 };
 
@@ -51,31 +52,28 @@ std::pair<int, char32_t> decode_one(const unsigned char* p, size_t n) {
   return {len, cp};
 }
 
+uint16_t lookup_props(char32_t c) {
+  auto it = std::upper_bound(std::begin(kRanges), std::end(kRanges), c,
+                             [](char32_t v, const PropRange& r) { return v < r.first; });
+  if (it == std::begin(kRanges)) return 0;
+  --it;
+  return c <= it->last ? it->props : 0;
+}
+
 }  // namespace
 
-CharClass char_class(char32_t c) {
-  auto it = std::upper_bound(std::begin(kRanges), std::end(kRanges), c,
-                             [](char32_t v, const ClassRange& r) { return v < r.first; });
-  if (it == std::begin(kRanges)) return CharClass::other;
-  --it;
-  return c <= it->last ? it->cls : CharClass::other;
+uint16_t char_props(char32_t c) {
+  static const auto ascii = [] {
+    std::array<uint16_t, 128> t{};
+    for (char32_t i = 0; i < 128; ++i) t[i] = lookup_props(i);
+    return t;
+  }();
+  return c < 128 ? ascii[c] : lookup_props(c);
 }
 
 bool is_word(char32_t c) {
-  if (c < 0x80)
-    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '_';
   if (c == 0x200C || c == 0x200D) return true;
-  switch (char_class(c)) {
-    case CharClass::letter:
-    case CharClass::digit:
-    case CharClass::letter_number:
-    case CharClass::mark:
-    case CharClass::connector:
-    case CharClass::alpha_symbol:
-      return true;
-    default:
-      return false;
-  }
+  return char_props(c) & (kPropL | kPropM | kPropNd | kPropNl | kPropPc | kPropAlphaSym);
 }
 
 size_t decode_utf8(std::string_view s, std::vector<char32_t>& out, std::vector<uint32_t>* offsets) {

@@ -9,36 +9,42 @@
 
 namespace hp::io::detail {
 
-// Coarse Unicode classes the pre-tokenizer regexes need; see tools/gen_unicode_tables.py.
-enum class CharClass : uint8_t {
-  other,
-  letter,         // L*
-  digit,          // Nd
-  letter_number,  // Nl
-  other_number,   // No
-  mark,           // M*
-  connector,      // Pc
-  space,          // White_Space
-  alpha_symbol,   // So with Other_Alphabetic (circled letters): only \w cares
+// Unicode properties the tokenizer regexes and normalizers need, as read off the `tokenizers`
+// package's own regex engine by tools/gen_unicode_tables.py (so \p{L} means what it means there).
+enum CharProp : uint16_t {
+  kPropLu = 1 << 0,
+  kPropLl = 1 << 1,
+  kPropLt = 1 << 2,
+  kPropLm = 1 << 3,
+  kPropLo = 1 << 4,
+  kPropM = 1 << 5,
+  kPropNd = 1 << 6,
+  kPropNl = 1 << 7,
+  kPropNo = 1 << 8,
+  kPropP = 1 << 9,
+  kPropS = 1 << 10,
+  kPropSpace = 1 << 11,     // White_Space (\s)
+  kPropHan = 1 << 12,       // Script=Han
+  kPropPc = 1 << 13,        // connector punctuation (also in kPropP)
+  kPropAlphaSym = 1 << 14,  // So with Other_Alphabetic (circled letters): only Rust's \w cares
 };
+constexpr uint16_t kPropL = kPropLu | kPropLl | kPropLt | kPropLm | kPropLo;
+constexpr uint16_t kPropN = kPropNd | kPropNl | kPropNo;
 
-CharClass char_class(char32_t c);
+// Property bits of a code point; ASCII is a table lookup.
+uint16_t char_props(char32_t c);
 
 inline bool is_letter(char32_t c) {
-  if (c < 0x80) return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
-  return char_class(c) == CharClass::letter;
+  return char_props(c) & kPropL;
 }
 inline bool is_number(char32_t c) {
-  if (c < 0x80) return c >= '0' && c <= '9';
-  CharClass k = char_class(c);
-  return k == CharClass::digit || k == CharClass::letter_number || k == CharClass::other_number;
+  return char_props(c) & kPropN;
 }
 // Oniguruma / Rust \s: the White_Space property.
 inline bool is_space(char32_t c) {
-  if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
-  return char_class(c) == CharClass::space;
+  return char_props(c) & kPropSpace;
 }
-// Rust regex \w: Alphabetic, M, Nd, Pc, Join_Control.
+// Rust regex \w (added tokens' single_word): Alphabetic, M, Nd, Pc, Join_Control.
 bool is_word(char32_t c);
 
 // Decodes UTF-8 into code points; `offsets` (if given) receives the byte offset of each code point
@@ -49,8 +55,15 @@ size_t decode_utf8(std::string_view s, std::vector<char32_t>& out,
 // Byte offset of the first invalid sequence, or npos.
 size_t find_invalid_utf8(std::string_view s);
 void append_utf8(std::string& out, char32_t c);
-// Unicode Normalization Form C of valid UTF-8 text (tables: tools/gen_unicode_tables.py).
-std::string nfc(std::string_view text);
+// Unicode normalization forms of valid UTF-8 text, with the tables of the `tokenizers` package
+// (tools/gen_unicode_tables.py): canonical (NFC/NFD) or compatibility (NFKC/NFKD) decomposition,
+// then canonical composition when `compose`.
+std::string normalize_unicode(std::string_view text, bool compat, bool compose);
+inline std::string nfc(std::string_view text) {
+  return normalize_unicode(text, false, true);
+}
+// The `tokenizers` Lowercase normalizer (Rust's char::to_lowercase, one- or multi-char results).
+std::string lowercase(std::string_view text);
 // Rust's String::from_utf8_lossy: each maximal invalid subsequence becomes one U+FFFD.
 std::string utf8_lossy(std::string_view bytes);
 

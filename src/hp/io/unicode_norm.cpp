@@ -1,5 +1,6 @@
-// Unicode Normalization Form C (UAX #15): canonical decomposition, canonical ordering, canonical
-// composition. Used by tokenizer.json files whose normalizer is {"type": "NFC"} (Qwen2).
+// Unicode normalization (UAX #15: decomposition, canonical ordering, canonical composition) and
+// lowercasing, with the tables of the `tokenizers` package (tools/gen_unicode_tables.py): used by
+// the NFC / NFD / NFKC / NFKD / Lowercase normalizers of tokenizer.json.
 #include <algorithm>
 #include <iterator>
 #include <unordered_map>
@@ -18,8 +19,18 @@ struct Decomposition {
   char32_t cp, first, second;  // second == 0: a singleton
   bool composes;
 };
+// A code point's replacement: chars[offset, offset + length) of the table's char array.
+struct Mapping {
+  char32_t cp;
+  uint32_t offset, length;
+};
 
-#include "hp/io/unicode_nfc.inc"
+#include "hp/io/unicode_norm.inc"
+
+const Mapping* find_mapping(const Mapping* begin, const Mapping* end, char32_t c) {
+  auto it = std::lower_bound(begin, end, c, [](const Mapping& m, char32_t v) { return m.cp < v; });
+  return it != end && it->cp == c ? it : nullptr;
+}
 
 // Hangul syllables decompose and compose algorithmically.
 constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
@@ -41,7 +52,14 @@ const Decomposition* find_decomposition(char32_t c) {
   return it != std::end(kDecompositions) && it->cp == c ? &*it : nullptr;
 }
 
-void decompose(char32_t c, std::vector<char32_t>& out) {
+void decompose(char32_t c, bool compat, std::vector<char32_t>& out) {
+  if (compat && c >= 0xA0) {
+    // Compatibility decompositions are stored fully expanded.
+    if (const Mapping* m = find_mapping(std::begin(kCompat), std::end(kCompat), c)) {
+      out.insert(out.end(), kCompatChars + m->offset, kCompatChars + m->offset + m->length);
+      return;
+    }
+  }
   if (c >= kSBase && c < kSBase + kSCount) {
     char32_t s = c - kSBase;
     out.push_back(kLBase + s / kNCount);
@@ -54,8 +72,8 @@ void decompose(char32_t c, std::vector<char32_t>& out) {
     out.push_back(c);
     return;
   }
-  decompose(d->first, out);
-  if (d->second) decompose(d->second, out);
+  decompose(d->first, compat, out);
+  if (d->second) decompose(d->second, compat, out);
 }
 
 char32_t compose(char32_t a, char32_t b) {
@@ -76,17 +94,19 @@ char32_t compose(char32_t a, char32_t b) {
 
 }  // namespace
 
-std::string nfc(std::string_view text) {
-  // Code points below U+0300 are NFC-stable starters that never compose with what precedes them
-  // (every second element of a composition is >= U+0300), so most text needs no work.
+std::string normalize_unicode(std::string_view text, bool compat, bool compose_marks) {
+  // Code points below U+00A0 (below U+00C0 for NFD, U+0300 for NFC) are stable starters that never
+  // compose with what precedes them (every second element of a composition is >= U+0300), so
+  // most text needs no work.
   std::vector<char32_t> cps;
   decode_utf8(text, cps);
-  if (std::all_of(cps.begin(), cps.end(), [](char32_t c) { return c < 0x300; }))
+  const char32_t stable = compat ? 0xA0 : compose_marks ? 0x300 : 0xC0;
+  if (std::all_of(cps.begin(), cps.end(), [&](char32_t c) { return c < stable; }))
     return std::string(text);
 
   std::vector<char32_t> buf;
   buf.reserve(cps.size() + 8);
-  for (char32_t c : cps) decompose(c, buf);
+  for (char32_t c : cps) decompose(c, compat, buf);
   // Canonical ordering: stable-sort each run of non-starters by combining class.
   for (size_t i = 0; i < buf.size();) {
     if (ccc(buf[i]) == 0) {
@@ -98,6 +118,11 @@ std::string nfc(std::string_view text) {
     std::stable_sort(buf.begin() + i, buf.begin() + j,
                      [](char32_t a, char32_t b) { return ccc(a) < ccc(b); });
     i = j;
+  }
+  if (!compose_marks) {
+    std::string out;
+    for (char32_t c : buf) append_utf8(out, c);
+    return out;
   }
   // Canonical composition: a mark composes with the last starter unless blocked by a character
   // of equal or higher class in between.
@@ -120,6 +145,23 @@ std::string nfc(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (char32_t c : buf) append_utf8(out, c);
+  return out;
+}
+
+std::string lowercase(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  std::vector<char32_t> cps;
+  decode_utf8(text, cps);
+  for (char32_t c : cps) {
+    if (c < 0x80) {
+      out += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    } else if (const Mapping* m = find_mapping(std::begin(kLower), std::end(kLower), c)) {
+      for (uint32_t i = 0; i < m->length; ++i) append_utf8(out, kLowerChars[m->offset + i]);
+    } else {
+      append_utf8(out, c);
+    }
+  }
   return out;
 }
 
