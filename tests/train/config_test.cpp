@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "hp/core/error.h"
+#include "hp/kernels/cpu/isa.h"
 #include "hp/models/registry.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/schema.h"
@@ -204,6 +205,22 @@ TEST(Config, SchemaListsEveryFieldWithTypeDefaultAndDoc) {
   EXPECT_NE(s.find("int"), std::string::npos);
   EXPECT_NE(s.find("rms_match|shape"), std::string::npos);
   EXPECT_NE(s.find("# number of optimizer steps"), std::string::npos) << s;
+}
+
+// auto resolves by the CPU: bf16 only where bf16 is multiplied natively; the explicit values
+// are taken as written.
+TEST(Config, MixedPrecisionAutoFollowsNativeBf16) {
+  const Config a = parse_config(kValid, "run.yaml", {"training.mixed_precision=auto"});
+  EXPECT_EQ(compute_dtype(a), kernels::native_bf16() ? DType::bf16 : DType::f32)
+      << kernels::isa_summary();
+  EXPECT_EQ(compute_dtype(parse_config(kValid, "run.yaml", {"training.mixed_precision=f32"})),
+            DType::f32);
+  EXPECT_EQ(compute_dtype(parse_config(kValid, "run.yaml", {"training.mixed_precision=bf16"})),
+            DType::bf16);
+  EXPECT_NE(kernels::isa_summary().find(std::string("kernels ") +
+                                        kernels::isa_name(kernels::active_isa())),
+            std::string::npos);
+  EXPECT_THROW(parse_config(kValid, "run.yaml", {"training.mixed_precision=fp16"}), ValueError);
 }
 
 // training.mixed_precision, and parallel.fsdp.param_dtype as its deprecated alias.

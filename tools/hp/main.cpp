@@ -12,6 +12,7 @@
 #include "hp/core/byte_size.h"
 #include "hp/core/error.h"
 #include "hp/dist/communicator.h"
+#include "hp/kernels/cpu/isa.h"
 
 namespace hp::cli {
 
@@ -169,7 +170,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "--version")) {
-    std::printf("hp %s\n", HP_VERSION);
+    std::printf("hp %s\n%s\n", HP_VERSION, hp::kernels::isa_summary().c_str());
     return 0;
   }
   for (const auto& c : hp::cli::commands()) {

@@ -177,8 +177,9 @@ void TrainingConfig::describe(Schema& s) {
   s.add("grad_accum", &grad_accum, "micro-batches per optimizer step").min(1);
   s.add("grad_clip", &grad_clip, "max global gradient norm (0 = no clipping)").min(0);
   s.add("mixed_precision", &mixed_precision,
-        "dtype the model computes in (parameters gathered and cast to it; f32 masters either way)")
-      .choices({"f32", "bf16"});
+        "dtype the model computes in (parameters gathered and cast to it; f32 masters either "
+        "way); auto = bf16 where the CPU multiplies bf16 natively (AVX512_BF16, AMX), else f32")
+      .choices({"auto", "f32", "bf16"});
   s.add("sample_prompt", &sample_prompt, "prompt of the sample generated at the end");
   s.add("sample_tokens", &sample_tokens, "tokens generated at the end (0 = no sample)").min(0);
   s.add("max_skipped_steps", &max_skipped_steps,

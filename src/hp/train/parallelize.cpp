@@ -7,6 +7,7 @@
 #include "hp/checkpoint/dcp.h"
 #include "hp/core/error.h"
 #include "hp/fsdp/fsdp.h"
+#include "hp/kernels/cpu/isa.h"
 #include "hp/models/moe.h"
 #include "hp/models/recompute.h"
 #include "hp/models/tp_plan.h"
@@ -264,7 +265,10 @@ optim::ScheduleSpec schedule_spec(const Config& c) {
 }
 
 DType compute_dtype(const Config& cfg) {
-  return cfg.training.mixed_precision == "bf16" ? DType::bf16 : DType::f32;
+  const std::string& mp = cfg.training.mixed_precision;
+  // auto: bf16 pays only with native bf16 multiplies; elsewhere it is widened to f32 anyway.
+  if (mp == "auto") return kernels::native_bf16() ? DType::bf16 : DType::f32;
+  return mp == "bf16" ? DType::bf16 : DType::f32;
 }
 
 namespace {

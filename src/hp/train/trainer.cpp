@@ -35,6 +35,7 @@
 #include "hp/dist/communicator.h"
 #include "hp/fsdp/fsdp.h"
 #include "hp/kernels/cpu/gemm_peak.h"
+#include "hp/kernels/cpu/isa.h"
 #include "hp/models/generate.h"
 #include "hp/models/registry.h"
 #include "hp/ops/ops.h"
@@ -231,7 +232,9 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
   log.message("parallel: " + std::to_string(ranks) + " rank(s), " + pp + "dp_replicate " +
               std::to_string(layout.dp_replicate) + " × dp_shard " +
               std::to_string(layout.dp_shard) + cp + tp + ep + (pp.empty() ? "" : ")") +
-              "; params " + cfg.training.mixed_precision + " compute, f32 masters");
+              "; params " + std::string(dtype_name(compute_dtype(cfg))) +
+              (cfg.training.mixed_precision == "auto" ? " (auto)" : "") +
+              " compute, f32 masters; " + kernels::isa_summary());
   if (!res.mx_modules.empty()) {
     std::string list;
     for (const auto& m : res.mx_modules) list += (list.empty() ? "" : ", ") + m;

@@ -59,6 +59,17 @@ Isa isa_from_name(std::string_view name) {
   HP_THROW(ValueError, "isa", "unknown ISA '", name, "' (expected scalar, avx2 or avx512)");
 }
 
+bool native_bf16() {
+  __builtin_cpu_init();
+  static const bool yes = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  return yes;
+}
+
+std::string isa_summary() {
+  return std::string("kernels ") + isa_name(active_isa()) + " (CPU best " + isa_name(detect()) +
+         ", native bf16 " + (native_bf16() ? "yes" : "no") + ")";
+}
+
 void reset_active_isa() { active().store(static_cast<int>(from_env())); }
 
 void set_active_isa(Isa isa) {

@@ -6,6 +6,7 @@
 // lacks is an error.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace hp::kernels {
@@ -22,5 +23,10 @@ void set_active_isa(Isa isa);
 void reset_active_isa();
 // "scalar" | "avx2" | "avx512"; throws ValueError "[isa] unknown ISA '…'" otherwise.
 Isa isa_from_name(std::string_view name);
+// True where the CPU multiplies bf16 natively (AVX512_BF16 or AMX-BF16): where bf16 compute can
+// beat f32 (training.mixed_precision auto picks bf16 only then).
+bool native_bf16();
+// For `hp --version` and the run log: "kernels avx2 (CPU best avx2, native bf16 no)".
+std::string isa_summary();
 
 }  // namespace hp::kernels
