@@ -67,8 +67,9 @@ inline const std::vector<Command>& commands() {
        "activations) under the config's offload policy, and whether they fit memory.device_budget",
        run_memory},
       {"ckpt",
-       "inspect DIR | verify DIR | export-hf DIR OUT: distributed checkpoints (DIR: step or run "
-       "dir)",
+       "inspect DIR | verify DIR | export-hf DIR OUT [--max-shard-bytes N] [--overwrite] "
+       "[--fp8-blocks]: distributed checkpoints (DIR: step or run dir; --fp8-blocks: FP8 E4M3 "
+       "linear weights with a scale per 128x128 block, DeepSeek-V3's format)",
        run_ckpt},
       {"bench",
        "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hp/core/dtype.h"
+#include "hp/mx/fp8_blocks.h"
 
 namespace hp::io {
 class Json;
@@ -78,6 +79,13 @@ struct ModelConfig {
   std::string scoring_func = "softmax", topk_method = "greedy";
   // MLA RoPE pairs (2i, 2i+1) (DeepSeek checkpoints) rather than rotate_half halves.
   bool rope_interleave = true;
+  // DeepSeek-V3's next-token-prediction layers: model.layers.<num_hidden_layers + i>.* in the
+  // weights. hp has no MTP module; load_weights skips them with one log line.
+  int64_t num_nextn_predict_layers = 0;
+  // quantization_config of an FP8 block-quantized checkpoint (quant_method "fp8", fmt "e4m3",
+  // activation_scheme "dynamic"): its weight_block_size. load_weights dequantizes such weights to
+  // the parameter dtype; the model itself (and model_config_to_json) is unquantized.
+  std::optional<mx::Fp8BlockSize> fp8_blocks;
 
   bool is_moe() const { return num_experts > 0; }
 };
