@@ -149,7 +149,9 @@ int run_generate(const Args& argv) {
   const auto enc = tok.encode(prompt);
   const auto ids = models::generate(*model, std::vector<int64_t>(enc.begin(), enc.end()), opt);
   const std::vector<int32_t> out_ids(ids.begin(), ids.end());
-  std::printf("%s%s\n", prompt.c_str(), tok.decode(out_ids, true).c_str());
+  // Written by length: generated text may hold NUL bytes, where a %s would stop.
+  const std::string text = prompt + tok.decode(out_ids, true) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
 

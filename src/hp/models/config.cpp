@@ -286,8 +286,8 @@ ModelConfig parse_model_config(const io::Json& j) {
   c.topk_group = j.get_int_or("topk_group", 1);
   c.first_k_dense_replace = j.get_int_or("first_k_dense_replace", 0);
   c.routed_scaling_factor = j.get_double_or("routed_scaling_factor", 1.0);
-  c.scoring_func = j.get_string_or("scoring_func", "softmax");
-  c.topk_method = j.get_string_or("topk_method", "greedy");
+  c.scoring_func = j.get_string_or("scoring_func", c.scoring_func);
+  c.topk_method = j.get_string_or("topk_method", c.topk_method);
   c.rope_interleave = j.get_bool_or("rope_interleave", true);
   c.num_nextn_predict_layers = j.get_int_or("num_nextn_predict_layers", 0);
   if (c.num_nextn_predict_layers < 0)

@@ -76,7 +76,9 @@ struct ModelConfig {
   int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
   int64_t n_group = 1, topk_group = 1, first_k_dense_replace = 0;
   double routed_scaling_factor = 1.0;
-  std::string scoring_func = "softmax", topk_method = "greedy";
+  // The router hp's DeepSeek-V3 layers compute (sigmoid scores, the correction bias selecting);
+  // HF's V3 ignores these keys, so config.json's values are only carried to an export.
+  std::string scoring_func = "sigmoid", topk_method = "noaux_tc";
   // MLA RoPE pairs (2i, 2i+1) (DeepSeek checkpoints) rather than rotate_half halves.
   bool rope_interleave = true;
   // DeepSeek-V3's next-token-prediction layers: model.layers.<num_hidden_layers + i>.* in the
