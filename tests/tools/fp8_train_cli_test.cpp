@@ -49,7 +49,15 @@ TEST(Fp8TrainCli, TrainsFromAnFp8CheckpointAndExportsFp8Blocks) {
                                 << "training: {steps: 2, batch_size: 2, seq_len: 16}\n"
                                 << "metrics: {peak_tflops: 1.0, progress: none}\n"
                                 << "run: {dir: " << (dir / "run").string() << "}\n";
-  auto r = run_hp("train " + (dir / "t.yaml").string());
+  // hp model info counts the FP8 weights as parameters and their block scales apart.
+  auto r = run_hp("model info " + std::string(HP_TEST_DIR) + "/../models/fixtures/deepseek_v3_fp8");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("F8_E4M3    198272 params"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("quantization  FP8 e4m3, a scale per 128 x 128 block (90 scales)"),
+            std::string::npos)
+      << r.output;
+
+  r = run_hp("train " + (dir / "t.yaml").string());
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string skip = "skipping 7 tensor(s) of the next-token-prediction (MTP) layer(s)";
   const size_t at = r.output.find(skip);
