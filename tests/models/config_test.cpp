@@ -114,6 +114,22 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(rope_frequencies(r, r.head_dim).inv_freq, rope_frequencies(c, c.head_dim).inv_freq);
 }
 
+// The exported config.json describes the router hp's DeepSeek-V3 layers ran (sigmoid scores,
+// the correction bias selecting) when the source config lacks the keys — not softmax / greedy —
+// keeps a source's own values, and records that no MTP layer was kept.
+TEST(Config, DeepSeekExportWritesTheRouterThatRan) {
+  const ModelConfig c = read_model_config(fixture("deepseek_v3"));  // no scoring_func/topk_method
+  const io::Json j = io::parse_json(model_config_to_json(c), "export");
+  EXPECT_EQ(j.get_string("scoring_func"), "sigmoid");
+  EXPECT_EQ(j.get_string("topk_method"), "noaux_tc");
+  EXPECT_EQ(j.get_int("num_nextn_predict_layers"), 0);
+  const ModelConfig k = parse(cfg("DeepseekV3ForCausalLM", R"("n_routed_experts": 16,
+      "num_experts_per_tok": 4, "scoring_func": "sigmoid", "topk_method": "noaux_tc")"));
+  const io::Json jk = io::parse_json(model_config_to_json(k), "export");
+  EXPECT_EQ(jk.get_string("scoring_func"), "sigmoid");
+  EXPECT_EQ(jk.get_string("topk_method"), "noaux_tc");
+}
+
 std::string temp_dir(const std::string& name) {
   const fs::path p = fs::path(::testing::TempDir()) / ("hp_models_" + name);
   fs::remove_all(p);

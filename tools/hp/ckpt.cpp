@@ -83,7 +83,7 @@ int run_ckpt(const Args& argv) {
   if (args.empty()) throw UsageError{"expected 'inspect DIR', 'verify DIR' or 'export-hf DIR OUT'"};
   const std::string sub = args.front();
   args.erase(args.begin());
-  reject_unknown_flags(args, {"--max-shard-bytes"}, {"--overwrite"});
+  reject_unknown_flags(args, {"--max-shard-bytes"}, {"--overwrite", "--fp8-blocks"});
   if (sub == "inspect") {
     if (args.size() != 1) throw UsageError{"usage: hp ckpt inspect DIR"};
     return inspect(args[0]);
@@ -98,10 +98,14 @@ int run_ckpt(const Args& argv) {
     if (take_value(args, "--max-shard-bytes", &max_shard))
       max_bytes = parse_int("--max-shard-bytes", max_shard, 1, int64_t(1) << 50);
     const bool overwrite = take_flag(args, "--overwrite");
+    // DeepSeek-V3's FP8 format: E4M3 linear weights with a scale per 128×128 block.
+    std::optional<mx::Fp8BlockSize> fp8_blocks;
+    if (take_flag(args, "--fp8-blocks")) fp8_blocks = mx::Fp8BlockSize{};
     if (args.size() != 2)
-      throw UsageError{"usage: hp ckpt export-hf DIR OUT [--max-shard-bytes N] [--overwrite]"};
+      throw UsageError{
+          "usage: hp ckpt export-hf DIR OUT [--max-shard-bytes N] [--overwrite] [--fp8-blocks]"};
     const std::string step_dir = checkpoint::resolve_step_dir(args[0]);
-    const auto stats = checkpoint::export_hf(step_dir, args[1], max_bytes, overwrite);
+    const auto stats = checkpoint::export_hf(step_dir, args[1], max_bytes, overwrite, fp8_blocks);
     std::printf("exported %lld tensors (%s) from %s to %s in %lld shard(s)\n",
                 static_cast<long long>(stats.tensors),
                 human_bytes(static_cast<double>(stats.bytes)).c_str(), step_dir.c_str(),

@@ -46,7 +46,10 @@ inline const std::vector<Command>& commands() {
        "CONFIG.yaml --resume auto|PATH [--set key=value ...]: validation loss and perplexity of "
        "a checkpoint on the config's eval section",
        run_eval},
-      {"config", "print the config schema, or the resolved YAML of a run config", run_config},
+      {"config",
+       "schema | show CONFIG.yaml [--set key=value ...]: the config schema, or the resolved YAML "
+       "of a run config",
+       run_config},
       {"data",
        "prepare INPUT... --out PREFIX [--tokenizer FILE | --model DIR] [--format text|jsonl|chat] "
        "[--workers N] ...: tokenize corpora into an indexed dataset (data.format: indexed) | "
@@ -57,10 +60,13 @@ inline const std::vector<Command>& commands() {
        "input line as a JSON array, or text of id arrays",
        run_tokenize},
       {"launch",
-       "run a command as N MPI ranks: hp launch -n N [--hosts h1:2,h2:2 | --hostfile F] "
-       "[--dry-run] -- CMD",
+       "-n N [--hosts h1:2,h2:2 | --hostfile F] [--dry-run] -- CMD: run a command as N MPI "
+       "ranks",
        run_launch},
-      {"mx", "MXFP8 quantize / dequantize / stats on raw float32 files", run_mx},
+      {"mx",
+       "quantize | dequantize | stats --in X.f32 --shape R,C [--axis row|col] [--elem e4m3|e5m2] "
+       "...: MXFP8 round trips on raw float32 files",
+       run_mx},
       {"forward", "--model DIR --tokens FILE --out LOGITS.f32: logits of a HF model", run_forward},
       {"generate",
        "--model DIR --prompt TEXT [--max-new-tokens N] [--greedy | --temperature T "
@@ -72,8 +78,9 @@ inline const std::vector<Command>& commands() {
        "activations) under the config's offload policy, and whether they fit memory.device_budget",
        run_memory},
       {"ckpt",
-       "inspect DIR | verify DIR | export-hf DIR OUT: distributed checkpoints (DIR: step or run "
-       "dir)",
+       "inspect DIR | verify DIR | export-hf DIR OUT [--max-shard-bytes N] [--overwrite] "
+       "[--fp8-blocks]: distributed checkpoints (DIR: step or run dir; --fp8-blocks: FP8 E4M3 "
+       "linear weights with a scale per 128x128 block, DeepSeek-V3's format)",
        run_ckpt},
       {"bench",
        "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "

@@ -154,6 +154,16 @@ void print_help() {
       "(130, 143).\n");
 }
 
+// `hp <command> --help` (or -h) anywhere before a "--" (after which the arguments are another
+// program's, as in hp launch -- CMD): every subcommand answers with its usage line, exit 0.
+bool wants_help(const hp::cli::Args& args) {
+  for (const std::string& a : args) {
+    if (a == "--") return false;
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
 // The world size once a CommError was thrown (MPI is up by then); 1 when it cannot be known.
 int world_size_after_comm_error() {
   try {
@@ -176,6 +186,10 @@ int main(int argc, char** argv) {
   for (const auto& c : hp::cli::commands()) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
     hp::cli::Args args(argv + 2, argv + argc);
+    if (wants_help(args)) {
+      std::printf("usage: hp %s %s\n", c.name, c.summary);
+      return 0;
+    }
     try {
       return c.run(args);
     } catch (const hp::cli::UsageError& e) {

@@ -15,6 +15,7 @@
 #include "hp/io/tokenizer.h"
 #include "hp/models/generate.h"
 #include "hp/models/registry.h"
+#include "hp/mx/fp8_blocks.h"
 #include "hp/nn/module.h"
 #include "hp/ops/ops.h"
 
@@ -149,7 +150,9 @@ int run_generate(const Args& argv) {
   const auto enc = tok.encode(prompt);
   const auto ids = models::generate(*model, std::vector<int64_t>(enc.begin(), enc.end()), opt);
   const std::vector<int32_t> out_ids(ids.begin(), ids.end());
-  std::printf("%s%s\n", prompt.c_str(), tok.decode(out_ids, true).c_str());
+  // Written by length: generated text may hold NUL bytes, where a %s would stop.
+  const std::string text = prompt + tok.decode(out_ids, true) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
 
@@ -172,13 +175,18 @@ int run_model(const Args& argv) {
   // Counted from the checkpoint headers (no weights read); a directory without weights counts the
   // parameters the config implies.
   std::map<std::string, std::pair<int64_t, double>> by_dtype;
-  int64_t total = 0;
+  int64_t total = 0, scales = 0;
   const bool has_weights = fs::exists(fs::path(dir) / "model.safetensors") ||
                            fs::exists(fs::path(dir) / "model.safetensors.index.json");
   if (has_weights) {
     const auto ckpt = io::SafetensorsCheckpoint::open(dir);
     for (const auto& n : ckpt.names()) {
       const auto& t = ckpt.tensor(n);
+      // An FP8 checkpoint's block scales are not parameters (the weights they scale are).
+      if (c.fp8_blocks && n.ends_with(mx::fp8_block_scale_name(""))) {
+        scales += t.numel();
+        continue;
+      }
       auto& e = by_dtype[std::string(io::safetensors_dtype_name(t.dtype))];
       e.first += t.numel();
       e.second += static_cast<double>(t.nbytes);
@@ -204,6 +212,9 @@ int run_model(const Args& argv) {
   for (const auto& [dt, e] : by_dtype)
     std::printf("  %-10s %lld params, %s\n", dt.c_str(), (long long)e.first,
                 human_bytes(e.second).c_str());
+  if (c.fp8_blocks)
+    std::printf("quantization  FP8 e4m3, a scale per %lld x %lld block (%lld scales)\n",
+                (long long)c.fp8_blocks->rows, (long long)c.fp8_blocks->cols, (long long)scales);
   return 0;
 }
 

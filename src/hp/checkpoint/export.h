@@ -2,7 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "hp/mx/fp8_blocks.h"
 
 namespace hp::checkpoint {
 
@@ -25,7 +29,18 @@ struct ExportStats {
 // two exports. An out_dir that exists and is not empty is refused (IoError naming it) unless
 // `overwrite`, which replaces it whole: the old directory is renamed away, the new one in, and
 // the old one deleted.
+//
+// `fp8_blocks` (hp ckpt export-hf --fp8-blocks) writes the format of DeepSeek-V3 / Kimi-K2
+// checkpoints (mx/fp8_blocks.h): every tensor fp8_block_quantized() names becomes F8_E4M3 codes
+// plus an F32 `<name>_scale_inv` per block, and config.json gets the matching
+// quantization_config (IoError when the checkpoint has no config.json to put it in).
 ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
-                      int64_t max_shard_bytes = 2'000'000'000, bool overwrite = false);
+                      int64_t max_shard_bytes = 2'000'000'000, bool overwrite = false,
+                      std::optional<mx::Fp8BlockSize> fp8_blocks = std::nullopt);
+
+// The tensors the FP8 block format quantizes: the 2-D linear weights of the decoder layers
+// ("model.layers.<i>.….weight"), not norms ("…norm.weight"), router gates ("….gate.weight" of an
+// MoE block), embeddings or lm_head.
+bool fp8_block_quantized(const std::string& fqn, const std::vector<int64_t>& shape);
 
 }  // namespace hp::checkpoint

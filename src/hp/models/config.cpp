@@ -97,6 +97,37 @@ std::vector<int64_t> int_list(const io::Json& j, const char* key) {
   return out;
 }
 
+// quantization_config: the FP8 block format (mx/fp8_blocks.h) is the one hp reads. Keys default as
+// transformers' FineGrainedFP8Config does; anything else is refused, naming the key and value.
+mx::Fp8BlockSize parse_fp8_blocks(const io::Json& q) {
+  const std::string key = "quantization_config";
+  if (!q.is_object())
+    fail(q, key, std::string("expected an object, got ") + std::string(q.type_name()));
+  const std::string method = q.get_string_or("quant_method", "");
+  if (method != "fp8")
+    fail(q, key + ".quant_method",
+         "unsupported quantization method '" + method +
+             "' (hp reads \"fp8\" block-quantized "
+             "checkpoints)");
+  const std::string fmt = q.get_string_or("fmt", "e4m3");
+  if (fmt != "e4m3") fail(q, key + ".fmt", "unsupported FP8 format '" + fmt + "' (hp reads e4m3)");
+  const std::string scheme = q.get_string_or("activation_scheme", "dynamic");
+  if (scheme != "dynamic")
+    fail(q, key + ".activation_scheme",
+         "unsupported activation scheme '" + scheme + "' (hp reads dynamic)");
+  mx::Fp8BlockSize b;
+  if (auto w = q.find("weight_block_size"); w && !w->is_null()) {
+    const bool ok = w->is_array() && w->size() == 2 && w->at(0).is_integer() &&
+                    w->at(1).is_integer() && w->at(0).as_int() > 0 && w->at(1).as_int() > 0;
+    if (!ok)
+      fail(q, key + ".weight_block_size",
+           "unsupported block size " + w->dump() + " (two positive sizes, e.g. [128, 128])");
+    b.rows = w->at(0).as_int();
+    b.cols = w->at(1).as_int();
+  }
+  return b;
+}
+
 }  // namespace
 
 SizeOverflow parameter_count_overflow(const ModelConfig& c, const SizeKeys& k) {
@@ -255,9 +286,15 @@ ModelConfig parse_model_config(const io::Json& j) {
   c.topk_group = j.get_int_or("topk_group", 1);
   c.first_k_dense_replace = j.get_int_or("first_k_dense_replace", 0);
   c.routed_scaling_factor = j.get_double_or("routed_scaling_factor", 1.0);
-  c.scoring_func = j.get_string_or("scoring_func", "softmax");
-  c.topk_method = j.get_string_or("topk_method", "greedy");
+  c.scoring_func = j.get_string_or("scoring_func", c.scoring_func);
+  c.topk_method = j.get_string_or("topk_method", c.topk_method);
   c.rope_interleave = j.get_bool_or("rope_interleave", true);
+  c.num_nextn_predict_layers = j.get_int_or("num_nextn_predict_layers", 0);
+  if (c.num_nextn_predict_layers < 0)
+    fail(j, "num_nextn_predict_layers",
+         "must be >= 0, got " + std::to_string(c.num_nextn_predict_layers));
+  if (auto q = j.find("quantization_config"); q && !q->is_null())
+    c.fp8_blocks = parse_fp8_blocks(*q);
   if (c.is_moe()) {
     if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts)
       fail(j, "num_experts_per_tok",
@@ -353,6 +390,8 @@ std::string model_config_to_json(const ModelConfig& c) {
     j["scoring_func"] = c.scoring_func;
     j["topk_method"] = c.topk_method;
     j["rope_interleave"] = c.rope_interleave;
+    // The model holds no next-token-prediction layers (load_weights skipped them).
+    j["num_nextn_predict_layers"] = 0;
   }
   return j.dump(2) + "\n";
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hp/core/dtype.h"
+#include "hp/mx/fp8_blocks.h"
 
 namespace hp::io {
 class Json;
@@ -75,9 +76,18 @@ struct ModelConfig {
   int64_t qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
   int64_t n_group = 1, topk_group = 1, first_k_dense_replace = 0;
   double routed_scaling_factor = 1.0;
-  std::string scoring_func = "softmax", topk_method = "greedy";
+  // The router hp's DeepSeek-V3 layers compute (sigmoid scores, the correction bias selecting);
+  // HF's V3 ignores these keys, so config.json's values are only carried to an export.
+  std::string scoring_func = "sigmoid", topk_method = "noaux_tc";
   // MLA RoPE pairs (2i, 2i+1) (DeepSeek checkpoints) rather than rotate_half halves.
   bool rope_interleave = true;
+  // DeepSeek-V3's next-token-prediction layers: model.layers.<num_hidden_layers + i>.* in the
+  // weights. hp has no MTP module; load_weights skips them with one log line.
+  int64_t num_nextn_predict_layers = 0;
+  // quantization_config of an FP8 block-quantized checkpoint (quant_method "fp8", fmt "e4m3",
+  // activation_scheme "dynamic"): its weight_block_size. load_weights dequantizes such weights to
+  // the parameter dtype; the model itself (and model_config_to_json) is unquantized.
+  std::optional<mx::Fp8BlockSize> fp8_blocks;
 
   bool is_moe() const { return num_experts > 0; }
 };

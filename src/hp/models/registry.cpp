@@ -255,7 +255,7 @@ std::shared_ptr<CausalLM> load_model(const std::string& dir, DType dtype) {
     nn::SkipInitGuard skip;
     m = build_model(c);
   }
-  load_weights(*m, dir);
+  load_weights(*m, dir, &c);
   return m;
 }
 

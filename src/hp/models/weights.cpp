@@ -11,6 +11,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/io/safetensors.h"
 #include "hp/models/registry.h"
+#include "hp/mx/fp8_blocks.h"
 
 namespace hp::models {
 
@@ -56,6 +57,58 @@ bool expert_weight(const std::string& rest, const std::string& prefix, const std
   return dot != std::string::npos && rest.compare(dot + 1, std::string::npos, leaf) == 0;
 }
 
+// Whether layer index `i` is one of DeepSeek-V3's next-token-prediction layers
+// (model.layers.<num_hidden_layers + k>.*, k < num_nextn_predict_layers).
+bool mtp_layer(const ModelConfig& c, int64_t i) {
+  return i >= c.num_hidden_layers && i - c.num_hidden_layers < c.num_nextn_predict_layers;
+}
+
+// The file of `ckpt` that holds tensor `name` (for error messages).
+std::string file_of(const io::SafetensorsCheckpoint& ckpt, const std::string& name) {
+  for (const auto& f : ckpt.files())
+    if (f.contains(name)) return f.path();
+  return name;
+}
+
+// Dequantizes the FP8 block-quantized weight `name` of `ckpt` (mx/fp8_blocks.h) into `p`,
+// checking its scale tensor: present, floating, [ceil(R / rows), ceil(C / cols)].
+void load_fp8_block_weight(const io::SafetensorsCheckpoint& ckpt, const std::string& name,
+                           const ModelConfig& c, const Tensor& p) {
+  const io::SafetensorsTensor& t = ckpt.tensor(name);
+  const std::string file = file_of(ckpt, name);
+  if (!c.fp8_blocks)
+    HP_THROW(IoError, "models", file, ": tensor '", name, "' is ",
+             io::safetensors_dtype_name(t.dtype), " but ", c.file,
+             " has no quantization_config (hp reads FP8 weights with block scales: quant_method "
+             "fp8, fmt e4m3)");
+  const mx::Fp8BlockSize b = *c.fp8_blocks;
+  if (t.dtype != DType::f8e4m3)
+    HP_THROW(IoError, "models", file, ": tensor '", name, "' is ",
+             io::safetensors_dtype_name(t.dtype), " but ", c.file,
+             " says quantization_config.fmt = e4m3");
+  if (t.shape.size() != 2)
+    HP_THROW(IoError, "models", file, ": FP8 tensor '", name, "' has shape ", shape_str(t.shape),
+             " (block-quantized weights are 2-D)");
+  const std::string scale_name = mx::fp8_block_scale_name(name);
+  if (!ckpt.contains(scale_name))
+    HP_THROW(IoError, "models", file, ": FP8 weight '", name, "' ", shape_str(t.shape),
+             " has no scale tensor '", scale_name, "'");
+  const io::SafetensorsTensor& s = ckpt.tensor(scale_name);
+  const std::vector<int64_t> want = mx::fp8_block_scale_shape(t.shape[0], t.shape[1], b);
+  if (s.shape != want || !is_floating(s.dtype) || dtype_size(s.dtype) < 2)
+    HP_THROW(IoError, "models", file_of(ckpt, scale_name), ": scale tensor '", scale_name, "' is ",
+             io::safetensors_dtype_name(s.dtype), " ", shape_str(s.shape), ", expected ",
+             "F32 (or BF16/F16) ", shape_str(want), " for weight '", name, "' ", shape_str(t.shape),
+             " with quantization_config.weight_block_size [", b.rows, ", ", b.cols, "]");
+  const Tensor scale =
+      from_blob(const_cast<std::byte*>(s.data), s.shape, s.dtype, nullptr).to(DType::f32);
+  Tensor w = empty(t.shape, DType::f32);  // [R, C] dequantized
+  mx::fp8_block_dequantize(reinterpret_cast<const uint8_t*>(t.data),
+                           static_cast<const float*>(scale.raw_data()), t.shape[0], t.shape[1], b,
+                           static_cast<float*>(w.raw_data()));
+  p.copy_from(w);
+}
+
 }  // namespace
 
 void check_config_against_weights(const ModelConfig& c, const std::string& path) {
@@ -64,7 +117,7 @@ void check_config_against_weights(const ModelConfig& c, const std::string& path)
   int64_t layers = 0;
   std::string example, rest;
   for (const auto& name : ckpt.names())
-    if (const int64_t i = layer_index(name, &rest); i >= 0 && i >= layers) {
+    if (const int64_t i = layer_index(name, &rest); i >= 0 && i >= layers && !mtp_layer(c, i)) {
       layers = i == INT64_MAX ? i : i + 1;
       example = name;
     }
@@ -134,7 +187,9 @@ void check_config_against_weights(const ModelConfig& c, const std::string& path)
   }
 }
 
-void load_weights(nn::Module& model, const std::string& path) {
+void load_weights(nn::Module& model, const std::string& path, const ModelConfig* config) {
+  const ModelConfig plain;
+  const ModelConfig& c = config ? *config : plain;
   const auto ckpt = io::SafetensorsCheckpoint::open(path);
   const auto params = model.named_parameters();
   bool tied = true;
@@ -143,21 +198,44 @@ void load_weights(nn::Module& model, const std::string& path) {
     wanted.insert(name);
     if (name == "lm_head.weight") tied = false;
   }
-  std::vector<std::string> missing, unexpected;
+  std::vector<std::string> missing, unexpected, mtp;
   for (const auto& [name, p] : params)
     if (!ckpt.contains(name)) missing.push_back(name);
-  for (const auto& name : ckpt.names())
-    if (!wanted.count(name) && !ignorable(name, tied)) unexpected.push_back(name);
+  // A block-scaled FP8 weight's scale (checked when the weight is loaded).
+  const std::string scale_suffix = mx::fp8_block_scale_name("");
+  auto fp8_scale = [&](const std::string& name) {
+    const size_t n = scale_suffix.size();
+    return c.fp8_blocks && name.size() > n && name.compare(name.size() - n, n, scale_suffix) == 0 &&
+           wanted.count(name.substr(0, name.size() - n));
+  };
+  std::string rest;
+  for (const auto& name : ckpt.names()) {
+    if (wanted.count(name) || ignorable(name, tied) || fp8_scale(name)) continue;
+    if (config && mtp_layer(c, layer_index(name, &rest)))
+      mtp.push_back(name);
+    else
+      unexpected.push_back(name);
+  }
   if (!missing.empty()) HP_THROW(IoError, "models", path, ": missing tensor ", list_some(missing));
   if (!unexpected.empty())
     HP_THROW(IoError, "models", path, ": unexpected tensor ", list_some(unexpected),
              " (not a parameter of the model)");
+  if (!mtp.empty())
+    std::fprintf(stderr,
+                 "[models] %s: skipping %zu tensor(s) of the next-token-prediction (MTP) layer(s) "
+                 "model.layers.%lld.* (num_nextn_predict_layers = %lld): hp has no MTP module\n",
+                 path.c_str(), mtp.size(), static_cast<long long>(c.num_hidden_layers),
+                 static_cast<long long>(c.num_nextn_predict_layers));
   autograd::NoGradGuard no_grad;
   for (const auto& [name, p] : params) {
     const io::SafetensorsTensor& t = ckpt.tensor(name);
     if (Shape(t.shape) != p.shape())
       HP_THROW(IoError, "models", path, ": tensor '", name, "' has shape ", shape_str(t.shape),
                " in the checkpoint but ", shape_str(p.shape()), " in the model");
+    if (t.dtype == DType::f8e4m3 || t.dtype == DType::f8e5m2) {
+      load_fp8_block_weight(ckpt, name, c, p);
+      continue;
+    }
     // Zero-copy view of the mapped bytes (ckpt keeps them mapped for this loop); copy_from
     // converts to the parameter's dtype.
     const Tensor src = from_blob(const_cast<std::byte*>(t.data), t.shape, t.dtype, nullptr);

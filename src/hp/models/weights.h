@@ -12,14 +12,20 @@ namespace hp::models {
 // model.safetensors or model.safetensors.index.json + shards, or a file), converting dtypes.
 // Throws IoError "[models] <path>: ..." naming a missing tensor, an unexpected tensor or a
 // shape mismatch (both shapes). lm_head.weight in a tied checkpoint and rotary inv_freq buffers
-// are ignored, as transformers does.
-void load_weights(nn::Module& model, const std::string& path);
+// are ignored, as transformers does. With the model's `config` (its config.json):
+// - FP8 weights are dequantized with their `<name>_scale_inv` block scales
+//   (config->fp8_blocks, mx/fp8_blocks.h); a missing scale, one of the wrong shape or dtype, or
+//   FP8 weights without quantization_config throw IoError naming the file, tensor and value;
+// - next-token-prediction layers (model.layers.<num_hidden_layers + k>.*, k <
+//   num_nextn_predict_layers) are skipped with one line on stderr.
+void load_weights(nn::Module& model, const std::string& path, const ModelConfig* config = nullptr);
 
 // Checks `config`'s sizes against the safetensors headers at `path` (no tensor data is read),
 // before a model is built for them: the layer count the names model.layers.<i>.* imply must be
-// num_hidden_layers, and the tensors whose shapes every architecture shares must agree with
-// vocab_size, hidden_size, intermediate_size, the attention heads × head_dim, the expert
-// count and the experts' width (moe_intermediate_size; Mixtral: intermediate_size). Throws IoError
+// num_hidden_layers (next-token-prediction layers after them not counted), and the tensors whose
+// shapes every architecture shares must agree with vocab_size, hidden_size, intermediate_size, the
+// attention heads × head_dim, the expert count and the experts' width (moe_intermediate_size;
+// Mixtral: intermediate_size). Throws IoError
 // "[models] <config file>: <key> = <value> ...: <path> ..." naming the tensor and its shape.
 // load_model calls it; other tensors are checked by load_weights.
 void check_config_against_weights(const ModelConfig& config, const std::string& path);
