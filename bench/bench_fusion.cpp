@@ -21,6 +21,8 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/core/thread_pool.h"
 #include "hp/fusion/fuse.h"
+#include "hp/fusion/mode.h"
+#include "hp/fusion/patterns.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/ops/ops.h"
 
@@ -241,6 +243,44 @@ void BM_fwd_bwd(benchmark::State& state) {
   state.counters["best_ms"] = best * 1e3;
 }
 
+// The models' patterns (fusion/patterns.h) forward + backward, bf16 as in mixed-precision
+// training, at configs/bench_5m.yaml's shapes (8 × 256 tokens): SwiGLU on [2048, 688] in mode
+// auto against none (eager silu then mul), RMSNorm·w on [2048, 256] in mode lazy against none (the
+// hand kernel). What training.fusion: auto / lazy change per call in that run.
+void BM_model_patterns(benchmark::State& state) {
+  const int v = static_cast<int>(state.range(0));  // 0 swiglu auto, 1 none, 2 rms lazy, 3 none
+  const char* names[] = {"model_swiglu/auto", "model_swiglu/none", "model_rms_norm/lazy",
+                         "model_rms_norm/none"};
+  const int64_t rows = 2048;
+  auto leaf = [](Tensor t) {
+    t.requires_grad_();
+    return t;
+  };
+  hp::manual_seed(3);
+  Tensor a = leaf(hp::randn({rows, v < 2 ? 688 : 256}).to(DType::bf16));
+  Tensor b =
+      leaf(v < 2 ? hp::randn({rows, 688}).to(DType::bf16) : hp::randn({256}).to(DType::bf16));
+  const Tensor g = hp::randn({rows, v < 2 ? 688 : 256}).to(DType::bf16);
+  const hp::fusion::ModeScope mode(v == 0   ? hp::fusion::Mode::auto_
+                                   : v == 2 ? hp::fusion::Mode::lazy
+                                            : hp::fusion::Mode::none);
+  auto step = [&] {
+    Tensor y = v < 2 ? hp::fusion::swiglu(a, b) : hp::fusion::rms_norm(a, b, 1e-6);
+    y.backward(g);
+    a.zero_grad(), b.zero_grad();
+  };
+  step();
+  double best = 1e30;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    step();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  best_ms()[names[v]] = best * 1e3;
+  state.counters["best_ms"] = best * 1e3;
+}
+
 // A 10-op cluster: trace + compile (a fresh callable each time: always a miss), and the cache hit.
 VarList ten_ops(const VarList& v) {
   Var x = v[0];
@@ -307,6 +347,12 @@ void summary() {
     std::printf("  %-11s fused %7.2f  hand %7.2f  fused/hand %.2fx (target <= 1.10)\n", op,
                 m[o + "/fused"], m[o + "/hand"], m[o + "/fused"] / m[o + "/hand"]);
   }
+  std::printf("  model SwiGLU bf16 [2048, 688] fwd+bwd: auto %.3f  none %.3f  auto/none %.2fx\n",
+              m["model_swiglu/auto"], m["model_swiglu/none"],
+              m["model_swiglu/auto"] / m["model_swiglu/none"]);
+  std::printf("  model RMSNorm·w bf16 [2048, 256] fwd+bwd: lazy %.3f  none %.3f  lazy/none %.2fx\n",
+              m["model_rms_norm/lazy"], m["model_rms_norm/none"],
+              m["model_rms_norm/lazy"] / m["model_rms_norm/none"]);
   std::printf("  compile (10-op cluster, trace + compile) median %.2f us (target < 20)\n",
               m["compile_median_us"]);
   std::printf("  cache hit (trace + lookup) median %.3f us (target < 1)\n",
@@ -341,6 +387,10 @@ int main(int argc, char** argv) {
   reg("rms_norm_fb/hand", BM_fwd_bwd, 1, 5);
   reg("swiglu_fb/fused", BM_fwd_bwd, 2, 5);
   reg("swiglu_fb/hand", BM_fwd_bwd, 3, 5);
+  reg("model_swiglu/auto", BM_model_patterns, 0, 50);
+  reg("model_swiglu/none", BM_model_patterns, 1, 50);
+  reg("model_rms_norm/lazy", BM_model_patterns, 2, 50);
+  reg("model_rms_norm/none", BM_model_patterns, 3, 50);
   benchmark::RegisterBenchmark("compile_10op", BM_compile)
       ->Iterations(2000)
       ->Unit(benchmark::kMicrosecond);

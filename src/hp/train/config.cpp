@@ -185,6 +185,11 @@ void TrainingConfig::describe(Schema& s) {
         "stop the run as diverged after this many consecutive steps skipped for a non-finite "
         "gradient norm (0 = never)")
       .min(0);
+  s.add("fusion", &fusion,
+        "vector chains of the models through DVM fused regions (docs/FUSION.md \"Modes\"): "
+        "none (eager ops) | auto (SwiGLU: measured faster, bitwise equal to none) | lazy (also "
+        "the RMSNorms and residual add + norm: equal within rounding); HP_FUSION overrides it")
+      .choices({"none", "lazy", "auto"});
 }
 
 void FsdpConfig::describe(Schema& s) {
