@@ -6,6 +6,8 @@
 #include <map>
 #include <mutex>
 
+#include "hp/autograd/grad_mode.h"
+#include "hp/autograd/node.h"
 #include "hp/fusion/fuse.h"
 #include "hp/fusion/mode.h"
 #include "hp/ops/ops.h"
@@ -65,11 +67,55 @@ const Fused& add_rms_region(double eps) {
 }  // namespace
 
 Tensor swiglu(const Tensor& g, const Tensor& u) {
-  if (mode() == Mode::none || !fusable_dtype(g) || !fusable_dtype(u) || g.numel() == 0)
+  if (mode() == Mode::none || !fusable_dtype(g) || !fusable_dtype(u) || g.numel() == 0 ||
+      g.shape() != u.shape() || g.dtype() != u.dtype())
     return hp::mul(hp::silu(g), u);
-  static const Fused region = fuse([](const Vars& v) { return Vars{silu(v[0]) * v[1]}; }, "swiglu");
+  const bool grad = autograd::needs_grad({g, u});
+  // auto fuses what measured faster than the eager ops (docs/FUSION.md "Modes"): f32 with and
+  // without gradients, bf16 forward only. bf16 with gradients measured slower (every bf16 node is
+  // a separate rounding pass over the tile, where the eager bf16 kernels round in registers).
+  if (mode() == Mode::auto_ && grad && g.dtype() == DType::bf16) return hp::mul(hp::silu(g), u);
   g_swiglu.fetch_add(1, std::memory_order_relaxed);
-  return region({g, u})[0];
+  if (!grad) {
+    static const Fused region =
+        fuse([](const Vars& v) { return Vars{silu(v[0]) * v[1]}; }, "swiglu");
+    return region({g, u})[0];
+  }
+  // With gradients: the forward also writes s = silu(g), which the backward reads instead of
+  // recomputing it (the region vjp would replay silu: a third exp per element where the eager
+  // ops take two, measured slower than eager). Saved: g, u, s — what the eager silu and mul save.
+  static const Fused forward = fuse(
+      [](const Vars& v) {
+        const Var s = silu(v[0]);
+        return Vars{s * v[1], s};
+      },
+      "swiglu");
+  // The eager backward's ops in the same dtypes: ds = dy·u, du = dy·s, dg = silu_bwd(g, ds).
+  static const Fused backward = fuse(
+      [](const Vars& v) {
+        const Var ds = v[3] * v[1];
+        return Vars{ew_binary(kernels::EwOp::silu_bwd, v[0], ds), v[3] * v[2]};
+      },
+      "swiglu_backward");
+  std::vector<Tensor> ys;
+  {
+    autograd::NoGradGuard no_grad;
+    ys = forward({g, u});
+  }
+  const autograd::SavedTensor sg(g), su(u), ss(ys[1]);
+  const bool need_g = g.requires_grad(), need_u = u.requires_grad();
+  autograd::record("swiglu", {g, u}, {ys[0]},
+                   [sg, su, ss, need_g, need_u](const std::vector<Tensor>& gout) {
+                     autograd::NoGradGuard no_grad;
+                     const Tensor x = sg.unpack(), s = ss.unpack();
+                     const Tensor& d = gout[0];
+                     const Tensor dy = !d.defined()             ? zeros(s.shape(), s.dtype())
+                                       : d.dtype() == s.dtype() ? d.contiguous()
+                                                                : d.to(s.dtype());
+                     std::vector<Tensor> r = backward({x, su.unpack(), s, dy});
+                     return std::vector<Tensor>{need_g ? r[0] : Tensor(), need_u ? r[1] : Tensor()};
+                   });
+  return ys[0];
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& w, double eps) {

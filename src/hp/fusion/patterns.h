@@ -2,10 +2,11 @@
 // (mode.h, docs/FUSION.md "Modes"). Every function here is what the models call in place of the
 // eager ops; in mode none it runs exactly those ops (the same kernels, the same autograd nodes).
 //
-//   swiglu        silu(g) · u                          dense MLPs, MoE experts    auto, lazy
+//   swiglu        silu(g) · u                          dense MLPs, MoE experts    auto*, lazy
 //   rms_norm      x · rsqrt(mean(x²) + eps) · w        nn::RMSNorm                lazy
 //   add_rms_norm  h = x + r, y = rms_norm(h, w, eps)   residual add + next norm   lazy
 //
+// * auto: f32, and bf16 without gradients (what measured faster than the eager ops).
 // Inputs are f32 or bf16 (other dtypes, and an undefined norm weight, take the eager ops in every
 // mode). SwiGLU's region is the eager graph itself (silu rounded to the dtype, then mul), so its
 // forward and backward are bitwise those of the eager ops. The norms compute in f32 between a
