@@ -243,29 +243,32 @@ void BM_fwd_bwd(benchmark::State& state) {
   state.counters["best_ms"] = best * 1e3;
 }
 
-// The models' patterns (fusion/patterns.h) forward + backward, bf16 as in mixed-precision
-// training, at configs/bench_5m.yaml's shapes (8 × 256 tokens): SwiGLU on [2048, 688] in mode
-// auto against none (eager silu then mul), RMSNorm·w on [2048, 256] in mode lazy against none (the
-// hand kernel). What training.fusion: auto / lazy change per call in that run.
+// The models' patterns (fusion/patterns.h) forward + backward at configs/bench_5m.yaml's shapes
+// (8 × 256 tokens): SwiGLU on [2048, 688] fused (bf16: mode lazy, f32: mode auto) against none
+// (eager silu then mul), RMSNorm·w bf16 on [2048, 256] in mode lazy against none (the hand
+// kernel). What training.fusion changes per call in that run.
 void BM_model_patterns(benchmark::State& state) {
-  const int v = static_cast<int>(state.range(0));  // 0 swiglu auto, 1 none, 2 rms lazy, 3 none
-  const char* names[] = {"model_swiglu/auto", "model_swiglu/none", "model_rms_norm/lazy",
-                         "model_rms_norm/none"};
-  const int64_t rows = 2048;
+  const int v = static_cast<int>(state.range(0));
+  const char* names[] = {"model_swiglu_bf16/fused",   "model_swiglu_bf16/none",
+                         "model_swiglu_f32/fused",    "model_swiglu_f32/none",
+                         "model_rms_norm_bf16/fused", "model_rms_norm_bf16/none"};
+  const bool swiglu = v < 4, fused = v % 2 == 0;
+  const DType dt = v == 2 || v == 3 ? DType::f32 : DType::bf16;
+  const int64_t rows = 2048, n = swiglu ? 688 : 256;
   auto leaf = [](Tensor t) {
     t.requires_grad_();
     return t;
   };
   hp::manual_seed(3);
-  Tensor a = leaf(hp::randn({rows, v < 2 ? 688 : 256}).to(DType::bf16));
-  Tensor b =
-      leaf(v < 2 ? hp::randn({rows, 688}).to(DType::bf16) : hp::randn({256}).to(DType::bf16));
-  const Tensor g = hp::randn({rows, v < 2 ? 688 : 256}).to(DType::bf16);
-  const hp::fusion::ModeScope mode(v == 0   ? hp::fusion::Mode::auto_
-                                   : v == 2 ? hp::fusion::Mode::lazy
-                                            : hp::fusion::Mode::none);
+  Tensor a = leaf(hp::randn({rows, n}).to(dt));
+  Tensor b = leaf(swiglu ? hp::randn({rows, n}).to(dt) : hp::randn({n}).to(dt));
+  const Tensor g = hp::randn({rows, n}).to(dt);
+  using hp::fusion::Mode;
+  const hp::fusion::ModeScope mode(!fused             ? Mode::none
+                                   : dt == DType::f32 ? Mode::auto_
+                                                      : Mode::lazy);
   auto step = [&] {
-    Tensor y = v < 2 ? hp::fusion::swiglu(a, b) : hp::fusion::rms_norm(a, b, 1e-6);
+    Tensor y = swiglu ? hp::fusion::swiglu(a, b) : hp::fusion::rms_norm(a, b, 1e-6);
     y.backward(g);
     a.zero_grad(), b.zero_grad();
   };
@@ -347,12 +350,11 @@ void summary() {
     std::printf("  %-11s fused %7.2f  hand %7.2f  fused/hand %.2fx (target <= 1.10)\n", op,
                 m[o + "/fused"], m[o + "/hand"], m[o + "/fused"] / m[o + "/hand"]);
   }
-  std::printf("  model SwiGLU bf16 [2048, 688] fwd+bwd: auto %.3f  none %.3f  auto/none %.2fx\n",
-              m["model_swiglu/auto"], m["model_swiglu/none"],
-              m["model_swiglu/auto"] / m["model_swiglu/none"]);
-  std::printf("  model RMSNorm·w bf16 [2048, 256] fwd+bwd: lazy %.3f  none %.3f  lazy/none %.2fx\n",
-              m["model_rms_norm/lazy"], m["model_rms_norm/none"],
-              m["model_rms_norm/lazy"] / m["model_rms_norm/none"]);
+  for (const char* op : {"model_swiglu_bf16", "model_swiglu_f32", "model_rms_norm_bf16"}) {
+    const std::string o = op;
+    std::printf("  %-19s fwd+bwd fused %7.3f  none %7.3f  fused/none %.2fx\n", op, m[o + "/fused"],
+                m[o + "/none"], m[o + "/fused"] / m[o + "/none"]);
+  }
   std::printf("  compile (10-op cluster, trace + compile) median %.2f us (target < 20)\n",
               m["compile_median_us"]);
   std::printf("  cache hit (trace + lookup) median %.3f us (target < 1)\n",
@@ -387,10 +389,12 @@ int main(int argc, char** argv) {
   reg("rms_norm_fb/hand", BM_fwd_bwd, 1, 5);
   reg("swiglu_fb/fused", BM_fwd_bwd, 2, 5);
   reg("swiglu_fb/hand", BM_fwd_bwd, 3, 5);
-  reg("model_swiglu/auto", BM_model_patterns, 0, 50);
-  reg("model_swiglu/none", BM_model_patterns, 1, 50);
-  reg("model_rms_norm/lazy", BM_model_patterns, 2, 50);
-  reg("model_rms_norm/none", BM_model_patterns, 3, 50);
+  for (int v = 0; v < 6; ++v) {
+    const char* names[] = {"model_swiglu_bf16/fused",   "model_swiglu_bf16/none",
+                           "model_swiglu_f32/fused",    "model_swiglu_f32/none",
+                           "model_rms_norm_bf16/fused", "model_rms_norm_bf16/none"};
+    reg(names[v], BM_model_patterns, v, 30);
+  }
   benchmark::RegisterBenchmark("compile_10op", BM_compile)
       ->Iterations(2000)
       ->Unit(benchmark::kMicrosecond);

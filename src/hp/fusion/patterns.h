@@ -6,7 +6,7 @@
 //   rms_norm      x · rsqrt(mean(x²) + eps) · w        nn::RMSNorm                lazy
 //   add_rms_norm  h = x + r, y = rms_norm(h, w, eps)   residual add + next norm   lazy
 //
-// * auto: f32, and bf16 without gradients (what measured faster than the eager ops).
+// * auto: f32 without gradients (inference), the only case measured faster than the eager ops.
 // Inputs are f32 or bf16 (other dtypes, and an undefined norm weight, take the eager ops in every
 // mode). SwiGLU's region is the eager graph itself (silu rounded to the dtype, then mul), so its
 // forward and backward are bitwise those of the eager ops. The norms compute in f32 between a
