@@ -8,8 +8,10 @@
 //
 // * auto: f32 without gradients (inference), the only case measured faster than the eager ops.
 // Inputs are f32 or bf16 (other dtypes, and an undefined norm weight, take the eager ops in every
-// mode). SwiGLU's region is the eager graph itself (silu rounded to the dtype, then mul), so its
-// forward and backward are bitwise those of the eager ops. The norms compute in f32 between a
+// mode). SwiGLU's regions are the eager ops themselves (forward: silu rounded to the dtype, then
+// mul; with gradients it also writes s = silu(g), and the backward region computes dy·u, dy·s and
+// silu_bwd(g, dy·u) over the saved g, u, s), so forward and backward are bitwise those of the
+// eager ops. The norms compute in f32 between a
 // cast in and a cast out, like the hand kernel, but in another association (mean = Σ·(1/n), the
 // engine's rsqrt): equal within a few f32 ulps before the final rounding.
 #pragma once

@@ -187,8 +187,8 @@ void TrainingConfig::describe(Schema& s) {
       .min(0);
   s.add("fusion", &fusion,
         "vector chains of the models through DVM fused regions (docs/FUSION.md \"Modes\"): "
-        "none (eager ops) | auto (SwiGLU: measured faster, bitwise equal to none) | lazy (also "
-        "the RMSNorms and residual add + norm: equal within rounding); HP_FUSION overrides it")
+        "none (eager ops) | auto (only what measured faster, bitwise equal to none) | lazy "
+        "(SwiGLU, the RMSNorms, residual add + norm: within rounding); HP_FUSION overrides it")
       .choices({"none", "lazy", "auto"});
 }
 
