@@ -171,9 +171,9 @@ TEST(FusionPatterns, RoundBf16MatchesEagerConverters) {
   for_each_isa([&](Isa) { expect_bitwise(f({x})[0], want, "round_bf16"); });
 }
 
-// A fused region's saved inputs go through the active saved-tensor hooks (FSDP re-points a saved
-// gathered weight at its re-gathered storage; without the hooks the backward would read a
-// released buffer).
+// A fused region's saved inputs go through the active saved-tensor hooks, as every op's do (FSDP
+// then saves a gathered weight as a reference to re-gather rather than keeping the gathered copy
+// alive until backward; an offload moves saved activations).
 TEST(FusionPatterns, SavedInputsGoThroughSavedTensorHooks) {
   const ModeScope lazy(Mode::lazy);
   Tensor x = randn_t({8, 64}, DType::f32, 6), w = randn_t({64}, DType::f32, 7);
