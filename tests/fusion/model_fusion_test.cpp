@@ -171,6 +171,17 @@ TEST(FusionPatterns, RoundBf16MatchesEagerConverters) {
   for_each_isa([&](Isa) { expect_bitwise(f({x})[0], want, "round_bf16"); });
 }
 
+// A bf16 region's ops run as one chain that rounds after each op in registers, not as one pass per
+// op plus one per rounding (and still equal the eager ops bitwise: SwigluBitwise above).
+TEST(FusionPatterns, Bf16OpsChain) {
+  const Fused f =
+      fuse([](const std::vector<Var>& v) { return std::vector<Var>{silu(v[0]) * v[1]}; });
+  const Tensor g = randn_t({64, 300}, DType::bf16, 1), u = randn_t({64, 300}, DType::bf16, 2);
+  const std::string d = describe(*f.plan({g, u}));
+  EXPECT_NE(d.find("chain"), std::string::npos) << d;
+  EXPECT_EQ(d.find("round"), std::string::npos) << d;
+}
+
 // A fused region's saved inputs go through the active saved-tensor hooks, as every op's do (FSDP
 // then saves a gathered weight as a reference to re-gather rather than keeping the gathered copy
 // alive until backward; an offload moves saved activations).

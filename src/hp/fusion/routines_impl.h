@@ -149,6 +149,15 @@ __attribute__((always_inline)) inline void chain_binary(fusion::ChainForm form, 
   }
 }
 
+// v rounded to bf16 lane by lane, through round_bf16 (in registers on AVX2 and up): the chain of a
+// bf16 region rounds after each op as the eager bf16 op stores its result.
+__attribute__((always_inline)) inline V round_v(V v) {
+  alignas(64) float t[W];
+  A::store(t, v);
+  round_bf16(t, t, W);
+  return A::load(t);
+}
+
 template <int NG>
 __attribute__((always_inline)) inline void chain_group(float* out, void* const* P, int64_t i,
                                                        const fusion::ChainOp* ops, int nops) {
@@ -204,6 +213,10 @@ __attribute__((always_inline)) inline void chain_group(float* out, void* const* 
         default:
           break;
       }
+    }
+    if (c.round) {
+#pragma GCC unroll 8
+      for (int g = 0; g < NG; ++g) acc[g] = round_v(acc[g]);
     }
   }
 #pragma GCC unroll 8
