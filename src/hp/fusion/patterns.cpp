@@ -72,9 +72,8 @@ Tensor swiglu(const Tensor& g, const Tensor& u) {
     return hp::mul(hp::silu(g), u);
   const bool grad = autograd::needs_grad({g, u});
   // auto fuses only what measured faster than the eager ops (docs/FUSION.md "Modes"): f32
-  // without gradients (0.64-0.72x). f32 with gradients measured 0.88-1.17x (not proven), bf16
-  // 1.0-2.2x forward and 1.04-1.27x with gradients (slower: every bf16 node is a rounding pass
-  // over the tile of its own, where the eager bf16 kernels round in registers).
+  // without gradients (0.57-0.90x). With gradients (f32 0.87-1.15x, bf16 0.64-1.24x) and bf16
+  // without (0.88-1.37x) the A/B stayed within the loaded machine's noise of 1: not proven.
   if (mode() == Mode::auto_ && (grad || g.dtype() != DType::f32)) return hp::mul(hp::silu(g), u);
   g_swiglu.fetch_add(1, std::memory_order_relaxed);
   if (!grad) {
