@@ -21,6 +21,8 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/core/thread_pool.h"
 #include "hp/fusion/fuse.h"
+#include "hp/fusion/mode.h"
+#include "hp/fusion/patterns.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/ops/ops.h"
 
@@ -241,6 +243,47 @@ void BM_fwd_bwd(benchmark::State& state) {
   state.counters["best_ms"] = best * 1e3;
 }
 
+// The models' patterns (fusion/patterns.h) forward + backward at configs/bench_5m.yaml's shapes
+// (8 × 256 tokens): SwiGLU on [2048, 688] fused (bf16: mode lazy, f32: mode auto) against none
+// (eager silu then mul), RMSNorm·w bf16 on [2048, 256] in mode lazy against none (the hand
+// kernel). What training.fusion changes per call in that run.
+void BM_model_patterns(benchmark::State& state) {
+  const int v = static_cast<int>(state.range(0));
+  const char* names[] = {"model_swiglu_bf16/fused",   "model_swiglu_bf16/none",
+                         "model_swiglu_f32/fused",    "model_swiglu_f32/none",
+                         "model_rms_norm_bf16/fused", "model_rms_norm_bf16/none"};
+  const bool swiglu = v < 4, fused = v % 2 == 0;
+  const DType dt = v == 2 || v == 3 ? DType::f32 : DType::bf16;
+  const int64_t rows = 2048, n = swiglu ? 688 : 256;
+  auto leaf = [](Tensor t) {
+    t.requires_grad_();
+    return t;
+  };
+  hp::manual_seed(3);
+  Tensor a = leaf(hp::randn({rows, n}).to(dt));
+  Tensor b = leaf(swiglu ? hp::randn({rows, n}).to(dt) : hp::randn({n}).to(dt));
+  const Tensor g = hp::randn({rows, n}).to(dt);
+  using hp::fusion::Mode;
+  const hp::fusion::ModeScope mode(!fused             ? Mode::none
+                                   : dt == DType::f32 ? Mode::auto_
+                                                      : Mode::lazy);
+  auto step = [&] {
+    Tensor y = swiglu ? hp::fusion::swiglu(a, b) : hp::fusion::rms_norm(a, b, 1e-6);
+    y.backward(g);
+    a.zero_grad(), b.zero_grad();
+  };
+  step();
+  double best = 1e30;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    step();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  best_ms()[names[v]] = best * 1e3;
+  state.counters["best_ms"] = best * 1e3;
+}
+
 // A 10-op cluster: trace + compile (a fresh callable each time: always a miss), and the cache hit.
 VarList ten_ops(const VarList& v) {
   Var x = v[0];
@@ -307,6 +350,11 @@ void summary() {
     std::printf("  %-11s fused %7.2f  hand %7.2f  fused/hand %.2fx (target <= 1.10)\n", op,
                 m[o + "/fused"], m[o + "/hand"], m[o + "/fused"] / m[o + "/hand"]);
   }
+  for (const char* op : {"model_swiglu_bf16", "model_swiglu_f32", "model_rms_norm_bf16"}) {
+    const std::string o = op;
+    std::printf("  %-19s fwd+bwd fused %7.3f  none %7.3f  fused/none %.2fx\n", op, m[o + "/fused"],
+                m[o + "/none"], m[o + "/fused"] / m[o + "/none"]);
+  }
   std::printf("  compile (10-op cluster, trace + compile) median %.2f us (target < 20)\n",
               m["compile_median_us"]);
   std::printf("  cache hit (trace + lookup) median %.3f us (target < 1)\n",
@@ -341,6 +389,12 @@ int main(int argc, char** argv) {
   reg("rms_norm_fb/hand", BM_fwd_bwd, 1, 5);
   reg("swiglu_fb/fused", BM_fwd_bwd, 2, 5);
   reg("swiglu_fb/hand", BM_fwd_bwd, 3, 5);
+  for (int v = 0; v < 6; ++v) {
+    const char* names[] = {"model_swiglu_bf16/fused",   "model_swiglu_bf16/none",
+                           "model_swiglu_f32/fused",    "model_swiglu_f32/none",
+                           "model_rms_norm_bf16/fused", "model_rms_norm_bf16/none"};
+    reg(names[v], BM_model_patterns, v, 30);
+  }
   benchmark::RegisterBenchmark("compile_10op", BM_compile)
       ->Iterations(2000)
       ->Unit(benchmark::kMicrosecond);

@@ -123,7 +123,9 @@ void Compiler::emit_compute(PassState& ps, int32_t i) {
 
 bool Compiler::chain_op(int32_t i) const {
   const Node& nd = node(i);
-  return nd.kind == NodeKind::ew && nd.dtype == DType::f32 && chainable(static_cast<EwOp>(nd.op));
+  // bf16 values too: their ops round in the chain (ChainOp::round).
+  return nd.kind == NodeKind::ew && (nd.dtype == DType::f32 || nd.dtype == DType::bf16) &&
+         chainable(static_cast<EwOp>(nd.op));
 }
 
 int32_t Compiler::other_vec(int32_t i, int32_t acc) const {
@@ -160,6 +162,7 @@ void Compiler::chain_ops_of(PassState& ps, int32_t i, int32_t acc) {
   Pass& pass = *ps.pass;
   ChainOp c{};
   c.op = nd.op;
+  c.round = nd.dtype == DType::bf16 ? 1 : 0;
   std::copy(nd.p, nd.p + 3, c.p);
   int16_t reg = -1;
   const int arity = node_arity(nd);

@@ -6,6 +6,7 @@
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
+#include "hp/core/profiler.h"
 #include "hp/fusion/vjp.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/ops/ops.h"
@@ -185,6 +186,8 @@ std::shared_ptr<const Program> Fused::plan(const std::vector<Tensor>& inputs) co
 }
 
 std::vector<Tensor> Fused::operator()(const std::vector<Tensor>& inputs) const {
+  // One op event named by the region while the profiler records (interned only then).
+  const profiler::Scope scope(profiler::Category::op, [this] { return state_->name; });
   std::vector<Tensor> xs;
   xs.reserve(inputs.size());
   for (const Tensor& t : inputs) xs.push_back(t.defined() ? t.contiguous().detach() : t);
@@ -214,11 +217,19 @@ void Fused::record_backward(const Graph& g, const std::vector<Tensor>& inputs,
   std::vector<Shape> out_shapes;
   std::vector<DType> out_dtypes;
   for (const Tensor& o : outs) out_shapes.push_back(o.shape()), out_dtypes.push_back(o.dtype());
-  // Saved: the inputs only; the backward graph recomputes the forward's values in its tiles.
+  // Saved: the inputs only; the backward graph recomputes the forward's values in its tiles. They
+  // go through the saved-tensor hooks like any op's (FSDP re-points a saved gathered weight at its
+  // re-gathered storage, offload moves activations).
+  std::vector<autograd::SavedTensor> saved;
+  saved.reserve(xs.size());
+  for (const Tensor& x : xs) saved.emplace_back(x);
   autograd::record(
       state_->name.c_str(), inputs, outs,
-      [state = state_, vjp, xs, need, out_shapes, out_dtypes](const std::vector<Tensor>& gout) {
+      [state = state_, vjp, saved, need, out_shapes, out_dtypes](const std::vector<Tensor>& gout) {
         autograd::NoGradGuard no_grad;
+        std::vector<Tensor> xs;
+        xs.reserve(saved.size());
+        for (const autograd::SavedTensor& s : saved) xs.push_back(s.unpack());
         std::vector<Tensor> args = xs;
         for (size_t k = 0; k < gout.size(); ++k)
           args.push_back(!gout[k].defined()                 ? zeros(out_shapes[k], out_dtypes[k])

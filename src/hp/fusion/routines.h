@@ -30,6 +30,7 @@ enum class ChainForm : uint8_t { load, unary, acc_v, v_acc, acc_s, s_acc, store 
 struct ChainOp {
   uint8_t op;  // EwOp
   ChainForm form;
+  uint8_t round;  // 1: the result is a bf16 value, rounded in the chain (as the eager op stores)
   int16_t src;
   float s;
   float p[3];

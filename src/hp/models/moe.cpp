@@ -9,6 +9,7 @@
 
 #include "hp/autograd/function.h"
 #include "hp/core/thread_pool.h"
+#include "hp/fusion/patterns.h"
 #include "hp/kernels/cpu/grouped_gemm.h"
 #include "hp/kernels/cpu/swiglu.h"
 #include "hp/ops/ops.h"
@@ -82,7 +83,7 @@ SwiGLUMLP::SwiGLUMLP(int64_t hidden, int64_t intermediate, const ExpertNames& na
 }
 
 Tensor SwiGLUMLP::forward(const Tensor& x) const {
-  return down_proj->forward(silu(gate_proj->forward(x)) * up_proj->forward(x));
+  return down_proj->forward(fusion::swiglu(gate_proj->forward(x), up_proj->forward(x)));
 }
 
 TopKRouter::TopKRouter(const MoEOptions& opt) : opt_(opt) {
@@ -463,7 +464,8 @@ Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>&
     };
     const Tensor g = grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::gate_proj));  // [R, inter]
     const Tensor u = grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::up_proj));    // [R, inter]
-    return grouped_kernel_(silu(g) * u, group_ends, stacked(&SwiGLUMLP::down_proj));   // [R, hidden]
+    return grouped_kernel_(fusion::swiglu(g, u), group_ends,
+                           stacked(&SwiGLUMLP::down_proj));  // [R, hidden]
   }
   // The fused f32 grouped experts with one assignment per row (weight 1, the local expert id).
   const bool f32 = xs.dtype() == DType::f32 && opt_.dtype == DType::f32;

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
+#include "hp/fusion/mode.h"
+#include "hp/fusion/patterns.h"
 #include "hp/models/moe.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/context_parallel.h"
@@ -156,7 +159,7 @@ GatedMLP::GatedMLP(const ModelConfig& c, int64_t intermediate, bool bias) {
 }
 
 Tensor GatedMLP::forward(const Tensor& x) const {
-  return down_proj->forward(mul(silu(gate_proj->forward(x)), up_proj->forward(x)));
+  return down_proj->forward(fusion::swiglu(gate_proj->forward(x), up_proj->forward(x)));
 }
 
 DecoderLayer::DecoderLayer(const ModelConfig& c, const LayerFactory& f, int64_t layer) {
@@ -179,9 +182,17 @@ Tensor DecoderLayer::forward(const Tensor& x, AttentionContext& ctx) const {
       AttentionContext cc = c;
       return self_attn->forward(y, cc);
     });
-    Tensor h = add(in, a);
-    Tensor m = mlp->wrapped_forward(post_attention_layernorm->forward(h),
-                                    [this](const Tensor& y) { return mlp->forward(y); });
+    // Lazy fusion: the residual add and the next norm as one region (h is an output of it), when
+    // the norm has no wrapper of its own (TP, recompute) that must see its input.
+    Tensor h, n;
+    if (fusion::mode() == fusion::Mode::lazy && !post_attention_layernorm->has_forward_wrapper()) {
+      std::tie(h, n) = fusion::add_rms_norm(in, a, post_attention_layernorm->weight,
+                                            post_attention_layernorm->eps);
+    } else {
+      h = add(in, a);
+      n = post_attention_layernorm->forward(h);
+    }
+    Tensor m = mlp->wrapped_forward(n, [this](const Tensor& y) { return mlp->forward(y); });
     return add(h, m);
   });
 }

@@ -1,5 +1,6 @@
 #include "hp/nn/module.h"
 
+#include "hp/fusion/patterns.h"
 #include "hp/ops/ops.h"
 
 namespace hp::nn {
@@ -166,7 +167,8 @@ RMSNorm::RMSNorm(int64_t dim, double eps_, DType dt) : eps(eps_) {
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {
-  return wrapped_forward(x, [this](const Tensor& t) { return rms_norm(t, weight, eps); });
+  // fusion::rms_norm is hp::rms_norm unless the fusion mode is lazy (fusion/patterns.h).
+  return wrapped_forward(x, [this](const Tensor& t) { return fusion::rms_norm(t, weight, eps); });
 }
 
 }  // namespace hp::nn

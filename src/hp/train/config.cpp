@@ -186,6 +186,11 @@ void TrainingConfig::describe(Schema& s) {
         "stop the run as diverged after this many consecutive steps skipped for a non-finite "
         "gradient norm (0 = never)")
       .min(0);
+  s.add("fusion", &fusion,
+        "vector chains of the models through DVM fused regions (docs/FUSION.md \"Modes\"): "
+        "none (eager ops) | auto (only what measured faster, bitwise equal to none) | lazy "
+        "(SwiGLU, the RMSNorms, residual add + norm: within rounding); HP_FUSION overrides it")
+      .choices({"none", "lazy", "auto"});
 }
 
 void FsdpConfig::describe(Schema& s) {

@@ -122,6 +122,8 @@ struct TrainingConfig {
   // Stop (as diverged, without saving) after this many consecutive steps whose update was
   // skipped for a non-finite gradient norm; 0 = never stop.
   int64_t max_skipped_steps = 10;
+  // Vector chains of the models through DVM fused regions: none | lazy | auto (fusion/mode.h).
+  std::string fusion = "auto";
   void describe(Schema& s);
   bool operator==(const TrainingConfig&) const = default;
 };

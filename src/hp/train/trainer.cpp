@@ -34,6 +34,7 @@
 #include "hp/data/loader.h"
 #include "hp/dist/communicator.h"
 #include "hp/fsdp/fsdp.h"
+#include "hp/fusion/mode.h"
 #include "hp/kernels/cpu/gemm_peak.h"
 #include "hp/kernels/cpu/isa.h"
 #include "hp/models/generate.h"
@@ -373,6 +374,10 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
           << (errno ? std::strerror(errno) : "write failed") << " (each checkpoint holds a copy)\n";
   }
 
+  // training.fusion for the run (HP_FUSION, when set, overrides it), restored after.
+  const fusion::Mode fusion_mode =
+      fusion::env_mode().value_or(fusion::parse_mode(cfg.training.fusion, "training.fusion"));
+  const fusion::ModeScope fusion_scope(fusion_mode);
   // memory.device_budget caps the device tier for the run (restored after: tests run many).
   const DeviceBudgetScope budget(device_budget_bytes(cfg), "memory.device_budget");
   check_device_budget(cfg);  // a budget too small for one layer: refused before anything is built
@@ -411,6 +416,10 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   MetricsLog metrics(metrics_cfg, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
   describe_run(cfg, res, run.data, loader, layout, par, *model, metrics);
   if (pipe) metrics.message(pipe->describe());
+  if (fusion::env_mode() &&
+      fusion_mode != fusion::parse_mode(cfg.training.fusion, "training.fusion"))
+    metrics.message(std::string("fusion: ") + fusion::mode_name(fusion_mode) +
+                    " (HP_FUSION overrides training.fusion: " + cfg.training.fusion + ")");
   if (evaluator) metrics.message(evaluator->describe(run.data.eval_name));
   if (run.documents.any())
     metrics.message(
