@@ -262,7 +262,7 @@ TEST(Config, MixedPrecisionAndItsDeprecatedAlias) {
   // A bad value given through the alias is reported at the alias.
   EXPECT_EQ(error_of(kValid, {"parallel.fsdp.param_dtype=f16"}),
             "[config] --set parallel.fsdp.param_dtype=f16: parallel.fsdp.param_dtype: must be one "
-            "of f32|bf16, got 'f16'");
+            "of auto|f32|bf16, got 'f16'");
   EXPECT_EQ(error_of(kValid, {"parallel.fsdp.param_dtype=[f32]"}),
             "[config] --set parallel.fsdp.param_dtype=[f32]: training.mixed_precision: expected a "
             "string, got a list");

@@ -11,6 +11,7 @@
 #include "hp/data/dataset.h"
 #include "hp/data/indexed.h"
 #include "hp/data/prepare.h"
+#include "hp/io/tokenizer.h"
 
 namespace hp::cli {
 
@@ -98,8 +99,9 @@ int prepare(Args args) {
   if (!o.tokenizer.empty() && !model.empty())
     throw UsageError{"give --tokenizer FILE or --model DIR, not both"};
   if (!model.empty()) {
-    o.tokenizer = (fs::path(model) / "tokenizer.json").string();
-    if (!fs::exists(o.tokenizer)) throw UsageError{"--model " + model + " has no tokenizer.json"};
+    if (!io::Tokenizer::in_dir(model))
+      throw UsageError{"--model " + model + " has no tokenizer.json or tiktoken.model"};
+    o.tokenizer = model;
   }
   take_value(args, "--format", &o.format);
   if (o.format != "text" && o.format != "jsonl" && o.format != "chat")

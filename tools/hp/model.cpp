@@ -142,9 +142,9 @@ int run_generate(const Args& argv) {
   if (has_t && !(opt.temperature > 0)) throw UsageError{"--temperature must be > 0"};
   if (has_p && !(opt.top_p > 0 && opt.top_p <= 1)) throw UsageError{"--top-p must be in (0, 1]"};
   opt.greedy = greedy || !(has_t || has_p);
-  const std::string tok_file = (fs::path(dir) / "tokenizer.json").string();
-  if (!fs::exists(tok_file)) HP_THROW(IoError, "generate", tok_file, ": file not found");
-  const auto tok = io::Tokenizer::from_file(tok_file);
+  if (!io::Tokenizer::in_dir(dir))
+    HP_THROW(IoError, "generate", dir, ": has no tokenizer.json or tiktoken.model");
+  const auto tok = io::Tokenizer::from_file(dir);
   auto model = models::load_model(dir, DType::f32);
   opt.stop_ids = model->config().eos_token_ids;
   const auto enc = tok.encode(prompt);

@@ -139,6 +139,11 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
   HP_THROW(IoError, "tokenizer", path, ": directory has neither tokenizer.json nor tiktoken.model");
 }
 
+bool Tokenizer::in_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  return fs::exists(fs::path(dir) / "tokenizer.json") || fs::exists(fs::path(dir) / "tiktoken.model");
+}
+
 Tokenizer Tokenizer::from_json(std::string_view json_text, std::string source) {
   return Tokenizer(detail::load_tokenizer(json_text, std::move(source)));
 }

@@ -33,6 +33,9 @@ class Tokenizer {
   // (+ tokenizer_config.json); errors (missing file, bad JSON, unsupported component, malformed
   // tiktoken line) name the file and the key or line.
   static Tokenizer from_file(const std::string& path);
+  // Whether `dir` holds a tokenizer from_file can load (tokenizer.json or tiktoken.model): how a
+  // model directory is searched for its tokenizer.
+  static bool in_dir(const std::string& dir);
   // `source` names the text in errors.
   static Tokenizer from_json(std::string_view json_text, std::string source);
 

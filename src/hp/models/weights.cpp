@@ -279,8 +279,8 @@ void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t 
   }
   if (n > 1) write_text(dir / "model.safetensors.index.json", io::hf_index_json(weight_map, total));
   if (!tokenizer_dir.empty()) {
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                          "generation_config.json"}) {
+    for (const char* f : {"tokenizer.json", "tiktoken.model", "tokenizer_config.json",
+                          "special_tokens_map.json", "generation_config.json"}) {
       const fs::path src = fs::path(tokenizer_dir) / f;
       if (!fs::exists(src)) continue;
       fs::copy_file(src, dir / f, fs::copy_options::overwrite_existing, ec);

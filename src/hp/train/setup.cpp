@@ -12,6 +12,7 @@
 #include "hp/core/random.h"
 #include "hp/data/dataset.h"
 #include "hp/io/json.h"
+#include "hp/io/tokenizer.h"
 #include "hp/models/registry.h"
 #include "hp/optim/state_offload.h"
 #include "hp/shard/mesh.h"
@@ -26,9 +27,9 @@ data::DatasetOptions dataset_options(const Config& cfg) {
   o.path = cfg.data.path;
   o.format = cfg.data.format;
   o.tokenizer = cfg.data.tokenizer;
-  if (o.tokenizer.empty() && !cfg.model.path.empty() &&
-      fs::exists(fs::path(cfg.model.path) / "tokenizer.json"))
-    o.tokenizer = (fs::path(cfg.model.path) / "tokenizer.json").string();
+  // A model directory's own tokenizer (tokenizer.json, or Kimi's tiktoken.model directory).
+  if (o.tokenizer.empty() && !cfg.model.path.empty() && io::Tokenizer::in_dir(cfg.model.path))
+    o.tokenizer = cfg.model.path;
   o.doc_separator = cfg.data.doc_separator;
   o.separator_token = cfg.data.separator_token;
   o.chat_template = cfg.data.chat_template;
@@ -248,14 +249,21 @@ std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& 
                                                                   const models::CausalLM& model) {
   std::vector<std::pair<std::string, std::string>> files = {
       {"config.json", models::model_config_to_json(model.config())}, {"config.yaml", to_yaml(cfg)}};
-  // (name in the checkpoint, source): data.tokenizer is a tokenizer.json whatever its file name,
-  // so an export of the checkpoint finds it where `hp generate` looks.
+  // (name in the checkpoint, source): data.tokenizer is a tokenizer.json whatever its file name
+  // (or a tokenizer directory), so an export of the checkpoint finds it where `hp generate` looks.
   std::vector<std::pair<std::string, fs::path>> tokenizer_files;
-  if (!cfg.data.tokenizer.empty())
-    tokenizer_files.emplace_back("tokenizer.json", cfg.data.tokenizer);
-  if (!cfg.model.path.empty())
-    for (const char* name : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
-      tokenizer_files.emplace_back(name, fs::path(cfg.model.path) / name);
+  std::vector<fs::path> tokenizer_dirs;
+  if (!cfg.data.tokenizer.empty()) {
+    if (fs::is_directory(cfg.data.tokenizer))
+      tokenizer_dirs.emplace_back(cfg.data.tokenizer);
+    else
+      tokenizer_files.emplace_back("tokenizer.json", cfg.data.tokenizer);
+  }
+  if (!cfg.model.path.empty()) tokenizer_dirs.emplace_back(cfg.model.path);
+  for (const fs::path& d : tokenizer_dirs)
+    for (const char* name :
+         {"tokenizer.json", "tiktoken.model", "tokenizer_config.json", "generation_config.json"})
+      tokenizer_files.emplace_back(name, d / name);
   for (const auto& [name, p] : tokenizer_files) {
     bool seen = false;
     for (const auto& f : files) seen |= f.first == name;
