@@ -134,9 +134,12 @@ void check_config_against_weights(const ModelConfig& c, const std::string& path)
   }
 }
 
-void load_weights(nn::Module& model, const std::string& path) {
+void load_weights(nn::Module& model, const std::string& path,
+                  const std::function<std::string(const std::string&)>& checkpoint_name) {
   const auto ckpt = io::SafetensorsCheckpoint::open(path);
-  const auto params = model.named_parameters();
+  auto params = model.named_parameters();
+  if (checkpoint_name)
+    for (auto& [name, p] : params) name = checkpoint_name(name);
   bool tied = true;
   std::set<std::string> wanted;
   for (const auto& [name, p] : params) {
@@ -174,6 +177,9 @@ void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t 
   fs::create_directories(dir, ec);
   if (ec) HP_THROW(IoError, "models", out_dir, ": cannot create directory: ", ec.message());
   write_text(dir / "config.json", model_config_to_json(model.config()));
+  const Architecture* arch = find_architecture(model.config().architecture);
+  std::function<std::string(const std::string&)> checkpoint_name;
+  if (arch) checkpoint_name = arch->checkpoint_name;
 
   // Greedy sharding in parameter order, as transformers does.
   std::vector<std::vector<std::pair<std::string, Tensor>>> shards(1);
@@ -184,7 +190,7 @@ void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t 
       shards.emplace_back();
       cur = 0;
     }
-    shards.back().emplace_back(name, p.contiguous());
+    shards.back().emplace_back(checkpoint_name ? checkpoint_name(name) : name, p.contiguous());
     cur += bytes;
     total += bytes;
   }

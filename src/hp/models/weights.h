@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "hp/models/transformer.h"
@@ -13,7 +14,10 @@ namespace hp::models {
 // Throws IoError "[models] <path>: ..." naming a missing tensor, an unexpected tensor or a
 // shape mismatch (both shapes). lm_head.weight in a tied checkpoint and rotary inv_freq buffers
 // are ignored, as transformers does.
-void load_weights(nn::Module& model, const std::string& path);
+// `checkpoint_name` (Architecture::checkpoint_name; null = identity) maps a parameter FQN to
+// the tensor's name in the files.
+void load_weights(nn::Module& model, const std::string& path,
+                  const std::function<std::string(const std::string&)>& checkpoint_name = nullptr);
 
 // Checks `config`'s sizes against the safetensors headers at `path` (no tensor data is read),
 // before a model is built for them: the layer count the names model.layers.<i>.* imply must be
