@@ -93,7 +93,8 @@ void publish(const fs::path& staging, const fs::path& out, const std::string& ou
 }  // namespace
 
 ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
-                      int64_t max_shard_bytes, bool overwrite) {
+                      int64_t max_shard_bytes, bool overwrite,
+                      const std::function<std::string(const std::string&)>& file_name) {
   if (max_shard_bytes <= 0)
     HP_THROW(ValueError, "ckpt", "max shard bytes must be > 0, got ", max_shard_bytes);
   const Metadata meta = read_metadata(step_dir);
@@ -139,10 +140,11 @@ ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
     std::vector<io::SafetensorsEntry> entries;
     std::map<std::string, const TensorMeta*> by_name;
     for (const TensorMeta* t : shards[i]) {
-      entries.push_back({t->fqn, t->dtype, t->global_shape, nullptr,
+      const std::string name = file_name ? file_name(t->fqn) : t->fqn;
+      entries.push_back({name, t->dtype, t->global_shape, nullptr,
                          static_cast<size_t>(shape_numel(t->global_shape)) * dtype_size(t->dtype)});
-      by_name[t->fqn] = t;
-      weight_map.emplace_back(t->fqn, file);
+      by_name[name] = t;
+      weight_map.emplace_back(name, file);
     }
     io::SafetensorsWriter writer((staging / file).string(), entries, {{"format", "pt"}});
     for (const auto& slot : writer.layout()) {

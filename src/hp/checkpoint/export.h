@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace hp::checkpoint {
@@ -25,7 +26,11 @@ struct ExportStats {
 // two exports. An out_dir that exists and is not empty is refused (IoError naming it) unless
 // `overwrite`, which replaces it whole: the old directory is renamed away, the new one in, and
 // the old one deleted.
+//
+// `file_name` maps a tensor's FQN to its name in the files (models::checkpoint_names gives the
+// architecture's: DeepSeek-V4 keeps its original names); null writes the FQNs.
 ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
-                      int64_t max_shard_bytes = 2'000'000'000, bool overwrite = false);
+                      int64_t max_shard_bytes = 2'000'000'000, bool overwrite = false,
+                      const std::function<std::string(const std::string&)>& file_name = nullptr);
 
 }  // namespace hp::checkpoint

@@ -1,5 +1,6 @@
 // DeepSeek-V4's sparse MLP (transformers' DeepseekV4SparseMoeBlock): hash- or learned-routed
 // experts with the SwiGLU clamp, plus one shared expert.
+#include <cmath>
 #include <limits>
 
 #include "hp/autograd/grad_mode.h"
@@ -91,7 +92,7 @@ Tensor DeepseekV4MoE::forward_tokens(const Tensor& x, const AttentionContext& ct
         if (!(ex >= 0 && ex < double(e_count)))
           HP_THROW(ValueError, "deepseek_v4", "tid2eid[", id, "][", j, "] = ", ex,
                    " is not an expert id below n_routed_experts = ", e_count);
-        idx[static_cast<size_t>(i * k + j)] = ex;
+        idx[static_cast<size_t>(i * k + j)] = std::round(ex);
       }
     }
   } else {

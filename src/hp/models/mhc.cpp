@@ -35,10 +35,11 @@ HyperConnection::HyperConnection(int64_t hc_mult, int64_t hidden, int64_t sinkho
 
 HcMix HyperConnection::mix(const Tensor& streams) const {
   const int64_t b = streams.size(0), t = streams.size(1), n = n_;
-  const Tensor mixes = linear(normed_flat(streams, norm_eps_), fn);  // [B, T, (2 + N)·N]
+  // In f32 whatever the compute dtype (HF keeps the mHC modules in f32).
+  const Tensor mixes = linear(normed_flat(streams, norm_eps_), f32(fn));  // [B, T, (2 + N)·N]
   auto parts = split(mixes, {n, n, n * n}, -1);
-  auto bases = split(base, {n, n, n * n}, 0);
-  auto scales = split(scale, {1, 1, 1}, 0);
+  auto bases = split(f32(base), {n, n, n * n}, 0);
+  auto scales = split(f32(scale), {1, 1, 1}, 0);
   HcMix m;
   const Tensor pre = add(sigmoid(add(mul(parts[0], scales[0]), bases[0])), hc_eps_);
   m.post = mul(sigmoid(add(mul(parts[1], scales[1]), bases[1])), 2.0);
@@ -75,7 +76,7 @@ HyperHead::HyperHead(int64_t hc_mult, int64_t hidden, double hc_eps, double norm
 
 Tensor HyperHead::forward(const Tensor& streams) const {
   return wrapped_forward(streams, [this](const Tensor& s) {
-    const Tensor mixes = linear(normed_flat(s, norm_eps_), hc_fn);  // [B, T, N]
+    const Tensor mixes = linear(normed_flat(s, norm_eps_), f32(hc_fn));  // [B, T, N]
     const Tensor pre = add(sigmoid(add(mul(mixes, f32(hc_scale)), f32(hc_base))), hc_eps_);
     return collapse_streams(pre, s);
   });

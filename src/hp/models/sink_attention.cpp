@@ -12,7 +12,8 @@ Tensor biased_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
            k.desc(), ", v ", v.desc());
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2);
   Tensor scores = mul(matmul(q, transpose(k, -1, -2)), scale);  // [B, H, T, S]
-  if (bias.defined()) scores = add(scores, bias);
+  if (bias.defined())
+    scores = add(scores, bias.dtype() == scores.dtype() ? bias : cast(bias, scores.dtype()));
   if (sinks.defined()) {
     const Tensor s = sinks.dtype() == scores.dtype() ? sinks : cast(sinks, scores.dtype());
     scores = cat({scores, expand(view(s, {1, h, 1, 1}), {b, h, t, 1})}, -1);

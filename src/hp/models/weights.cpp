@@ -168,6 +168,13 @@ void load_weights(nn::Module& model, const std::string& path,
   }
 }
 
+std::function<std::string(const std::string&)> checkpoint_names(const std::string& path) {
+  const fs::path file = fs::is_directory(path) ? fs::path(path) / "config.json" : fs::path(path);
+  if (!fs::exists(file)) return nullptr;
+  const Architecture* arch = find_architecture(read_model_config(file.string()).architecture);
+  return arch ? arch->checkpoint_name : nullptr;
+}
+
 void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t max_shard_bytes,
                      const std::string& tokenizer_dir) {
   if (max_shard_bytes <= 0)

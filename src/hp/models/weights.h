@@ -28,6 +28,11 @@ void load_weights(nn::Module& model, const std::string& path,
 // load_model calls it; other tensors are checked by load_weights.
 void check_config_against_weights(const ModelConfig& config, const std::string& path);
 
+// The architecture's FQN → checkpoint-name map (Architecture::checkpoint_name) for the model
+// whose config.json is at `path` (a directory or the file); null when the names are the FQNs or
+// there is no config.json.
+std::function<std::string(const std::string&)> checkpoint_names(const std::string& path);
+
 // Writes `out_dir`/config.json and the weights: model.safetensors when they fit in
 // `max_shard_bytes`, else model-0000i-of-0000N.safetensors + model.safetensors.index.json
 // (transformers' layout). `tokenizer_dir` (optional) supplies tokenizer.json,
