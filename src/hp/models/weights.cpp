@@ -9,6 +9,7 @@
 #include <set>
 
 #include "hp/autograd/grad_mode.h"
+#include "hp/io/json.h"
 #include "hp/io/safetensors.h"
 #include "hp/models/registry.h"
 
@@ -171,7 +172,11 @@ void load_weights(nn::Module& model, const std::string& path,
 std::function<std::string(const std::string&)> checkpoint_names(const std::string& path) {
   const fs::path file = fs::is_directory(path) ? fs::path(path) / "config.json" : fs::path(path);
   if (!fs::exists(file)) return nullptr;
-  const Architecture* arch = find_architecture(read_model_config(file.string()).architecture);
+  // Only the class is read: the files beside a checkpoint need not be a complete config.
+  const io::Json j = io::read_json_file(file.string());
+  const auto a = j.is_object() ? j.find("architectures") : std::nullopt;
+  if (!a || !a->is_array() || a->size() == 0 || !a->at(0).is_string()) return nullptr;
+  const Architecture* arch = find_architecture(a->at(0).as_string());
   return arch ? arch->checkpoint_name : nullptr;
 }
 
