@@ -326,9 +326,11 @@ TEST(Config, ArchChoicesComeFromTheArchitectureTable) {
 TEST(Config, BuildsOptimizerOptionsAndSchedule) {
   Config c = parse_config(kValid, "run.yaml", {"lr_scheduler.warmup_steps=10"});
   optim::OptimizerOptions o = optimizer_options(c.optimizer);
-  // Routers' correction biases (no weight decay, first), the config's group, Muon's AdamW group.
+  // Routers' correction biases and DeepSeek-V4's hash-routing tables (no weight decay, first),
+  // the config's group, Muon's AdamW group.
   ASSERT_EQ(o.groups.size(), 3u);
-  EXPECT_EQ(o.groups[0].globs, std::vector<std::string>{"*.e_score_correction_bias"});
+  EXPECT_EQ(o.groups[0].globs,
+            (std::vector<std::string>{"*.e_score_correction_bias", "*.tid2eid"}));
   EXPECT_EQ(o.groups[0].weight_decay, 0.0);
   EXPECT_EQ(o.groups[1].weight_decay, 0.0);
   EXPECT_EQ(o.groups[2].algorithm, optim::Algorithm::adamw);  // embeddings and head

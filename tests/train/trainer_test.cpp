@@ -1,7 +1,6 @@
 // The training loop end to end on a tiny model and a slice of the bundled corpus: the loss falls,
 // runs are bitwise reproducible for any thread count, a resumed run continues exactly as the
 // uninterrupted one, MXFP8 tracks the bf16 run, and the run directory holds what it promises.
-#include "train/train_run.h"
 #include "hp/train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -19,8 +18,10 @@
 #include "hp/core/thread_pool.h"
 #include "hp/models/registry.h"
 #include "hp/models/transformer.h"
+#include "hp/models/weights.h"
 #include "hp/ops/ops.h"
 #include "hp/train/config.h"
+#include "train/train_run.h"
 
 namespace hp::train {
 namespace {
@@ -227,17 +228,23 @@ TEST(Trainer, DeprecatedParamDtypeIsUsedAndNotedOnce) {
 // A Hugging Face directory as the starting point (model.path), pre-tokenized u16 data (the corpus's
 // bytes folded into the fixture's 96-id vocabulary), and the trained checkpoint exported back to
 // a Hugging Face directory that loads with the trained values.
-TEST(Trainer, TrainsFromHuggingFaceDirectoryAndExportsBack) {
-  const std::string dir = run_dir("hf");
+// The corpus's bytes folded into `vocab` ids, as a u16 token file in `dir`.
+std::string folded_tokens(const std::string& dir, int vocab) {
   fs::create_directories(dir);
   std::ifstream in(corpus(), std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<uint16_t> ids;
-  for (unsigned char ch : text) ids.push_back(static_cast<uint16_t>(ch % 96));
+  for (unsigned char ch : text) ids.push_back(static_cast<uint16_t>(ch % vocab));
   const std::string tokens = dir + "/tokens.u16";
   std::ofstream(tokens, std::ios::binary)
       .write(reinterpret_cast<const char*>(ids.data()), std::streamsize(ids.size() * 2));
-  for (const char* fixture : {"qwen3", "deepseek_v3"}) {
+  return tokens;
+}
+
+TEST(Trainer, TrainsFromHuggingFaceDirectoryAndExportsBack) {
+  const std::string dir = run_dir("hf");
+  const std::string tokens = folded_tokens(dir, 96);
+  for (const char* fixture : {"qwen3", "deepseek_v3", "deepseek_v4_hc2"}) {
     const std::string yaml = std::string("model: {path: ") + HP_TEST_DIR + "/../models/fixtures/" +
                              fixture + "}\ndata: {path: " + tokens +
                              ", format: tokens_u16}\ntraining: {steps: 8, batch_size: 2, "
@@ -248,7 +255,8 @@ TEST(Trainer, TrainsFromHuggingFaceDirectoryAndExportsBack) {
     ASSERT_EQ(r.steps.size(), 8u) << fixture;
     EXPECT_LT(r.steps.back().loss, r.steps.front().loss) << fixture;
     const std::string out = dir + "/" + fixture + "_hf";
-    checkpoint::export_hf(r.last_checkpoint, out);
+    checkpoint::export_hf(r.last_checkpoint, out, 2'000'000'000, false, std::nullopt,
+                          models::checkpoint_names(r.last_checkpoint));
     auto exported = models::load_model(out, DType::f32);
     checkpoint::Metadata meta = checkpoint::read_metadata(r.last_checkpoint);
     for (const auto& [fqn, t] : exported->named_parameters()) {
@@ -272,6 +280,33 @@ TEST(Trainer, TrainsFromHuggingFaceDirectoryAndExportsBack) {
         std::string::npos)
         << e.what();
   }
+}
+
+// DeepSeek-V4 (mHC streams, compressed attention, hash routing) from its HF directory under the
+// trainer's features: full recompute keeps the losses bitwise, MXFP8 converts its linears and
+// experts and stays close to f32.
+TEST(Trainer, DeepseekV4TrainsWithRecomputeAndMxfp8) {
+  const std::string dir = run_dir("v4");
+  const std::string tokens = folded_tokens(dir, 128);
+  auto config = [&](const std::string& name, std::vector<std::string> sets) {
+    const std::string yaml = std::string("model: {path: ") + HP_TEST_DIR +
+                             "/../models/fixtures/deepseek_v4_hc2}\ndata: {path: " + tokens +
+                             ", format: tokens_u16}\ntraining: {steps: 3, batch_size: 2, "
+                             "seq_len: 32, mixed_precision: f32}\noptimizer: {lr: 0.003}\n"
+                             "metrics: {progress: none}\ncheckpoint: {save_final: false}\n"
+                             "run: {dir: " +
+                             dir + "/" + name + "}\n";
+    return parse_config(yaml, "v4.yaml", sets);
+  };
+  const TrainResult plain = quiet_train(config("plain", {}));
+  const TrainResult rc = quiet_train(config("rc", {"recompute.mode=full"}));
+  EXPECT_EQ(rc.recompute_modules.size(), 4u);
+  EXPECT_EQ(losses(plain), losses(rc));
+  const TrainResult mx = quiet_train(config("mx", {"low_precision.recipe=mxfp8"}));
+  EXPECT_GT(mx.mx_modules.size(), 0u);
+  ASSERT_EQ(mx.steps.size(), plain.steps.size());
+  for (size_t i = 0; i < mx.steps.size(); ++i)
+    EXPECT_NEAR(mx.steps[i].loss, plain.steps[i].loss, 0.05 * plain.steps[i].loss) << i;
 }
 
 // Recompute changes memory, not numbers: bitwise the same losses, and full recompute holds well

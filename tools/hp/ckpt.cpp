@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/checkpoint/export.h"
+#include "hp/models/weights.h"
 
 namespace hp::cli {
 
@@ -105,7 +106,8 @@ int run_ckpt(const Args& argv) {
       throw UsageError{
           "usage: hp ckpt export-hf DIR OUT [--max-shard-bytes N] [--overwrite] [--fp8-blocks]"};
     const std::string step_dir = checkpoint::resolve_step_dir(args[0]);
-    const auto stats = checkpoint::export_hf(step_dir, args[1], max_bytes, overwrite, fp8_blocks);
+    const auto stats = checkpoint::export_hf(step_dir, args[1], max_bytes, overwrite, fp8_blocks,
+                                             models::checkpoint_names(step_dir));
     std::printf("exported %lld tensors (%s) from %s to %s in %lld shard(s)\n",
                 static_cast<long long>(stats.tensors),
                 human_bytes(static_cast<double>(stats.bytes)).c_str(), step_dir.c_str(),

@@ -153,7 +153,8 @@ bool fp8_block_quantized(const std::string& fqn, const std::vector<int64_t>& sha
 
 ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
                       int64_t max_shard_bytes, bool overwrite,
-                      std::optional<mx::Fp8BlockSize> fp8_blocks) {
+                      std::optional<mx::Fp8BlockSize> fp8_blocks,
+                      const std::function<std::string(const std::string&)>& file_name) {
   if (max_shard_bytes <= 0)
     HP_THROW(ValueError, "ckpt", "max shard bytes must be > 0, got ", max_shard_bytes);
   const Metadata meta = read_metadata(step_dir);
@@ -178,24 +179,25 @@ ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
   if (!ec) fs::create_directory(staging, ec);
   if (ec) HP_THROW(IoError, "ckpt", staging.string(), ": cannot create directory: ", ec.message());
 
-  // The tensors to write, a quantized weight as its codes and its scales.
+  // The tensors to write, under their names in the files, a quantized weight as its codes and
+  // its scales.
   std::vector<Output> outputs;
   for (const TensorMeta* t : model) {
     const size_t numel = static_cast<size_t>(shape_numel(t->global_shape));
+    const std::string name = file_name ? file_name(t->fqn) : t->fqn;
     if (!fp8_blocks || !fp8_block_quantized(t->fqn, t->global_shape)) {
-      outputs.push_back(
-          {t,
-           Output::as_saved,
-           {t->fqn, t->dtype, t->global_shape, nullptr, numel * dtype_size(t->dtype)}});
+      outputs.push_back({t,
+                         Output::as_saved,
+                         {name, t->dtype, t->global_shape, nullptr, numel * dtype_size(t->dtype)}});
       continue;
     }
     const auto scale_shape =
         mx::fp8_block_scale_shape(t->global_shape[0], t->global_shape[1], *fp8_blocks);
     outputs.push_back(
-        {t, Output::fp8_codes, {t->fqn, DType::f8e4m3, t->global_shape, nullptr, numel}});
+        {t, Output::fp8_codes, {name, DType::f8e4m3, t->global_shape, nullptr, numel}});
     outputs.push_back({t,
                        Output::fp8_scales,
-                       {mx::fp8_block_scale_name(t->fqn), DType::f32, scale_shape, nullptr,
+                       {mx::fp8_block_scale_name(name), DType::f32, scale_shape, nullptr,
                         static_cast<size_t>(shape_numel(scale_shape)) * sizeof(float)}});
   }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,9 +35,12 @@ struct ExportStats {
 // checkpoints (mx/fp8_blocks.h): every tensor fp8_block_quantized() names becomes F8_E4M3 codes
 // plus an F32 `<name>_scale_inv` per block, and config.json gets the matching
 // quantization_config (IoError when the checkpoint has no config.json to put it in).
+// `file_name` maps a tensor's FQN to its name in the files (models::checkpoint_names gives the
+// architecture's: DeepSeek-V4 keeps its original names); null writes the FQNs.
 ExportStats export_hf(const std::string& step_dir, const std::string& out_dir,
                       int64_t max_shard_bytes = 2'000'000'000, bool overwrite = false,
-                      std::optional<mx::Fp8BlockSize> fp8_blocks = std::nullopt);
+                      std::optional<mx::Fp8BlockSize> fp8_blocks = std::nullopt,
+                      const std::function<std::string(const std::string&)>& file_name = nullptr);
 
 // The tensors the FP8 block format quantizes: the 2-D linear weights of the decoder layers
 // ("model.layers.<i>.….weight"), not norms ("…norm.weight"), router gates ("….gate.weight" of an

@@ -130,6 +130,10 @@ mx::Fp8BlockSize parse_fp8_blocks(const io::Json& q) {
 
 }  // namespace
 
+RopeScaling parse_rope_parameters(const io::Json& r, const std::string& key, ModelConfig& c) {
+  return parse_rope(r, key, c);
+}
+
 SizeOverflow parameter_count_overflow(const ModelConfig& c, const SizeKeys& k) {
   struct F {
     int64_t v;
@@ -225,7 +229,7 @@ ModelConfig parse_model_config(const io::Json& j) {
 
   c.vocab_size = positive(j, "vocab_size", true, 0);
   c.hidden_size = positive(j, "hidden_size", true, 0);
-  c.intermediate_size = positive(j, "intermediate_size", true, 0);
+  c.intermediate_size = positive(j, "intermediate_size", arch->needs_intermediate_size, 0);
   c.num_hidden_layers = positive(j, "num_hidden_layers", true, 0);
   c.num_attention_heads = positive(j, "num_attention_heads", true, 0);
   c.num_key_value_heads = positive(j, "num_key_value_heads", false, c.num_attention_heads);
@@ -303,6 +307,7 @@ ModelConfig parse_model_config(const io::Json& j) {
   } else if (arch->moe()) {
     fail(j, arch->experts_key, c.architecture + " needs an expert count");
   }
+  if (arch->parse_extra) arch->parse_extra(j, c);
   // Sizes no model can have (their parameter count overflows int64) fail here, naming the key,
   // before anything is allocated for them.
   SizeKeys keys;
@@ -392,6 +397,11 @@ std::string model_config_to_json(const ModelConfig& c) {
     j["rope_interleave"] = c.rope_interleave;
     // The model holds no next-token-prediction layers (load_weights skipped them).
     j["num_nextn_predict_layers"] = 0;
+  }
+  if (arch && arch->extra_json) {
+    // Named: items() refers to the parsed object, which must outlive the loop.
+    const nlohmann::ordered_json extra = nlohmann::ordered_json::parse(arch->extra_json(c));
+    for (const auto& [key, value] : extra.items()) j[key] = value;
   }
   return j.dump(2) + "\n";
 }

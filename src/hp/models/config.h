@@ -88,6 +88,19 @@ struct ModelConfig {
   // activation_scheme "dynamic"): its weight_block_size. load_weights dequantizes such weights to
   // the parameter dtype; the model itself (and model_config_to_json) is unquantized.
   std::optional<mx::Fp8BlockSize> fp8_blocks;
+  // --- DeepSeek-V4 (models/deepseek_v4.h; parsed by parse_deepseek_v4_fields) ---
+  // Per layer: "sliding_attention", "compressed_sparse_attention" or
+  // "heavily_compressed_attention"; "hash_moe" or "moe". Empty for other families.
+  std::vector<std::string> layer_types, mlp_layer_types;
+  int64_t compress_rate_csa = 4, compress_rate_hca = 128;  // compress_rates
+  double compress_rope_theta = 160000.0;
+  RopeScaling compress_rope;  // rope_parameters.compress (yarn for the compressed branches)
+  int64_t hc_mult = 0;        // mHC streams; 0 = plain residual (every other family)
+  int64_t hc_sinkhorn_iters = 20;
+  double hc_eps = 1e-6, swiglu_limit = 0.0;  // swiglu_limit 0 = no clamp
+  int64_t sliding_window = 0;                // 0 = full causal attention
+  int64_t o_groups = 1, o_lora_rank = 0;
+  int64_t index_n_heads = 0, index_head_dim = 0, index_topk = 0;
 
   bool is_moe() const { return num_experts > 0; }
 };
@@ -114,6 +127,10 @@ struct SizeOverflow {
 // overflows, then the layer count against kMaxLayers. parse_model_config applies it; a model built
 // from sizes should too.
 SizeOverflow parameter_count_overflow(const ModelConfig& c, const SizeKeys& keys = {});
+
+// A rope_parameters / rope_scaling object `r` (at `key`) as transformers reads it; sets
+// c.rope_theta when `r` holds one.
+RopeScaling parse_rope_parameters(const io::Json& r, const std::string& key, ModelConfig& c);
 
 // Parses a config.json document (`j` root). Throws IoError "[config] <file>: <key>: ...".
 ModelConfig parse_model_config(const io::Json& j);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "hp/models/deepseek_v4.h"
 #include "hp/models/mla.h"
 #include "hp/models/moe.h"
 #include "hp/models/weights.h"
@@ -119,6 +120,18 @@ LayerFactory deepseek_v3_layers() {
   return f;
 }
 
+LayerFactory deepseek_v4_layers() {
+  LayerFactory f;
+  f.attention = [](const ModelConfig& c, int64_t layer) -> std::shared_ptr<AttentionBlock> {
+    return std::make_shared<DeepseekV4Attention>(c, layer);
+  };
+  f.mlp = [](const ModelConfig& c, int64_t layer) -> std::shared_ptr<FeedForward> {
+    require_moe(c);
+    return std::make_shared<DeepseekV4MoE>(c, c.mlp_layer_types.at(size_t(layer)) == "hash_moe");
+  };
+  return f;
+}
+
 namespace {
 
 std::vector<Architecture> builtin_architectures() {
@@ -146,7 +159,15 @@ std::vector<Architecture> builtin_architectures() {
   deepseek_v3.mla = true;
   deepseek_v3.buildable_from_sizes = false;  // MLA's ranks and head sizes come from config.json
   deepseek_v3.tp_plan = nullptr;             // no plan for MLA attention yet
-  return {llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3};
+  Architecture deepseek_v4 = row("DeepseekV4ForCausalLM", "deepseek_v4", deepseek_v4_layers());
+  deepseek_v4.experts_key = "n_routed_experts";
+  deepseek_v4.buildable_from_sizes = false;  // layer_types, compressors, mHC: from config.json
+  deepseek_v4.tp_plan = nullptr;
+  deepseek_v4.needs_intermediate_size = false;
+  deepseek_v4.parse_extra = parse_deepseek_v4_fields;
+  deepseek_v4.extra_json = deepseek_v4_json;
+  deepseek_v4.checkpoint_name = deepseek_v4_checkpoint_name;
+  return {llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, deepseek_v4};
 }
 
 // A deque: rows keep their addresses as rows are added.
@@ -249,13 +270,14 @@ std::shared_ptr<CausalLM> load_model(const std::string& dir, DType dtype) {
   // The config's sizes against the weights' headers first: a wrong num_hidden_layers or hidden
   // size fails here, naming the key, instead of building (allocating) a model of that size.
   check_config_against_weights(c, dir);
+  const Architecture& arch = architecture(c.architecture);
   std::shared_ptr<CausalLM> m;
   {
     // Every parameter is overwritten by load_weights (which fails on any missing one).
     nn::SkipInitGuard skip;
     m = build_model(c);
   }
-  load_weights(*m, dir, &c);
+  load_weights(*m, dir, &c, arch.checkpoint_name);
   return m;
 }
 

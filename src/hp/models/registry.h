@@ -13,6 +13,7 @@
 // thread-safe).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,16 @@ struct Architecture {
   bool qkv_bias = false;
   // Its tensor-parallel plan (models/tp_plan.h); null = tensor parallelism is not offered.
   TpPlanFn tp_plan = decoder_tp_plan;
+  // config.json carries intermediate_size (DeepSeek-V4 has only moe_intermediate_size).
+  bool needs_intermediate_size = true;
+  // Family keys beyond the common ones (DeepSeek-V4: layer_types, mHC, compressors): read after
+  // them, and written as a JSON object text merged into config.json. Null: none.
+  std::function<void(const io::Json&, ModelConfig&)> parse_extra;
+  std::function<std::string(const ModelConfig&)> extra_json;
+  // hp parameter FQN -> the tensor's name in the safetensors files, where they differ
+  // (DeepSeek-V4 checkpoints keep the original names: attn.wq_a, ffn.experts.<e>.w1, ...).
+  // Null: the same name. load_weights and save_pretrained apply it.
+  std::function<std::string(const std::string&)> checkpoint_name;
 
   bool moe() const { return !experts_key.empty(); }
 };
@@ -78,6 +89,9 @@ LayerFactory qwen3_layers();
 LayerFactory qwen3_moe_layers();
 LayerFactory mixtral_layers();
 LayerFactory deepseek_v3_layers();
+// DeepSeek-V4 (models/deepseek_v4.h): V4 attention per layer_types, hash / learned MoE per
+// mlp_layer_types, mHC streams around every block.
+LayerFactory deepseek_v4_layers();
 
 // A randomly initialized model, as HF's _init_weights does (normal(0, initializer_range) for
 // linear and embedding weights, zero biases, unit norms) from the default generator — seed it with

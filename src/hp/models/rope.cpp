@@ -111,4 +111,13 @@ std::pair<Tensor, Tensor> RotaryTables::get(int64_t start, int64_t len, DType dt
   return {narrow(cos_, 0, start, len), narrow(sin_, 0, start, len)};
 }
 
+Tensor rotate_trailing(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved,
+                       int64_t seq_dim) {
+  const int64_t d = x.size(-1), r = 2 * cos.size(-1);
+  HP_CHECK(r <= d, "rotate_trailing: rope dim ", r, " > head dim ", d);
+  if (r == d) return rotary_embedding(x, cos, sin, interleaved, seq_dim);
+  auto parts = split(x, {d - r, r}, -1);
+  return cat({parts[0], rotary_embedding(parts[1], cos, sin, interleaved, seq_dim)}, -1);
+}
+
 }  // namespace hp::models

@@ -35,4 +35,9 @@ class RotaryTables {
   Tensor cos_, sin_;  // [cached_len_, dim / 2]
 };
 
+// Partial rotary embedding: rotary_embedding (ops.h) of the trailing 2 · cos.size(-1) channels of
+// x, the leading ones passed through (DeepSeek-V4 lays each head out as [nope | rope]).
+Tensor rotate_trailing(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved,
+                       int64_t seq_dim);
+
 }  // namespace hp::models

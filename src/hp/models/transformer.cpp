@@ -170,6 +170,15 @@ DecoderLayer::DecoderLayer(const ModelConfig& c, const LayerFactory& f, int64_t 
   post_attention_layernorm =
       register_module("post_attention_layernorm",
                       std::make_shared<nn::RMSNorm>(c.hidden_size, c.rms_norm_eps, c.dtype));
+  if (c.hc_mult > 0) {
+    auto hc = [&c] {
+      return std::make_shared<HyperConnection>(c.hc_mult, c.hidden_size, c.hc_sinkhorn_iters,
+                                               c.hc_eps, c.rms_norm_eps, c.dtype,
+                                               c.initializer_range);
+    };
+    attn_hc = register_module("attn_hc", hc());
+    ffn_hc = register_module("ffn_hc", hc());
+  }
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, AttentionContext& ctx) const {
@@ -177,6 +186,22 @@ Tensor DecoderLayer::forward(const Tensor& x, AttentionContext& ctx) const {
   // closures copy the context (pointers and a position): a recompute wrapper keeps them and runs
   // them again in backward, after this call has returned.
   const AttentionContext c = ctx;
+  if (attn_hc)
+    return wrapped_forward(x, [this, c](const Tensor& streams) {
+      // x: streams [B, T, N, hidden]; each block runs on their collapse and folds back.
+      const HcMix am = attn_hc->mix(streams);
+      Tensor a = self_attn->wrapped_forward(input_layernorm->forward(am.collapsed),
+                                            [this, c](const Tensor& y) {
+                                              AttentionContext cc = c;
+                                              return self_attn->forward(y, cc);
+                                            });
+      const Tensor h = HyperConnection::fold(am, a, streams);
+      const HcMix fm = ffn_hc->mix(h);
+      Tensor m =
+          mlp->wrapped_forward(post_attention_layernorm->forward(fm.collapsed),
+                               [this, c](const Tensor& y) { return mlp->forward_tokens(y, c); });
+      return HyperConnection::fold(fm, m, h);
+    });
   return wrapped_forward(x, [this, c](const Tensor& in) {
     Tensor a = self_attn->wrapped_forward(input_layernorm->forward(in), [this, c](const Tensor& y) {
       AttentionContext cc = c;
@@ -192,7 +217,8 @@ Tensor DecoderLayer::forward(const Tensor& x, AttentionContext& ctx) const {
       h = add(in, a);
       n = post_attention_layernorm->forward(h);
     }
-    Tensor m = mlp->wrapped_forward(n, [this](const Tensor& y) { return mlp->forward(y); });
+    Tensor m =
+        mlp->wrapped_forward(n, [this, c](const Tensor& y) { return mlp->forward_tokens(y, c); });
     return add(h, m);
   });
 }
@@ -208,6 +234,10 @@ DecoderModel::DecoderModel(const ModelConfig& c, const LayerFactory& f) {
   }
   norm = register_module("norm",
                          std::make_shared<nn::RMSNorm>(c.hidden_size, c.rms_norm_eps, c.dtype));
+  if (c.hc_mult > 0)
+    hc_head = register_module(
+        "hc_head", std::make_shared<HyperHead>(c.hc_mult, c.hidden_size, c.hc_eps, c.rms_norm_eps,
+                                               c.dtype, c.initializer_range));
 }
 
 CausalLM::CausalLM(const ModelConfig& c, const LayerFactory& f)
@@ -235,6 +265,16 @@ void take_documents(AttentionContext& ctx, const AttentionContext* docs) {
 }
 }  // namespace
 
+Tensor CausalLM::to_streams(const Tensor& h) const {
+  if (config_.hc_mult <= 0) return h;
+  // Every mHC stream starts as the embedding: [B, T, hidden] → [B, T, N, hidden].
+  return contiguous(expand(unsqueeze(h, 2), {h.size(0), h.size(1), config_.hc_mult, h.size(2)}));
+}
+
+Tensor CausalLM::final_norm(const Tensor& h) const {
+  return model->norm->forward(model->hc_head ? model->hc_head->forward(h) : h);
+}
+
 Tensor CausalLM::hidden_states(const Tensor& ids, KVCache* cache) {
   return run(ids, cache, nullptr);
 }
@@ -251,13 +291,14 @@ Tensor CausalLM::run(const Tensor& ids, KVCache* cache, const ContextSplit* cont
   ctx.context = context;
   ctx.row_length = row_length;
   take_documents(ctx, docs);
-  Tensor h = model->embed_tokens->forward(ids);  // [B, T, hidden]
+  ctx.ids = ids;
+  Tensor h = to_streams(model->embed_tokens->forward(ids));  // [B, T, hidden] or [B, T, N, hidden]
   for (size_t i = 0; i < model->layers.size(); ++i) {
     ctx.cache = cache ? &cache->layers[i] : nullptr;
     h = model->layers[i]->forward(h, ctx);
   }
   if (cache) cache->length += ids.size(1);
-  return model->norm->forward(h);
+  return final_norm(h);
 }
 
 Tensor CausalLM::forward(const Tensor& ids, KVCache* cache) {
@@ -324,11 +365,12 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocum
     // both and returns Σ its token losses / all targets of the rows, so the cp ranks' shares sum
     // to the mean (and their gradients, summed by FSDP over dp_shard × cp, to its gradient).
     const int64_t n = t - 1;
-    const Tensor in = shard::context_shard(narrow(ids, 1, 0, n), 1, context_.degree, context_.index);
+    const Tensor in =
+        shard::context_shard(narrow(ids, 1, 0, n), 1, context_.degree, context_.index);
     const Tensor all_targets = narrow(lab, 1, 1, n);
-    const Tensor targets = reshape(
-        contiguous(shard::context_shard(all_targets, 1, context_.degree, context_.index)),
-        {b * (n / context_.degree)});
+    const Tensor targets =
+        reshape(contiguous(shard::context_shard(all_targets, 1, context_.degree, context_.index)),
+                {b * (n / context_.degree)});
     auto valid = [](const Tensor& x) {
       int64_t count = 0;
       for (double v : contiguous(x).to_vector()) count += v != -100;
@@ -343,8 +385,8 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocum
                          : mul(sum(logits), 0.0);
     return add_aux_losses(l, &context_);
   }
-  return loss_from_hidden(
-      run_layers(ids, 0, static_cast<int64_t>(model->layers.size()), &doc_ctx), ids, lab);
+  return loss_from_hidden(run_layers(ids, 0, static_cast<int64_t>(model->layers.size()), &doc_ctx),
+                          ids, lab);
 }
 
 Tensor CausalLM::run_layers(const Tensor& x, int64_t begin, int64_t end,
@@ -357,7 +399,8 @@ Tensor CausalLM::run_layers(const Tensor& x, int64_t begin, int64_t end,
   if (begin == 0 && x.dim() != 2)
     HP_THROW(ValueError, "models", "input ids must be [B, T], got ", x.desc());
   HP_CHECK(begin > 0 || model->embed_tokens, "the embedding is on another pipeline stage");
-  Tensor h = begin == 0 ? model->embed_tokens->forward(x) : x;  // [B, T, hidden]
+  if (begin == 0) ctx.ids = x;
+  Tensor h = begin == 0 ? to_streams(model->embed_tokens->forward(x)) : x;  // [B, T, (N,) hidden]
   for (int64_t i = begin; i < end; ++i) {
     const auto& layer = model->layers[static_cast<size_t>(i)];
     HP_CHECK(layer != nullptr, "layer ", i, " is on another pipeline stage");
@@ -370,7 +413,7 @@ Tensor CausalLM::loss_from_hidden(const Tensor& h, const Tensor& ids, const Tens
   const Tensor lab = labels.defined() ? labels : ids;
   const int64_t b = ids.size(0), t = ids.size(1);
   HP_CHECK(model->norm != nullptr, "the head is on another pipeline stage");
-  const Tensor logits = head(model->norm->forward(h));  // [B, T, V_local]
+  const Tensor logits = head(final_norm(h));  // [B, T, V_local]
   Tensor shifted = flat_f32(narrow(logits, 1, 0, t - 1));
   Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
   return add_aux_losses(mean_cross_entropy(shifted, targets), nullptr);

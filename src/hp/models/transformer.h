@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hp/models/config.h"
+#include "hp/models/mhc.h"
 #include "hp/models/rope.h"
 #include "hp/nn/module.h"
 
@@ -57,6 +58,8 @@ struct AttentionContext {
   // [0, position_span) so that length-dependent RoPE sees the whole batch's longest document.
   Tensor segments, positions;
   int64_t position_span = 0;
+  // The token ids [B, T] of this forward when it started from ids (hash-routed MoE reads them).
+  Tensor ids;
 };
 
 // The packed documents of training rows (data.document_mask, data.reset_position_ids; the loader's
@@ -93,6 +96,12 @@ class FeedForward : public nn::Module {
  public:
   // x [B, T, hidden] → [B, T, hidden].
   virtual Tensor forward(const Tensor& x) const = 0;
+  // As forward, for blocks that also read the forward's context (DeepSeek-V4's hash routing
+  // reads ctx.ids); the decoder layer calls this one.
+  virtual Tensor forward_tokens(const Tensor& x, const AttentionContext& ctx) const {
+    (void)ctx;
+    return forward(x);
+  }
   // Auxiliary loss of the last forward, added to CausalLM::loss as is; undefined when none.
   virtual Tensor aux_loss() const { return Tensor(); }
   // Router logits [tokens, num_experts] of the last forward of a sparse block; undefined for dense
@@ -136,7 +145,9 @@ struct LayerFactory {
   std::string mlp_name = "mlp";
 };
 
-// Pre-norm residual block: x + attn(norm(x)), then h + mlp(norm(h)).
+// Pre-norm residual block: x + attn(norm(x)), then h + mlp(norm(h)). With config.hc_mult > 0
+// (DeepSeek-V4) x is hc_mult residual streams [B, T, N, hidden] mixed in and out of each block by
+// attn_hc / ffn_hc (models/mhc.h).
 class DecoderLayer : public nn::Module {
  public:
   DecoderLayer(const ModelConfig& c, const LayerFactory& f, int64_t layer);
@@ -144,6 +155,7 @@ class DecoderLayer : public nn::Module {
   std::shared_ptr<nn::RMSNorm> input_layernorm, post_attention_layernorm;
   std::shared_ptr<AttentionBlock> self_attn;
   std::shared_ptr<FeedForward> mlp;
+  std::shared_ptr<HyperConnection> attn_hc, ffn_hc;  // null unless hc_mult > 0
 };
 
 // A numbered list of submodules ("layers.0", "layers.1", ...).
@@ -157,13 +169,14 @@ class ModuleList : public nn::Module {
   int64_t size_ = 0;
 };
 
-// "model": embed_tokens, layers, norm.
+// "model": embed_tokens, layers, norm (and hc_head with hc_mult > 0).
 class DecoderModel : public nn::Module {
  public:
   DecoderModel(const ModelConfig& c, const LayerFactory& f);
   std::shared_ptr<nn::Embedding> embed_tokens;
   std::vector<std::shared_ptr<DecoderLayer>> layers;
   std::shared_ptr<nn::RMSNorm> norm;
+  std::shared_ptr<HyperHead> hc_head;  // null unless hc_mult > 0
 };
 
 // Per-layer K/V caches for generation.
@@ -249,6 +262,11 @@ class CausalLM : public nn::Module {
  private:
   // h [B, T, hidden] → this rank's logit columns [B, T, V_local] (all without a vocab split).
   Tensor head(const Tensor& h) const;
+  // The embedding output as the layers' input: copied into hc_mult streams when the model has
+  // them ([B, T, N, hidden]), else as is.
+  Tensor to_streams(const Tensor& h) const;
+  // The last layer's output → the final norm's (collapsing the streams first when there are).
+  Tensor final_norm(const Tensor& h) const;
   // logits [N, V_local] (f32), targets [N] → the mean cross-entropy (over the vocab split).
   Tensor mean_cross_entropy(const Tensor& logits, const Tensor& targets) const;
   // `docs`: the packed-document fields of the AttentionContext (segments, positions, span).

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "hp/autograd/grad_mode.h"
+#include "hp/io/json.h"
 #include "hp/io/safetensors.h"
 #include "hp/models/registry.h"
 #include "hp/mx/fp8_blocks.h"
@@ -187,11 +188,14 @@ void check_config_against_weights(const ModelConfig& c, const std::string& path)
   }
 }
 
-void load_weights(nn::Module& model, const std::string& path, const ModelConfig* config) {
+void load_weights(nn::Module& model, const std::string& path, const ModelConfig* config,
+                  const std::function<std::string(const std::string&)>& checkpoint_name) {
   const ModelConfig plain;
   const ModelConfig& c = config ? *config : plain;
   const auto ckpt = io::SafetensorsCheckpoint::open(path);
-  const auto params = model.named_parameters();
+  auto params = model.named_parameters();
+  if (checkpoint_name)
+    for (auto& [name, p] : params) name = checkpoint_name(name);
   bool tied = true;
   std::set<std::string> wanted;
   for (const auto& [name, p] : params) {
@@ -243,6 +247,17 @@ void load_weights(nn::Module& model, const std::string& path, const ModelConfig*
   }
 }
 
+std::function<std::string(const std::string&)> checkpoint_names(const std::string& path) {
+  const fs::path file = fs::is_directory(path) ? fs::path(path) / "config.json" : fs::path(path);
+  if (!fs::exists(file)) return nullptr;
+  // Only the class is read: the files beside a checkpoint need not be a complete config.
+  const io::Json j = io::read_json_file(file.string());
+  const auto a = j.is_object() ? j.find("architectures") : std::nullopt;
+  if (!a || !a->is_array() || a->size() == 0 || !a->at(0).is_string()) return nullptr;
+  const Architecture* arch = find_architecture(a->at(0).as_string());
+  return arch ? arch->checkpoint_name : nullptr;
+}
+
 void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t max_shard_bytes,
                      const std::string& tokenizer_dir) {
   if (max_shard_bytes <= 0)
@@ -252,6 +267,9 @@ void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t 
   fs::create_directories(dir, ec);
   if (ec) HP_THROW(IoError, "models", out_dir, ": cannot create directory: ", ec.message());
   write_text(dir / "config.json", model_config_to_json(model.config()));
+  const Architecture* arch = find_architecture(model.config().architecture);
+  std::function<std::string(const std::string&)> checkpoint_name;
+  if (arch) checkpoint_name = arch->checkpoint_name;
 
   // Greedy sharding in parameter order, as transformers does.
   std::vector<std::vector<std::pair<std::string, Tensor>>> shards(1);
@@ -262,7 +280,7 @@ void save_pretrained(const CausalLM& model, const std::string& out_dir, int64_t 
       shards.emplace_back();
       cur = 0;
     }
-    shards.back().emplace_back(name, p.contiguous());
+    shards.back().emplace_back(checkpoint_name ? checkpoint_name(name) : name, p.contiguous());
     cur += bytes;
     total += bytes;
   }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "hp/models/transformer.h"
@@ -18,7 +19,10 @@ namespace hp::models {
 //   FP8 weights without quantization_config throw IoError naming the file, tensor and value;
 // - next-token-prediction layers (model.layers.<num_hidden_layers + k>.*, k <
 //   num_nextn_predict_layers) are skipped with one line on stderr.
-void load_weights(nn::Module& model, const std::string& path, const ModelConfig* config = nullptr);
+// `checkpoint_name` (Architecture::checkpoint_name; null = identity) maps a parameter FQN to
+// the tensor's name in the files.
+void load_weights(nn::Module& model, const std::string& path, const ModelConfig* config = nullptr,
+                  const std::function<std::string(const std::string&)>& checkpoint_name = nullptr);
 
 // Checks `config`'s sizes against the safetensors headers at `path` (no tensor data is read),
 // before a model is built for them: the layer count the names model.layers.<i>.* imply must be
@@ -29,6 +33,11 @@ void load_weights(nn::Module& model, const std::string& path, const ModelConfig*
 // "[models] <config file>: <key> = <value> ...: <path> ..." naming the tensor and its shape.
 // load_model calls it; other tensors are checked by load_weights.
 void check_config_against_weights(const ModelConfig& config, const std::string& path);
+
+// The architecture's FQN → checkpoint-name map (Architecture::checkpoint_name) for the model
+// whose config.json is at `path` (a directory or the file); null when the names are the FQNs or
+// there is no config.json.
+std::function<std::string(const std::string&)> checkpoint_names(const std::string& path);
 
 // Writes `out_dir`/config.json and the weights: model.safetensors when they fit in
 // `max_shard_bytes`, else model-0000i-of-0000N.safetensors + model.safetensors.index.json

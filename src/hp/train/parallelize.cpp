@@ -238,9 +238,10 @@ optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
   o.muon.weight_decay = c.weight_decay;
   const bool muon = c.name == "muon";
   const auto run_rule = muon ? optim::Algorithm::auto_select : optim::Algorithm::adamw;
-  // The routers' correction biases get no gradient (train/expert_balance.h moves them): first,
-  // so that no group's weight decay shrinks them either.
-  o.groups.push_back({"router correction biases", {"*.e_score_correction_bias"},
+  // The routers' correction biases get no gradient (train/expert_balance.h moves them), nor do
+  // DeepSeek-V4's hash-routing tables (expert ids): first, so that no group's weight decay
+  // shrinks them either (AdamW leaves a zero-gradient parameter unchanged).
+  o.groups.push_back({"router correction biases", {"*.e_score_correction_bias", "*.tid2eid"},
                       optim::Algorithm::adamw, 1.0, 0.0});
   for (size_t i = 0; i < c.groups.size(); ++i) {
     const ParamGroupConfig& g = c.groups[i];

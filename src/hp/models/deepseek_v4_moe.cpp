@@ -1,0 +1,132 @@
+// DeepSeek-V4's sparse MLP (transformers' DeepseekV4SparseMoeBlock): hash- or learned-routed
+// experts with the SwiGLU clamp, plus one shared expert.
+#include <cmath>
+#include <limits>
+
+#include "hp/autograd/grad_mode.h"
+#include "hp/models/deepseek_v4.h"
+#include "hp/ops/ops.h"
+
+namespace hp::models {
+
+namespace {
+
+class GateModule : public nn::Module {
+ public:
+  Tensor add(const std::string& name, Tensor t) { return register_parameter(name, std::move(t)); }
+};
+
+// sqrt(softplus(x)), softplus in its overflow-free form relu(x) + log(1 + exp(-|x|)).
+Tensor sqrt_softplus(const Tensor& x) {
+  return sqrt(add(relu(x), log(add(exp(neg(abs(x))), 1.0))));
+}
+
+}  // namespace
+
+DeepseekV4MoE::DeepseekV4MoE(const ModelConfig& c, bool hash) : c_(c), hash_(hash) {
+  const int64_t e = c.num_experts;
+  // HF order: gate, experts, shared_experts.
+  auto g = std::make_shared<GateModule>();
+  gate_weight = g->add("weight", nn::init_skipped()
+                                     ? empty({e, c.hidden_size}, c.dtype)
+                                     : randn({e, c.hidden_size}, DType::f32, 0.0,
+                                             c.initializer_range)
+                                           .to(c.dtype));
+  if (hash)
+    // Token id → its k experts (an i64 table in the checkpoint; f32 here, exact below 2^24, and
+    // never given a gradient: the router's weights come from the scores, not from the table).
+    tid2eid = g->add("tid2eid", zeros({c.vocab_size, c.num_experts_per_tok}, DType::f32));
+  else
+    correction_bias = g->add("e_score_correction_bias", zeros({e}, DType::f32));
+  gate = register_module("gate", std::static_pointer_cast<nn::Module>(g));
+  auto list = register_module("experts", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < e; ++i) {
+    experts.push_back(std::make_shared<SwiGLUMLP>(c.hidden_size, c.moe_intermediate_size,
+                                                  ExpertNames{}, c.dtype, c.initializer_range));
+    list->append(experts.back());
+  }
+  // HF's shared expert is one SwiGLU of moe_intermediate_size (n_shared_experts is not read).
+  shared_experts = register_module(
+      "shared_experts", std::make_shared<SwiGLUMLP>(c.hidden_size, c.moe_intermediate_size,
+                                                    ExpertNames{}, c.dtype, c.initializer_range));
+}
+
+Tensor DeepseekV4MoE::swiglu(const SwiGLUMLP& m, const Tensor& x) const {
+  Tensor gate = m.gate_proj->forward(x), up = m.up_proj->forward(x);
+  if (c_.swiglu_limit > 0) {
+    gate = clamp(gate, -std::numeric_limits<double>::infinity(), c_.swiglu_limit);
+    up = clamp(up, -c_.swiglu_limit, c_.swiglu_limit);
+  }
+  return m.down_proj->forward(mul(silu(gate), up));
+}
+
+Tensor DeepseekV4MoE::forward(const Tensor& x) const {
+  return forward_tokens(x, AttentionContext());
+}
+
+Tensor DeepseekV4MoE::forward_tokens(const Tensor& x, const AttentionContext& ctx) const {
+  const int64_t d = x.size(-1), n = x.numel() / d, k = c_.num_experts_per_tok,
+                e_count = c_.num_experts;
+  const Tensor flat = reshape(x, {n, d});
+  const Tensor logits = linear(flat, gate_weight);  // [N, E]
+  Tensor scores = c_.scoring_func == "sqrtsoftplus" ? sqrt_softplus(logits)
+                  : c_.scoring_func == "sigmoid"    ? sigmoid(logits)
+                                                    : softmax(logits, -1);
+  if (scores.dtype() != DType::f32) scores = cast(scores, DType::f32);
+  // Which experts: the token's hash row, or the top-k of score + correction bias (no gradient).
+  std::vector<double> idx(static_cast<size_t>(n * k));
+  if (hash_) {
+    if (!ctx.ids.defined() || ctx.ids.numel() != n)
+      HP_THROW(ValueError, "deepseek_v4",
+               "hash-routed MoE (mlp_layer_types 'hash_moe') needs the token ids of the forward; "
+               "got ",
+               ctx.ids.defined() ? ctx.ids.desc() : std::string("none"), " for ", n, " tokens");
+    const std::vector<double> ids = contiguous(ctx.ids).to_vector();
+    const std::vector<double> table = contiguous(tid2eid).to_vector();
+    const int64_t vocab = tid2eid.size(0);
+    for (int64_t i = 0; i < n; ++i) {
+      const auto id = static_cast<int64_t>(ids[static_cast<size_t>(i)]);
+      HP_CHECK(id >= 0 && id < vocab, "token id ", id, " outside tid2eid [", vocab, ", ", k, "]");
+      for (int64_t j = 0; j < k; ++j) {
+        const double ex = table[static_cast<size_t>(id * k + j)];
+        if (!(ex >= 0 && ex < double(e_count)))
+          HP_THROW(ValueError, "deepseek_v4", "tid2eid[", id, "][", j, "] = ", ex,
+                   " is not an expert id below n_routed_experts = ", e_count);
+        idx[static_cast<size_t>(i * k + j)] = std::round(ex);
+      }
+    }
+  } else {
+    autograd::NoGradGuard no_grad;
+    idx = contiguous(topk(add(scores, correction_bias), k, -1).second).to_vector();
+  }
+  const Tensor index = from_vector(idx, {n, k}, DType::i64);
+  Tensor weights = gather(scores, 1, index);  // [N, k]
+  weights = mul(div(weights, add(sum(weights, {-1}, true), 1e-20)), c_.routed_scaling_factor);
+  if (!hash_) last_router_logits_ = logits;
+
+  // Per expert in order: its rows, SwiGLU, times their weights, added back into place.
+  std::vector<std::vector<double>> rows(static_cast<size_t>(e_count)),
+      slots(static_cast<size_t>(e_count));
+  for (int64_t i = 0; i < n * k; ++i) {
+    const auto ex = static_cast<size_t>(idx[static_cast<size_t>(i)]);
+    rows[ex].push_back(double(i / k));
+    slots[ex].push_back(double(i));
+  }
+  const Tensor flat_w = reshape(weights, {n * k});
+  Tensor out = zeros({n, d}, x.dtype());
+  for (int64_t ex = 0; ex < e_count; ++ex) {
+    const auto& r = rows[static_cast<size_t>(ex)];
+    if (r.empty()) continue;
+    const auto m = static_cast<int64_t>(r.size());
+    const Tensor tok = from_vector(r, {m}, DType::i64);
+    const Tensor w = index_select(flat_w, 0, from_vector(slots[static_cast<size_t>(ex)], {m},
+                                                         DType::i64));
+    Tensor y = swiglu(*experts[static_cast<size_t>(ex)], index_select(flat, 0, tok));
+    y = mul(y, unsqueeze(w.dtype() == y.dtype() ? w : cast(w, y.dtype()), -1));
+    out = index_add(out, 0, tok, y);
+  }
+  out = add(out, swiglu(*shared_experts, flat));
+  return reshape(out, x.shape());
+}
+
+}  // namespace hp::models
