@@ -650,6 +650,25 @@ void Regex::find_all(const char32_t* cps, size_t n,
   }
 }
 
+bool Regex::replace_all(std::string& text, std::string_view with) const {
+  std::vector<char32_t> cps;
+  std::vector<uint32_t> offsets;  // byte offset of each code point, and of the end
+  decode_utf8(text, cps, &offsets);
+  std::vector<std::pair<size_t, size_t>> matches;
+  find_all(cps.data(), cps.size(), matches);
+  if (matches.empty()) return false;
+  std::string out;
+  size_t done = 0;
+  for (auto [b, e] : matches) {
+    out.append(text, done, offsets[b] - done);
+    out += with;
+    done = offsets[e];
+  }
+  out.append(text, done);
+  text = std::move(out);
+  return true;
+}
+
 std::string regex_escape(std::string_view text) {
   std::string out;
   for (char c : text) {

@@ -35,6 +35,10 @@ class Regex {
   // cps[0, n) (empty matches are skipped), as find_iter does.
   void find_all(const char32_t* cps, size_t n, std::vector<std::pair<size_t, size_t>>& out) const;
 
+  // Replaces every match (find_all's) in UTF-8 `text` by `with`; false (text untouched) when
+  // nothing matched. The Replace normalizer and decoder of tokenizer.json.
+  bool replace_all(std::string& text, std::string_view with) const;
+
   const std::string& pattern() const;
 
  private:

@@ -139,24 +139,7 @@ class Replace final : public Decoder {
  public:
   Replace(Regex re, std::string content) : re_(std::move(re)), content_(std::move(content)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    std::vector<char32_t> cps;
-    std::vector<uint32_t> offsets;
-    std::vector<std::pair<size_t, size_t>> matches;
-    for (std::string& tok : tokens) {
-      decode_utf8(tok, cps, &offsets);
-      matches.clear();
-      re_.find_all(cps.data(), cps.size(), matches);
-      if (matches.empty()) continue;
-      std::string out;
-      size_t done = 0;
-      for (auto [b, e] : matches) {
-        out.append(tok, done, offsets[b] - done);
-        out += content_;
-        done = offsets[e];
-      }
-      out.append(tok, done);
-      tok = std::move(out);
-    }
+    for (std::string& tok : tokens) re_.replace_all(tok, content_);
   }
 
  private:

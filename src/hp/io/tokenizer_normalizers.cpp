@@ -44,23 +44,7 @@ class Prepend final : public Normalizer {
 class Replace final : public Normalizer {
  public:
   Replace(Regex re, std::string content) : re_(std::move(re)), content_(std::move(content)) {}
-  void normalize(std::string& text) const override {
-    std::vector<char32_t> cps;
-    std::vector<uint32_t> offsets;
-    decode_utf8(text, cps, &offsets);
-    std::vector<std::pair<size_t, size_t>> matches;
-    re_.find_all(cps.data(), cps.size(), matches);
-    if (matches.empty()) return;
-    std::string out;
-    size_t done = 0;
-    for (auto [b, e] : matches) {
-      out.append(text, done, offsets[b] - done);
-      out += content_;
-      done = offsets[e];
-    }
-    out.append(text, done);
-    text = std::move(out);
-  }
+  void normalize(std::string& text) const override { re_.replace_all(text, content_); }
 
  private:
   Regex re_;
