@@ -54,12 +54,11 @@ double peer_ms(const std::string& op) {
   return cache[key] = hp::bench::run_peer("fusion.py", key);
 }
 
-// Times fn's best iteration; bytes = the bytes a perfect kernel moves (read + write).
+// fn's best iteration in seconds after one warm-up call (compile, first touch), recorded as
+// best_ms()[key] and the best_ms counter.
 template <class Fn>
-void timed(benchmark::State& state, const std::string& key, double bytes, Fn fn,
-           const std::string& peer = "") {
-  hp::autograd::NoGradGuard no_grad;
-  fn();  // warm: compile, first-touch
+double best_time(benchmark::State& state, const std::string& key, Fn fn) {
+  fn();
   double best = 1e30;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
@@ -69,6 +68,15 @@ void timed(benchmark::State& state, const std::string& key, double bytes, Fn fn,
   }
   best_ms()[key] = best * 1e3;
   state.counters["best_ms"] = best * 1e3;
+  return best;
+}
+
+// Times fn's best iteration; bytes = the bytes a perfect kernel moves (read + write).
+template <class Fn>
+void timed(benchmark::State& state, const std::string& key, double bytes, Fn fn,
+           const std::string& peer = "") {
+  hp::autograd::NoGradGuard no_grad;
+  const double best = best_time(state, key, fn);
   state.counters["GB/s"] = bytes / best / 1e9;
   state.counters["vs_memcpy"] = bytes / best / 1e9 / memcpy_ceiling();
   if (peer.empty()) return;
@@ -231,16 +239,7 @@ void BM_fwd_bwd(benchmark::State& state) {
     y.backward(g);
     x.zero_grad(), w2.zero_grad(), u.zero_grad();
   };
-  step();
-  double best = 1e30;
-  for (auto _ : state) {
-    auto t0 = std::chrono::steady_clock::now();
-    step();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  best_ms()[names[v]] = best * 1e3;
-  state.counters["best_ms"] = best * 1e3;
+  best_time(state, names[v], step);
 }
 
 // The models' patterns (fusion/patterns.h) forward + backward at configs/bench_5m.yaml's shapes
@@ -272,16 +271,7 @@ void BM_model_patterns(benchmark::State& state) {
     y.backward(g);
     a.zero_grad(), b.zero_grad();
   };
-  step();
-  double best = 1e30;
-  for (auto _ : state) {
-    auto t0 = std::chrono::steady_clock::now();
-    step();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  best_ms()[names[v]] = best * 1e3;
-  state.counters["best_ms"] = best * 1e3;
+  best_time(state, names[v], step);
 }
 
 // A 10-op cluster: trace + compile (a fresh callable each time: always a miss), and the cache hit.
