@@ -28,6 +28,34 @@ TEST(FuseCache, SecondCallHitsTheCache) {
   EXPECT_TRUE(log.lines.empty());
 }
 
+// The cache keeps kFusedCacheEntries signatures and drops the least recently used one: a run
+// whose shapes keep changing does not grow it without bound, and a dropped shape compiles again.
+TEST(FuseCache, BoundedLeastRecentlyUsed) {
+  Fused f = fuse([](const V& v) { return V{v[0] * sigmoid(v[0])}; }, "swish");
+  const auto shape_of = [](int64_t i) { return Shape{i + 1, 3}; };
+  const int64_t cap = static_cast<int64_t>(kFusedCacheEntries);
+  const Tensor x = randn_t(shape_of(1), DType::f32, 4);
+  Tensor y_before;
+  for (int64_t i = 0; i < cap; ++i) {
+    if (i == 1)
+      y_before = f({x})[0];
+    else
+      f({randn_t(shape_of(i), DType::f32, 1)});
+  }
+  EXPECT_EQ(f.stats().entries, cap);
+  EXPECT_EQ(f.stats().evictions, 0);
+  f({randn_t(shape_of(0), DType::f32, 1)});  // touch shape 0: shape 1 is now the oldest
+  f({randn_t(shape_of(cap), DType::f32, 1)});  // a new one: evicts shape 1
+  EXPECT_EQ(f.stats().entries, cap);
+  EXPECT_EQ(f.stats().evictions, 1);
+  EXPECT_EQ(f.stats().compiles, cap + 1);
+  f({randn_t(shape_of(0), DType::f32, 1)});  // still cached
+  EXPECT_EQ(f.stats().compiles, cap + 1);
+  const Tensor y = f({x})[0];  // evicted: compiled again, and still right
+  EXPECT_EQ(f.stats().compiles, cap + 2);
+  expect_bitwise(y, y_before, "recompiled after eviction");
+}
+
 TEST(FuseCache, ProgramShape) {
   Tensor x = randn_t({8, 100}, DType::f32, 3);
   // x · sigmoid(x): one chain (sigmoid, then · x in registers) written straight to the output.

@@ -81,6 +81,7 @@ struct Fused::State {
     std::shared_ptr<const Program> prog;  // null: runs eagerly
     std::string why;                      // why not fused (logged once)
     bool changed_logged = false;
+    uint64_t last_use = 0;  // State::tick at the last lookup (LRU)
   };
   // The backward of one traced structure for one set of inputs needing gradients.
   struct Vjp {
@@ -89,23 +90,50 @@ struct Fused::State {
     std::vector<int> grad_of;
     std::shared_ptr<const Program> prog;  // null: runs eagerly
   };
+  // A vjp with its LRU tick (the Vjp itself is shared with recorded backward nodes, so it stays
+  // alive for them after eviction).
+  struct VjpSlot {
+    std::shared_ptr<const Vjp> vjp;
+    uint64_t last_use = 0;
+  };
   TraceFn fn;
   std::string name;
   mutable std::mutex mu;
   std::unordered_map<uint64_t, Entry> cache;
-  std::unordered_map<uint64_t, std::shared_ptr<const Vjp>> vjps;  // by signature, structure, need
+  std::unordered_map<uint64_t, VjpSlot> vjps;  // by signature, structure, need
   FusedStats stats;
+  uint64_t tick = 0;  // lookups so far (the LRU clock)
 
   std::shared_ptr<const Vjp> vjp_for(const Graph& g, uint64_t key, const std::vector<uint8_t>& need,
                                      const std::vector<Tensor>& inputs);
 };
+
+namespace {
+
+// Drops the least recently used entry of `map` when it is full (a linear scan: ≤ 64 entries, and
+// only on a miss).
+template <class Map>
+void make_room(Map& map, int64_t* evictions) {
+  if (map.size() < kFusedCacheEntries) return;
+  auto oldest = map.begin();
+  for (auto it = map.begin(); it != map.end(); ++it)
+    if (it->second.last_use < oldest->second.last_use) oldest = it;
+  map.erase(oldest);
+  ++*evictions;
+}
+
+}  // namespace
 
 std::shared_ptr<const Fused::State::Vjp> Fused::State::vjp_for(const Graph& g, uint64_t key,
                                                                const std::vector<uint8_t>& need,
                                                                const std::vector<Tensor>& inputs) {
   std::lock_guard<std::mutex> lock(mu);
   auto it = vjps.find(key);
-  if (it != vjps.end() && it->second->forward.same_structure(g)) return it->second;
+  if (it != vjps.end() && it->second.vjp->forward.same_structure(g)) {
+    it->second.last_use = ++tick;
+    return it->second.vjp;
+  }
+  if (it == vjps.end()) make_room(vjps, &stats.evictions);
   auto v = std::make_shared<Vjp>();
   std::string why;
   if (!build_vjp(g, need, &v->graph, &v->grad_of, &why))
@@ -115,7 +143,7 @@ std::shared_ptr<const Fused::State::Vjp> Fused::State::vjp_for(const Graph& g, u
   if (!v->prog)
     log_line("[fusion] " + name + " (backward): " + why + " (inputs " + signature_str(inputs) +
              "); running eagerly");
-  vjps[key] = v;
+  vjps[key] = VjpSlot{v, ++tick};
   return v;
 }
 
@@ -134,7 +162,9 @@ const std::string& Fused::name() const {
 
 FusedStats Fused::stats() const {
   std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->stats;
+  FusedStats st = state_->stats;
+  st.entries = static_cast<int64_t>(state_->cache.size());
+  return st;
 }
 
 namespace {
@@ -156,9 +186,11 @@ std::shared_ptr<const Program> Fused::plan(const std::vector<Tensor>& inputs) co
   ++s.stats.calls;
   auto it = s.cache.find(sig);
   if (it == s.cache.end()) {
+    make_room(s.cache, &s.stats.evictions);
     State::Entry e;
     e.graph = g;
     e.graph_hash = gh;
+    e.last_use = ++s.tick;
     e.prog = compile(g, &e.why);
     ++s.stats.compiles;
     if (!e.prog) {
@@ -170,6 +202,7 @@ std::shared_ptr<const Program> Fused::plan(const std::vector<Tensor>& inputs) co
     s.cache.emplace(sig, std::move(e));
     return prog;
   }
+  it->second.last_use = ++s.tick;
   if (it->second.graph_hash != gh || !it->second.graph.same_structure(g)) {
     if (!it->second.changed_logged)
       log_line("[fusion] " + s.name + ": graph structure changed for inputs (" +

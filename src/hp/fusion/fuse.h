@@ -7,7 +7,8 @@
 //
 // Every call traces the function on Vars bound to the inputs' shapes and dtypes (nanoseconds per
 // op), looks the inputs' signature up in the callable's cache, and runs the program compiled for it
-// when the traced graph is structurally the one compiled. The first call of a signature compiles;
+// when the traced graph is structurally the one compiled. The first call of a signature compiles
+// (the cache is bounded: kFusedCacheEntries, least recently used out);
 // a graph the engine does not fuse (an opaque op, an unsupported dtype or broadcast), or a traced
 // structure that changed under the same signature, runs eagerly — node by node through the eager
 // kernels — with one log line per signature and reason. Results are never those of another graph.
@@ -33,7 +34,15 @@ struct FusedStats {
   int64_t compiles = 0;  // programs built (one per new signature)
   int64_t hits = 0;      // calls that ran a cached program
   int64_t eager = 0;     // calls that ran eagerly (fallback)
+  int64_t evictions = 0; // cached programs (forward or backward) dropped to stay within the bound
+  int64_t entries = 0;   // forward signatures cached now (≤ kFusedCacheEntries)
 };
+
+// Each callable keeps at most this many forward signatures, and as many backward programs; the
+// least recently used one is dropped when a new one would exceed it (a run whose shapes vary —
+// generation, changing batch shapes — would otherwise grow the cache without bound). A dropped
+// signature that returns is compiled again: microseconds.
+inline constexpr size_t kFusedCacheEntries = 64;
 
 class Fused {
  public:
