@@ -1,16 +1,9 @@
-// Width-generic MX quantization kernels, written once against a vector-traits struct `V` and
-// compiled once per instruction set. Include this from an ISA translation unit after defining
-// HP_MX_ISA (the ISA namespace name) and `hp::mx::detail::HP_MX_ISA::V`, then
-// kernels_impl_dequant.h (decode, and the kernel table); everything lands in that namespace, so the
-// copies built with different -m flags never merge at link time. No include guard on purpose.
-//
-// V provides: kWidth (lanes); F (f32 lanes), I (i32 lanes), M (lane mask); load_f32, load_bf16,
-// load_u8 (kWidth bytes → i32 lanes), store_f32, store_u16 (low halves of i32 lanes), store_u8
-// (low bytes of i32 lanes), store_codes (32 bytes from the low bytes of 32 / kWidth i32 vectors;
-// non-temporal when asked and aligned), fence (orders non-temporal stores);
-// set1, set1f, bits, floats, and_, or_, add, sub, max, min, srli<n>, slli<n>, mul, addf, minf, ltf,
-// gt, select (mask ? a : b), mask_bits (one bit per lane), hmax, reduce_lanes (lane j of the result
-// = max over the lanes of input vector j, for kWidth vectors), first (lane 0).
+// Width-generic MX quantization kernels, written once against the shared SIMD seam
+// (kernels/cpu/simd_arch.h: `A` = that ISA's Arch, its f32 lanes V and i32 lanes I) and compiled
+// once per instruction set. Include this from an ISA translation unit after defining HP_MX_ISA
+// (the ISA namespace name) and `hp::mx::detail::HP_MX_ISA::A`, then kernels_impl_dequant.h
+// (decode, and the kernel table); everything lands in that namespace, so the copies built with
+// different -m flags never merge at link time. No include guard on purpose.
 //
 // Encoding (all lanes exact, no float rounding besides the one intended):
 //   scale   amax bits A: biased = (A >> 23) - emax [+1 when rceil and A's significand > 1.75],
@@ -51,18 +44,18 @@ struct Fmt {
 using E4M3 = Fmt<3, 7, 8, 0x7E, false>;
 using E5M2 = Fmt<2, 15, 15, 0x7B, true>;
 
-constexpr int kN = 32 / V::kWidth;  // vectors per block of 32
+constexpr int kN = 32 / A::W;  // vectors per block of 32
 
-using F = V::F;
-using I = V::I;
-using M = V::M;
+using F = A::V;
+using I = A::I;
+using M = A::MI;
 
 template <bool kBf16>
 inline F load(const void* base, int64_t idx) {
   if constexpr (kBf16)
-    return V::load_bf16(static_cast<const uint16_t*>(base) + idx);
+    return A::load_bf16(static_cast<const uint16_t*>(base) + idx);
   else
-    return V::load_f32(static_cast<const float*>(base) + idx);
+    return A::load(static_cast<const float*>(base) + idx);
 }
 
 // Prefetches the cache lines of the 32 elements at base[idx]. The panel kernels call it two rows
@@ -79,7 +72,7 @@ inline void prefetch_block(const void* base, int64_t idx) {
 }
 
 inline I abs_bits(F v) {
-  return V::and_(V::bits(v), V::set1(0x7FFFFFFF));
+  return A::and_(A::bits(v), A::seti(0x7FFFFFFF));
 }
 
 // Per-lane block scale from amax bits.
@@ -91,16 +84,16 @@ struct Scale {
 
 template <class Fm, bool kRceil>
 inline Scale make_scale(I amax_bits) {
-  I biased = V::sub(V::srli<23>(amax_bits), V::set1(Fm::emax));
+  I biased = A::sub(A::srli<23>(amax_bits), A::seti(Fm::emax));
   if constexpr (kRceil) {
-    M up = V::gt(V::and_(amax_bits, V::set1(0x7FFFFF)), V::set1(0x600000));
-    biased = V::add(biased, V::select(up, V::set1(1), V::set1(0)));
+    M up = A::gt(A::and_(amax_bits, A::seti(0x7FFFFF)), A::seti(0x600000));
+    biased = A::add(biased, A::select(up, A::seti(1), A::seti(0)));
   }
-  biased = V::min(V::max(biased, V::set1(0)), V::set1(254));
+  biased = A::min(A::max(biased, A::seti(0)), A::seti(254));
   Scale s;
-  s.bad = V::gt(amax_bits, V::set1(0x7F7FFFFF));
-  s.byte = V::select(s.bad, V::set1(0xFF), biased);
-  s.inv = V::floats(V::slli<23>(V::sub(V::set1(254), biased)));
+  s.bad = A::gt(amax_bits, A::seti(0x7F7FFFFF));
+  s.byte = A::select(s.bad, A::seti(0xFF), biased);
+  s.inv = A::floats(A::slli<23>(A::sub(A::seti(254), biased)));
   return s;
 }
 
@@ -112,20 +105,20 @@ inline Scale make_scale(I amax_bits) {
 // subnormals become exact f32 subnormals), and its bits >> (23 - mant) are the code.
 template <class Fm, bool kSat>
 inline I encode(F ax, F inv, I sign) {
-  F a = V::mul(ax, inv);
-  if constexpr (kSat) a = V::minf(a, V::floats(V::set1(Fm::max_normal_bits)));
-  const I e = V::max(V::and_(V::bits(a), V::set1(0x7F800000)), V::set1(Fm::min_normal_bits));
-  const F magic = V::floats(V::add(e, V::set1((23 - Fm::mant) << 23)));
-  const F r = V::subf(V::addf(a, magic), magic);
-  const I code = V::srli<Fm::shift>(V::bits(V::mul(r, V::floats(V::set1(Fm::encode_mul_bits)))));
-  return V::or_(code, sign);
+  F a = A::mul(ax, inv);
+  if constexpr (kSat) a = A::min(a, A::floats(A::seti(Fm::max_normal_bits)));
+  const I e = A::max(A::and_(A::bits(a), A::seti(0x7F800000)), A::seti(Fm::min_normal_bits));
+  const F magic = A::floats(A::add(e, A::seti((23 - Fm::mant) << 23)));
+  const F r = A::sub(A::add(a, magic), magic);
+  const I code = A::srli<Fm::shift>(A::bits(A::mul(r, A::floats(A::seti(Fm::encode_mul_bits)))));
+  return A::or_(code, sign);
 }
 
 inline F abs_f(F v) {
-  return V::floats(abs_bits(v));
+  return A::floats(abs_bits(v));
 }
 inline I sign_byte(F v) {
-  return V::and_(V::srli<24>(V::bits(v)), V::set1(0x80));
+  return A::and_(A::srli<24>(A::bits(v)), A::seti(0x80));
 }
 
 // Encodes one block of 32 at x with a broadcast scale; writes 32 codes.
@@ -133,10 +126,10 @@ template <class Fm, bool kSat, bool kBf16>
 inline void encode_block(const void* x, int64_t idx, F inv, uint8_t* codes, bool nt) {
   I c[kN];
   for (int i = 0; i < kN; ++i) {
-    const F v = load<kBf16>(x, idx + i * V::kWidth);
+    const F v = load<kBf16>(x, idx + i * A::W);
     c[i] = encode<Fm, kSat>(abs_f(v), inv, sign_byte(v));
   }
-  V::store_codes(codes, c, nt);
+  A::store_bytes32(codes, c, nt);
 }
 
 inline void fill_nan(uint8_t* codes) {
@@ -147,7 +140,7 @@ inline void fill_nan(uint8_t* codes) {
 template <bool kBf16>
 inline I block_amax(const void* x, int64_t idx) {
   I m = abs_bits(load<kBf16>(x, idx));
-  for (int i = 1; i < kN; ++i) m = V::max(m, abs_bits(load<kBf16>(x, idx + i * V::kWidth)));
+  for (int i = 1; i < kN; ++i) m = A::max(m, abs_bits(load<kBf16>(x, idx + i * A::W)));
   return m;
 }
 
@@ -157,23 +150,23 @@ template <class Fm, bool kRceil, bool kBf16>
 void row_blocks(const void* x, int64_t nblocks, uint8_t* codes, uint8_t* scales, bool nt) {
   constexpr bool kSat = !kRceil;
   int64_t b = 0;
-  for (; b + V::kWidth <= nblocks; b += V::kWidth) {
-    I m[V::kWidth];
-    for (int j = 0; j < V::kWidth; ++j) m[j] = block_amax<kBf16>(x, (b + j) * 32);
-    const Scale s = make_scale<Fm, kRceil>(V::reduce_lanes(m));
-    V::store_u8(scales + b, s.byte);
-    alignas(64) float inv[V::kWidth];
-    V::store_f32(inv, s.inv);
-    for (int j = 0; j < V::kWidth; ++j)
-      encode_block<Fm, kSat, kBf16>(x, (b + j) * 32, V::set1f(inv[j]), codes + (b + j) * 32, nt);
-    if (const int bad = V::mask_bits(s.bad))
-      for (int j = 0; j < V::kWidth; ++j)
+  for (; b + A::W <= nblocks; b += A::W) {
+    I m[A::W];
+    for (int j = 0; j < A::W; ++j) m[j] = block_amax<kBf16>(x, (b + j) * 32);
+    const Scale s = make_scale<Fm, kRceil>(A::reduce_lanes(m));
+    A::store_u8(scales + b, s.byte);
+    alignas(64) float inv[A::W];
+    A::store(inv, s.inv);
+    for (int j = 0; j < A::W; ++j)
+      encode_block<Fm, kSat, kBf16>(x, (b + j) * 32, A::set1(inv[j]), codes + (b + j) * 32, nt);
+    if (const int bad = A::mask_bits(s.bad))
+      for (int j = 0; j < A::W; ++j)
         if (bad >> j & 1) fill_nan(codes + (b + j) * 32);
   }
   for (; b < nblocks; ++b) {
-    const Scale s = make_scale<Fm, kRceil>(V::set1(V::hmax(block_amax<kBf16>(x, b * 32))));
-    scales[b] = static_cast<uint8_t>(V::first(s.byte));
-    if (V::mask_bits(s.bad))
+    const Scale s = make_scale<Fm, kRceil>(A::seti(A::hmax(block_amax<kBf16>(x, b * 32))));
+    scales[b] = static_cast<uint8_t>(A::first(s.byte));
+    if (A::mask_bits(s.bad))
       fill_nan(codes + b * 32);
     else
       encode_block<Fm, kSat, kBf16>(x, b * 32, s.inv, codes + b * 32, nt);
@@ -188,14 +181,14 @@ inline bool panel_col_scales(const I* m, int64_t ncols, F* inv, M* bad, uint8_t*
   for (int64_t c0 = 0; c0 < ncols; c0 += 32) {
     I bytes[kN];
     for (int i = 0; i < kN; ++i) {
-      const int64_t v = c0 / V::kWidth + i;
+      const int64_t v = c0 / A::W + i;
       const Scale s = make_scale<Fm, kRceil>(m[v]);
       inv[v] = s.inv;
       bad[v] = s.bad;
-      any_bad |= V::mask_bits(s.bad);
+      any_bad |= A::mask_bits(s.bad);
       bytes[i] = s.byte;
     }
-    V::store_codes(scales + c0, bytes);
+    A::store_bytes32(scales + c0, bytes);
   }
   return any_bad != 0;
 }
@@ -213,28 +206,28 @@ void col_pass2(const void* x, int64_t ldx, int64_t ncols, const F* inv, const M*
       prefetch_block<kBf16>(x, r * ldx + ncols + c0);  // the panel to the right
       I c[kN];
       for (int i = 0; i < kN; ++i) {
-        const int64_t v = c0 / V::kWidth + i;
-        const F val = load<kBf16>(x, r * ldx + v * V::kWidth);
+        const int64_t v = c0 / A::W + i;
+        const F val = load<kBf16>(x, r * ldx + v * A::W);
         c[i] = encode<Fm, !kRceil>(abs_f(val), inv[v], sign_byte(val));
-        if constexpr (kAnyBad) c[i] = V::select(bad[v], V::set1(0x7F), c[i]);
+        if constexpr (kAnyBad) c[i] = A::select(bad[v], A::seti(0x7F), c[i]);
       }
-      V::store_codes(codes + r * ldc + c0, c, nt);
+      A::store_bytes32(codes + r * ldc + c0, c, nt);
     }
 }
 
 template <class Fm, bool kRceil, bool kBf16>
 void col_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* codes, int64_t ldc,
               uint8_t* scales, bool nt) {
-  constexpr int64_t kMaxV = kMaxTileCols / V::kWidth;
-  const int64_t nv = ncols / V::kWidth;
+  constexpr int64_t kMaxV = kMaxTileCols / A::W;
+  const int64_t nv = ncols / A::W;
   I m[kMaxV];  // per-column amax bits
-  for (int64_t v = 0; v < nv; ++v) m[v] = V::set1(0);
+  for (int64_t v = 0; v < nv; ++v) m[v] = A::seti(0);
   for (int64_t r = 0; r < 32; ++r)
     for (int64_t c0 = 0; c0 < ncols; c0 += 32) {
       prefetch_block<kBf16>(x, (r + 2) * ldx + c0);
       for (int i = 0; i < kN; ++i) {
-        const int64_t v = c0 / V::kWidth + i;
-        m[v] = V::max(m[v], abs_bits(load<kBf16>(x, r * ldx + v * V::kWidth)));
+        const int64_t v = c0 / A::W + i;
+        m[v] = A::max(m[v], abs_bits(load<kBf16>(x, r * ldx + v * A::W)));
       }
     }
   F inv[kMaxV];
@@ -253,18 +246,18 @@ inline bool dual_row_scales(const int32_t* row_amax, int64_t nb, float* row_inv,
   int any_bad = 0;
   for (int64_t r = 0; r < 32; ++r) {
     int64_t b = 0;
-    for (; b + V::kWidth <= nb; b += V::kWidth) {
-      const Scale s = make_scale<Fm, kRceil>(V::load_i32(row_amax + r * nb + b));
-      V::store_u8(row_scales + r * lds + b, s.byte);
-      V::store_f32(row_inv + r * nb + b, s.inv);
-      V::store_i32(row_bad + r * nb + b, V::select(s.bad, V::set1(-1), V::set1(0)));
-      any_bad |= V::mask_bits(s.bad);
+    for (; b + A::W <= nb; b += A::W) {
+      const Scale s = make_scale<Fm, kRceil>(A::load_i32(row_amax + r * nb + b));
+      A::store_u8(row_scales + r * lds + b, s.byte);
+      A::store(row_inv + r * nb + b, s.inv);
+      A::store_i32(row_bad + r * nb + b, A::select(s.bad, A::seti(-1), A::seti(0)));
+      any_bad |= A::mask_bits(s.bad);
     }
     for (; b < nb; ++b) {
-      const Scale s = make_scale<Fm, kRceil>(V::set1(row_amax[r * nb + b]));
-      row_scales[r * lds + b] = static_cast<uint8_t>(V::first(s.byte));
-      row_inv[r * nb + b] = V::first_f(s.inv);
-      row_bad[r * nb + b] = V::mask_bits(s.bad) ? -1 : 0;
+      const Scale s = make_scale<Fm, kRceil>(A::seti(row_amax[r * nb + b]));
+      row_scales[r * lds + b] = static_cast<uint8_t>(A::first(s.byte));
+      row_inv[r * nb + b] = A::first(s.inv);
+      row_bad[r * nb + b] = A::mask_bits(s.bad) ? -1 : 0;
       any_bad |= row_bad[r * nb + b];
     }
   }
@@ -278,50 +271,50 @@ void dual_pass2(const void* x, int64_t ldx, int64_t nb, const F* inv, const M* b
   for (int64_t r = 0; r < 32; ++r)
     for (int64_t b = 0; b < nb; ++b) {
       prefetch_block<kBf16>(x, r * ldx + (nb + b) * 32);  // the panel to the right
-      const F rinv = V::set1f(row_inv[r * nb + b]);
+      const F rinv = A::set1(row_inv[r * nb + b]);
       I rc[kN], cc[kN];
       for (int i = 0; i < kN; ++i) {
         const int64_t v = b * kN + i;
-        const F val = load<kBf16>(x, r * ldx + v * V::kWidth);
+        const F val = load<kBf16>(x, r * ldx + v * A::W);
         const F ax = abs_f(val);
         const I sign = sign_byte(val);
         rc[i] = encode<Fm, !kRceil>(ax, rinv, sign);
         cc[i] = encode<Fm, !kRceil>(ax, inv[v], sign);
         if constexpr (kAnyBad) {
-          rc[i] = V::select(V::gt(V::set1(0), V::set1(row_bad[r * nb + b])), V::set1(0x7F), rc[i]);
-          cc[i] = V::select(bad[v], V::set1(0x7F), cc[i]);
+          rc[i] = A::select(A::gt(A::seti(0), A::seti(row_bad[r * nb + b])), A::seti(0x7F), rc[i]);
+          cc[i] = A::select(bad[v], A::seti(0x7F), cc[i]);
         }
       }
-      V::store_codes(row_codes + r * ldc + b * 32, rc, nt);
-      V::store_codes(col_codes + r * ldc + b * 32, cc, nt);
+      A::store_bytes32(row_codes + r * ldc + b * 32, rc, nt);
+      A::store_bytes32(col_codes + r * ldc + b * 32, cc, nt);
     }
 }
 
 template <class Fm, bool kRceil, bool kBf16>
 void dual_tile(const void* x, int64_t ldx, int64_t ncols, uint8_t* row_codes, uint8_t* col_codes,
                int64_t ldc, uint8_t* row_scales, int64_t lds, uint8_t* col_scales_out, bool nt) {
-  constexpr int64_t kMaxV = kMaxTileCols / V::kWidth, kMaxB = kMaxTileCols / 32;
-  const int64_t nv = ncols / V::kWidth, nb = ncols / 32;
+  constexpr int64_t kMaxV = kMaxTileCols / A::W, kMaxB = kMaxTileCols / 32;
+  const int64_t nv = ncols / A::W, nb = ncols / 32;
   I m[kMaxV];                                // per-column amax bits
   alignas(64) int32_t row_amax[32 * kMaxB];  // [32 rows, nb] row-block amax bits
-  for (int64_t v = 0; v < nv; ++v) m[v] = V::set1(0);
+  for (int64_t v = 0; v < nv; ++v) m[v] = A::seti(0);
   for (int64_t r = 0; r < 32; ++r)
-    for (int64_t b0 = 0; b0 < nb; b0 += V::kWidth) {
+    for (int64_t b0 = 0; b0 < nb; b0 += A::W) {
       // Up to kWidth row blocks, reduced together into one vector of block amaxes.
-      const int64_t n = nb - b0 < V::kWidth ? nb - b0 : V::kWidth;
-      I bm[V::kWidth];
-      for (int j = 0; j < V::kWidth; ++j) bm[j] = V::set1(0);
+      const int64_t n = nb - b0 < A::W ? nb - b0 : A::W;
+      I bm[A::W];
+      for (int j = 0; j < A::W; ++j) bm[j] = A::seti(0);
       for (int64_t j = 0; j < n; ++j) {
         prefetch_block<kBf16>(x, (r + 2) * ldx + (b0 + j) * 32);
         for (int i = 0; i < kN; ++i) {
           const int64_t v = (b0 + j) * kN + i;
-          const I a = abs_bits(load<kBf16>(x, r * ldx + v * V::kWidth));
-          m[v] = V::max(m[v], a);
-          bm[j] = V::max(bm[j], a);
+          const I a = abs_bits(load<kBf16>(x, r * ldx + v * A::W));
+          m[v] = A::max(m[v], a);
+          bm[j] = A::max(bm[j], a);
         }
       }
-      alignas(64) int32_t lanes[V::kWidth];
-      V::store_i32(lanes, V::reduce_lanes(bm));
+      alignas(64) int32_t lanes[A::W];
+      A::store_i32(lanes, A::reduce_lanes(bm));
       for (int64_t j = 0; j < n; ++j) row_amax[r * nb + b0 + j] = lanes[j];
     }
   F inv[kMaxV];
@@ -365,7 +358,7 @@ void quant_row_blocks(const void* x, int in_bf16, int64_t nblocks, int elem, int
   dispatch(elem, mode, in_bf16, [&](auto fm, auto r, auto b) {
     row_blocks<decltype(fm), r.value, b.value>(x, nblocks, codes, scales, nt);
   });
-  if (nt) V::fence();
+  if (nt) A::fence();
 }
 
 void quant_col_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int elem, int mode,
@@ -373,7 +366,7 @@ void quant_col_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int 
   dispatch(elem, mode, in_bf16, [&](auto fm, auto r, auto b) {
     col_tile<decltype(fm), r.value, b.value>(x, ldx, ncols, codes, ldc, scales, nt);
   });
-  if (nt) V::fence();
+  if (nt) A::fence();
 }
 
 void quant_dual_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int elem, int mode,
@@ -383,7 +376,7 @@ void quant_dual_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int
     dual_tile<decltype(fm), r.value, b.value>(x, ldx, ncols, row_codes, col_codes, ldc, row_scales,
                                               lds, col_scales_out, nt);
   });
-  if (nt) V::fence();
+  if (nt) A::fence();
 }
 
 }  // namespace hp::mx::detail::HP_MX_ISA

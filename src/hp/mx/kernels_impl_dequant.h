@@ -1,6 +1,6 @@
 // Width-generic MX dequantization kernels and the ISA kernel table; the second half of
 // kernels_impl.h, included right after it by each ISA translation unit (same rules: HP_MX_ISA and
-// V defined, no include guard on purpose).
+// A defined, no include guard on purpose).
 
 #ifndef HP_MX_ISA
 #error "include kernels_impl.h first"
@@ -13,42 +13,42 @@ namespace hp::mx::detail::HP_MX_ISA {
 // FP8 subnormals become into exact values.
 template <class Fm>
 inline F decode(I c) {
-  const I mag = V::and_(c, V::set1(0x7F));
-  const I sign = V::slli<24>(V::and_(c, V::set1(0x80)));
-  const F val = V::mul(V::floats(V::slli<Fm::shift>(mag)), V::floats(V::set1(Fm::decode_mul_bits)));
+  const I mag = A::and_(c, A::seti(0x7F));
+  const I sign = A::slli<24>(A::and_(c, A::seti(0x80)));
+  const F val = A::mul(A::floats(A::slli<Fm::shift>(mag)), A::floats(A::seti(Fm::decode_mul_bits)));
   I special;
   if constexpr (Fm::has_inf)  // 0x7C → Inf, 0x7D-0x7F → the canonical quiet NaN
-    special = V::select(V::gt(mag, V::set1(0x7C)), V::set1(0x7FC00000), V::set1(0x7F800000));
+    special = A::select(A::gt(mag, A::seti(0x7C)), A::seti(0x7FC00000), A::seti(0x7F800000));
   else
-    special = V::set1(0x7FC00000);
-  const I out = V::select(V::gt(mag, V::set1(Fm::max_code)), special, V::bits(val));
-  return V::floats(V::or_(out, sign));
+    special = A::seti(0x7FC00000);
+  const I out = A::select(A::gt(mag, A::seti(Fm::max_code)), special, A::bits(val));
+  return A::floats(A::or_(out, sign));
 }
 
 // E8M0 byte lanes → f32 scale lanes: byte << 23, except 0 (2^-127, subnormal) and 0xFF (NaN).
 inline F decode_scale(I b) {
-  I s = V::select(V::gt(b, V::set1(0)), V::slli<23>(b), V::set1(0x00400000));
-  s = V::select(V::gt(b, V::set1(254)), V::set1(0x7FC00000), s);
-  return V::floats(s);
+  I s = A::select(A::gt(b, A::seti(0)), A::slli<23>(b), A::seti(0x00400000));
+  s = A::select(A::gt(b, A::seti(254)), A::seti(0x7FC00000), s);
+  return A::floats(s);
 }
 
 // f32 → bf16 round to nearest even; NaN stays a quiet NaN (matches hp::f32_to_bf16).
 inline I to_bf16(F y) {
-  const I u = V::bits(y);
-  const I r = V::srli<16>(V::add(u, V::add(V::set1(0x7FFF), V::and_(V::srli<16>(u), V::set1(1)))));
-  const M nan = V::gt(V::and_(u, V::set1(0x7FFFFFFF)), V::set1(0x7F800000));
-  return V::select(nan, V::or_(V::srli<16>(u), V::set1(0x40)), r);
+  const I u = A::bits(y);
+  const I r = A::srli<16>(A::add(u, A::add(A::seti(0x7FFF), A::and_(A::srli<16>(u), A::seti(1)))));
+  const M nan = A::gt(A::and_(u, A::seti(0x7FFFFFFF)), A::seti(0x7F800000));
+  return A::select(nan, A::or_(A::srli<16>(u), A::seti(0x40)), r);
 }
 
 template <class Fm, bool kBf16Out>
 void dequant_n(const uint8_t* codes, const uint8_t* scales, int scale_shift, int64_t n, void* out) {
-  for (int64_t i = 0; i < n; i += V::kWidth) {
-    const I sb = scale_shift == 0 ? V::load_u8(scales + i) : V::set1(scales[i >> scale_shift]);
-    const F y = V::mul(decode<Fm>(V::load_u8(codes + i)), decode_scale(sb));
+  for (int64_t i = 0; i < n; i += A::W) {
+    const I sb = scale_shift == 0 ? A::load_u8(scales + i) : A::seti(scales[i >> scale_shift]);
+    const F y = A::mul(decode<Fm>(A::load_u8(codes + i)), decode_scale(sb));
     if constexpr (kBf16Out)
-      V::store_u16(static_cast<uint16_t*>(out) + i, to_bf16(y));
+      A::store_u16(static_cast<uint16_t*>(out) + i, to_bf16(y));
     else
-      V::store_f32(static_cast<float*>(out) + i, y);
+      A::store(static_cast<float*>(out) + i, y);
   }
 }
 

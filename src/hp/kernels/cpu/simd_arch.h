@@ -5,6 +5,8 @@
 // which `Arch` this header defines: 16 floats per register (AVX-512), 8 (AVX2+FMA) or 1 (portable).
 // Kernels are templates on nothing: they use `Arch` of their own ISA namespace, so the same source
 // yields all three paths, and no inline function is shared between TUs of different ISAs.
+// The vector ISAs also give i32 lanes (I, masks MI) with byte / bf16 loads and stores: the MX
+// quantizer's bit-exact encoding (mx/kernels_impl.h) is written against them.
 //
 // Keep std containers out of ISA TUs: their inline functions would be compiled with the TU's ISA
 // and could be picked by the linker for callers on machines without it.
@@ -66,6 +68,68 @@ struct Prims {
   }
   static float hsum(V v) { return _mm512_reduce_add_ps(v); }
   static float hmax(V v) { return _mm512_reduce_max_ps(v); }
+
+  // Integer lanes (i32) and the byte / bf16 movement the MX quantizer needs (mx/kernels_impl.h).
+  using I = __m512i;
+  using MI = __mmask16;  // a mask over i32 lanes (the same k-mask type as M here)
+  static V load_bf16(const uint16_t* p) {
+    const I w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
+  static I load_u8(const uint8_t* p) {  // W bytes → i32 lanes
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I load_i32(const int32_t* p) { return _mm512_loadu_si512(p); }
+  static void store_i32(int32_t* p, I v) { _mm512_storeu_si512(p, v); }
+  static void store_u8(uint8_t* p, I v) {  // the low byte of each lane
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(v));
+  }
+  static void store_u16(uint16_t* p, I v) {  // the low half of each lane
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+  }
+  // 32 bytes from the low bytes of 32 / W vectors; non-temporal when asked and aligned.
+  static void store_bytes32(uint8_t* p, const I* c, bool nt = false) {
+    __m128i* q = reinterpret_cast<__m128i*>(p);
+    if (nt && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+      _mm_stream_si128(q, _mm512_cvtepi32_epi8(c[0]));
+      _mm_stream_si128(q + 1, _mm512_cvtepi32_epi8(c[1]));
+    } else {
+      _mm_storeu_si128(q, _mm512_cvtepi32_epi8(c[0]));
+      _mm_storeu_si128(q + 1, _mm512_cvtepi32_epi8(c[1]));
+    }
+  }
+  static void fence() { _mm_sfence(); }  // orders non-temporal stores
+  static I seti(int32_t v) { return _mm512_set1_epi32(v); }
+  static I bits(V v) { return _mm512_castps_si512(v); }
+  static V floats(I v) { return _mm512_castsi512_ps(v); }
+  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  static I add(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I sub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I max(I a, I b) { return _mm512_max_epi32(a, b); }
+  static I min(I a, I b) { return _mm512_min_epi32(a, b); }
+  template <int n>
+  static I srli(I a) {
+    return _mm512_srli_epi32(a, n);
+  }
+  template <int n>
+  static I slli(I a) {
+    return _mm512_slli_epi32(a, n);
+  }
+  static MI lt_mask(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static MI gt(I a, I b) { return _mm512_cmpgt_epi32_mask(a, b); }
+  static I select(MI m, I a, I b) { return _mm512_mask_blend_epi32(m, b, a); }  // m ? a : b
+  static int mask_bits(MI m) { return static_cast<int>(m); }  // one bit per lane
+  static int32_t hmax(I v) { return _mm512_reduce_max_epi32(v); }
+  // Lane j of the result = max over the lanes of v[j] (W vectors). Plain per-vector reductions:
+  // simple and obviously right, as this path has not run on AVX-512 hardware yet.
+  static I reduce_lanes(const I* v) {
+    alignas(64) int32_t out[16];
+    for (int j = 0; j < 16; ++j) out[j] = _mm512_reduce_max_epi32(v[j]);
+    return _mm512_load_si512(out);
+  }
+  static int32_t first(I v) { return _mm_cvtsi128_si32(_mm512_castsi512_si128(v)); }
+  static float first(V v) { return _mm512_cvtss_f32(v); }
 };
 #elif defined(__AVX2__)
 struct Prims {
@@ -114,6 +178,85 @@ struct Prims {
     s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
+
+  // Integer lanes (i32) and the byte / bf16 movement the MX quantizer needs (mx/kernels_impl.h).
+  using I = __m256i;
+  using MI = __m256i;  // all-ones / all-zeros i32 lanes
+  static V load_bf16(const uint16_t* p) {
+    const I w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+  static I load_u8(const uint8_t* p) {  // W bytes → i32 lanes
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I load_i32(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
+  static void store_i32(int32_t* p, I v) { _mm256_storeu_si256(reinterpret_cast<I*>(p), v); }
+  // The low byte of each lane: after the packs, dword 0 of each 128-bit half holds 4 bytes.
+  static void store_u8(uint8_t* p, I v) {
+    const I b = _mm256_packus_epi16(_mm256_packs_epi32(v, v), _mm256_setzero_si256());
+    const I lo = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(lo));
+  }
+  static void store_u16(uint16_t* p, I v) {  // the low half of each lane
+    const I packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+  }
+  // 32 bytes from the low bytes (values 0..255) of 32 / W vectors; non-temporal when asked and
+  // aligned. The two packs interleave 128-bit halves; the dword permute restores element order:
+  // bytes [a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7] → a0-7 b0-7 c0-7 d0-7.
+  static void store_bytes32(uint8_t* p, const I* c, bool nt = false) {
+    const I ab = _mm256_packs_epi32(c[0], c[1]);
+    const I cd = _mm256_packs_epi32(c[2], c[3]);
+    const I bytes = _mm256_packus_epi16(ab, cd);
+    const I fixed = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if (nt && (reinterpret_cast<uintptr_t>(p) & 31) == 0)
+      _mm256_stream_si256(reinterpret_cast<I*>(p), fixed);
+    else
+      _mm256_storeu_si256(reinterpret_cast<I*>(p), fixed);
+  }
+  static void fence() { _mm_sfence(); }  // orders non-temporal stores
+  static I seti(int32_t v) { return _mm256_set1_epi32(v); }
+  static I bits(V v) { return _mm256_castps_si256(v); }
+  static V floats(I v) { return _mm256_castsi256_ps(v); }
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I max(I a, I b) { return _mm256_max_epi32(a, b); }
+  static I min(I a, I b) { return _mm256_min_epi32(a, b); }
+  template <int n>
+  static I srli(I a) {
+    return _mm256_srli_epi32(a, n);
+  }
+  template <int n>
+  static I slli(I a) {
+    return _mm256_slli_epi32(a, n);
+  }
+  static MI lt_mask(V a, V b) { return _mm256_castps_si256(_mm256_cmp_ps(a, b, _CMP_LT_OQ)); }
+  static MI gt(I a, I b) { return _mm256_cmpgt_epi32(a, b); }
+  static I select(MI m, I a, I b) { return _mm256_blendv_epi8(b, a, m); }  // m ? a : b
+  static int mask_bits(MI m) { return _mm256_movemask_ps(_mm256_castsi256_ps(m)); }
+  static int32_t hmax(I v) {
+    __m128i m = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0x4E));
+    m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0xB1));
+    return _mm_cvtsi128_si32(m);
+  }
+  // Lane j of the result = max over the lanes of v[j] (W vectors): max-reduce pairs within 128-bit
+  // halves (unpack 32, then 64), then fold the halves across (permute2x128).
+  static I reduce_lanes(const I* v) {
+    I a[4], b[2];
+    for (int k = 0; k < 4; ++k)
+      a[k] = _mm256_max_epi32(_mm256_unpacklo_epi32(v[2 * k], v[2 * k + 1]),
+                              _mm256_unpackhi_epi32(v[2 * k], v[2 * k + 1]));
+    for (int k = 0; k < 2; ++k)
+      b[k] = _mm256_max_epi32(_mm256_unpacklo_epi64(a[2 * k], a[2 * k + 1]),
+                              _mm256_unpackhi_epi64(a[2 * k], a[2 * k + 1]));
+    return _mm256_max_epi32(_mm256_permute2x128_si256(b[0], b[1], 0x20),
+                            _mm256_permute2x128_si256(b[0], b[1], 0x31));
+  }
+  static int32_t first(I v) { return _mm_cvtsi128_si32(_mm256_castsi256_si128(v)); }
+  static float first(V v) { return _mm256_cvtss_f32(v); }
 };
 #endif
 
