@@ -111,6 +111,45 @@ TEST(Autograd, SavedTensorHooksPackAndUnpack) {
   EXPECT_NEAR(x.grad().at({2}), std::exp(3.0), 1e-12);
 }
 
+// Nested guards compose: the inner hooks take what they want and decline the rest (an empty
+// std::any), which the outer hooks get; what nobody takes is saved as is.
+TEST(Autograd, SavedTensorHooksDeclineToTheEnclosingGuard) {
+  Tensor x = param({1, 2, 3}, {3}), w = param({0.5, -1.0, 2.0}, {3});
+  int inner_packs = 0, outer_packs = 0, inner_unpacks = 0, outer_unpacks = 0;
+  const auto tag = [](int* count, double mark, const Tensor& t) -> std::any {
+    ++*count;
+    return std::make_pair(mark, t.clone());
+  };
+  const auto untag = [](int* count, double mark, const std::any& a) {
+    ++*count;
+    const auto& p = std::any_cast<const std::pair<double, Tensor>&>(a);
+    EXPECT_EQ(p.first, mark) << "unpacked by the hooks that did not pack it";
+    return p.second;
+  };
+  Tensor y;
+  {
+    // Outer: whatever reaches it.
+    autograd::SavedTensorHooksGuard outer(
+        {[&](const Tensor& t) { return tag(&outer_packs, 2.0, t); },
+         [&](const std::any& a) { return untag(&outer_unpacks, 2.0, a); }});
+    // Inner: only tensors sharing w's storage.
+    autograd::SavedTensorHooksGuard inner(
+        {[&](const Tensor& t) -> std::any {
+           if (t.storage() != w.storage()) return {};
+           return tag(&inner_packs, 1.0, t);
+         },
+         [&](const std::any& a) { return untag(&inner_unpacks, 1.0, a); }});
+    y = sum(mul(exp(x), w));  // saves exp(x) (outer) and w (inner), and x's exp output
+  }
+  EXPECT_EQ(inner_packs, 1);
+  EXPECT_GT(outer_packs, 0);
+  y.backward();
+  EXPECT_EQ(inner_unpacks, inner_packs);
+  EXPECT_EQ(outer_unpacks, outer_packs);
+  EXPECT_NEAR(x.grad().at({2}), std::exp(3.0) * 2.0, 1e-12);
+  EXPECT_NEAR(w.grad().at({1}), std::exp(2.0), 1e-12);
+}
+
 TEST(Autograd, CheckpointRecomputesWithSameRngAndReachesParameters) {
   Tensor w = param({0.5, -1.0, 2.0, 0.25}, {4});
   auto region = [&](const std::vector<Tensor>& in) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # HyperOffload at 2 ranks (FSDP shards): optimizer state on the host tier or streamed from the disk
-# tier trains with losses bitwise equal to the device tier's over 20 steps (AdamW and Muon); a disk
+# tier, and activations on the host tier, train with losses bitwise equal to the device tier's over
+# 20 steps (AdamW and Muon); a disk
 # run saved at step 10 resumes bitwise; an unusable memory.disk_dir and a device budget too small
 # end the run with an error naming the path / the budget.
 # Usage: train_offload.sh HP_BINARY REPO_ROOT
@@ -29,6 +30,10 @@ for opt in adamw muon; do
 done
 run all_host 2 --set offload.optimizer=host --set offload.params=host --set offload.grads=host
 same "2 ranks, masters, gradients and optimizer state on the host" "$dir/none_adamw" "$dir/all_host"
+# Activations of every layer to the host (FSDP's hooks keep its gathered weights; the rest moves).
+run act_host 2 --set offload.activations=host --set offload.activations_min_bytes=0
+same "2 ranks, activations on the host" "$dir/none_adamw" "$dir/act_host"
+grep -q 'activation offload: host for 2 modules' "$dir/act_host.log"
 grep -q '"host_to_disk"' "$dir/disk_adamw/metrics.jsonl"
 # Resume a disk run from its step-10 checkpoint (the state went through the disk tier both ways).
 "$hp" launch -n 2 -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/resumed" \

@@ -165,6 +165,74 @@ TEST(Offload, MemoryPlanMatchesTheMeasuredPeak) {
   }
 }
 
+// Activations of a 4-layer model at 128 tokens per row: what the layers save dominates the step.
+std::vector<std::string> act_sets(std::vector<std::string> extra) {
+  std::vector<std::string> s = {"model.layers=4", "training.steps=6", "training.seq_len=128"};
+  s.insert(s.end(), extra.begin(), extra.end());
+  return s;
+}
+
+TEST(Offload, ActivationsOnHostTrainBitwiseLikeDeviceAndLeaveIt) {
+  const TrainResult dev = quiet_train(tiny("act_dev", act_sets({})));
+  const TrainResult off = quiet_train(
+      tiny("act_host", act_sets({"offload.activations=host", "offload.activations_min_bytes=0"})));
+  ASSERT_EQ(off.steps.size(), 6u);
+  EXPECT_EQ(losses(dev), losses(off));
+  EXPECT_EQ(off.offload_modules.size(), 4u);
+  // Stated bound: the device tier's activation peak at most 60% of the run without offload (the
+  // layers' saved tensors leave it; the logits, the loss and two layers' worth in backward stay).
+  EXPECT_LT(double(off.act_mem_bytes), 0.6 * double(dev.act_mem_bytes))
+      << off.act_mem_bytes << " vs " << dev.act_mem_bytes;
+  const StepRecord& r = off.steps.back();
+  EXPECT_GT(r.device_to_host_bytes, 0);
+  EXPECT_EQ(r.host_to_device_bytes, r.device_to_host_bytes);  // every storage comes back once
+  EXPECT_EQ(dev.steps.back().device_to_host_bytes, 0);
+  // With recompute, a recomputed layer saves only its input, and that is what moves.
+  const TrainResult rdev = quiet_train(tiny("act_rdev", act_sets({"recompute.mode=full"})));
+  const TrainResult roff =
+      quiet_train(tiny("act_roff", act_sets({"recompute.mode=full", "offload.activations=host",
+                                             "offload.activations_min_bytes=0"})));
+  EXPECT_EQ(losses(rdev), losses(roff));
+  EXPECT_EQ(losses(rdev), losses(dev));
+  EXPECT_GT(roff.steps.back().device_to_host_bytes, 0);
+  EXPECT_LT(roff.steps.back().device_to_host_bytes, r.device_to_host_bytes);
+  // A selection like recompute's: the mlp blocks of every second layer.
+  const TrainResult sel = quiet_train(tiny(
+      "act_sel", act_sets({"offload.activations=host", "offload.activations_every_k_layers=2",
+                           "offload.activations_modules=[mlp]", "offload.activations_min_bytes=0"})));
+  EXPECT_EQ(losses(sel), losses(dev));
+  EXPECT_EQ(sel.offload_modules, (std::vector<std::string>{"model.layers.0.mlp", "model.layers.2.mlp"}));
+}
+
+TEST(Offload, ActivationOffloadFitsLongerSequencesInTheSameBudget) {
+  // hp memory plan measures activations through the trainer's own parallelize step, so it sees
+  // what offload leaves on the device tier.
+  const std::vector<std::string> sets = act_sets({"memory.device_budget=24MiB"});
+  const MemoryPlan dev = plan_memory(tiny("plan_act_dev", sets));
+  std::vector<std::string> off_sets = sets;
+  off_sets.push_back("offload.activations=host");
+  const MemoryPlan off = plan_memory(tiny("plan_act_off", off_sets));
+  EXPECT_LT(off.device.activations, dev.device.activations);
+  EXPECT_GE(double(off.max_seq_len()), 1.7 * double(dev.max_seq_len()))
+      << off.max_seq_len() << " vs " << dev.max_seq_len();
+}
+
+TEST(Offload, ActivationKeysNameTheirErrors) {
+  const std::string glob = testing::error_of([&] {
+    quiet_train(tiny("act_glob", {"offload.activations=host", "offload.activations_modules=[attn]"}));
+  });
+  EXPECT_NE(glob.find("[offload] modules glob 'attn' matches no block of the selected layers"),
+            std::string::npos)
+      << glob;
+  const std::string tier =
+      testing::error_of([&] { tiny("act_tier", {"offload.activations=ssd"}); });
+  EXPECT_NE(tier.find("offload.activations"), std::string::npos) << tier;
+  EXPECT_NE(tier.find("ssd"), std::string::npos) << tier;
+  const Config c = tiny("act_yaml", {"offload.activations=host", "offload.activations_modules=[mlp]",
+                                     "offload.activations_every_k_layers=3"});
+  EXPECT_EQ(parse_config(to_yaml(c), "resolved.yaml"), c);
+}
+
 TEST(Offload, DeviceBudgetErrorsAndKeys) {
   // A bad size is a config error naming key and value.
   const std::string bad = testing::error_of([&] { tiny("bad", {"memory.device_budget=6 gigs"}); });

@@ -137,12 +137,15 @@ SavedTensorHooksGuard::~SavedTensorHooksGuard() { t_hooks.pop_back(); }
 
 SavedTensor::SavedTensor(const Tensor& t) : defined_(t.defined()) {
   if (!defined_) return;
-  if (t_hooks.empty()) {
-    plain_ = t.detach();
-  } else {
-    packed_ = t_hooks.back().pack(t.detach());
-    unpack_ = t_hooks.back().unpack;
+  const Tensor d = t.detach();
+  for (auto h = t_hooks.rbegin(); h != t_hooks.rend(); ++h) {
+    std::any packed = h->pack(d);
+    if (!packed.has_value()) continue;  // declined: the enclosing hooks are asked
+    packed_ = std::move(packed);
+    unpack_ = h->unpack;
+    return;
   }
+  plain_ = d;
 }
 
 Tensor SavedTensor::unpack() const {

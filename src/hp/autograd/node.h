@@ -56,12 +56,16 @@ class AccumulateGrad final : public Node {
 
 // --- saved tensors and their hooks (offload moves saved activations through these) ---
 
+// pack may decline a tensor by returning an empty std::any: the next enclosing guard's hooks are
+// asked, and a tensor no hooks take is saved as is. So hooks of different owners compose — FSDP
+// takes views of its gathered parameters, activation offload the activations around them.
 struct SavedTensorHooks {
   std::function<std::any(const Tensor&)> pack;
   std::function<Tensor(const std::any&)> unpack;
 };
 
-// Installs hooks for tensors saved while it lives (innermost guard wins), on this thread.
+// Installs hooks for tensors saved while it lives, on this thread; the innermost guard is asked
+// first.
 class SavedTensorHooksGuard {
  public:
   explicit SavedTensorHooksGuard(SavedTensorHooks hooks);

@@ -377,11 +377,11 @@ autograd::SavedTensorHooks FsdpModel::Impl::saved_hooks() {
         if (it != G.by_storage.end())
           return SavedParamView{g, it->second, t.shape(), t.strides(), t.offset()};
       }
-    return t;
+    return {};  // not a gathered parameter: the enclosing hooks (activation offload) or as is
   };
   h.unpack = [weak](const std::any& a) -> Tensor {
     const auto* v = std::any_cast<SavedParamView>(&a);
-    if (!v) return std::any_cast<Tensor>(a);
+    HP_CHECK(v != nullptr);
     auto self = weak.lock();
     if (!self) HP_THROW(ValueError, "fsdp", "backward through a graph whose FsdpModel is gone");
     const FlatParam& p = self->groups_[v->group]->flat.params()[v->param];

@@ -9,16 +9,7 @@
 namespace hp::models {
 namespace {
 
-struct Region {
-  std::string fqn;
-  nn::Module* module;
-  // The feed-forward whose side outputs the region carries (the block itself, or a layer's mlp);
-  // null for attention and norms. A raw pointer: it is the wrapped module or its child, so it
-  // outlives the wrapper the module owns (a shared_ptr to itself would be a cycle).
-  FeedForward* side;
-};
-
-void install(const Region& r) {
+void install(const SelectedBlock& r) {
   FeedForward* side = r.side;
   r.module->add_forward_wrapper([side](const Tensor& x, const nn::Module::ForwardFn& inner) {
     // The region keeps its own copy of inner (owning what it captures) to run it in backward.
@@ -43,6 +34,42 @@ std::string block_names(const DecoderLayer& layer) {
 
 }  // namespace
 
+std::vector<SelectedBlock> select_blocks(CausalLM& model, int64_t every_k_layers,
+                                        const std::vector<std::string>& modules,
+                                        const char* component) {
+  if (every_k_layers < 1)
+    HP_THROW(ValueError, component, "every_k_layers must be >= 1, got ", every_k_layers);
+  std::map<const nn::Module*, std::string> fqn_of;
+  for (auto& [fqn, m] : model.named_modules()) fqn_of[m] = fqn;
+  std::vector<bool> used(modules.size(), false);
+  std::vector<SelectedBlock> todo;
+  const auto& layers = model.model->layers;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (static_cast<int64_t>(i) % every_k_layers != 0) continue;
+    if (!layers[i]) continue;  // on another pipeline stage
+    DecoderLayer& layer = *layers[i];
+    const std::string& fqn = fqn_of.at(&layer);
+    if (modules.empty()) {
+      todo.push_back({fqn, &layer, layer.mlp.get()});
+      continue;
+    }
+    for (const auto& [name, child] : layer.children()) {
+      bool hit = false;
+      for (size_t g = 0; g < modules.size(); ++g)
+        if (nn::glob_match(modules[g], name)) used[g] = hit = true;
+      if (hit)
+        todo.push_back({fqn + "." + name, child.get(), dynamic_cast<FeedForward*>(child.get())});
+    }
+  }
+  const auto held = std::find_if(layers.begin(), layers.end(), [](const auto& l) { return l; });
+  for (size_t g = 0; g < modules.size(); ++g)
+    if (!used[g])
+      HP_THROW(ValueError, component, "modules glob '", modules[g],
+               "' matches no block of the selected layers (blocks: ",
+               held == layers.end() ? std::string("none") : block_names(**held), ")");
+  return todo;
+}
+
 std::vector<std::string> apply_recompute(CausalLM& model, const RecomputeSpec& spec) {
   if (spec.mode != "none" && spec.mode != "full" && spec.mode != "selective")
     HP_THROW(ValueError, "recompute", "unknown mode '", spec.mode,
@@ -53,38 +80,10 @@ std::vector<std::string> apply_recompute(CausalLM& model, const RecomputeSpec& s
     HP_THROW(ValueError, "recompute", "modules (", spec.modules.front(),
              ", ...) apply to mode selective only, mode is '", spec.mode, "'");
   if (spec.mode == "none") return {};
-
-  std::map<const nn::Module*, std::string> fqn_of;
-  for (auto& [fqn, m] : model.named_modules()) fqn_of[m] = fqn;
   const bool full = spec.mode == "full";
-  std::vector<bool> used(spec.modules.size(), false);
-  std::vector<Region> todo;
-  const auto& layers = model.model->layers;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    if (!full && static_cast<int64_t>(i) % spec.every_k_layers != 0) continue;
-    if (!layers[i]) continue;  // on another pipeline stage
-    DecoderLayer& layer = *layers[i];
-    const std::string& fqn = fqn_of.at(&layer);
-    if (spec.modules.empty()) {
-      todo.push_back({fqn, &layer, layer.mlp.get()});
-      continue;
-    }
-    for (const auto& [name, child] : layer.children()) {
-      bool hit = false;
-      for (size_t g = 0; g < spec.modules.size(); ++g)
-        if (nn::glob_match(spec.modules[g], name)) used[g] = hit = true;
-      if (hit)
-        todo.push_back({fqn + "." + name, child.get(), dynamic_cast<FeedForward*>(child.get())});
-    }
-  }
-  const auto held = std::find_if(layers.begin(), layers.end(), [](const auto& l) { return l; });
-  for (size_t g = 0; g < spec.modules.size(); ++g)
-    if (!used[g])
-      HP_THROW(ValueError, "recompute", "modules glob '", spec.modules[g],
-               "' matches no block of the selected layers (blocks: ",
-               held == layers.end() ? std::string("none") : block_names(**held), ")");
   std::vector<std::string> out;
-  for (const Region& r : todo) {
+  for (const SelectedBlock& r :
+       select_blocks(model, full ? 1 : spec.every_k_layers, spec.modules, "recompute")) {
     install(r);
     out.push_back(r.fqn);
   }

@@ -32,6 +32,23 @@ struct RecomputeSpec {
   std::vector<std::string> modules;
 };
 
+// A block a selection names: a decoder layer, or one of its children.
+struct SelectedBlock {
+  std::string fqn;
+  nn::Module* module;
+  // The feed-forward whose side outputs a region around the block must carry (the block itself,
+  // or a layer's mlp); null for attention and norms. A raw pointer: it is the block or its child.
+  FeedForward* side;
+};
+
+// The selection recompute and activation offload share: layers i with i % every_k_layers == 0
+// (held by this rank: pipeline stages), each whole, or — with `modules` — their children whose
+// names match a glob. Throws ValueError("[<component>] ...") for every_k_layers < 1 or a glob that
+// matches no block of the selected layers (naming the blocks there are).
+std::vector<SelectedBlock> select_blocks(CausalLM& model, int64_t every_k_layers,
+                                        const std::vector<std::string>& modules,
+                                        const char* component);
+
 // Installs the regions on `model` (call once); returns the module FQNs wrapped, in model order
 // ("model.layers.0", or "model.layers.0.mlp" for blocks). Throws ValueError ("[recompute] ...")
 // for an unknown mode, every_k_layers < 1, modules given without selective, or a modules glob that

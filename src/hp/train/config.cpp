@@ -345,6 +345,21 @@ void OffloadConfig::describe(Schema& s) {
         "the master shards' gradients: none (device tier) | host (each reduction's result is "
         "copied down and accumulated there)")
       .choices({"none", "host"});
+  s.add("activations", &activations,
+        "tensors the selected decoder layers save for backward: none (device tier) | host (copied "
+        "to the host tier as they are saved, fetched back before their layer's backward, the "
+        "previous layer's prefetched meanwhile); with recompute, a recomputed layer saves only its "
+        "input, and that is what moves")
+      .choices({"none", "host"});
+  s.add("activations_every_k_layers", &activations_every_k_layers,
+        "activation offload of layers i with i % k == 0 (0, k, 2k, ...)")
+      .min(1);
+  s.add("activations_modules", &activations_modules,
+        "activation offload of these blocks of the selected layers only, globs over self_attn, "
+        "mlp, input_layernorm, post_attention_layernorm (empty = whole layers)");
+  s.add("activations_min_bytes", &activations_min_bytes,
+        "saved storages smaller than this stay on the device tier")
+      .min(0);
 }
 
 void CheckpointConfig::describe(Schema& s) {

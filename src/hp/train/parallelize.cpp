@@ -13,6 +13,7 @@
 #include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
 #include "hp/mx/convert.h"
+#include "hp/offload/activations.h"
 #include "hp/shard/context_parallel.h"
 #include "hp/shard/expert_parallel.h"
 #include "hp/shard/vocab_parallel.h"
@@ -433,6 +434,17 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
       out.fsdp_prefixes.push_back(g.prefix);
   out.fsdp = std::make_unique<fsdp::FsdpModel>(model, std::move(groups), l.shard_comm,
                                                l.replicate_comm, fsdp_options(cfg));
+  // 7. Activation offload, outside FSDP's wrappers.
+  if (cfg.offload.activations == "host") {
+    const OffloadConfig& o = cfg.offload;
+    out.activation_offload = std::make_shared<offload::ActivationOffload>(o.activations_min_bytes);
+    for (const models::SelectedBlock& b :
+         models::select_blocks(model, o.activations_every_k_layers, o.activations_modules,
+                               "offload")) {
+      out.activation_offload->install_region(*b.module);
+      out.offload_modules.push_back(b.fqn);
+    }
+  }
 
   // One description per parameter: FSDP's Shard(0) over dp_shard on top of its TP placement (the
   // tp axis is innermost, so it splits first: shard/dtensor.h). from_local checks that FSDP's rows

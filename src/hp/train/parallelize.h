@@ -23,7 +23,10 @@
 //                dp_replicate); with EP a layer's local experts form a second group, sharded over
 //                the ranks with the same expert coordinate; mixed precision is this step over a
 //                world of one
-// (offload will be a further step of this function.)
+//   7. offload   offload.activations: host — the selected layers' (or blocks') saved tensors move
+//                to the host tier and are prefetched back for backward (offload/activations.h);
+//                outermost, so FSDP's hooks still take its gathered parameters first. (Optimizer
+//                state and master/gradient shards are placed by the optimizer and FSDP: §4c.)
 //
 // Every trained parameter is then described once, as a DTensor over the mesh (global shape and one
 // placement per axis, e.g. (Replicate, Shard(0), Shard(1)) for a row-parallel weight under FSDP;
@@ -51,6 +54,10 @@ class FsdpModel;
 }
 namespace hp::models {
 class CausalLM;
+}
+
+namespace hp::offload {
+class ActivationOffload;
 }
 
 namespace hp::train {
@@ -113,7 +120,9 @@ struct Parallelized {
   // parameters are those under none): the units optimizer state is streamed in (offload).
   std::vector<std::string> fsdp_prefixes;
   bool sequence_parallel = false;
-  std::vector<std::string> mx_modules, recompute_modules;
+  std::vector<std::string> mx_modules, recompute_modules, offload_modules;
+  // offload.activations: the offloader of the selected blocks (null without it).
+  std::shared_ptr<offload::ActivationOffload> activation_offload;
   // Parameters of the model that other ranks hold and this one does not (EP: other experts; PP:
   // other stages).
   std::set<std::string> held_elsewhere;

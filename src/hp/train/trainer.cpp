@@ -32,6 +32,7 @@
 #include "hp/core/random.h"
 #include "hp/data/dataset.h"
 #include "hp/data/loader.h"
+#include "hp/offload/activations.h"
 #include "hp/dist/communicator.h"
 #include "hp/fsdp/fsdp.h"
 #include "hp/fusion/mode.h"
@@ -246,15 +247,19 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
   if (!res.recompute_modules.empty())
     log.message("recompute: " + cfg.recompute.mode + " on " +
                 std::to_string(res.recompute_modules.size()) + " modules");
+  if (!res.offload_modules.empty())
+    log.message("activation offload: host for " + std::to_string(res.offload_modules.size()) +
+                " modules (storages >= " + std::to_string(cfg.offload.activations_min_bytes) +
+                " bytes)");
   const OffloadConfig& o = cfg.offload;
   if (!cfg.memory.device_budget.empty() || o.optimizer != "none" || o.params != "none" ||
-      o.grads != "none")
+      o.grads != "none" || o.activations != "none")
     log.message("memory: device budget " +
                 (cfg.memory.device_budget.empty()
                      ? std::string("unlimited")
                      : format_bytes(double(device_budget_bytes(cfg)))) +
                 "; offload params " + o.params + ", grads " + o.grads + ", optimizer " +
-                o.optimizer);
+                o.optimizer + ", activations " + o.activations);
 }
 
 // data.sources: "data: tokens trained per source: a 1024 (50.0%), b 1024 (50.0%)".
@@ -313,6 +318,12 @@ optim::TransferStats transfers(const optim::Optimizer& opt, const Parallelized& 
   const fsdp::FsdpModel::Stats f = par.fsdp->stats();
   t.host_to_device += f.host_to_device_bytes;
   t.device_to_host += f.device_to_host_bytes;
+  if (par.activation_offload) {
+    const offload::ActivationStats a = par.activation_offload->stats();
+    t.host_to_device += a.host_to_device;
+    t.device_to_host += a.device_to_host;
+    t.wait_s += a.wait_s;
+  }
   return t;
 }
 
@@ -392,6 +403,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   const double flops_tok = run.flops_per_token;
   res.mx_modules = par.mx_modules;
   res.recompute_modules = par.recompute_modules;
+  res.offload_modules = par.offload_modules;
   const optim::ScheduleSpec schedule = schedule_spec(cfg);
   std::optional<Evaluator> evaluator;
   if (run.data.eval) evaluator.emplace(cfg, run.data.eval, layout, run.documents);

@@ -94,6 +94,7 @@ struct TrainResult {
   int64_t act_mem_bytes = 0;                   // largest per-step activation memory
   std::vector<std::string> mx_modules;         // modules switched to MXFP8
   std::vector<std::string> recompute_modules;  // modules recomputed in backward
+  std::vector<std::string> offload_modules;    // modules whose saved activations go to the host
   std::string sample;                          // generated text (training.sample_tokens > 0)
   ProfileTables profile;                       // this rank's profile (steps == 0: none)
 };
