@@ -37,11 +37,15 @@ HyperConnection::HyperConnection(int64_t hc_mult, int64_t hidden, int64_t sinkho
 }
 
 HcMix HyperConnection::mix(const Tensor& streams, const nn::RMSNorm& norm) const {
-  if (norm.has_forward_wrapper() || !fusable(streams)) return mix_composed(streams, norm);
+  if (!fusable(streams)) return mix_composed(streams, norm);
   MhcSpec s = spec_;
   s.norm_eps = norm.eps;
-  FusedMix f = fused_mhc_mix(streams, f32(fn), f32(base), f32(scale), norm.weight, s);
-  return HcMix{f.post, f.comb, f.input};
+  // A norm with a forward wrapper (TP, recompute, FSDP gathering) must see its input: it runs
+  // after the fused collapse instead of inside it.
+  const bool wrapped = norm.has_forward_wrapper();
+  FusedMix f = fused_mhc_mix(streams, f32(fn), f32(base), f32(scale),
+                             wrapped ? Tensor() : norm.weight, s);
+  return HcMix{f.post, f.comb, wrapped ? norm.forward(f.input) : f.input};
 }
 
 HcMix HyperConnection::mix_composed(const Tensor& streams, const nn::RMSNorm& norm) const {

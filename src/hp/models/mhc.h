@@ -12,8 +12,9 @@
 // with norm the layer's input_layernorm / post_attention_layernorm.
 // By default mix (with the norm) and fold run as MegaMHC (mhc_fused.h): fused row passes with an
 // analytic backward. mix_composed / fold_composed are the same math composed from differentiable
-// ops (the backward from the tape): the reference for tests and bench_mhc, and the path taken when
-// the norm has a forward wrapper of its own (TP, recompute) that must see its input.
+// ops (the backward from the tape): the reference for tests and bench_mhc. A norm with a forward
+// wrapper of its own (TP, recompute, FSDP gathering), which must see its input, runs after the fused
+// collapse.
 #pragma once
 
 #include <memory>
@@ -36,7 +37,7 @@ class HyperConnection : public nn::Module {
   HyperConnection(int64_t hc_mult, int64_t hidden, int64_t sinkhorn_iters, double hc_eps,
                   double norm_eps, DType dt, double init_std);
   // streams [B, T, N, D] → the block's input (normed by `norm`) and the weights that fold its
-  // output back. MegaMHC unless norm has a forward wrapper or the streams are neither f32 nor bf16.
+  // output back. MegaMHC unless the streams are neither f32 nor bf16.
   HcMix mix(const Tensor& streams, const nn::RMSNorm& norm) const;
   HcMix mix_composed(const Tensor& streams, const nn::RMSNorm& norm) const;
   // post ⊗ out + combᵀ · streams: out [B, T, D] → new streams [B, T, N, D] (MegaMHC's fold).

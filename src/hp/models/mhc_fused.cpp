@@ -158,8 +158,9 @@ void collapse_row(const RowOps& ops, const float* pre, const float* x, int64_t n
   for (int64_t k = 1; k < n; ++k) ops.axpy(pre[k], x + k * d, y, tmp, d);
 }
 
-Tensor f32_weight(const Tensor& w, int64_t d) {
-  if (!w.defined()) return full({d}, 1.0);
+// The norm weight as f32 (undefined without a norm).
+Tensor f32_weight(const Tensor& w) {
+  if (!w.defined()) return Tensor();
   return w.dtype() == DType::f32 ? w.detach().contiguous() : cast(w.detach(), DType::f32);
 }
 
@@ -187,7 +188,7 @@ void check_mix(const Tensor& x, const Tensor& fn, const Tensor& base, const Tens
 
 struct MixSaved {
   SavedTensor x;                // [R, N, D] streams
-  Tensor fn, base, scale, w32;  // parameters (w32: the norm weight as f32; ones without one)
+  Tensor fn, base, scale, w32;  // parameters (w32: the norm weight as f32; undefined: no norm)
   Tensor mixes;                 // [R, M] f32
   Tensor rstd;                  // [R, 2] f32: the streams' rms, the collapse's
   MhcSpec spec;
@@ -209,7 +210,7 @@ std::vector<Tensor> mix_backward(const MixSaved& sv, const Tensor& dpost_in, con
   const float* rp = sv.rstd.data<float>();
   const float* bp = sv.base.data<float>();
   const float* sp = sv.scale.data<float>();
-  const float* wp = sv.w32.data<float>();
+  const float* wp = sv.w32.defined() ? sv.w32.data<float>() : nullptr;
   // d mixes already scaled by the row's rms r ([R, M]: the GEMMs' left operand), and d collapse.
   Tensor dm = empty({rows, m});
   Tensor dy = empty({rows, d});
@@ -235,7 +236,10 @@ std::vector<Tensor> mix_backward(const MixSaved& sv, const Tensor& dpost_in, con
       collapse_row(ops, rm.pre.data(), xr, n, d, y.data(), tmp.data());
       const float* g = ops.row_in(dinput, r * d, d, gbuf.data());
       float* dyr = dyp + r * d;
-      ops.norm.rms_bwd(g, y.data(), wp, rp + 2 * r + 1, dyr, dw, 1, d);
+      if (wp)
+        ops.norm.rms_bwd(g, y.data(), wp, rp + 2 * r + 1, dyr, dw, 1, d);
+      else
+        std::copy(g, g + d, dyr);
       const float* dpr = dpost.data<float>() + r * n;
       for (int64_t i = 0; i < n; ++i) {
         const float dpre = ops.dot(dyr, xr + i * d, d);
@@ -310,7 +314,7 @@ FusedMix fused_mhc_mix(const Tensor& streams, const Tensor& fn, const Tensor& ba
   const Tensor x = streams.detach().contiguous();
   const Tensor fnd = fn.detach().contiguous(), bd = base.detach().contiguous(),
                sd = scale.detach().contiguous();
-  const Tensor w32 = f32_weight(norm_weight, d);
+  const Tensor w32 = f32_weight(norm_weight);
   Tensor mixes;
   {
     autograd::NoGradGuard ng;
@@ -327,7 +331,7 @@ FusedMix fused_mhc_mix(const Tensor& streams, const Tensor& fn, const Tensor& ba
   float* rp = rstd.data<float>();
   const float* bp = bd.data<float>();
   const float* sp = sd.data<float>();
-  const float* wp = w32.data<float>();
+  const float* wp = w32.defined() ? w32.data<float>() : nullptr;
   float* postp = out.post.data<float>();
   float* combp = out.comb.data<float>();
   const RowOps ops;
@@ -345,8 +349,13 @@ FusedMix fused_mhc_mix(const Tensor& streams, const Tensor& fn, const Tensor& ba
       std::copy(rm.post.begin(), rm.post.end(), postp + r * n);
       std::copy(rm.comb(), rm.comb() + n * n, combp + r * n * n);
       collapse_row(ops, rm.pre.data(), xr, n, d, y.data(), tmp.data());
-      ops.norm.rms_fwd(y.data(), wp, o.data(), rp + 2 * r + 1, 1, d, float(spec.norm_eps));
-      ops.row_out(o.data(), out.input, r * d, d);
+      if (wp) {
+        ops.norm.rms_fwd(y.data(), wp, o.data(), rp + 2 * r + 1, 1, d, float(spec.norm_eps));
+        ops.row_out(o.data(), out.input, r * d, d);
+      } else {
+        rp[2 * r + 1] = 1.0f;
+        ops.row_out(y.data(), out.input, r * d, d);
+      }
     }
   });
   std::vector<Tensor> inputs = {streams, fn, base, scale};
