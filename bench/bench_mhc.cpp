@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
           (long long)d, std::string(dtype_name(dt)).c_str(), fused * 1e3, bytes / fused / 1e9,
           bytes / fused / 1e9 / ceiling, composed * 1e3, composed / fused,
           std::isnan(peer) ? "n/a" : std::to_string(peer * 1e3).substr(0, 7).c_str(),
-          bench::ratio_str(peer, fused).c_str());
+          std::isnan(peer) ? "n/a" : bench::ratio_str(peer, fused).c_str());
     }
   return 0;
 }
