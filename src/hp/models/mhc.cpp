@@ -5,6 +5,9 @@
 namespace hp::models {
 
 namespace {
+bool fusable(const Tensor& streams) {
+  return streams.dtype() == DType::f32 || streams.dtype() == DType::bf16;
+}
 Tensor normal(const Shape& s, DType dt, double std) {
   return nn::init_skipped() ? empty(s, dt) : randn(s, DType::f32, 0.0, std).to(dt);
 }
@@ -24,39 +27,57 @@ Tensor collapse_streams(const Tensor& pre, const Tensor& streams) {
 
 HyperConnection::HyperConnection(int64_t hc_mult, int64_t hidden, int64_t sinkhorn_iters,
                                  double hc_eps, double norm_eps, DType dt, double init_std)
-    : n_(hc_mult), iters_(sinkhorn_iters), hc_eps_(hc_eps), norm_eps_(norm_eps) {
-  const int64_t mixes = (2 + n_) * n_;
+    : spec_{hc_mult, sinkhorn_iters, hc_eps, norm_eps, norm_eps} {
+  const int64_t n = hc_mult, mixes = (2 + n) * n;
   // HF's _init_weights: fn normal, base zeros, scale ones (the f32 modules stay f32 in HF).
   (void)dt;
-  fn = register_parameter("fn", normal({mixes, n_ * hidden}, DType::f32, init_std));
+  fn = register_parameter("fn", normal({mixes, n * hidden}, DType::f32, init_std));
   base = register_parameter("base", zeros({mixes}, DType::f32));
   scale = register_parameter("scale", ones({3}, DType::f32));
 }
 
-HcMix HyperConnection::mix(const Tensor& streams) const {
-  const int64_t b = streams.size(0), t = streams.size(1), n = n_;
+HcMix HyperConnection::mix(const Tensor& streams, const nn::RMSNorm& norm) const {
+  if (!fusable(streams)) return mix_composed(streams, norm);
+  MhcSpec s = spec_;
+  s.norm_eps = norm.eps;
+  // A norm with a forward wrapper (TP, recompute, FSDP gathering) must see its input: it runs
+  // after the fused collapse instead of inside it.
+  const bool wrapped = norm.has_forward_wrapper();
+  FusedMix f = fused_mhc_mix(streams, f32(fn), f32(base), f32(scale),
+                             wrapped ? Tensor() : norm.weight, s);
+  return HcMix{f.post, f.comb, wrapped ? norm.forward(f.input) : f.input};
+}
+
+HcMix HyperConnection::mix_composed(const Tensor& streams, const nn::RMSNorm& norm) const {
+  const int64_t b = streams.size(0), t = streams.size(1), n = spec_.hc_mult;
+  const double eps = spec_.hc_eps;
   // In f32 whatever the compute dtype (HF keeps the mHC modules in f32).
-  const Tensor mixes = linear(normed_flat(streams, norm_eps_), f32(fn));  // [B, T, (2 + N)·N]
+  const Tensor mixes = linear(normed_flat(streams, spec_.mix_norm_eps), f32(fn));  // [B, T, M]
   auto parts = split(mixes, {n, n, n * n}, -1);
   auto bases = split(f32(base), {n, n, n * n}, 0);
   auto scales = split(f32(scale), {1, 1, 1}, 0);
   HcMix m;
-  const Tensor pre = add(sigmoid(add(mul(parts[0], scales[0]), bases[0])), hc_eps_);
+  const Tensor pre = add(sigmoid(add(mul(parts[0], scales[0]), bases[0])), eps);
   m.post = mul(sigmoid(add(mul(parts[1], scales[1]), bases[1])), 2.0);
   Tensor comb = add(mul(view(parts[2], {b, t, n, n}), scales[2]), view(bases[2], {n, n}));
-  comb = add(softmax(comb, -1), hc_eps_);
+  comb = add(softmax(comb, -1), eps);
   // Sinkhorn-Knopp: columns first, then iters − 1 rounds of rows and columns (HF's order).
-  comb = div(comb, add(sum(comb, {-2}, true), hc_eps_));
-  for (int64_t i = 0; i + 1 < iters_; ++i) {
-    comb = div(comb, add(sum(comb, {-1}, true), hc_eps_));
-    comb = div(comb, add(sum(comb, {-2}, true), hc_eps_));
+  comb = div(comb, add(sum(comb, {-2}, true), eps));
+  for (int64_t i = 0; i + 1 < spec_.sinkhorn_iters; ++i) {
+    comb = div(comb, add(sum(comb, {-1}, true), eps));
+    comb = div(comb, add(sum(comb, {-2}, true), eps));
   }
   m.comb = comb;
-  m.collapsed = collapse_streams(pre, streams);
+  m.input = norm.forward(collapse_streams(pre, streams));
   return m;
 }
 
 Tensor HyperConnection::fold(const HcMix& m, const Tensor& out, const Tensor& streams) {
+  if (!fusable(streams) || out.dtype() != streams.dtype()) return fold_composed(m, out, streams);
+  return fused_mhc_fold(m.post, m.comb, out, streams);
+}
+
+Tensor HyperConnection::fold_composed(const HcMix& m, const Tensor& out, const Tensor& streams) {
   const DType dt = streams.dtype();
   const Tensor post = m.post.dtype() == dt ? m.post : cast(m.post, dt);
   const Tensor comb = m.comb.dtype() == dt ? m.comb : cast(m.comb, dt);

@@ -189,17 +189,15 @@ Tensor DecoderLayer::forward(const Tensor& x, AttentionContext& ctx) const {
   if (attn_hc)
     return wrapped_forward(x, [this, c](const Tensor& streams) {
       // x: streams [B, T, N, hidden]; each block runs on their collapse and folds back.
-      const HcMix am = attn_hc->mix(streams);
-      Tensor a = self_attn->wrapped_forward(input_layernorm->forward(am.collapsed),
-                                            [this, c](const Tensor& y) {
-                                              AttentionContext cc = c;
-                                              return self_attn->forward(y, cc);
-                                            });
+      const HcMix am = attn_hc->mix(streams, *input_layernorm);
+      Tensor a = self_attn->wrapped_forward(am.input, [this, c](const Tensor& y) {
+        AttentionContext cc = c;
+        return self_attn->forward(y, cc);
+      });
       const Tensor h = HyperConnection::fold(am, a, streams);
-      const HcMix fm = ffn_hc->mix(h);
-      Tensor m =
-          mlp->wrapped_forward(post_attention_layernorm->forward(fm.collapsed),
-                               [this, c](const Tensor& y) { return mlp->forward_tokens(y, c); });
+      const HcMix fm = ffn_hc->mix(h, *post_attention_layernorm);
+      Tensor m = mlp->wrapped_forward(
+          fm.input, [this, c](const Tensor& y) { return mlp->forward_tokens(y, c); });
       return HyperConnection::fold(fm, m, h);
     });
   return wrapped_forward(x, [this, c](const Tensor& in) {
