@@ -1,16 +1,20 @@
 // MegaGate (models/gate.h): the fused router against the chain of ops it replaced
 // (composed_gate), forward + backward w.r.t. the logits, on router shapes of Qwen3-MoE (softmax
 // top-8 of 64, normalized) and DeepSeek-V3 (sigmoid, bias, 8 groups keep 4, top-8 of 256, scaled):
-//   - ms per forward + backward, fused and composed, and the speedup (issue target >= 2x);
+//   - ms per forward + backward, fused and composed (best of 7, the two alternating), and the
+//     speedup (issue target >= 2x);
 //   - GB/s of the fused gate (logits read twice, d logits written, weights and indices) against
 //     the memcpy bandwidth measured in the same run (the ceiling: the gate is memory-bound);
 //   - PyTorch's composed router on the same shapes and thread count (the peer), where installed.
 // Usage: build/bench_gate [TOKENS] (default 16384); threads from HP_NUM_THREADS.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "bench_common.h"
 #include "hp/core/random.h"
@@ -30,20 +34,26 @@ struct Case {
   const char* peer;  // bench/peers/gate.py mode
 };
 
-// Best-of-reps seconds of one forward + backward of `gate` on logits [n, e].
-double time_gate(int64_t n, int64_t e, int64_t k,
-                 const std::function<models::GateOutput(const Tensor&)>& gate) {
+using Gate = std::function<models::GateOutput(const Tensor&)>;
+
+// Best-of-reps seconds of one forward + backward of `fused` and of `composed` on logits [n, e],
+// the two alternating rep by rep so that both see the same load on a shared machine.
+std::pair<double, double> time_gates(int64_t n, int64_t e, int64_t k, const Gate& fused,
+                                     const Gate& composed) {
   manual_seed(1);
   Tensor logits = randn({n, e}).requires_grad_();
   const Tensor g = randn({n, k});
-  double best = 1e30;
-  for (int r = 0; r < 7; ++r) {
-    logits.zero_grad();
-    const auto t0 = std::chrono::steady_clock::now();
-    sum(mul(gate(logits).weights, g)).backward();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
+  double best[2] = {1e30, 1e30};
+  for (int r = 0; r < 7; ++r)
+    for (int which = 0; which < 2; ++which) {
+      logits.zero_grad();
+      const auto t0 = std::chrono::steady_clock::now();
+      sum(mul((which == 0 ? fused : composed)(logits).weights, g)).backward();
+      best[which] = std::min(
+          best[which],
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  return {best[0], best[1]};
 }
 
 }  // namespace
@@ -69,12 +79,9 @@ int main(int argc, char** argv) {
   for (const Case& c : cases) {
     const Tensor bias = c.bias ? mul(randn({c.experts}), 0.1) : Tensor();
     const int64_t k = c.spec.top_k;
-    const double fused = time_gate(n, c.experts, k, [&](const Tensor& l) {
-      return models::fused_gate(l, bias, c.spec);
-    });
-    const double composed = time_gate(n, c.experts, k, [&](const Tensor& l) {
-      return models::composed_gate(l, bias, c.spec);
-    });
+    const auto [fused, composed] = time_gates(
+        n, c.experts, k, [&](const Tensor& l) { return models::fused_gate(l, bias, c.spec); },
+        [&](const Tensor& l) { return models::composed_gate(l, bias, c.spec); });
     // Logits read in forward and again in backward, d logits written, weights + indices written.
     const double bytes = double(n) * (3.0 * double(c.experts) * 4 + double(k) * 12);
     const double peer =

@@ -4,6 +4,7 @@
 // correction bias, scaling and eps-normalization, and sqrt-softplus scores; plus the counts, thread
 // independence and the errors.
 #include "hp/models/gate.h"
+#include "hp/models/gate_topk.h"
 
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/isa.h"
 #include "hp/ops/ops.h"
 
 namespace hp::models {
@@ -143,6 +145,112 @@ TEST(MegaGate, GroupLimitedSelectionEqualsANaiveReference) {
               << "e " << e << " n_group " << ng << " topk_group " << kg << " row " << t;
       }
     }
+  }
+}
+
+// The selection (gate_topk.h) of one row c, on `isa`.
+std::vector<int64_t> select_on(kernels::Isa isa, const std::vector<float>& c, const GateSpec& g) {
+  const int64_t e = int64_t(c.size());
+  std::vector<int64_t> idx(size_t(g.top_k)), gidx(size_t(g.n_group));
+  std::vector<float> val(size_t(g.top_k)), gval(size_t(g.n_group)), top2(size_t(2 * g.n_group)),
+      kept2(size_t(2 * g.n_group));
+  std::vector<char> keep(size_t(g.n_group));
+  gate_topk_fn(isa)(c.data(), GateTopKShape{e, g.top_k, g.n_group, g.topk_group},
+                    GateTopKScratch{idx.data(), val.data(), gidx.data(), gval.data(), top2.data(),
+                                    kept2.data(), keep.data()});
+  return idx;
+}
+
+std::vector<kernels::Isa> isas() {
+  std::vector<kernels::Isa> out{kernels::Isa::scalar};
+  if (kernels::isa_supported(kernels::Isa::avx2)) out.push_back(kernels::Isa::avx2);
+  return out;
+}
+
+// Rows of e values: random, coarse (multiples of 0.5: ties between experts and groups are common)
+// or all equal (every comparison a tie).
+std::vector<std::vector<float>> tie_rows(int64_t e, uint64_t seed) {
+  std::vector<std::vector<float>> rows;
+  manual_seed(seed);
+  const std::vector<double> v = randn({40, e}).to_vector();
+  for (int64_t t = 0; t < 40; ++t) {
+    std::vector<float> row(static_cast<size_t>(e));
+    for (int64_t j = 0; j < e; ++j) {
+      const double x = v[size_t(t * e + j)];
+      row[size_t(j)] = t % 3 == 0 ? float(x) : float(std::round(x * 2.0) / 2.0);
+    }
+    rows.push_back(row);
+  }
+  rows.push_back(std::vector<float>(static_cast<size_t>(e), 0.25f));
+  return rows;
+}
+
+TEST(MegaGate, SimdSelectionEqualsANaiveReferenceOnEveryIsa) {
+  // Plain top-k: widths below, at and off the vector width, k from 1 to E (k > 2·W has no bound),
+  // a row wider than the packed candidates hold.
+  for (auto [e, k] : {std::array<int64_t, 2>{5, 2}, {8, 8}, {64, 8}, {64, 1}, {64, 16}, {64, 17},
+                      {64, 64}, {37, 9}, {256, 8}, {600, 8}}) {
+    GateSpec g;
+    g.top_k = k;
+    for (const auto& row : tie_rows(e, uint64_t(e * 100 + k))) {
+      std::vector<std::pair<float, int64_t>> by(row.size());
+      for (size_t j = 0; j < row.size(); ++j) by[j] = {row[j], int64_t(j)};
+      std::sort(by.begin(), by.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      std::vector<int64_t> want;
+      for (int64_t j = 0; j < k; ++j) want.push_back(by[size_t(j)].second);
+      for (kernels::Isa isa : isas())
+        ASSERT_EQ(select_on(isa, row, g), want)
+            << kernels::isa_name(isa) << " e " << e << " k " << k;
+    }
+  }
+  // Group-limited: DeepSeek-V3's shape, groups off the vector width (12 and 3 per group), every
+  // kept expert selected (k = topk_group · per), fewer kept top-2s than k, rows wider than the
+  // packed candidates hold (600 and 1200).
+  for (auto [e, ng, kg, k] : {std::array<int64_t, 4>{256, 8, 4, 8}, {96, 8, 4, 8}, {24, 8, 3, 9},
+                              {64, 8, 2, 16}, {48, 4, 1, 3}, {1200, 8, 4, 8}}) {
+    GateSpec g;
+    g.score = GateScore::sigmoid;
+    g.top_k = k;
+    g.n_group = ng;
+    g.topk_group = kg;
+    for (const auto& row : tie_rows(e, uint64_t(e + ng + kg + k))) {
+      const auto want = naive_group_selection(row, g);
+      for (kernels::Isa isa : isas())
+        ASSERT_EQ(select_on(isa, row, g), want)
+            << kernels::isa_name(isa) << " e " << e << " n_group " << ng << " k " << k;
+    }
+  }
+}
+
+TEST(MegaGate, NanRowsKeepTheOriginalInsertionOrderOnEveryIsa) {
+  // The original kernel inserts every value with a strict '>': a NaN is never larger than
+  // anything, so it enters only while fewer than k are held (at the end), and no later value is
+  // larger than it: [1, NaN, 3, 2], k = 2 → {0, 1}. The SIMD paths keep exactly this.
+  GateSpec g;
+  g.top_k = 2;
+  const float nan = std::nanf("");
+  for (kernels::Isa isa : isas()) {
+    EXPECT_EQ(select_on(isa, {1.0f, nan, 3.0f, 2.0f}, g), (std::vector<int64_t>{0, 1}));
+    // A NaN once k are held is skipped: the two largest numbers (6 at 6 and 13 → NaN; 5 at 5).
+    std::vector<float> row(20);
+    for (size_t j = 0; j < row.size(); ++j) row[j] = float(j % 7);
+    row[13] = nan;
+    EXPECT_EQ(select_on(isa, row, g), (std::vector<int64_t>{6, 5}))
+        << kernels::isa_name(isa);
+  }
+  // Group-limited: NaN is ignored by the group scores and the bound; every ISA agrees.
+  g.score = GateScore::sigmoid;
+  g.top_k = 4;
+  g.n_group = 4;
+  g.topk_group = 2;
+  for (const auto& clean : tie_rows(32, 11)) {
+    std::vector<float> row = clean;
+    row[5] = nan;
+    row[30] = nan;
+    const auto want = select_on(kernels::Isa::scalar, row, g);
+    for (kernels::Isa isa : isas()) EXPECT_EQ(select_on(isa, row, g), want);
   }
 }
 

@@ -1,10 +1,10 @@
 // MegaGate (gate.h): forward and backward of the fused router, one token row at a time.
 #include "hp/models/gate.h"
+#include "hp/models/gate_topk.h"
 
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
-#include <limits>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
@@ -28,32 +28,16 @@ namespace {
 
 constexpr int64_t kRowGrain = 16;
 
-// The k largest values pushed (with their indices), descending; ties keep the earlier push first.
-// By insertion: one compare per value once k are held, which beats sorting for k << n.
-struct TopK {
-  int64_t k, held = 0;
-  int64_t* idx;
-  float* val;
-  void push(float x, int64_t j) {
-    if (held == k && !(x > val[k - 1])) return;
-    int64_t pos = held < k ? held++ : k - 1;
-    for (; pos > 0 && x > val[pos - 1]; --pos) {
-      val[pos] = val[pos - 1];
-      idx[pos] = idx[pos - 1];
-    }
-    val[pos] = x;
-    idx[pos] = j;
-  }
-};
-
 float softplus(float x) {  // log(1 + e^x) without overflow
   return x > 20.0f ? x : std::log1p(std::exp(x));
 }
 
 // Contiguous f32 row functions of the active ISA (the elementwise kernels' own, so a row's
-// results match the tensor ops' bit for bit and never depend on the thread count).
+// results match the tensor ops' bit for bit and never depend on the thread count) and the
+// selection's.
 struct RowOps {
   const kernels::EwTable& t = kernels::ew_table(kernels::active_isa());
+  const GateTopKFn topk = gate_topk_fn(kernels::active_isa());
   void unary(kernels::EwOp op, const float* x, float* y, int64_t n,
              std::initializer_list<float> params = {}) const {
     const float* in[1] = {x};
@@ -70,13 +54,13 @@ struct RowOps {
   }
 };
 
-// Per-thread buffers of one row: p [E] (scores; for softmax first exp(l - max)), c [E] (p + bias),
-// the top-k's and the kept groups' indices and values.
+// Per-thread buffers of one row: p [E] (scores; for softmax first exp(l - max)), c [E] (p + bias)
+// and the selection's (gate_topk.h).
 struct Scratch {
-  // top2 [2 · n_group]: each group's two largest; kept2: the kept groups' ones, descending.
   std::vector<float> p, c, val, gval, top2, kept2;
   std::vector<int64_t> idx, gidx;
   std::vector<char> keep;
+  GateTopKShape shape;
   Scratch(int64_t e, const GateSpec& g)
       : p(size_t(e)),
         c(size_t(e)),
@@ -86,60 +70,13 @@ struct Scratch {
         kept2(size_t(2 * g.n_group)),
         idx(size_t(g.top_k)),
         gidx(size_t(g.n_group)),
-        keep(size_t(g.n_group)) {}
+        keep(size_t(g.n_group)),
+        shape{e, g.top_k, g.n_group, g.topk_group} {}
+  GateTopKScratch view() {
+    return {idx.data(), val.data(), gidx.data(), gval.data(), top2.data(), kept2.data(),
+            keep.data()};
+  }
 };
-
-// The top_k of c [E] into top (descending; ties: lower index), group-limited when n_group > 1.
-void select_top(const GateSpec& g, const float* c, int64_t e, Scratch& sc, TopK& top) {
-  if (g.n_group <= 1) {
-    for (int64_t j = 0; j < e; ++j) top.push(c[j], j);
-    return;
-  }
-  // Groups scored by the sum of their top-2; the topk_group best compete, in index order.
-  const int64_t per = e / g.n_group;
-  TopK groups{g.topk_group, 0, sc.gidx.data(), sc.gval.data()};
-  for (int64_t q = 0; q < g.n_group; ++q) {
-    // The two largest values of the group (no indices needed), branch-free.
-    float m1 = -std::numeric_limits<float>::infinity(), m2 = m1;
-    for (int64_t j = q * per; j < (q + 1) * per; ++j) {
-      const float x = c[j];
-      m2 = std::max(m2, std::min(m1, x));
-      m1 = std::max(m1, x);
-    }
-    sc.top2[size_t(2 * q)] = m1;
-    sc.top2[size_t(2 * q + 1)] = m2;
-    groups.push(m1 + m2, q);
-  }
-  std::fill(sc.keep.begin(), sc.keep.end(), 0);
-  for (int64_t q = 0; q < g.topk_group; ++q) sc.keep[size_t(sc.gidx[size_t(q)])] = 1;
-  // The kept groups' two largest are candidates themselves: when they number >= k, their k-th
-  // largest tau bounds the selection from below (k candidates are >= tau, so no value below it is
-  // among the top k) and only values >= tau go through the insertion, in index order as before.
-  // NaN breaks the bound; a row left with fewer than k then takes the full pass.
-  float tau = -std::numeric_limits<float>::infinity();
-  if (2 * g.topk_group >= g.top_k) {
-    float* kept = sc.kept2.data();
-    int64_t m = 0;
-    for (int64_t q = 0; q < g.n_group; ++q)
-      if (sc.keep[size_t(q)])
-        for (int64_t r = 0; r < 2; ++r) {  // insertion, descending, into kept[0, m)
-          const float x = sc.top2[size_t(2 * q + r)];
-          int64_t pos = m++;
-          for (; pos > 0 && x > kept[pos - 1]; --pos) kept[pos] = kept[pos - 1];
-          kept[pos] = x;
-        }
-    tau = kept[g.top_k - 1];
-  }
-  for (int64_t q = 0; q < g.n_group; ++q)
-    if (sc.keep[size_t(q)])
-      for (int64_t j = q * per; j < (q + 1) * per; ++j)
-        if (c[j] >= tau) top.push(c[j], j);
-  if (top.held == g.top_k) return;
-  top.held = 0;
-  for (int64_t q = 0; q < g.n_group; ++q)
-    if (sc.keep[size_t(q)])
-      for (int64_t j = q * per; j < (q + 1) * per; ++j) top.push(c[j], j);
-}
 
 // One row, all in cache: the scores into sc.p, the selection into sc.idx[0, k) and the selected
 // scores into p_sel [k]. Softmax returns its row statistics {max, 1 / Σ exp(l - max)} (what the
@@ -148,7 +85,6 @@ std::pair<float, float> gate_row(const GateSpec& g, const RowOps& ops, const flo
                                  const float* bias, int64_t e, Scratch& sc, float* p_sel) {
   const int64_t k = g.top_k;
   float* p = sc.p.data();
-  TopK top{k, 0, sc.idx.data(), sc.val.data()};
   float m = 0.0f, inv = 1.0f;
   switch (g.score) {
     case GateScore::softmax:
@@ -156,7 +92,9 @@ std::pair<float, float> gate_row(const GateSpec& g, const RowOps& ops, const flo
       ops.exp_shifted(l, m, p, e);
       inv = 1.0f / ops.t.sum_f32(p, e);
       if (!bias && g.n_group <= 1) {  // softmax is monotone: select on l itself
-        for (int64_t j = 0; j < e; ++j) top.push(l[j], j);
+        GateTopKShape plain = sc.shape;
+        plain.n_group = 1;
+        ops.topk(l, plain, sc.view());
         for (int64_t j = 0; j < k; ++j) p_sel[j] = p[sc.idx[size_t(j)]] * inv;
         return {m, inv};
       }
@@ -174,7 +112,7 @@ std::pair<float, float> gate_row(const GateSpec& g, const RowOps& ops, const flo
     ops.add(p, bias, sc.c.data(), e);
     c = sc.c.data();
   }
-  select_top(g, c, e, sc, top);
+  ops.topk(c, sc.shape, sc.view());
   for (int64_t j = 0; j < k; ++j) p_sel[j] = p[sc.idx[size_t(j)]];
   return {m, inv};
 }
@@ -254,6 +192,10 @@ Tensor gate_backward(const Tensor& logits, const Tensor& stats, const Tensor& p_
 }
 
 }  // namespace
+
+GateTopKFn gate_topk_fn(kernels::Isa isa) {
+  return isa == kernels::Isa::scalar ? scalar::gate_topk : avx2::gate_topk;
+}
 
 GateOutput fused_gate(const Tensor& logits_in, const Tensor& bias_in, const GateSpec& g) {
   check(logits_in, bias_in, g);

@@ -1,0 +1,49 @@
+// MegaGate's selection (gate.h "select"): the top_k of one row of corrected scores c [E],
+// optionally group-limited, per ISA. One source (gate_topk_impl.h) compiled for the portable path
+// (gate_topk_scalar.cpp) and AVX2 (gate_topk_avx2.cpp); AVX-512 runs the AVX2 one.
+//
+// The SIMD path never changes which experts are chosen or their order: it computes a lower bound
+// tau on the k-th largest value from values that are themselves candidates (the row's lane-wise
+// top-2s, or the kept groups' top-2s), packs the values >= tau (in index order, with their
+// indices) and ranks them in the order (value descending, index ascending) by counting — the
+// result of inserting every value into a top-k list, ties to the lower index, without the
+// insertion's unpredictable branches. A row holding a NaN takes the original kernel's steps (the
+// NaN policy, unchanged: NaN is never larger than a number, so it enters the top-k list only
+// while fewer than k are held).
+#pragma once
+
+#include <cstdint>
+
+#include "hp/kernels/cpu/isa.h"
+
+namespace hp::models {
+
+struct GateTopKShape {
+  int64_t experts = 0, top_k = 1;
+  int64_t n_group = 1, topk_group = 1;  // group-limited when n_group > 1 (gate.h)
+};
+
+// Caller-owned buffers of one row (no allocation per row).
+struct GateTopKScratch {
+  int64_t* idx;   // [top_k] out: the selected experts, by value descending (ties: lower index)
+  float* val;     // [top_k] out: their values c[idx]
+  int64_t* gidx;  // [n_group] kept groups (first topk_group entries)
+  float* gval;    // [n_group]
+  float* top2;    // [2 · n_group] each group's two largest
+  float* kept2;   // [2 · n_group] the kept groups' two largest, descending
+  char* keep;     // [n_group]
+};
+
+using GateTopKFn = void (*)(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
+
+// The selection of `isa` (scalar: the portable path; avx2 and avx512: AVX2).
+GateTopKFn gate_topk_fn(kernels::Isa isa);
+
+namespace scalar {
+void gate_topk(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
+}
+namespace avx2 {
+void gate_topk(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
+}
+
+}  // namespace hp::models
