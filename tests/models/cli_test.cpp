@@ -106,6 +106,34 @@ TEST(Cli, GenerateAndInfoOnASavedRandomModel) {
   EXPECT_NE(text3.find("F32"), std::string::npos) << text3;
 }
 
+// `hp generate` on a DeepSeek-V4 fixture (its character-level tokenizer.json): the greedy text is
+// the prompt plus transformers' greedy continuation (reference generate.prompt / generate.greedy,
+// tools/make_v4_fixtures.py), decoded by the fixture's tokenizer.
+TEST(Cli, GenerateDeepseekV4MatchesTransformersGreedy) {
+  const std::string hp = hp_binary();
+  ASSERT_FALSE(hp.empty()) << "hp binary not built (target hp_cli)";
+  for (const std::string name : {"deepseek_v4_hc2", "deepseek_v4_hc4"}) {
+    const std::string dir = fixture(name);
+    const auto ref = io::SafetensorsFile::open(dir + "/reference.safetensors");
+    const auto ids = [&](const std::string& key) {
+      const auto& t = ref.tensor(key);
+      const auto* p = reinterpret_cast<const int64_t*>(t.data);
+      return std::vector<int32_t>(p, p + t.numel());
+    };
+    const auto tok = io::Tokenizer::from_file(dir);
+    const std::string prompt = tok.decode(ids("generate.prompt"), true);
+    const std::vector<int32_t> greedy = ids("generate.greedy");
+    // Single-quoted for the shell ('\'' closes, escapes and reopens around a quote).
+    std::string quoted = "'";
+    for (char c : prompt) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    auto [rc, text] = run(hp + " generate --model " + dir + " --prompt " + quoted +
+                          " --max-new-tokens " + std::to_string(greedy.size()));
+    ASSERT_EQ(rc, 0) << text;
+    EXPECT_EQ(text, prompt + tok.decode(greedy, true) + "\n") << name;
+  }
+}
+
 // Without weights `hp model info` counts the parameters the config implies (layer by layer): the
 // same count as the weights' headers give, and an absurd layer count fails at once, naming the
 // file, key and value, where it used to build layers for years.
