@@ -13,9 +13,10 @@ both MLP types (hash_moe, moe), hc_mult 2 and 4, and sequences long enough that 
 branches hold several blocks (CSA: T / 4 entries with index_topk below that, HCA: T / 16) and that
 the sliding window (16) is shorter than the sequence.
 
-Generation (tests/models/deepseek_v4_generate_test.cpp, cli_test.cpp): each directory also gets a
-character-level tokenizer.json (id 0 `<s>`, 1 `</s>`, every other id one character; BPE without
-merges, Fuse decoder), and reference.safetensors `generate.prompt` [P] / `generate.greedy` [N]:
+Generation (tests/models/deepseek_v4_generate_test.cpp, cli_test.cpp): a character-level
+tokenizer, deepseek_v4.tokenizer.json beside the directories (id 0 `<s>`, 1 `</s>`, every other id
+one character; BPE without merges, Fuse decoder; not inside them, where the trainer would take it
+for the data's tokenizer), and reference.safetensors `generate.prompt` [P] / `generate.greedy` [N]:
 a prompt and transformers' greedy `generate` continuation with its cache (the sliding window,
 the compressors' rolling state and the indexer's keys), checked against the uncached forward's
 argmax. The prompt is drawn until the continuation has no `</s>`, no near-tie between the two
@@ -222,7 +223,7 @@ def main():
         model.save_pretrained(d, safe_serialization=True)
         t = reference(model, cfg, ids)
         tok = char_tokenizer(cfg.vocab_size)
-        tok.save(os.path.join(d, "tokenizer.json"))
+        tok.save(os.path.join(args.out, "deepseek_v4.tokenizer.json"))
         t["generate.prompt"], t["generate.greedy"] = greedy_reference(model, cfg, tok)
         save_file({k: v.contiguous() for k, v in t.items()}, os.path.join(d, "reference.safetensors"))
         print(name, "seed", seed, "loss", float(t["loss"]), "grads", sum(k.startswith("grad.") for k in t))
