@@ -13,6 +13,16 @@ both MLP types (hash_moe, moe), hc_mult 2 and 4, and sequences long enough that 
 branches hold several blocks (CSA: T / 4 entries with index_topk below that, HCA: T / 16) and that
 the sliding window (16) is shorter than the sequence.
 
+Generation (tests/models/deepseek_v4_generate_test.cpp, cli_test.cpp): a character-level
+tokenizer, deepseek_v4.tokenizer.json beside the directories (id 0 `<s>`, 1 `</s>`, every other id
+one character; BPE without merges, Fuse decoder; not inside them, where the trainer would take it
+for the data's tokenizer), and reference.safetensors `generate.prompt` [P] / `generate.greedy` [N]:
+a prompt and transformers' greedy `generate` continuation with its cache (the sliding window,
+the compressors' rolling state and the indexer's keys), checked against the uncached forward's
+argmax. The prompt is drawn until the continuation has no `</s>`, no near-tie between the two
+best logits and no indexer top-k tie, and is long enough that compressed entries complete several
+times and the window wraps during decoding.
+
     /work/peer-venv/bin/python tools/make_v4_fixtures.py [--out tests/models/fixtures]
 """
 import argparse
@@ -21,8 +31,10 @@ import os
 import torch
 import transformers
 from safetensors.torch import save_file
+from tokenizers import Tokenizer, decoders, models
 
 BATCH, SEQ = 2, 64
+PROMPT, NEW = 7, 73  # prompt length (not a multiple of any rate) and new tokens
 
 
 def tiny_configs():
@@ -156,6 +168,44 @@ def has_selection_ties(model, cfg, ids):
     return False
 
 
+def char_tokenizer(vocab_size):
+    """id 0 `<s>`, 1 `</s>`, then printable ASCII and Latin-1 characters: one character per id, so
+    text and ids map one to one."""
+    chars = [chr(c) for c in range(33, 127)] + [chr(c) for c in range(161, 256)]
+    vocab = {"<s>": 0, "</s>": 1}
+    for i in range(2, vocab_size):
+        vocab[chars[i - 2]] = i
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens(["<s>", "</s>"])
+    return tok
+
+
+def greedy_reference(model, cfg, tok):
+    """(prompt [P], transformers' greedy continuation [NEW]) for the first prompt seed whose run is
+    unambiguous: no eos, top-2 logit margin > 1e-3 at every step, no indexer top-k tie."""
+    for seed in range(1000):
+        g = torch.Generator().manual_seed(seed)
+        prompt = torch.randint(2, cfg.vocab_size, (1, PROMPT), generator=g)
+        assert tok.encode(tok.decode(prompt[0].tolist())).ids == prompt[0].tolist()
+        with torch.no_grad():
+            out = model.generate(prompt, max_new_tokens=NEW, do_sample=False, min_new_tokens=NEW,
+                                 eos_token_id=None, pad_token_id=0)
+            new = out[0, PROMPT:]
+            if (new == cfg.eos_token_id).any():
+                continue
+            # The uncached forward of the whole sequence: its argmax at every step is the same
+            # continuation, with a clear margin.
+            logits = model(input_ids=out[:, :-1]).logits[0, PROMPT - 1:]
+            top = logits.topk(2, dim=-1)
+            if not torch.equal(top.indices[:, 0], new) or (top.values[:, 0] - top.values[:, 1]).min() < 1e-3:
+                continue
+        if has_selection_ties(model, cfg, out):
+            continue
+        return prompt[0].to(torch.int64), new.to(torch.int64).clone()
+    raise RuntimeError("no unambiguous prompt")
+
+
 def main():
     ap = argparse.ArgumentParser()
     here = os.path.dirname(os.path.abspath(__file__))
@@ -172,6 +222,9 @@ def main():
         os.makedirs(d, exist_ok=True)
         model.save_pretrained(d, safe_serialization=True)
         t = reference(model, cfg, ids)
+        tok = char_tokenizer(cfg.vocab_size)
+        tok.save(os.path.join(args.out, "deepseek_v4.tokenizer.json"))
+        t["generate.prompt"], t["generate.greedy"] = greedy_reference(model, cfg, tok)
         save_file({k: v.contiguous() for k, v in t.items()}, os.path.join(d, "reference.safetensors"))
         print(name, "seed", seed, "loss", float(t["loss"]), "grads", sum(k.startswith("grad.") for k in t))
     print(f"transformers {transformers.__version__}, torch {torch.__version__}: wrote {args.out}")

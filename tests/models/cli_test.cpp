@@ -106,6 +106,42 @@ TEST(Cli, GenerateAndInfoOnASavedRandomModel) {
   EXPECT_NE(text3.find("F32"), std::string::npos) << text3;
 }
 
+// `hp generate` on a DeepSeek-V4 fixture (with the fixtures' character-level tokenizer beside its
+// config and weights): the greedy text is the prompt plus transformers' greedy continuation
+// (reference generate.prompt / generate.greedy, tools/make_v4_fixtures.py), decoded by that
+// tokenizer.
+TEST(Cli, GenerateDeepseekV4MatchesTransformersGreedy) {
+  const std::string hp = hp_binary();
+  ASSERT_FALSE(hp.empty()) << "hp binary not built (target hp_cli)";
+  for (const std::string name : {"deepseek_v4_hc2", "deepseek_v4_hc4"}) {
+    const fs::path dir =
+        fs::path(::testing::TempDir()) / ("hp_cli_" + name + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const char* f : {"config.json", "generation_config.json", "model.safetensors"})
+      fs::create_symlink(fixture(name) + "/" + f, dir / f);
+    fs::create_symlink(fixture("deepseek_v4.tokenizer.json"), dir / "tokenizer.json");
+    const auto ref = io::SafetensorsFile::open(fixture(name) + "/reference.safetensors");
+    const auto ids = [&](const std::string& key) {
+      const auto& t = ref.tensor(key);
+      const auto* p = reinterpret_cast<const int64_t*>(t.data);
+      return std::vector<int32_t>(p, p + t.numel());
+    };
+    const auto tok = io::Tokenizer::from_file(dir.string());
+    const std::string prompt = tok.decode(ids("generate.prompt"), true);
+    const std::vector<int32_t> greedy = ids("generate.greedy");
+    // Single-quoted for the shell ('\'' closes, escapes and reopens around a quote).
+    std::string quoted = "'";
+    for (char c : prompt) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    auto [rc, text] = run(hp + " generate --model " + dir.string() + " --prompt " + quoted +
+                          " --max-new-tokens " + std::to_string(greedy.size()));
+    ASSERT_EQ(rc, 0) << text;
+    EXPECT_EQ(text, prompt + tok.decode(greedy, true) + "\n") << name;
+    fs::remove_all(dir);
+  }
+}
+
 // Without weights `hp model info` counts the parameters the config implies (layer by layer): the
 // same count as the weights' headers give, and an absurd layer count fails at once, naming the
 // file, key and value, where it used to build layers for years.

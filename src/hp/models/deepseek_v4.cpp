@@ -39,14 +39,6 @@ ModelConfig compress_config(const ModelConfig& c) {
   return t;
 }
 
-// f32 [T, n]: 0 where compressed entry w is complete before query t (w < (t + 1) / rate).
-Tensor causal_entry_bias(int64_t t, int64_t n, int64_t rate) {
-  std::vector<double> m(static_cast<size_t>(t * n), -kInf);
-  for (int64_t i = 0; i < t; ++i)
-    for (int64_t w = 0; w < std::min(n, (i + 1) / rate); ++w) m[static_cast<size_t>(i * n + w)] = 0;
-  return from_vector(m, {t, n}, DType::f32);
-}
-
 }  // namespace
 
 V4Compressor::V4Compressor(const ModelConfig& c, int64_t dim, int64_t rate, bool overlap)
@@ -59,20 +51,33 @@ V4Compressor::V4Compressor(const ModelConfig& c, int64_t dim, int64_t rate, bool
 }
 
 Tensor V4Compressor::forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const {
-  const int64_t b = x.size(0), t = x.size(1), nw = t / rate_, m = rate_, d = dim_;
-  if (nw == 0) return zeros({b, 0, d}, x.dtype());
+  const int64_t b = x.size(0), t = x.size(1), nw = t / rate_, m = rate_;
+  if (nw == 0) return zeros({b, 0, dim_}, x.dtype());
+  // The complete windows (a partial last one is not compressed).
+  return pool(narrow(kv_proj->forward(x), 1, 0, nw * m),
+              narrow(gate_proj->forward(x), 1, 0, nw * m), Tensor(), Tensor(),
+              slice(cos, 0, 0, nw * m, m), slice(sin, 0, 0, nw * m, m));
+}
+
+Tensor V4Compressor::pool(const Tensor& kv_in, const Tensor& gate_in, const Tensor& prior_kv,
+                          const Tensor& prior_gate, const Tensor& cos, const Tensor& sin,
+                          Tensor* last_kv, Tensor* last_gate) const {
+  const int64_t b = kv_in.size(0), m = rate_, nw = kv_in.size(1) / m, d = dim_;
   const int64_t width = d * (overlap_ ? 2 : 1);
-  // [B, nw, rate, width]: the complete windows (a partial last one is not compressed).
-  Tensor kv = reshape(narrow(kv_proj->forward(x), 1, 0, nw * m), {b, nw, m, width});
-  Tensor gate = add(reshape(narrow(gate_proj->forward(x), 1, 0, nw * m), {b, nw, m, width}),
-                    position_bias);
+  // [B, nw, rate, width]
+  Tensor kv = reshape(kv_in, {b, nw, m, width});
+  Tensor gate = add(reshape(gate_in, {b, nw, m, width}), position_bias);
   if (overlap_) {
     // Entry w pools window w−1's first series (Ca, [..., :d]) and window w's second (Cb): slots
-    // [B, nw, 2·rate, d]; window 0's Ca slots are zero kv with a -inf gate (weight 0).
+    // [B, nw, 2·rate, d]; window 0's Ca slots are the prior window's (decoding) or zero kv with a
+    // -inf gate (weight 0).
     auto kp = split(kv, {d, d}, -1);
     auto gp = split(gate, {d, d}, -1);
-    Tensor prev_kv = zeros({b, 1, m, d}, kv.dtype());
-    Tensor prev_gate = full({b, 1, m, d}, -kInf, gate.dtype());
+    if (last_kv) *last_kv = contiguous(squeeze(narrow(kp[0], 1, nw - 1, 1), 1));
+    if (last_gate) *last_gate = contiguous(squeeze(narrow(gp[0], 1, nw - 1, 1), 1));
+    Tensor prev_kv = prior_kv.defined() ? unsqueeze(prior_kv, 1) : zeros({b, 1, m, d}, kv.dtype());
+    Tensor prev_gate =
+        prior_gate.defined() ? unsqueeze(prior_gate, 1) : full({b, 1, m, d}, -kInf, gate.dtype());
     if (nw > 1) {
       prev_kv = cat({prev_kv, narrow(kp[0], 1, 0, nw - 1)}, 1);
       prev_gate = cat({prev_gate, narrow(gp[0], 1, 0, nw - 1)}, 1);
@@ -85,8 +90,7 @@ Tensor V4Compressor::forward(const Tensor& x, const Tensor& cos, const Tensor& s
   Tensor w = softmax(g, 2);
   if (w.dtype() != kv.dtype()) w = cast(w, kv.dtype());
   Tensor pooled = kv_norm->forward(sum(mul(kv, w), {2}));  // [B, nw, d]
-  const Tensor pc = slice(cos, 0, 0, nw * m, m), ps = slice(sin, 0, 0, nw * m, m);
-  return squeeze(rotate_trailing(unsqueeze(pooled, 2), pc, ps, true, 1), 2);
+  return squeeze(rotate_trailing(unsqueeze(pooled, 2), cos, sin, true, 1), 2);
 }
 
 V4Indexer::V4Indexer(const ModelConfig& c)
@@ -111,9 +115,14 @@ Tensor V4Indexer::select(const Tensor& x, const Tensor& q_residual, const Tensor
   // Only the selection leaves the indexer, so none of it is recorded (HF's indexer parameters get
   // no gradient either).
   autograd::NoGradGuard no_grad;
+  return select_from(x, q_residual, compressor->forward(x, cos, sin), cos, sin, 0);
+}
+
+Tensor V4Indexer::select_from(const Tensor& x, const Tensor& q_residual, const Tensor& entries,
+                              const Tensor& cos, const Tensor& sin, int64_t start) const {
+  autograd::NoGradGuard no_grad;
   const int64_t b = x.size(0), t = x.size(1);
-  const Tensor entries = compressor->forward(x, cos, sin);  // [B, nw, Di]
-  const int64_t nw = entries.size(1);
+  const int64_t nw = entries.size(1);  // entries [B, nw, Di]
   Tensor q = view(q_b_proj->forward(q_residual), {b, t, heads_, dim_});
   q = rotate_trailing(q, cos, sin, true, 1);  // [B, T, nI, Di] at the query positions
   // Σ_h w_{t,h} · ReLU(q_{t,h} · k_s) · Di^-½, w = weights_proj(x) · nI^-½: [B, T, nw].
@@ -123,12 +132,12 @@ Tensor V4Indexer::select(const Tensor& x, const Tensor& q_residual, const Tensor
   const std::vector<double> s = contiguous(cast(sum(mul(scores, unsqueeze(w, -1)), {2}),
                                                 DType::f32))
                                     .to_vector();
-  // Per query: the top index_topk of the entries complete before it (w < (t + 1) / rate); ties
-  // go to the lower index.
+  // Per query: the top index_topk of the entries complete before it (w < (start + t + 1) /
+  // rate); ties go to the lower index.
   std::vector<double> bias(static_cast<size_t>(b * t * nw), -kInf);
   std::vector<int64_t> order;
   for (int64_t r = 0; r < b * t; ++r) {
-    const int64_t visible = std::min(nw, (r % t + 1) / rate_);
+    const int64_t visible = std::min(nw, (start + r % t + 1) / rate_);
     order.resize(static_cast<size_t>(visible));
     std::iota(order.begin(), order.end(), 0);
     const double* row = s.data() + r * nw;
@@ -177,40 +186,51 @@ DeepseekV4Attention::DeepseekV4Attention(const ModelConfig& c, int64_t layer)
   compressor = register_module("compressor", std::static_pointer_cast<nn::Module>(comp));
 }
 
+DeepseekV4Attention::Projected DeepseekV4Attention::project(const Tensor& x, const Tensor& cos,
+                                                            const Tensor& sin) const {
+  const int64_t b = x.size(0), t = x.size(1), h = heads_, d = head_dim_;
+  Projected p;
+  p.q_res = q_a_norm->forward(q_a_proj->forward(x));  // [B, T, q_lora_rank]
+  Tensor q = rms_norm(view(q_b_proj->forward(p.q_res), {b, t, h, d}), Tensor(), eps_);
+  p.q = transpose(rotate_trailing(q, cos, sin, true, 1), 1, 2);  // [B, H, T, d]
+  // One K=V head: [B, 1, T, d].
+  p.kv = rotate_trailing(unsqueeze(kv_norm->forward(kv_proj->forward(x)), 1), cos, sin, true, 2);
+  return p;
+}
+
 Tensor DeepseekV4Attention::forward(const Tensor& x, AttentionContext& ctx) const {
-  if (ctx.cache)
-    HP_THROW(ValueError, "deepseek_v4",
-             "incremental decoding (a KV cache) is not implemented for DeepSeek-V4 yet; run "
-             "generation without a cache");
   if ((ctx.context && ctx.context->degree > 1) || ctx.segments.defined() ||
       ctx.positions.defined())
     HP_THROW(ValueError, "deepseek_v4",
              "context parallelism and packed documents are not supported for DeepSeek-V4");
-  const int64_t b = x.size(0), t = x.size(1), h = heads_, d = head_dim_;
+  if (ctx.cache) return forward_cached(x, ctx);
+  const int64_t b = x.size(0), t = x.size(1), d = head_dim_;
   auto [cos, sin] =
       (type_ == kSlidingAttention ? main_rope_ : compress_rope_).get(0, t, DType::f32);
 
-  const Tensor q_res = q_a_norm->forward(q_a_proj->forward(x));  // [B, T, q_lora_rank]
-  Tensor q = rms_norm(view(q_b_proj->forward(q_res), {b, t, h, d}), Tensor(), eps_);
-  q = transpose(rotate_trailing(q, cos, sin, true, 1), 1, 2);  // [B, H, T, d]
-  // One K=V head: [B, 1, T, d].
-  Tensor kv = rotate_trailing(unsqueeze(kv_norm->forward(kv_proj->forward(x)), 1), cos, sin,
-                              true, 2);
+  const Projected p = project(x, cos, sin);
+  Tensor kv = p.kv;
   Tensor bias = sliding_window_bias(t, window_);  // [T, T]
   if (kv_compressor) {
     const Tensor entries = kv_compressor->forward(x, cos, sin);  // [B, nw, d]
     const int64_t nw = entries.size(1);
     if (nw > 0) {
-      const Tensor block = indexer ? indexer->select(x, q_res, cos, sin)
-                                   : causal_entry_bias(t, nw, kv_compressor->rate());
+      const Tensor block = indexer ? indexer->select(x, p.q_res, cos, sin)
+                                   : detail::causal_entry_bias(t, nw, kv_compressor->rate());
       kv = cat({kv, unsqueeze(entries, 1)}, 2);  // [B, 1, T + nw, d]
       bias = cat({expand(bias, {b, t, t}), expand(block, {b, t, nw})}, -1);
     }
   }
   if (bias.dim() == 3) bias = unsqueeze(bias, 1);  // [B, 1, T, S]
-  Tensor o = biased_attention(q, kv, kv, bias, sinks, 1.0 / std::sqrt(double(d)));
+  return project_out(biased_attention(p.q, kv, kv, bias, sinks, 1.0 / std::sqrt(double(d))), cos,
+                     sin);
+}
+
+Tensor DeepseekV4Attention::project_out(const Tensor& attn, const Tensor& cos,
+                                        const Tensor& sin) const {
+  const int64_t b = attn.size(0), t = attn.size(2), h = heads_, d = head_dim_;
   // K = V carried RoPE into the output's rope slice: rotate it back by the query's angle.
-  o = rotate_trailing(o, cos, neg(sin), true, 2);  // [B, H, T, d]
+  Tensor o = rotate_trailing(attn, cos, neg(sin), true, 2);  // [B, H, T, d]
   // Grouped output projection: [g, B·T, H·d / g] · per-group [H·d / g, o_lora] → [B, T, g·o_lora].
   const int64_t g = groups_, in = h * d / g, rank = o_a_proj->weight.size(0) / g;
   Tensor og = reshape(permute(reshape(transpose(o, 1, 2), {b, t, g, in}), {2, 0, 1, 3}),

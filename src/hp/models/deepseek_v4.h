@@ -32,7 +32,13 @@
 //    deepseek_v4_checkpoint_name maps them to the names save_pretrained writes (attn.indexer.wq_b,
 //    ffn.experts.<e>.w1, hc_attn_fn, head.weight, ...). tid2eid is kept as an f32 tensor that
 //    never gets a gradient (exact for expert ids < 2^24).
-//  * Not built: generation caches (the compressors' rolling state), tensor parallelism.
+//  * Generation (deepseek_v4_cache.cpp; transformers' DeepseekV4HCACache / DeepseekV4CSACache):
+//    with ctx.cache, x holds the tokens after the ctx.start cached ones (the prompt, then one per
+//    step, or any chunk). LayerCache::k keeps the last sliding_window − 1 K=V rows [B, 1, S, d];
+//    LayerCache::state each compressor's V4CompressorState (the incomplete window's projections,
+//    the last complete window's first series for CSA's overlap, the entries emitted so far; the
+//    indexer's compressor likewise), so a step costs O(window + entries), not a re-forward.
+//  * Not built: tensor parallelism.
 #pragma once
 
 #include <memory>
@@ -62,6 +68,15 @@ std::string deepseek_v4_json(const ModelConfig& c);
 // hp FQN → the tensor name DeepSeek-V4 checkpoints use.
 std::string deepseek_v4_checkpoint_name(const std::string& fqn);
 
+// A compressor's state between decoding calls (transformers' buffer_kv / buffer_gate,
+// overlap_kv / overlap_gate, compressed_kv of one name). width = dim · (overlap ? 2 : 1).
+struct V4CompressorState {
+  Tensor kv, gate;            // [B, < rate, width]: projections of the incomplete window's tokens
+  Tensor prev_kv, prev_gate;  // [B, rate, dim]: the last complete window's first series (overlap;
+                              // gate with position_bias), undefined before the first window
+  Tensor entries;             // [B, n, dim]: every entry emitted so far (window w at w · rate)
+};
+
 // A compressor of one attention layer: every `rate` tokens pooled into one entry of `dim`
 // (HF DeepseekV4HCACompressor; with `overlap`, DeepseekV4CSACompressor's two series / the
 // indexer's). FQNs: kv_proj, gate_proj, position_bias, kv_norm.
@@ -71,12 +86,23 @@ class V4Compressor : public nn::Module {
   // x [B, T, D] → entries [B, T / rate, dim] (kv_norm'ed, RoPE'd at window starts by the
   // compress tables cos/sin [≥ T, r / 2]).
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin) const;
+  // Decoding: x [B, T, D] are the tokens after those `state` has seen; the windows they complete
+  // are appended to state.entries (RoPE'd at their absolute starts from the compress `rope`), the
+  // rest is kept. Returns state.entries [B, n, dim].
+  Tensor step(const Tensor& x, V4CompressorState& state, RotaryTables& rope) const;
   int64_t rate() const { return rate_; }
   std::shared_ptr<nn::Linear> kv_proj, gate_proj;
   Tensor position_bias;  // [rate, dim · (overlap ? 2 : 1)]
   std::shared_ptr<nn::RMSNorm> kv_norm;
 
  private:
+  // Complete windows → entries: kv, gate [B, nw · rate, width] projections (gate without
+  // position_bias), prior_kv / prior_gate [B, rate, dim] the first series of the window before
+  // the first (overlap; undefined: none), cos / sin [nw, r / 2] at the window starts. Returns
+  // [B, nw, dim]; with overlap, *last_kv / *last_gate get the last window's first series.
+  Tensor pool(const Tensor& kv, const Tensor& gate, const Tensor& prior_kv,
+              const Tensor& prior_gate, const Tensor& cos, const Tensor& sin,
+              Tensor* last_kv = nullptr, Tensor* last_gate = nullptr) const;
   int64_t dim_, rate_;
   bool overlap_;
 };
@@ -89,6 +115,10 @@ class V4Indexer : public nn::Module {
   // top index_topk causal entries of each query, -inf elsewhere). No gradient.
   Tensor select(const Tensor& x, const Tensor& q_residual, const Tensor& cos,
                 const Tensor& sin) const;
+  // As select, against given indexer entries [B, n, Di] (the compressor's output, or its
+  // decoding state), for queries at positions start + [0, T) (cos / sin at those positions).
+  Tensor select_from(const Tensor& x, const Tensor& q_residual, const Tensor& entries,
+                     const Tensor& cos, const Tensor& sin, int64_t start) const;
   std::shared_ptr<V4Compressor> compressor;  // registered flat: kv_proj, gate_proj, ... of its own
   std::shared_ptr<nn::Linear> q_b_proj;
   std::shared_ptr<nn::Module> scorer;  // holds weights_proj
@@ -111,6 +141,18 @@ class DeepseekV4Attention : public AttentionBlock {
   std::shared_ptr<V4Indexer> indexer;  // CSA only
 
  private:
+  struct Projected {
+    Tensor q_res;  // [B, T, q_lora_rank]
+    Tensor q;      // [B, H, T, d], RoPE'd
+    Tensor kv;     // [B, 1, T, d], RoPE'd
+  };
+  // x [B, T, D] → queries and the K=V head at the positions of cos / sin [T, r / 2].
+  Projected project(const Tensor& x, const Tensor& cos, const Tensor& sin) const;
+  // The attention output o [B, H, T, d] → [B, T, D]: the inverse rotation of its rope slice (K = V
+  // carried RoPE into it) by the query's angle, then the grouped output projection.
+  Tensor project_out(const Tensor& o, const Tensor& cos, const Tensor& sin) const;
+  // forward with ctx.cache (deepseek_v4_cache.cpp).
+  Tensor forward_cached(const Tensor& x, AttentionContext& ctx) const;
   std::string type_;
   int64_t heads_, head_dim_, rope_dim_, window_, groups_;
   double eps_;
@@ -145,5 +187,11 @@ class DeepseekV4MoE : public FeedForward {
   bool hash_;
   mutable Tensor last_router_logits_;
 };
+
+namespace detail {
+// f32 [T, n]: 0 where compressed entry w is complete before the query at position start + i
+// (w < (start + i + 1) / rate), -inf elsewhere.
+Tensor causal_entry_bias(int64_t t, int64_t n, int64_t rate, int64_t start = 0);
+}  // namespace detail
 
 }  // namespace hp::models

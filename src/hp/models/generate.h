@@ -1,6 +1,8 @@
-// Autoregressive generation with a per-layer KV cache: the prompt in one causal forward, then one
-// token per step attending over the whole cache (causal=false: a single query may see every
-// cached key, which sidesteps the flash kernel's top-left causal alignment).
+// Autoregressive generation with a per-layer cache (KVCache; an attention block keeps its K/V and,
+// in LayerCache::state, whatever else it needs: DeepSeek-V4's sliding window and compressor
+// state): the prompt in one causal forward, then one token per step (for the Llama family
+// attending over the whole cache, causal=false: a single query may see every cached key, which
+// sidesteps the flash kernel's top-left causal alignment).
 #pragma once
 
 #include <cstdint>

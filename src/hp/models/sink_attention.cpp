@@ -23,12 +23,13 @@ Tensor biased_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   return matmul(p, v);
 }
 
-Tensor sliding_window_bias(int64_t t, int64_t window) {
-  std::vector<double> m(static_cast<size_t>(t * t), -std::numeric_limits<double>::infinity());
+Tensor sliding_window_bias(int64_t t, int64_t window, int64_t past) {
+  const int64_t s = past + t;
+  std::vector<double> m(static_cast<size_t>(t * s), -std::numeric_limits<double>::infinity());
   for (int64_t i = 0; i < t; ++i)
-    for (int64_t j = 0; j <= i; ++j)
-      if (window <= 0 || i - j < window) m[static_cast<size_t>(i * t + j)] = 0.0;
-  return from_vector(m, {t, t}, DType::f32);
+    for (int64_t j = 0; j <= past + i; ++j)
+      if (window <= 0 || past + i - j < window) m[static_cast<size_t>(i * s + j)] = 0.0;
+  return from_vector(m, {t, s}, DType::f32);
 }
 
 }  // namespace hp::models

@@ -18,9 +18,10 @@ namespace hp::models {
 Tensor biased_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
                         const Tensor& sinks, double scale);
 
-// f32 [T, T]: 0 where key j is visible to query i (j <= i and i − j < window), -inf elsewhere
-// (transformers' sliding_window: each query sees itself and the window − 1 tokens before it).
-// window <= 0: plain causal.
-Tensor sliding_window_bias(int64_t t, int64_t window);
+// f32 [T, past + T]: 0 where key j is visible to query i (j <= past + i and past + i − j <
+// window), -inf elsewhere (transformers' sliding_window: each query sees itself and the
+// window − 1 tokens before it). The keys are `past` cached tokens followed by the T queries'
+// own (decoding). window <= 0: plain causal.
+Tensor sliding_window_bias(int64_t t, int64_t window, int64_t past = 0);
 
 }  // namespace hp::models

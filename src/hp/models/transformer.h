@@ -21,10 +21,18 @@
 
 namespace hp::models {
 
+// Decoding state of one layer beyond its keys and values, made and read by the layer's attention
+// block (DeepSeek-V4: the compressors' incomplete windows and emitted entries).
+struct LayerState {
+  virtual ~LayerState() = default;
+};
+
 // K/V of one layer for incremental decoding: [B, Hkv, S, D] each (MLA may store its latent in k
-// and leave v undefined).
+// and leave v undefined; DeepSeek-V4 keeps its last sliding_window − 1 K=V rows in k and the rest
+// in `state`).
 struct LayerCache {
   Tensor k, v;
+  std::shared_ptr<LayerState> state;  // null until an attention block that needs one runs
 };
 
 // How the sequence is split over context-parallel ranks (installed by the parallelize step): of
