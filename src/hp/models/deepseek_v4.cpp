@@ -196,19 +196,23 @@ Tensor DeepseekV4Attention::forward(const Tensor& x, AttentionContext& ctx) cons
   // One K=V head: [B, 1, T, d].
   Tensor kv = rotate_trailing(unsqueeze(kv_norm->forward(kv_proj->forward(x)), 1), cos, sin,
                               true, 2);
-  Tensor bias = sliding_window_bias(t, window_);  // [T, T]
+  // The window keys through the flash kernel (window + sinks); the compressed entries
+  // [B, 1, nw, d] as extra keys with their per-query visibility [B or 1, 1, T, nw].
+  Tensor entries, entry_bias;
   if (kv_compressor) {
-    const Tensor entries = kv_compressor->forward(x, cos, sin);  // [B, nw, d]
+    entries = kv_compressor->forward(x, cos, sin);  // [B, nw, d]
     const int64_t nw = entries.size(1);
     if (nw > 0) {
-      const Tensor block = indexer ? indexer->select(x, q_res, cos, sin)
-                                   : causal_entry_bias(t, nw, kv_compressor->rate());
-      kv = cat({kv, unsqueeze(entries, 1)}, 2);  // [B, 1, T + nw, d]
-      bias = cat({expand(bias, {b, t, t}), expand(block, {b, t, nw})}, -1);
+      entry_bias = unsqueeze(indexer ? indexer->select(x, q_res, cos, sin)
+                                     : causal_entry_bias(t, nw, kv_compressor->rate()),
+                             -3);
+      entries = unsqueeze(entries, 1);
+    } else {
+      entries = Tensor();
     }
   }
-  if (bias.dim() == 3) bias = unsqueeze(bias, 1);  // [B, 1, T, S]
-  Tensor o = biased_attention(q, kv, kv, bias, sinks, 1.0 / std::sqrt(double(d)));
+  Tensor o = window_sink_attention(q, kv, kv, window_, sinks, 1.0 / std::sqrt(double(d)),
+                                   entries, entry_bias);
   // K = V carried RoPE into the output's rope slice: rotate it back by the query's angle.
   o = rotate_trailing(o, cos, neg(sin), true, 2);  // [B, H, T, d]
   // Grouped output projection: [g, B·T, H·d / g] · per-group [H·d / g, o_lora] → [B, T, g·o_lora].

@@ -104,27 +104,18 @@ Tensor DeepseekV4MoE::forward_tokens(const Tensor& x, const AttentionContext& ct
   weights = mul(div(weights, add(sum(weights, {-1}, true), 1e-20)), c_.routed_scaling_factor);
   if (!hash_) last_router_logits_ = logits;
 
-  // Per expert in order: its rows, SwiGLU, times their weights, added back into place.
-  std::vector<std::vector<double>> rows(static_cast<size_t>(e_count)),
-      slots(static_cast<size_t>(e_count));
-  for (int64_t i = 0; i < n * k; ++i) {
-    const auto ex = static_cast<size_t>(idx[static_cast<size_t>(i)]);
-    rows[ex].push_back(double(i / k));
-    slots[ex].push_back(double(i));
+  // The routed experts as one grouped GEMM over the assignments sorted by expert (models/moe.h),
+  // the SwiGLU clamp fused in; f32 inside.
+  const bool f32 = x.dtype() == DType::f32 && c_.dtype == DType::f32;
+  auto as_f32 = [&](const Tensor& t) { return t.dtype() == DType::f32 ? t : cast(t, DType::f32); };
+  std::vector<Tensor> gw, uw, dw;
+  for (const auto& ex : experts) {
+    gw.push_back(as_f32(ex->gate_proj->weight));
+    uw.push_back(as_f32(ex->up_proj->weight));
+    dw.push_back(as_f32(ex->down_proj->weight));
   }
-  const Tensor flat_w = reshape(weights, {n * k});
-  Tensor out = zeros({n, d}, x.dtype());
-  for (int64_t ex = 0; ex < e_count; ++ex) {
-    const auto& r = rows[static_cast<size_t>(ex)];
-    if (r.empty()) continue;
-    const auto m = static_cast<int64_t>(r.size());
-    const Tensor tok = from_vector(r, {m}, DType::i64);
-    const Tensor w = index_select(flat_w, 0, from_vector(slots[static_cast<size_t>(ex)], {m},
-                                                         DType::i64));
-    Tensor y = swiglu(*experts[static_cast<size_t>(ex)], index_select(flat, 0, tok));
-    y = mul(y, unsqueeze(w.dtype() == y.dtype() ? w : cast(w, y.dtype()), -1));
-    out = index_add(out, 0, tok, y);
-  }
+  Tensor out = grouped_experts(as_f32(flat), weights, index, gw, uw, dw, c_.swiglu_limit);
+  if (!f32) out = cast(out, x.dtype());
   out = add(out, swiglu(*shared_experts, flat));
   return reshape(out, x.shape());
 }
