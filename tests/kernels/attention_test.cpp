@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -365,6 +366,12 @@ TEST_P(AttentionIsa, WindowSinksAndLseGradientMatchReference) {
         check_problem(p);
       }
     }
+  // A window wider than any row (up to the int64 limit) equals no window.
+  for (int64_t window : {int64_t{131}, std::numeric_limits<int64_t>::max()}) {
+    Problem p({1, 2, 1, 130, 130, 16, true, false}, seed++);
+    p.window = window;
+    check_problem(p);
+  }
   // Sinks without a window (non-causal too), then the lse gradient with and without sinks.
   for (bool causal : {true, false}) {
     Problem p({1, 4, 2, 130, 130, 16, causal, false}, seed++);

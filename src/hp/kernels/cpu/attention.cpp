@@ -142,7 +142,9 @@ AttentionF32Args common_args(const AttentionShape& shape, const AttentionOptions
   AttentionF32Args a{};
   a.shape = shape;
   a.causal = options.causal;
-  a.window = options.window;
+  // A window wider than both lengths hides nothing; capping it keeps the block arithmetic
+  // (k0 + nk − 1 + window) far from overflow for any int64 a config can hold.
+  a.window = std::min(options.window, shape.seq_q + shape.seq_kv);
   a.sinks = options.sinks;
   a.seg = options.segments;
   a.scale = resolve_scale(shape, options);
