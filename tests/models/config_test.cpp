@@ -144,10 +144,17 @@ TEST(Config, SlidingWindowKeys) {
   EXPECT_EQ(parse_model_config(io::parse_json(model_config_to_json(none), "rt")).sliding_window, 0);
   expect_error(cfg("MistralForCausalLM", R"("sliding_window": 0)"),
                "sliding_window: must be > 0 or null, got 0");
-  expect_error(cfg("Qwen3ForCausalLM", R"("layer_types": ["full_attention"])"),
+  expect_error(cfg("Qwen3ForCausalLM", R"("use_sliding_window": true,
+                                         "layer_types": ["full_attention"])"),
                "layer_types: has 1 entries but num_hidden_layers is 2");
-  expect_error(cfg("Qwen3ForCausalLM", R"("layer_types": ["full_attention", "chunked"])"),
+  expect_error(cfg("Qwen3ForCausalLM", R"("use_sliding_window": true,
+                                         "layer_types": ["full_attention", "chunked"])"),
                "layer_types[1]: unknown layer type 'chunked'");
+  // Without the window layer_types is not read (transformers writes it into every config).
+  EXPECT_EQ(layer_sliding_window(parse(cfg("Qwen3ForCausalLM",
+                                           R"("layer_types": ["full_attention"])")),
+                                 1),
+            0);
   expect_error(cfg("LlamaForCausalLM", R"("use_sliding_window": true)"),
                "use_sliding_window: sliding-window attention is not supported for "
                "LlamaForCausalLM");

@@ -5,7 +5,8 @@
 // Mistral: `sliding_window` (absent: 4096, MistralConfig's default; null: none) on every layer.
 // Qwen2 / Qwen3: the window is `sliding_window` (absent: 4096) only when `use_sliding_window` is
 // true, and applies to the layers `layer_types` marks "sliding_attention"; without layer_types,
-// to layers >= `max_window_layers` (absent: 28), as Qwen2Config / Qwen3Config derive it.
+// to layers >= `max_window_layers` (absent: 28), as Qwen2Config / Qwen3Config derive it. Without
+// the window, layer_types is not read (nothing slides).
 #include <nlohmann/json.hpp>
 
 #include "hp/core/error.h"
@@ -44,6 +45,10 @@ void parse_qwen_sliding_window(const io::Json& j, ModelConfig& c) {
   c.sliding_window = use ? window : 0;
   const int64_t n = c.num_hidden_layers;
   c.layer_types.clear();
+  // Without a window no layer slides, whatever layer_types says (transformers writes the list,
+  // all "full_attention", into every config.json); a layer count over kMaxLayers is rejected by
+  // the size checks that follow, before any per-layer list is built.
+  if (c.sliding_window <= 0 || n > kMaxLayers) return;
   if (j.contains("layer_types") && !j.at("layer_types").is_null()) {
     const io::Json v = j.at("layer_types");
     if (!v.is_array()) fail(j, "layer_types", "must be a list, got " + v.dump());
