@@ -71,6 +71,17 @@ ARCHITECTURES = [
     ("qwen3", tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(rope_theta=1000000.0),
      ["lm_head.weight", "model.layers.0.self_attn.q_norm.weight",
       "model.layers.1.self_attn.k_norm.weight"]),
+    # Sliding windows shorter than SEQ: Mistral on every layer; Qwen2 from max_window_layers
+    # (layer 0 full, layer 1 sliding); Qwen3 from an explicit layer_types list.
+    ("mistral", tf.MistralConfig, tf.MistralForCausalLM, dict(sliding_window=5),
+     ["lm_head.weight", "model.layers.1.self_attn.k_proj.weight"]),
+    ("qwen2_sliding", tf.Qwen2Config, tf.Qwen2ForCausalLM,
+     dict(rope_theta=1000000.0, use_sliding_window=True, sliding_window=4, max_window_layers=1),
+     ["model.layers.1.self_attn.k_proj.weight"]),
+    ("qwen3_sliding", tf.Qwen3Config, tf.Qwen3ForCausalLM,
+     dict(rope_theta=1000000.0, use_sliding_window=True, sliding_window=3,
+          layer_types=["sliding_attention", "full_attention"]),
+     ["model.layers.0.self_attn.k_proj.weight"]),
 ]
 
 # The MoE / MLA rows. Qwen3-MoE: 3 layers with layer 1 dense (mlp_only_layers); Qwen3-MoE and

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -49,7 +50,7 @@ struct Heads {
 };
 
 struct Result {
-  std::vector<float> o, lse, dq, dk, dv;
+  std::vector<float> o, lse, dq, dk, dv, dsinks;
 };
 
 struct Problem {
@@ -57,8 +58,12 @@ struct Problem {
   Heads q, k, v, g;  // g: output gradient
   // Document ids [B, T] and [B, Tkv] (empty: no segments).
   std::vector<int32_t> seg_q, seg_kv;
+  int64_t window = 0;         // sliding window (0: none)
+  std::vector<float> sinks;   // [Hq] (empty: none)
+  std::vector<float> dlse;    // [B, Hq, T] lse gradient (empty: none)
   bool visible(int64_t b, int64_t i, int64_t j) const {
     if (c.causal && j > i) return false;
+    if (window > 0 && i - j >= window) return false;
     return seg_q.empty() || seg_q[b * c.T + i] == seg_kv[b * c.Tkv + j];
   }
   Problem(const Case& c_, uint32_t seed)
@@ -79,13 +84,17 @@ struct Problem {
     AttentionOptions opt;
     opt.causal = c.causal;
     if (!seg_q.empty()) opt.segments = {seg_q.data(), c.T, seg_kv.data(), c.Tkv};
+    opt.window = window;
+    opt.sinks = sinks.empty() ? nullptr : sinks.data();
+    std::vector<float> dsinks(sinks.size());
     Heads o(c.B, c.Hq, c.T, c.D, c.bthd), dq(c.B, c.Hq, c.T, c.D, c.bthd);
     Heads dk(c.B, c.Hkv, c.Tkv, c.D, c.bthd), dv(c.B, c.Hkv, c.Tkv, c.D, c.bthd);
     std::vector<float> lse(c.B * c.Hq * c.T);
     attention_forward(shape(), opt, q.in(), k.in(), v.in(), o.out(), lse.data());
     attention_backward(shape(), opt, q.in(), k.in(), v.in(), o.in(), lse.data(), g.in(), dq.out(),
-                       dk.out(), dv.out());
-    return {o.data, lse, dq.data, dk.data, dv.data};
+                       dk.out(), dv.out(), dlse.empty() ? nullptr : dlse.data(),
+                       dsinks.empty() ? nullptr : dsinks.data());
+    return {o.data, lse, dq.data, dk.data, dv.data, dsinks};
   }
 
   // Materialized softmax in double; results laid out like the operands.
@@ -95,7 +104,7 @@ struct Problem {
     std::vector<float> lse(c.B * c.Hq * c.T);
     std::vector<double> dk_acc(c.B * c.Hkv * c.Tkv * c.D), dv_acc(dk_acc.size());
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.D));
-    std::vector<double> p(c.Tkv), dp(c.Tkv);
+    std::vector<double> p(c.Tkv), dp(c.Tkv), dsinks(sinks.size());
     for (int64_t b = 0; b < c.B; ++b)
       for (int64_t h = 0; h < c.Hq; ++h) {
         const int64_t hk = h / (c.Hq / c.Hkv);
@@ -109,21 +118,25 @@ struct Problem {
             p[j] = visible(b, i, j) ? s * scale : -INFINITY;
             mx = std::max(mx, p[j]);
           }
-          if (mx == -INFINITY) {  // no visible key: o = 0, lse = -inf, no gradient
+          const double z = sinks.empty() ? -INFINITY : sinks[h];
+          if (mx == -INFINITY && sinks.empty()) {  // no visible key: o = 0, lse = -inf, no gradient
             lse[(b * c.Hq + h) * c.T + i] = -INFINITY;
             for (int64_t d = 0; d < c.D; ++d) o.at(b, h, i, d) = 0, dq.at(b, h, i, d) = 0;
             continue;
           }
-          double sum = 0;
+          mx = std::max(mx, z);
+          double sum = std::exp(z - mx);  // the sink's share of the denominator (0 without one)
           for (int64_t j = 0; j < nvis; ++j) sum += (p[j] = std::exp(p[j] - mx));
           lse[(b * c.Hq + h) * c.T + i] = static_cast<float>(mx + std::log(sum));
-          double delta = 0;
+          const double p_sink = std::exp(z - mx) / sum;
+          double delta = dlse.empty() ? 0.0 : -double(dlse[(b * c.Hq + h) * c.T + i]);
           for (int64_t j = 0; j < nvis; ++j) {
             p[j] /= sum;
             dp[j] = 0;
             for (int64_t d = 0; d < c.D; ++d) dp[j] += double(g.at(b, h, i, d)) * v.at(b, hk, j, d);
             delta += p[j] * dp[j];
           }
+          if (!sinks.empty()) dsinks[h] -= p_sink * delta;
           for (int64_t d = 0; d < c.D; ++d) {
             double od = 0, dqd = 0;
             for (int64_t j = 0; j < nvis; ++j) {
@@ -147,7 +160,7 @@ struct Problem {
             dk.at(b, h, j, d) = static_cast<float>(dk_acc[kv]);
             dv.at(b, h, j, d) = static_cast<float>(dv_acc[kv]);
           }
-    return {o.data, lse, dq.data, dk.data, dv.data};
+    return {o.data, lse, dq.data, dk.data, dv.data, std::vector<float>(dsinks.begin(), dsinks.end())};
   }
 };
 
@@ -182,6 +195,7 @@ void check_problem(Problem& p) {
   expect_close("dq", got.dq, ref.dq, c);
   expect_close("dk", got.dk, ref.dk, c);
   expect_close("dv", got.dv, ref.dv, c);
+  expect_close("dsinks", got.dsinks, ref.dsinks, c);
 }
 
 void check_case(const Case& c, uint32_t seed) {
@@ -335,6 +349,83 @@ TEST(Attention, BitwiseIdenticalAcrossThreadCounts) {
   EXPECT_TRUE(same(one.dv, two.dv));
 }
 
+// Sliding window, sinks and the lse gradient (alone and together, with GQA, odd head dims, T not
+// a multiple of the 64-token block, windows smaller and larger than a block, packed documents).
+TEST_P(AttentionIsa, WindowSinksAndLseGradientMatchReference) {
+  uint32_t seed = 1000;
+  for (int64_t window : {1, 5, 64, 70, 500})
+    for (bool sinks : {false, true}) {
+      for (const Case& c : {Case{2, 4, 2, 130, 130, 16, true, false},
+                            Case{1, 2, 1, 200, 200, 20, true, true},
+                            Case{1, 2, 2, 67, 130, 16, true, false},
+                            Case{1, 2, 2, 130, 67, 32, true, false}}) {
+        Problem p(c, seed++);
+        p.window = window;
+        if (sinks) p.sinks = {0.5f, -1.0f, 2.0f, 0.0f};
+        p.sinks.resize(sinks ? c.Hq : 0);
+        check_problem(p);
+      }
+    }
+  // A window wider than any row (up to the int64 limit) equals no window.
+  for (int64_t window : {int64_t{131}, std::numeric_limits<int64_t>::max()}) {
+    Problem p({1, 2, 1, 130, 130, 16, true, false}, seed++);
+    p.window = window;
+    check_problem(p);
+  }
+  // Sinks without a window (non-causal too), then the lse gradient with and without sinks.
+  for (bool causal : {true, false}) {
+    Problem p({1, 4, 2, 130, 130, 16, causal, false}, seed++);
+    p.sinks = {1.5f, -0.5f, 3.0f, -2.0f};
+    check_problem(p);
+  }
+  for (bool sinks : {false, true}) {
+    Problem p({2, 2, 1, 130, 130, 16, true, false}, seed++);
+    p.window = sinks ? 40 : 0;
+    if (sinks) p.sinks = {0.25f, -0.75f};
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    p.dlse.resize(2 * 2 * 130);
+    for (float& x : p.dlse) x = u(rng);
+    check_problem(p);
+  }
+  // Window with packed documents, and a query that sees no key but has a sink (o = 0,
+  // lse = sink).
+  Problem w({2, 2, 1, 200, 200, 16, true, false}, seed++);
+  w.window = 30;
+  w.seg_q = segment_layout(2, 200, {37, 1, 90, 64});
+  w.seg_kv = w.seg_q;
+  w.sinks = {0.5f, -0.5f};
+  check_problem(w);
+  Problem none({1, 2, 1, 67, 130, 16, false, false}, seed++);
+  none.seg_q.assign(67, 0);
+  none.seg_kv.assign(130, 1);
+  none.sinks = {0.5f, -0.5f};
+  check_problem(none);
+  Result got = none.run();
+  EXPECT_EQ(got.o[0], 0.0f);
+  EXPECT_NEAR(got.lse[0], 0.5f, 1e-6);
+  std::printf("%s: worst err / max|ref| so far: %.3g\n", isa_label(), g_worst_ratio);
+}
+
+TEST(Attention, WindowAndSinksBitwiseIdenticalAcrossThreadCounts) {
+  const int prev = num_threads();
+  Problem p({2, 4, 2, 200, 200, 64, true, false}, 1100);
+  p.window = 50;
+  p.sinks = {0.5f, -1.0f, 2.0f, 0.0f};
+  set_num_threads(1);
+  Result one = p.run();
+  set_num_threads(2);
+  Result two = p.run();
+  set_num_threads(prev);
+  for (auto [a, b] : {std::pair{&one.o, &two.o},
+                      {&one.lse, &two.lse},
+                      {&one.dq, &two.dq},
+                      {&one.dk, &two.dk},
+                      {&one.dv, &two.dv},
+                      {&one.dsinks, &two.dsinks}})
+    EXPECT_EQ(0, std::memcmp(a->data(), b->data(), a->size() * 4));
+}
+
 TEST_P(AttentionIsa, Exp2Accuracy) {
   std::vector<float> x, y(0);
   for (double t = -125.0; t <= 127.0; t += 0.000731) x.push_back(static_cast<float>(t));
@@ -382,6 +473,16 @@ TEST(Attention, RejectsBadInput) {
   AttentionOptions nan_scale;
   nan_scale.scale = NAN;
   EXPECT_NE(message(p.shape(), nan_scale).find("scale=nan"), std::string::npos);
+  AttentionOptions bad_window;
+  bad_window.window = -2;
+  EXPECT_NE(message(p.shape(), bad_window).find("window=-2 must be >= 0"), std::string::npos);
+  bad_window.window = 4;
+  bad_window.causal = false;
+  EXPECT_NE(message(p.shape(), bad_window).find("window=4 needs causal"), std::string::npos);
+  std::vector<float> bad_sinks = {0.0f, INFINITY, 0.0f, 0.0f};
+  AttentionOptions inf_sink;
+  inf_sink.sinks = bad_sinks.data();
+  EXPECT_NE(message(p.shape(), inf_sink).find("sinks[1]=inf is not finite"), std::string::npos);
   EXPECT_THROW(
       attention_forward(p.shape(), {}, {nullptr, p.q.s}, p.k.in(), p.v.in(), out, lse.data()),
       ValueError);

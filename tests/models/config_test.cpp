@@ -114,6 +114,52 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(rope_frequencies(r, r.head_dim).inv_freq, rope_frequencies(c, c.head_dim).inv_freq);
 }
 
+// Sliding windows of the Llama family (models/sliding_window.cpp), as transformers derives them:
+// Mistral's default 4096 and null; Qwen's use_sliding_window gate, max_window_layers and
+// layer_types; the export round trip; bad values naming the key.
+TEST(Config, SlidingWindowKeys) {
+  EXPECT_EQ(parse(cfg("MistralForCausalLM")).sliding_window, 4096);
+  EXPECT_EQ(parse(cfg("MistralForCausalLM", R"("sliding_window": null)")).sliding_window, 0);
+  const ModelConfig m = parse(cfg("MistralForCausalLM", R"("sliding_window": 7)"));
+  EXPECT_EQ(layer_sliding_window(m, 0), 7);
+  EXPECT_EQ(layer_sliding_window(m, 1), 7);
+  // Qwen2 without use_sliding_window: no window whatever sliding_window says.
+  const ModelConfig off = parse(cfg("Qwen2ForCausalLM", R"("sliding_window": 7)"));
+  EXPECT_EQ(layer_sliding_window(off, 1), 0);
+  const ModelConfig q = parse(cfg(
+      "Qwen2ForCausalLM", R"("use_sliding_window": true, "sliding_window": 7, "max_window_layers": 1)"));
+  EXPECT_EQ(layer_sliding_window(q, 0), 0);
+  EXPECT_EQ(layer_sliding_window(q, 1), 7);
+  const ModelConfig t = parse(cfg("Qwen3ForCausalLM", R"("use_sliding_window": true,
+      "sliding_window": 3, "layer_types": ["sliding_attention", "full_attention"])"));
+  EXPECT_EQ(layer_sliding_window(t, 0), 3);
+  EXPECT_EQ(layer_sliding_window(t, 1), 0);
+  // Export, reload: the same window per layer.
+  for (const ModelConfig* c : {&m, &q, &t}) {
+    const ModelConfig r = parse_model_config(io::parse_json(model_config_to_json(*c), "rt"));
+    for (int64_t l = 0; l < 2; ++l)
+      EXPECT_EQ(layer_sliding_window(r, l), layer_sliding_window(*c, l)) << c->architecture;
+  }
+  const ModelConfig none = parse(cfg("MistralForCausalLM", R"("sliding_window": null)"));
+  EXPECT_EQ(parse_model_config(io::parse_json(model_config_to_json(none), "rt")).sliding_window, 0);
+  expect_error(cfg("MistralForCausalLM", R"("sliding_window": 0)"),
+               "sliding_window: must be > 0 or null, got 0");
+  expect_error(cfg("Qwen3ForCausalLM", R"("use_sliding_window": true,
+                                         "layer_types": ["full_attention"])"),
+               "layer_types: has 1 entries but num_hidden_layers is 2");
+  expect_error(cfg("Qwen3ForCausalLM", R"("use_sliding_window": true,
+                                         "layer_types": ["full_attention", "chunked"])"),
+               "layer_types[1]: unknown layer type 'chunked'");
+  // Without the window layer_types is not read (transformers writes it into every config).
+  EXPECT_EQ(layer_sliding_window(parse(cfg("Qwen3ForCausalLM",
+                                           R"("layer_types": ["full_attention"])")),
+                                 1),
+            0);
+  expect_error(cfg("LlamaForCausalLM", R"("use_sliding_window": true)"),
+               "use_sliding_window: sliding-window attention is not supported for "
+               "LlamaForCausalLM");
+}
+
 // The exported config.json describes the router hp's DeepSeek-V3 layers ran (sigmoid scores,
 // the correction bias selecting) when the source config lacks the keys — not softmax / greedy —
 // keeps a source's own values, and records that no MTP layer was kept.

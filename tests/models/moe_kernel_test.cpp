@@ -2,6 +2,7 @@
 // weighted combine) against the fused grouped_experts, with an exact f32 kernel.
 #include <gtest/gtest.h>
 
+#include "hp/models/deepseek_v4.h"
 #include "hp/models/moe.h"
 #include "hp/ops/ops.h"
 #include "models/compare.h"
@@ -29,7 +30,8 @@ struct BlockRun {
   std::vector<Tensor> grads;  // every parameter's
 };
 
-BlockRun run(MoEBlock& block, const Tensor& x0, const Tensor& dy) {
+template <class Block>
+BlockRun run(Block& block, const Tensor& x0, const Tensor& dy) {
   for (Tensor& p : block.parameters()) p.zero_grad();
   Tensor x = x0.clone();
   x.requires_grad_();
@@ -66,6 +68,41 @@ TEST(MoEKernel, UnfusedPathMatchesFusedGroupedExperts) {
     block.set_grouped_kernel(nullptr);
     EXPECT_FALSE(block.has_grouped_kernel());
   }
+}
+
+// DeepSeek-V4's experts (learned routing, SwiGLU clamp active at limit 1 with these weights):
+// the kernel path (clamp and SwiGLU as ops) equals the fused grouped_experts with the clamp fused.
+TEST(MoEKernel, DeepseekV4UnfusedPathMatchesFusedClampedExperts) {
+  manual_seed(6);
+  ModelConfig c;
+  c.hidden_size = 32;
+  c.moe_intermediate_size = 16;
+  c.num_experts = 6;
+  c.num_experts_per_tok = 2;
+  c.vocab_size = 50;
+  c.scoring_func = "sqrtsoftplus";
+  c.routed_scaling_factor = 1.5;
+  c.swiglu_limit = 1.0;
+  c.initializer_range = 0.3;
+  DeepseekV4MoE block(c, false);
+  const Tensor x = randn({2, 7, 32}), dy = randn({2, 7, 32});
+  const BlockRun fused = run(block, x, dy);
+  block.set_grouped_kernel(exact_grouped);
+  ASSERT_TRUE(block.has_grouped_kernel());
+  const BlockRun kern = run(block, x, dy);
+  EXPECT_LT(rel_diff(kern.y, fused.y), 1e-5);
+  EXPECT_LT(rel_diff(kern.dx, fused.dx), 1e-5);
+  ASSERT_EQ(kern.grads.size(), fused.grads.size());
+  for (size_t i = 0; i < kern.grads.size(); ++i) {
+    ASSERT_EQ(kern.grads[i].defined(), fused.grads[i].defined()) << i;
+    if (fused.grads[i].defined()) EXPECT_LT(rel_diff(kern.grads[i], fused.grads[i]), 1e-5) << i;
+  }
+  // The clamp was active: without it the output differs.
+  ModelConfig unclamped = c;
+  unclamped.swiglu_limit = 0;
+  manual_seed(6);
+  DeepseekV4MoE plain(unclamped, false);
+  EXPECT_GT(rel_diff(plain.forward(x), fused.y), 1e-3);
 }
 
 }  // namespace

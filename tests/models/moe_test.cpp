@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -103,8 +104,9 @@ TEST(MoE, DeepseekBiasSteersSelectionOnly) {
   EXPECT_FALSE(before.indices.to_vector() == after.indices.to_vector());
 }
 
-// The grouped Function equals a per-token composition of differentiable ops.
-TEST(MoE, GroupedExpertsMatchPerTokenReference) {
+// The grouped Function equals a per-token composition of differentiable ops; limit > 0 adds the
+// SwiGLU clamp (DeepSeek-V4), active for a good share of the entries at limit 1.
+void check_grouped_experts(double limit) {
   manual_seed(7);
   const int64_t n = 9, h = 12, i = 5, e = 4, k = 2;
   std::vector<Tensor> g, u, d;
@@ -119,7 +121,7 @@ TEST(MoE, GroupedExpertsMatchPerTokenReference) {
   std::vector<double> ids{0, 1, 1, 3, 3, 0, 0, 1, 1, 3, 3, 0, 0, 3, 1, 0, 3, 1};
   Tensor idx = from_vector(ids, {n, k}, DType::i64);
   Tensor gout = randn({n, h});
-  Tensor y = grouped_experts(x, w, idx, g, u, d);
+  Tensor y = grouped_experts(x, w, idx, g, u, d, limit);
   sum(y * gout).backward();
   std::vector<Tensor> grads{x.grad(), w.grad(), g[0].grad(), u[3].grad(), d[1].grad()};
   for (const Tensor& t : {x, w, g[0], u[3], d[1]}) t.zero_grad();
@@ -129,7 +131,12 @@ TEST(MoE, GroupedExpertsMatchPerTokenReference) {
     for (int64_t j = 0; j < k; ++j) {
       const auto q = static_cast<size_t>(ids[t * k + j]);
       Tensor xt = select(x, 0, t);
-      Tensor hid = silu(linear(xt, g[q])) * linear(xt, u[q]);
+      Tensor gate = linear(xt, g[q]), up = linear(xt, u[q]);
+      if (limit > 0) {
+        gate = clamp(gate, -std::numeric_limits<double>::infinity(), limit);
+        up = clamp(up, -limit, limit);
+      }
+      Tensor hid = silu(gate) * up;
       acc = acc + linear(hid, d[q]) * select(select(w, 0, t), 0, j);
     }
     rows.push_back(acc);
@@ -141,6 +148,10 @@ TEST(MoE, GroupedExpertsMatchPerTokenReference) {
   for (size_t q = 0; q < grads.size(); ++q) EXPECT_LE(rel_diff(grads[q], ref_grads[q]), 1e-5) << q;
   for (double v : g[2].grad().to_vector()) EXPECT_EQ(v, 0.0);
 }
+
+TEST(MoE, GroupedExpertsMatchPerTokenReference) { check_grouped_experts(0.0); }
+
+TEST(MoE, GroupedExpertsWithSwigluClampMatchPerTokenReference) { check_grouped_experts(1.0); }
 
 std::vector<std::vector<double>> run_block(int threads) {
   set_num_threads(threads);

@@ -118,6 +118,18 @@ TEST(PackedDocuments, Qwen3RowEqualsSeparateRows) {
   expect_packed_equals_separate(*m, 96, "qwen3");
 }
 
+// Sliding-window layers (Mistral) with packed documents: the kernel's window and document masks
+// together (window 30 < the documents' 37 and 70 tokens).
+TEST(PackedDocuments, SlidingWindowRowEqualsSeparateRows) {
+  manual_seed(5);
+  ModelConfig c = tiny_config("llama");
+  c.architecture = "MistralForCausalLM";
+  c.model_type = "mistral";
+  c.sliding_window = 30;
+  auto m = build_model(c);
+  expect_packed_equals_separate(*m, 96, "mistral window 30");
+}
+
 TEST(PackedDocuments, DeepseekV3MlaRowEqualsSeparateRows) {
   auto m = load_model(std::string(HP_TEST_DIR) + "/fixtures/deepseek_v3", DType::f32);
   expect_packed_equals_separate(*m, m->config().vocab_size, "deepseek_v3");

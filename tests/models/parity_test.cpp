@@ -67,7 +67,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Parity,
                          ::testing::Values("llama", "llama_tied", "llama_rope_llama3",
                                            "llama_rope_yarn", "llama_rope_linear",
                                            "llama_rope_dynamic", "qwen2", "qwen3", "qwen3_moe",
-                                           "mixtral", "deepseek_v3", "deepseek_v3_yarn"));
+                                           "mixtral", "deepseek_v3", "deepseek_v3_yarn",
+                                           "mistral", "qwen2_sliding", "qwen3_sliding"));
 
 class Checkpoint : public ::testing::TestWithParam<std::string> {};
 
@@ -102,7 +103,7 @@ TEST_P(Checkpoint, KvCacheDecodeMatchesFullForward) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Checkpoint,
                          ::testing::Values("qwen3", "qwen3_moe", "mixtral", "deepseek_v3",
-                                           "deepseek_v3_yarn"));
+                                           "deepseek_v3_yarn", "mistral", "qwen2_sliding"));
 
 // HF adds router_aux_loss_coef · load-balancing loss only with output_router_logits; the fixtures
 // set it, so turning it off must leave the plain cross-entropy, smaller by a positive aux term.

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "gradcheck.h"
+#include "hp/ops/attention.h"
 
 namespace hp {
 namespace {
@@ -49,6 +50,44 @@ TEST(AttentionOp, FlashKernelMatchesComposite) {
       for (int i = 0; i < 3; ++i) close(leaves32[i].grad(), leaves64[i].grad(), "grad");
     }
   }
+}
+
+// Sliding window, sinks and the lse output: gradcheck of the f64 composite (through o and lse,
+// sinks included), then the f32 kernel against it.
+TEST(AttentionOp, WindowSinksAndLseMatchComposite) {
+  Tensor q = leaf({1, 2, 6, 4}, 11), k = leaf({1, 1, 6, 4}, 12), v = leaf({1, 1, 6, 4}, 13);
+  Tensor z = leaf({2}, 14);
+  auto both = [](const AttentionOut& r) { return add(r.out, unsqueeze(r.lse, -1)); };
+  expect_gradcheck([&](const std::vector<Tensor>& in) {
+    return both(scaled_dot_product_attention_lse(in[0], in[1], in[2],
+                                                 {true, std::nullopt, Tensor(), 3, in[3]}));
+  }, {q, k, v, z});
+  manual_seed(21);
+  const int64_t B = 2, H = 4, T = 70, D = 16;
+  std::vector<Tensor> l64 = {randn({B, H, T, D}, DType::f64), randn({B, 2, T, D}, DType::f64),
+                             randn({B, 2, T, D}, DType::f64), randn({H}, DType::f64)};
+  std::vector<Tensor> l32;
+  for (Tensor& x : l64) {
+    l32.push_back(x.to(DType::f32));
+    x.requires_grad_();
+    l32.back().requires_grad_();
+  }
+  const Tensor g = randn({B, H, T, D}, DType::f64);
+  auto run = [&](const std::vector<Tensor>& l) {
+    const Tensor o = both(scaled_dot_product_attention_lse(
+        l[0], l[1], l[2], {true, std::nullopt, Tensor(), 20, l[3]}));
+    sum(mul(o, g.to(o.dtype()))).backward();
+    return o;
+  };
+  const Tensor o64 = run(l64), o32 = run(l32);
+  auto close = [](const Tensor& a, const Tensor& b, const char* what) {
+    std::vector<double> x = a.to_vector(), y = b.to_vector();
+    double scale = 1;
+    for (double t : y) scale = std::max(scale, std::fabs(t));
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4 * scale) << what << " " << i;
+  };
+  close(o32, o64, "o + lse");
+  for (size_t i = 0; i < l64.size(); ++i) close(l32[i].grad(), l64[i].grad(), "grad");
 }
 
 TEST(AttentionOp, Bf16RunsThroughF32AndBadShapesThrow) {

@@ -39,10 +39,13 @@ class FunctionCtx {
   std::vector<SavedTensor> saved_;
 };
 
+// `options`: non-tensor arguments of this call, handed to F::forward as ctx.state (which forward
+// may then replace with what its backward needs).
 template <class F>
-std::vector<Tensor> apply_function(const std::vector<Tensor>& inputs) {
+std::vector<Tensor> apply_function(const std::vector<Tensor>& inputs, std::any options = {}) {
   HP_PROFILE_OP(F::kName);
   auto ctx = std::make_shared<FunctionCtx>();
+  ctx->state = std::move(options);
   for (const Tensor& t : inputs) ctx->needs_input_grad.push_back(t.defined() && t.requires_grad());
   std::vector<Tensor> outs;
   {

@@ -260,8 +260,10 @@ ModelConfig parse_model_config(const io::Json& j) {
   c.mlp_bias = j.get_bool_or("mlp_bias", false);
   c.hidden_act = j.get_string_or("hidden_act", "silu");
   if (c.hidden_act != "silu") fail(j, "hidden_act", "only silu is supported, got " + c.hidden_act);
-  if (j.get_bool_or("use_sliding_window", false))
-    fail(j, "use_sliding_window", "sliding-window attention is not supported");
+  // Families with a sliding window read it in their parse_extra (models/sliding_window.cpp).
+  if (!arch->parse_extra && j.get_bool_or("use_sliding_window", false))
+    fail(j, "use_sliding_window",
+         "sliding-window attention is not supported for " + c.architecture);
   if (j.contains("dtype") && !j.at("dtype").is_null())
     c.dtype = parse_dtype(j, "dtype");
   else if (j.contains("torch_dtype") && !j.at("torch_dtype").is_null())

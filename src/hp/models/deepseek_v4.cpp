@@ -204,26 +204,29 @@ Tensor DeepseekV4Attention::forward(const Tensor& x, AttentionContext& ctx) cons
     HP_THROW(ValueError, "deepseek_v4",
              "context parallelism and packed documents are not supported for DeepSeek-V4");
   if (ctx.cache) return forward_cached(x, ctx);
-  const int64_t b = x.size(0), t = x.size(1), d = head_dim_;
+  const int64_t t = x.size(1), d = head_dim_;
   auto [cos, sin] =
       (type_ == kSlidingAttention ? main_rope_ : compress_rope_).get(0, t, DType::f32);
 
   const Projected p = project(x, cos, sin);
-  Tensor kv = p.kv;
-  Tensor bias = sliding_window_bias(t, window_);  // [T, T]
+  // The window keys through the flash kernel (window + sinks); the compressed entries
+  // [B, 1, nw, d] as extra keys with their per-query visibility [B or 1, 1, T, nw].
+  Tensor entries, entry_bias;
   if (kv_compressor) {
-    const Tensor entries = kv_compressor->forward(x, cos, sin);  // [B, nw, d]
+    entries = kv_compressor->forward(x, cos, sin);  // [B, nw, d]
     const int64_t nw = entries.size(1);
     if (nw > 0) {
-      const Tensor block = indexer ? indexer->select(x, p.q_res, cos, sin)
-                                   : detail::causal_entry_bias(t, nw, kv_compressor->rate());
-      kv = cat({kv, unsqueeze(entries, 1)}, 2);  // [B, 1, T + nw, d]
-      bias = cat({expand(bias, {b, t, t}), expand(block, {b, t, nw})}, -1);
+      entry_bias = unsqueeze(indexer ? indexer->select(x, p.q_res, cos, sin)
+                                     : detail::causal_entry_bias(t, nw, kv_compressor->rate()),
+                             -3);
+      entries = unsqueeze(entries, 1);
+    } else {
+      entries = Tensor();
     }
   }
-  if (bias.dim() == 3) bias = unsqueeze(bias, 1);  // [B, 1, T, S]
-  return project_out(biased_attention(p.q, kv, kv, bias, sinks, 1.0 / std::sqrt(double(d))), cos,
-                     sin);
+  return project_out(window_sink_attention(p.q, p.kv, p.kv, window_, sinks,
+                                           1.0 / std::sqrt(double(d)), entries, entry_bias),
+                     cos, sin);
 }
 
 Tensor DeepseekV4Attention::project_out(const Tensor& attn, const Tensor& cos,

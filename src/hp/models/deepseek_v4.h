@@ -161,7 +161,10 @@ class DeepseekV4Attention : public AttentionBlock {
 };
 
 // Router + routed experts + one shared expert (DeepseekV4SparseMoeBlock).
-class DeepseekV4MoE : public FeedForward {
+// Routed experts: the fused f32 grouped GEMM (grouped_experts, models/moe.h, clamp fused) or, once
+// a grouped kernel is set (nn::GroupedExperts; MXFP8's mx/convert.h), three kernel calls over the
+// experts' stacked weights with the clamp and SwiGLU as ops.
+class DeepseekV4MoE : public FeedForward, public nn::GroupedExperts {
  public:
   DeepseekV4MoE(const ModelConfig& c, bool hash);
   Tensor forward(const Tensor& x) const override;
@@ -174,6 +177,8 @@ class DeepseekV4MoE : public FeedForward {
   void set_side_outputs(const std::vector<Tensor>& t) override {
     if (!t.empty()) last_router_logits_ = t.at(0);
   }
+  void set_grouped_kernel(nn::GroupedKernel k) override { grouped_kernel_ = std::move(k); }
+  bool has_grouped_kernel() const override { return static_cast<bool>(grouped_kernel_); }
 
   std::shared_ptr<nn::Module> gate;  // weight [E, D]; e_score_correction_bias [E] or tid2eid [V, k]
   Tensor gate_weight, correction_bias, tid2eid;
@@ -185,6 +190,7 @@ class DeepseekV4MoE : public FeedForward {
   Tensor swiglu(const SwiGLUMLP& m, const Tensor& x) const;
   ModelConfig c_;
   bool hash_;
+  nn::GroupedKernel grouped_kernel_;
   mutable Tensor last_router_logits_;
 };
 

@@ -6,6 +6,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/models/deepseek_v4.h"
 #include "hp/ops/ops.h"
+#include "hp/shard/expert_parallel.h"
 
 namespace hp::models {
 
@@ -19,6 +20,15 @@ class GateModule : public nn::Module {
 // sqrt(softplus(x)), softplus in its overflow-free form relu(x) + log(1 + exp(-|x|)).
 Tensor sqrt_softplus(const Tensor& x) {
   return sqrt(add(relu(x), log(add(exp(neg(abs(x))), 1.0))));
+}
+
+// silu(min(gate, limit)) · clamp(up, ±limit); limit 0: no clamp.
+Tensor clamped_swiglu(Tensor gate, Tensor up, double limit) {
+  if (limit > 0) {
+    gate = clamp(gate, -std::numeric_limits<double>::infinity(), limit);
+    up = clamp(up, -limit, limit);
+  }
+  return mul(silu(gate), up);
 }
 
 }  // namespace
@@ -52,12 +62,8 @@ DeepseekV4MoE::DeepseekV4MoE(const ModelConfig& c, bool hash) : c_(c), hash_(has
 }
 
 Tensor DeepseekV4MoE::swiglu(const SwiGLUMLP& m, const Tensor& x) const {
-  Tensor gate = m.gate_proj->forward(x), up = m.up_proj->forward(x);
-  if (c_.swiglu_limit > 0) {
-    gate = clamp(gate, -std::numeric_limits<double>::infinity(), c_.swiglu_limit);
-    up = clamp(up, -c_.swiglu_limit, c_.swiglu_limit);
-  }
-  return m.down_proj->forward(mul(silu(gate), up));
+  return m.down_proj->forward(
+      clamped_swiglu(m.gate_proj->forward(x), m.up_proj->forward(x), c_.swiglu_limit));
 }
 
 Tensor DeepseekV4MoE::forward(const Tensor& x) const {
@@ -104,27 +110,39 @@ Tensor DeepseekV4MoE::forward_tokens(const Tensor& x, const AttentionContext& ct
   weights = mul(div(weights, add(sum(weights, {-1}, true), 1e-20)), c_.routed_scaling_factor);
   if (!hash_) last_router_logits_ = logits;
 
-  // Per expert in order: its rows, SwiGLU, times their weights, added back into place.
-  std::vector<std::vector<double>> rows(static_cast<size_t>(e_count)),
-      slots(static_cast<size_t>(e_count));
-  for (int64_t i = 0; i < n * k; ++i) {
-    const auto ex = static_cast<size_t>(idx[static_cast<size_t>(i)]);
-    rows[ex].push_back(double(i / k));
-    slots[ex].push_back(double(i));
+  if (grouped_kernel_) {
+    // Rows sorted by expert (shard/expert_parallel.h), the kernel over the stacked weights.
+    auto local = [&](const Tensor& xs, const std::vector<int64_t>& counts) {
+      std::vector<int32_t> ends(counts.size());
+      int64_t end = 0;
+      for (size_t ex = 0; ex < counts.size(); ++ex) ends[ex] = static_cast<int32_t>(end += counts[ex]);
+      const Tensor group_ends = from_data<int32_t>(ends, {e_count});
+      auto stacked = [&](std::shared_ptr<nn::Linear> SwiGLUMLP::*proj) {  // [E, out, in]
+        std::vector<Tensor> w;
+        for (const auto& ex : experts) w.push_back((*ex.*proj)->weight);
+        return stack(w, 0);
+      };
+      const Tensor act =
+          clamped_swiglu(grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::gate_proj)),
+                         grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::up_proj)),
+                         c_.swiglu_limit);
+      return grouped_kernel_(act, group_ends, stacked(&SwiGLUMLP::down_proj));
+    };
+    const Tensor routed = shard::routed_experts(flat, weights, index, e_count, local, nullptr);
+    return reshape(add(routed, swiglu(*shared_experts, flat)), x.shape());
   }
-  const Tensor flat_w = reshape(weights, {n * k});
-  Tensor out = zeros({n, d}, x.dtype());
-  for (int64_t ex = 0; ex < e_count; ++ex) {
-    const auto& r = rows[static_cast<size_t>(ex)];
-    if (r.empty()) continue;
-    const auto m = static_cast<int64_t>(r.size());
-    const Tensor tok = from_vector(r, {m}, DType::i64);
-    const Tensor w = index_select(flat_w, 0, from_vector(slots[static_cast<size_t>(ex)], {m},
-                                                         DType::i64));
-    Tensor y = swiglu(*experts[static_cast<size_t>(ex)], index_select(flat, 0, tok));
-    y = mul(y, unsqueeze(w.dtype() == y.dtype() ? w : cast(w, y.dtype()), -1));
-    out = index_add(out, 0, tok, y);
+  // The routed experts as one grouped GEMM over the assignments sorted by expert (models/moe.h),
+  // the SwiGLU clamp fused in; f32 inside.
+  const bool f32 = x.dtype() == DType::f32 && c_.dtype == DType::f32;
+  auto as_f32 = [&](const Tensor& t) { return t.dtype() == DType::f32 ? t : cast(t, DType::f32); };
+  std::vector<Tensor> gw, uw, dw;
+  for (const auto& ex : experts) {
+    gw.push_back(as_f32(ex->gate_proj->weight));
+    uw.push_back(as_f32(ex->up_proj->weight));
+    dw.push_back(as_f32(ex->down_proj->weight));
   }
+  Tensor out = grouped_experts(as_f32(flat), weights, index, gw, uw, dw, c_.swiglu_limit);
+  if (!f32) out = cast(out, x.dtype());
   out = add(out, swiglu(*shared_experts, flat));
   return reshape(out, x.shape());
 }

@@ -236,6 +236,7 @@ struct Plan {
   std::vector<int32_t> sorted_slot;  // [A] row a → assignment n·k + j
   std::vector<int32_t> row_of;       // [A] assignment n·k + j → row a
   std::vector<int32_t> group_end;    // [E] end offsets of each expert's rows
+  float swiglu_limit = 0.0f;         // > 0: the SwiGLU clamp (kernels/cpu/swiglu.h)
 };
 
 Plan make_plan(const Tensor& indices, int64_t experts, int64_t hidden, int64_t inter) {
@@ -280,7 +281,11 @@ struct GroupedExpertsFn {
 
   static std::vector<Tensor> forward(autograd::FunctionCtx& ctx, const std::vector<Tensor>& in) {
     const int64_t e = (static_cast<int64_t>(in.size()) - 3) / 3;
-    ctx.state = make_plan(in[2], e, in[0].size(1), in[3].size(0));
+    // The caller's state, when set, is the SwiGLU clamp limit (grouped_experts).
+    const float limit = ctx.state.has_value() ? std::any_cast<float>(ctx.state) : 0.0f;
+    Plan plan = make_plan(in[2], e, in[0].size(1), in[3].size(0));
+    plan.swiglu_limit = limit;
+    ctx.state = std::move(plan);
     const auto& p = std::any_cast<const Plan&>(ctx.state);
     const int64_t a = p.tokens * p.k, h = p.hidden, i = p.inter;
     const std::vector<Tensor> gw(in.begin() + 3, in.begin() + 3 + e),
@@ -301,7 +306,7 @@ struct GroupedExpertsFn {
     const float *gd = g.data<float>(), *ud = u.data<float>();
     float* ad = act.data<float>();
     parallel_for(0, a * i, 4096, [&](int64_t lo, int64_t hi) {
-      kernels::swiglu_f32(gd + lo, ud + lo, ad + lo, hi - lo);
+      kernels::swiglu_f32(gd + lo, ud + lo, ad + lo, hi - lo, p.swiglu_limit);
     });
     kernels::grouped_gemm_f32(true, e, p.group_end.data(), h, i, ad, i, ptrs(dw).data(), i, 0.0f,
                               y.data<float>(), h);
@@ -361,7 +366,7 @@ struct GroupedExpertsFn {
       }
     });
     parallel_for(0, a * i, 4096, [&](int64_t lo, int64_t hi) {
-      kernels::swiglu_f32(gd + lo, ud + lo, ad + lo, hi - lo);
+      kernels::swiglu_f32(gd + lo, ud + lo, ad + lo, hi - lo, p.swiglu_limit);
     });
     const int32_t* ends = p.group_end.data();
     kernels::grouped_gemm_f32(false, e, ends, i, h, dyd, h, ptrs(dwn).data(), i, 0.0f,
@@ -369,7 +374,8 @@ struct GroupedExpertsFn {
     const float* dad = dact.data<float>();
     float *dgd = dg.data<float>(), *dud = du.data<float>();
     parallel_for(0, a * i, 4096, [&](int64_t lo, int64_t hi) {
-      kernels::swiglu_backward_f32(gd + lo, ud + lo, dad + lo, dgd + lo, dud + lo, hi - lo);
+      kernels::swiglu_backward_f32(gd + lo, ud + lo, dad + lo, dgd + lo, dud + lo, hi - lo,
+                                   p.swiglu_limit);
     });
     // Weight gradients: one [out, in] matrix per expert, zero for unused experts.
     auto wgrad = [&](int64_t first, int64_t rows, int64_t cols, const float* lhs,
@@ -501,7 +507,7 @@ Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count
 
 Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,
                        const std::vector<Tensor>& gate_w, const std::vector<Tensor>& up_w,
-                       const std::vector<Tensor>& down_w) {
+                       const std::vector<Tensor>& down_w, double swiglu_limit) {
   const auto e = static_cast<int64_t>(gate_w.size());
   if (e == 0 || up_w.size() != gate_w.size() || down_w.size() != gate_w.size())
     HP_THROW(ValueError, "moe", "need one gate/up/down weight per expert, got ", gate_w.size(), "/",
@@ -527,7 +533,8 @@ Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& ind
   in.insert(in.end(), gate_w.begin(), gate_w.end());
   in.insert(in.end(), up_w.begin(), up_w.end());
   in.insert(in.end(), down_w.begin(), down_w.end());
-  return autograd::apply_function<GroupedExpertsFn>(in)[0];
+  return autograd::apply_function<GroupedExpertsFn>(
+      in, swiglu_limit > 0 ? std::any(static_cast<float>(swiglu_limit)) : std::any())[0];
 }
 
 }  // namespace hp::models

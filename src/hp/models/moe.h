@@ -164,9 +164,10 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts {
 // indices [N, k] i64, and per-expert SwiGLU weights gate/up [I, hidden], down [hidden, I] (f32,
 // contiguous). Grouped GEMM forward and backward; gradients flow to x, weights and every expert
 // weight (zeros for experts no token chose). Bitwise independent of the thread count.
+// swiglu_limit > 0: the SwiGLU clamp (DeepSeek-V4: gate <= limit, |up| <= limit before silu·up).
 Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,
                        const std::vector<Tensor>& gate_w, const std::vector<Tensor>& up_w,
-                       const std::vector<Tensor>& down_w);
+                       const std::vector<Tensor>& down_w, double swiglu_limit = 0.0);
 
 // Switch/Mixtral auxiliary loss (transformers' load_balancing_loss_func without attention mask):
 // with p = softmax(logits) and f_e = (top-k assignments to e) / rows over all layers' logits,

@@ -11,8 +11,9 @@
 namespace hp::models {
 
 LayerFactory llama_layers() {
-  return {[](const ModelConfig& c, int64_t) {
-            return std::make_shared<Attention>(c, c.attention_bias, c.attention_bias, false);
+  return {[](const ModelConfig& c, int64_t layer) {
+            return std::make_shared<Attention>(c, c.attention_bias, c.attention_bias, false,
+                                               layer_sliding_window(c, layer));
           },
           [](const ModelConfig& c, int64_t) {
             return std::make_shared<GatedMLP>(c, c.intermediate_size, c.mlp_bias);
@@ -21,8 +22,9 @@ LayerFactory llama_layers() {
 
 LayerFactory qwen2_layers() {
   // Qwen2 always has q/k/v bias and never an o_proj or MLP bias.
-  return {[](const ModelConfig& c, int64_t) {
-            return std::make_shared<Attention>(c, true, false, false);
+  return {[](const ModelConfig& c, int64_t layer) {
+            return std::make_shared<Attention>(c, true, false, false,
+                                               layer_sliding_window(c, layer));
           },
           [](const ModelConfig& c, int64_t) {
             return std::make_shared<GatedMLP>(c, c.intermediate_size, false);
@@ -30,8 +32,9 @@ LayerFactory qwen2_layers() {
 }
 
 LayerFactory qwen3_layers() {
-  return {[](const ModelConfig& c, int64_t) {
-            return std::make_shared<Attention>(c, c.attention_bias, c.attention_bias, true);
+  return {[](const ModelConfig& c, int64_t layer) {
+            return std::make_shared<Attention>(c, c.attention_bias, c.attention_bias, true,
+                                               layer_sliding_window(c, layer));
           },
           [](const ModelConfig& c, int64_t) {
             return std::make_shared<GatedMLP>(c, c.intermediate_size, false);
@@ -146,8 +149,16 @@ std::vector<Architecture> builtin_architectures() {
   Architecture llama = row("LlamaForCausalLM", "llama", llama_layers());
   Architecture qwen2 = row("Qwen2ForCausalLM", "qwen2", qwen2_layers());
   qwen2.qkv_bias = true;
+  qwen2.parse_extra = parse_qwen_sliding_window;
+  qwen2.extra_json = qwen_sliding_window_json;
   Architecture qwen3 = row("Qwen3ForCausalLM", "qwen3", qwen3_layers());
   qwen3.default_head_dim = 128;  // Qwen3Config's default (Qwen3MoeConfig has none)
+  qwen3.parse_extra = parse_qwen_sliding_window;
+  qwen3.extra_json = qwen_sliding_window_json;
+  // Mistral is Llama with a sliding window on every layer.
+  Architecture mistral = row("MistralForCausalLM", "mistral", llama_layers());
+  mistral.parse_extra = parse_mistral_sliding_window;
+  mistral.extra_json = mistral_sliding_window_json;
   Architecture qwen3_moe = row("Qwen3MoeForCausalLM", "qwen3_moe", qwen3_moe_layers());
   qwen3_moe.experts_key = "num_experts";
   qwen3_moe.default_router_aux_loss_coef = 0.001;
@@ -167,7 +178,7 @@ std::vector<Architecture> builtin_architectures() {
   deepseek_v4.parse_extra = parse_deepseek_v4_fields;
   deepseek_v4.extra_json = deepseek_v4_json;
   deepseek_v4.checkpoint_name = deepseek_v4_checkpoint_name;
-  return {llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, deepseek_v4};
+  return {llama, qwen2, qwen3, qwen3_moe, mixtral, deepseek_v3, deepseek_v4, mistral};
 }
 
 // A deque: rows keep their addresses as rows are added.

@@ -77,6 +77,16 @@ const Architecture& architecture_by_short_name(const std::string& short_name);
 // The short names model.arch accepts: the rows buildable from sizes, in table order.
 std::vector<std::string> sized_architecture_names();
 
+// Sliding-window attention of the Llama family (models/sliding_window.cpp): config.json parsing
+// and writing for Mistral (sliding_window on every layer) and Qwen2 / Qwen3 (use_sliding_window,
+// sliding_window, max_window_layers or layer_types), and the window layer `layer` runs with (0:
+// full causal attention).
+void parse_mistral_sliding_window(const io::Json& j, ModelConfig& c);
+void parse_qwen_sliding_window(const io::Json& j, ModelConfig& c);
+std::string mistral_sliding_window_json(const ModelConfig& c);
+std::string qwen_sliding_window_json(const ModelConfig& c);
+int64_t layer_sliding_window(const ModelConfig& c, int64_t layer);
+
 // The Llama / Qwen2 / Qwen3 layer factories (Qwen3-MoE reuses qwen3's attention).
 LayerFactory llama_layers();
 LayerFactory qwen2_layers();

@@ -1,7 +1,9 @@
 #include "hp/models/sink_attention.h"
 
+#include <algorithm>
 #include <limits>
 
+#include "hp/ops/attention.h"
 #include "hp/ops/ops.h"
 
 namespace hp::models {
@@ -21,6 +23,24 @@ Tensor biased_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   Tensor p = softmax(scores, -1);
   if (sinks.defined()) p = narrow(p, -1, 0, p.size(-1) - 1);
   return matmul(p, v);
+}
+
+Tensor window_sink_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                             const Tensor& sinks, double scale, const Tensor& extra,
+                             const Tensor& extra_bias) {
+  AttentionOpts opts;
+  opts.scale = scale;
+  opts.window = std::max<int64_t>(window, 0);
+  opts.sinks = sinks;
+  const AttentionOut w = scaled_dot_product_attention_lse(q, k, v, opts);
+  if (!extra.defined() || extra.size(2) == 0) return w.out;
+  const int64_t n = extra.size(2);
+  Tensor s = mul(matmul(q, transpose(extra, -1, -2)), scale);  // [B, H, T, n]
+  if (extra_bias.defined())
+    s = add(s, extra_bias.dtype() == s.dtype() ? extra_bias : cast(extra_bias, s.dtype()));
+  const Tensor lse = w.lse.dtype() == s.dtype() ? w.lse : cast(w.lse, s.dtype());
+  const Tensor p = softmax(cat({s, unsqueeze(lse, -1)}, -1), -1);  // [B, H, T, n + 1]
+  return add(matmul(narrow(p, -1, 0, n), extra), mul(narrow(p, -1, n, 1), w.out));
 }
 
 Tensor sliding_window_bias(int64_t t, int64_t window, int64_t past) {

@@ -7,6 +7,7 @@
 #include "hp/fusion/mode.h"
 #include "hp/fusion/patterns.h"
 #include "hp/models/moe.h"
+#include "hp/ops/attention.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/context_parallel.h"
 
@@ -66,17 +67,27 @@ std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t) 
 }
 
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
-              bool causal, double scale, const Tensor& segments) {
-  if (!context || context->degree == 1)
-    return scaled_dot_product_attention(q, k, v, causal, scale, segments);
+              bool causal, double scale, const Tensor& segments, int64_t window) {
+  if (!context || context->degree == 1) {
+    if (window <= 0) return scaled_dot_product_attention(q, k, v, causal, scale, segments);
+    return scaled_dot_product_attention_lse(q, k, v, {causal, scale, segments, window, Tensor()})
+        .out;
+  }
+  if (window > 0)
+    HP_THROW(ValueError, "models", "sliding-window attention (window ", window,
+             ") under context parallelism is not implemented; run with context degree 1");
   if (!causal || q.size(2) != k.size(2))
     HP_THROW(ValueError, "models", "context parallelism runs causal attention over whole rows ",
              "(training); got q ", q.desc(), ", k ", k.desc(), " (incremental decoding?)");
   return context->attention(q, k, v, scale, segments);
 }
 
-Attention::Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm)
-    : heads_(c.num_attention_heads), kv_heads_(c.num_key_value_heads), head_dim_(c.head_dim) {
+Attention::Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm,
+                     int64_t window)
+    : heads_(c.num_attention_heads),
+      kv_heads_(c.num_key_value_heads),
+      head_dim_(c.head_dim),
+      window_(window) {
   const double s = c.initializer_range;
   q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.hidden_size, heads_ * head_dim_,
                                                                   qkv_bias, c.dtype, s));
@@ -141,9 +152,15 @@ Tensor Attention::forward(const Tensor& x, AttentionContext& ctx) const {
     lc.v = v.is_contiguous() ? v : contiguous(v);
     k = lc.k;
     v = lc.v;
+    if (!causal && window_ > 0 && k.size(2) > window_) {
+      // The new token sees itself and the window − 1 cached keys before it.
+      k = narrow(k, 2, k.size(2) - window_, window_);
+      v = narrow(v, 2, v.size(2) - window_, window_);
+    }
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim_));
-  Tensor o = attend(ctx.context, q, k, v, causal, scale, ctx.segments);  // [B, Hq, T, D]
+  Tensor o = attend(ctx.context, q, k, v, causal, scale, ctx.segments,
+                    causal ? window_ : 0);  // [B, Hq, T, D]
   o = reshape(transpose(o, 1, 2), {b, t, heads * head_dim_});
   return o_proj->forward(o);
 }

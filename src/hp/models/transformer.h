@@ -90,9 +90,10 @@ Tensor document_segments(const Tensor& positions);
 std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t);
 // Causal attention q [B, Hq, T, D] × k, v [B, Hkv, S, D] (`causal` false: every key visible),
 // across the context-parallel ranks when `context` is set (training: causal, S = T); within the
-// documents of `segments` (AttentionContext::segments, S = T) when defined.
+// documents of `segments` (AttentionContext::segments, S = T) when defined; `window` > 0 (causal
+// only, one rank): sliding window.
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
-              bool causal, double scale, const Tensor& segments = Tensor());
+              bool causal, double scale, const Tensor& segments = Tensor(), int64_t window = 0);
 
 class AttentionBlock : public nn::Module {
  public:
@@ -128,13 +129,14 @@ class FeedForward : public nn::Module {
 // RMSNorm of q and k before RoPE. Bias: q/k/v (`qkv_bias`), o (`o_bias`).
 class Attention : public AttentionBlock {
  public:
-  Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm);
+  // window > 0: sliding-window attention (each query sees itself and window − 1 keys before it).
+  Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm, int64_t window = 0);
   Tensor forward(const Tensor& x, AttentionContext& ctx) const override;
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
   std::shared_ptr<nn::RMSNorm> q_norm, k_norm;  // null unless qk_norm
 
  private:
-  int64_t heads_, kv_heads_, head_dim_;
+  int64_t heads_, kv_heads_, head_dim_, window_;
 };
 
 // SwiGLU: down(silu(gate(x)) · up(x)).

@@ -1,11 +1,12 @@
-// scaled_dot_product_attention: the flash kernel (f32; bf16/f16 run through f32) with its fused
-// backward, or — for f64 inputs, used by gradient checks — the same math composed from ops with a
-// materialized [T, S] softmax.
+// scaled_dot_product_attention(_lse): the flash kernel (f32; bf16/f16 run through f32) with its
+// fused backward (sliding window, sinks and the lse output included), or — for f64 inputs, used
+// by gradient checks — the same math composed from ops with a materialized [T, S] softmax.
 #include <cmath>
 
 #include "hp/autograd/node.h"
 #include "hp/core/profiler.h"
 #include "hp/kernels/cpu/attention.h"
+#include "hp/ops/attention.h"
 #include "hp/ops/ops.h"
 
 namespace hp {
@@ -19,11 +20,12 @@ kernels::AttentionStrides strides_of(const Tensor& t) {
   return {t.stride(0), t.stride(1), t.stride(2)};
 }
 
-// f64 reference path: softmax(q kᵀ · scale + causal / segment mask) v, kv heads repeated for
-// GQA. seg: contiguous i32 [B, T] or undefined. A query that sees no key gets 0 (the kernels'
-// rule).
-Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                           double scale, const Tensor& seg) {
+// f64 reference path: softmax(q kᵀ · scale + causal / window / segment mask | sinks) v, kv heads
+// repeated for GQA, and the row log-sum-exp. seg: contiguous i32 [B, T] or undefined. Without
+// sinks, a query that sees no key gets o = 0 and lse = -inf (the kernels' rule).
+AttentionOut attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                 double scale, const Tensor& seg, int64_t window,
+                                 const Tensor& sinks) {
   const int64_t B = q.size(0), Hq = q.size(1), T = q.size(2), Hkv = k.size(1), S = k.size(2),
                 D = q.size(3);
   auto repeat = [&](const Tensor& t) {
@@ -31,7 +33,6 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, bo
     return reshape(expand(unsqueeze(t, 2), {B, Hkv, Hq / Hkv, S, D}), {B, Hq, S, D});
   };
   Tensor s = mul(matmul(q, transpose(repeat(k), -1, -2)), scale);  // [B, Hq, T, S]
-  if (!causal && !seg.defined()) return matmul(softmax(s, -1), repeat(v));
   const int64_t mb = seg.defined() ? B : 1;
   Tensor mask = empty({mb, 1, T, S}, DType::f64), seen = empty({mb, 1, T, 1}, DType::f64);
   for (int64_t b = 0; b < mb; ++b)
@@ -39,20 +40,29 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, bo
       bool any = false;
       for (int64_t j = 0; j < S; ++j) {
         const bool visible =
-            (!causal || j <= i) &&
-            (!seg.defined() || seg.data<int32_t>()[b * T + i] == seg.data<int32_t>()[b * T + j]);
+            (!causal || j <= i) && (window <= 0 || i - j < window) &&
+            (!seg.defined() || seg.data<int32_t>()[b * T + i] == seg.data<int32_t>()[b * S + j]);
         mask.data<double>()[(b * T + i) * S + j] = visible ? 0.0 : -INFINITY;
         any = any || visible;
       }
       seen.data<double>()[b * T + i] = any ? 1.0 : 0.0;
     }
-  // A fully masked row: scores 0 instead of -inf (no NaN), then its output zeroed.
+  if (sinks.defined()) {
+    // The sink column keeps every row finite: softmax over [scores + mask | sink_h].
+    const Tensor z = sinks.dtype() == s.dtype() ? sinks : cast(sinks, s.dtype());
+    const Tensor full_s = cat({add(s, mask), expand(view(z, {1, Hq, 1, 1}), {B, Hq, T, 1})}, -1);
+    return {matmul(narrow(softmax(full_s, -1), -1, 0, S), repeat(v)),
+            logsumexp(full_s, {-1})};
+  }
+  // A fully masked row: scores 0 instead of -inf (no NaN), then its output zeroed, lse -inf.
   Tensor finite_mask = empty(mask.shape(), DType::f64);
   for (int64_t x = 0; x < mask.numel(); ++x) {
     const int64_t row = x / S;
     finite_mask.data<double>()[x] = seen.data<double>()[row] != 0.0 ? mask.data<double>()[x] : 0.0;
   }
-  return mul(matmul(softmax(add(s, finite_mask), -1), repeat(v)), seen);
+  const Tensor masked = add(s, finite_mask), row_seen = squeeze(seen, -1);  // [mb, 1, T]
+  return {mul(matmul(softmax(masked, -1), repeat(v)), seen),
+          add(mul(logsumexp(masked, {-1}), row_seen), log(row_seen))};
 }
 
 // segments as contiguous i32 [B, T] (checked against q and k), or undefined.
@@ -70,6 +80,11 @@ Tensor segment_ids(const Tensor& segments, const Tensor& q, const Tensor& k) {
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     std::optional<double> scale_opt, const Tensor& segments) {
+  return scaled_dot_product_attention_lse(q, k, v, {causal, scale_opt, segments, 0, Tensor()}).out;
+}
+
+AttentionOut scaled_dot_product_attention_lse(const Tensor& q, const Tensor& k, const Tensor& v,
+                                              const AttentionOpts& ao) {
   HP_PROFILE_OP("scaled_dot_product_attention");
   for (const Tensor* t : {&q, &k, &v})
     if (!t->defined() || t->dim() != 4)
@@ -81,19 +96,35 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
              " (need k == v shapes, equal B and D, Hq divisible by Hkv)");
   if (q.dtype() != k.dtype() || q.dtype() != v.dtype())
     HP_THROW(ValueError, "attention", "dtypes differ: q ", q.desc(), ", k ", k.desc(), ", v ", v.desc());
-  const double scale = scale_opt ? *scale_opt : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  const Tensor seg = segment_ids(segments, q, k);
-  if (q.dtype() == DType::f64) return attention_composite(q, k, v, causal, scale, seg);
+  if (ao.window < 0 || (ao.window > 0 && !ao.causal))
+    HP_THROW(ValueError, "attention", "window=", ao.window,
+             ao.window < 0 ? " must be >= 0" : " needs causal attention");
+  if (ao.sinks.defined() && (ao.sinks.dim() != 1 || ao.sinks.size(0) != q.size(1)))
+    HP_THROW(ValueError, "attention", "sinks must be [heads_q=", q.size(1), "], got ",
+             ao.sinks.desc());
+  const bool causal = ao.causal;
+  const double scale = ao.scale ? *ao.scale : 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  const Tensor seg = segment_ids(ao.segments, q, k);
+  if (q.dtype() == DType::f64)
+    return attention_composite(q, k, v, causal, scale, seg, ao.window, ao.sinks);
   if (q.dtype() != DType::f32) {
     // bf16/f16: compute in f32 (the cast ops carry the gradient back to the narrow dtype).
-    return cast(scaled_dot_product_attention(cast(q, DType::f32), cast(k, DType::f32),
-                                             cast(v, DType::f32), causal, scale, seg),
-                q.dtype());
+    AttentionOpts f = ao;
+    f.scale = scale;
+    f.segments = seg;
+    AttentionOut r = scaled_dot_product_attention_lse(cast(q, DType::f32), cast(k, DType::f32),
+                                                      cast(v, DType::f32), f);
+    return {cast(r.out, q.dtype()), r.lse};
   }
   const kernels::AttentionShape shape{q.size(0), q.size(1), k.size(1), q.size(2), k.size(2), q.size(3)};
+  const Tensor sinks = !ao.sinks.defined()                ? Tensor()
+                       : ao.sinks.dtype() == DType::f32 ? ao.sinks.contiguous()
+                                                        : contiguous(cast(ao.sinks, DType::f32));
   kernels::AttentionOptions opts;
   opts.causal = causal;
   opts.scale = static_cast<float>(scale);
+  opts.window = ao.window;
+  if (sinks.defined()) opts.sinks = sinks.data<float>();
   if (seg.defined())
     opts.segments = {seg.data<int32_t>(), shape.seq_q, seg.data<int32_t>(), shape.seq_kv};
   Tensor qu = unit_last(q), ku = unit_last(k), vu = unit_last(v);
@@ -103,28 +134,35 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     kernels::attention_forward(shape, opts, {qu.raw_data(), strides_of(qu)},
                                {ku.raw_data(), strides_of(ku)}, {vu.raw_data(), strides_of(vu)},
                                {o.raw_data(), strides_of(o)}, lse.data<float>());
-  if (autograd::needs_grad({q, k, v})) {
+  const DType sink_dt = ao.sinks.defined() ? ao.sinks.dtype() : DType::f32;
+  std::vector<Tensor> inputs = {q, k, v};
+  if (sinks.defined()) inputs.push_back(ao.sinks);
+  if (autograd::needs_grad(inputs)) {
     autograd::SavedTensor sq(qu), sk(ku), sv(vu), so(o), sl(lse);
-    // The ids stay alive with the closure: opts points into them.
-    autograd::record("attention", {q, k, v}, {o}, [=](const std::vector<Tensor>& g) {
+    // The ids and sinks stay alive with the closure: opts points into them.
+    autograd::record("attention", inputs, {o, lse}, [=](const std::vector<Tensor>& g) {
       (void)seg;
       Tensor qq = sq.unpack(), kk = sk.unpack(), vv = sv.unpack(), oo = so.unpack();
-      Tensor dout = unit_last(g[0]);
+      Tensor dout = unit_last(g[0]), dlse = g[1].contiguous();
       Tensor dq = empty(qq.shape(), DType::f32), dk = empty(kk.shape(), DType::f32),
              dv = empty(vv.shape(), DType::f32);
+      Tensor dz = sinks.defined() ? zeros({shape.heads_q}, DType::f32) : Tensor();
       if (dq.numel() > 0)
         kernels::attention_backward(
             shape, opts, {qq.raw_data(), strides_of(qq)}, {kk.raw_data(), strides_of(kk)},
             {vv.raw_data(), strides_of(vv)}, {oo.raw_data(), strides_of(oo)},
             sl.unpack().data<float>(), {dout.raw_data(), strides_of(dout)},
             {dq.raw_data(), strides_of(dq)}, {dk.raw_data(), strides_of(dk)},
-            {dv.raw_data(), strides_of(dv)});
+            {dv.raw_data(), strides_of(dv)}, dlse.data<float>(),
+            dz.defined() ? dz.data<float>() : nullptr);
       else
         dk.fill_(0.0), dv.fill_(0.0);
-      return std::vector<Tensor>{dq, dk, dv};
+      std::vector<Tensor> grads = {dq, dk, dv};
+      if (dz.defined()) grads.push_back(sink_dt == DType::f32 ? dz : cast(dz, sink_dt));
+      return grads;
     });
   }
-  return o;
+  return {o, lse};
 }
 
 }  // namespace hp

@@ -2,6 +2,7 @@
 // scalar fallback, both instantiations of attention_impl.h).
 #include "hp/kernels/cpu/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -82,6 +83,14 @@ void check_problem(const AttentionShape& s, const AttentionOptions& opt) {
   if (opt.dtype != DType::f32)
     HP_THROW(ValueError, "attention", "dtype ", dtype_name(opt.dtype),
              " is not supported (f32 only)");
+  if (opt.window < 0 || (opt.window > 0 && !opt.causal))
+    HP_THROW(ValueError, "attention", "window=", opt.window,
+             opt.window < 0 ? " must be >= 0 (0: no sliding window)"
+                            : " needs causal attention (a sliding window looks back only)");
+  if (opt.sinks)
+    for (int64_t h = 0; h < s.heads_q; ++h)
+      if (!std::isfinite(opt.sinks[h]))
+        HP_THROW(ValueError, "attention", "sinks[", h, "]=", opt.sinks[h], " is not finite");
 }
 
 // Both id arrays or neither; each row non-decreasing (the kernels skip blocks by binary search).
@@ -133,6 +142,10 @@ AttentionF32Args common_args(const AttentionShape& shape, const AttentionOptions
   AttentionF32Args a{};
   a.shape = shape;
   a.causal = options.causal;
+  // A window wider than both lengths hides nothing; capping it keeps the block arithmetic
+  // (k0 + nk − 1 + window) far from overflow for any int64 a config can hold.
+  a.window = std::min(options.window, shape.seq_q + shape.seq_kv);
+  a.sinks = options.sinks;
   a.seg = options.segments;
   a.scale = resolve_scale(shape, options);
   a.q = in_f32(q);
@@ -166,13 +179,17 @@ void attention_forward(const AttentionShape& shape, const AttentionOptions& opti
 void attention_backward(const AttentionShape& shape, const AttentionOptions& options,
                         AttentionInput q, AttentionInput k, AttentionInput v, AttentionInput o,
                         const float* lse, AttentionInput dout, AttentionOutput dq,
-                        AttentionOutput dk, AttentionOutput dv) {
+                        AttentionOutput dk, AttentionOutput dv, const float* dlse,
+                        float* dsinks) {
   detail::check_problem(shape, options);
+  if (options.sinks && !dsinks)
+    HP_THROW(ValueError, "attention", "sinks are given but dsinks (their gradient) is null");
   for (auto [name, x] : {std::pair{"q", q}, {"k", k}, {"v", v}, {"o", o}, {"dout", dout}})
     detail::check_input(name, x);
   for (auto [name, x] : {std::pair{"dq", dq}, {"dk", dk}, {"dv", dv}})
     detail::check_output(name, x);
   if (!lse) HP_THROW(ValueError, "attention", "lse is null");
+  if (options.sinks) std::fill(dsinks, dsinks + shape.heads_q, 0.0f);
   // seq_q == 0 still runs: dk and dv are then zero.
   if (shape.batch == 0 || (shape.seq_q == 0 && shape.seq_kv == 0)) return;
   detail::AttentionF32Args a = detail::common_args(shape, options, q, k, v);
@@ -182,6 +199,8 @@ void attention_backward(const AttentionShape& shape, const AttentionOptions& opt
   a.dk = detail::out_f32(dk);
   a.dv = detail::out_f32(dv);
   a.lse = lse;
+  a.dlse = dlse;
+  a.dsinks = options.sinks ? dsinks : nullptr;
   if (detail::use_avx2())
     detail::attention_backward_f32_avx2(a);
   else

@@ -19,6 +19,20 @@
 // lets both passes skip every key block before a query block's first document and after its last
 // one: a row of n documents of length T/n costs about 1/n of the causal work.
 //
+// Sliding window (AttentionOptions::window = W > 0, causal only): query i also needs i − j < W, so
+// it sees itself and the W − 1 keys before it (transformers' sliding_window); both passes skip key
+// blocks wholly outside the window, so the cost is O(T · W) rather than O(T · T_kv).
+//
+// Sinks (AttentionOptions::sinks, gpt-oss / DeepSeek-V4): a per-q-head logit z_h that joins each
+// row's softmax denominator but has no value: o_i = Σ_j e^{s_ij} v_j / (Σ_j e^{s_ij} + e^{z_h}).
+// lse includes it (lse_i = log(Σ_j e^{s_ij} + e^{z_h})), so a query that sees no key gets o = 0 and
+// lse = z_h. attention_backward then also writes dsinks[h] = −Σ_{b,i} e^{z_h − lse} · δ_i with
+// δ_i = do_i·o_i − dlse_i.
+//
+// lse gradient (attention_backward's dlse, [B, Hq, T], optional): the gradient of a loss that
+// also depends on lse (merging attention states over several key sets, see models/ use). It
+// enters as ds_ij = p_ij (dp_ij − δ_i), δ_i = do_i·o_i − dlse_i.
+//
 // Memory: no [T, T_kv] score matrix; forward needs O(block) scratch per work item; backward adds
 // two [B, Hq, T] f32 buffers and C partial dq sums [C, B, Hq, T, round8(D)] f32, with
 // C = min(ceil(16 / (B·Hkv)), ceil(T_kv / 64)) (1 once B·Hkv >= 16). Results do not depend on the
@@ -82,18 +96,24 @@ struct AttentionOptions {
   float scale = 0.0f;            // softmax scale; 0 means 1/sqrt(head_dim)
   DType dtype = DType::f32;      // of every operand but lse (always f32); only f32 is implemented
   AttentionSegments segments{};  // packed documents; none by default
+  int64_t window = 0;            // sliding window (causal only), 0 = none; see above
+  const float* sinks = nullptr;  // [Hq] f32 sink logits (natural-log units, unscaled) or none
 };
 
-// o = softmax(scale · q kᵀ + mask) v; lse[b, h, i] = log Σ_j exp(scale · q_i · k_j) over visible j.
+// o = softmax(scale · q kᵀ + mask) v; lse[b, h, i] = log Σ_j exp(scale · q_i · k_j) over visible j
+// (plus exp(sinks[h]) with sinks).
 void attention_forward(const AttentionShape& shape, const AttentionOptions& options,
                        AttentionInput q, AttentionInput k, AttentionInput v, AttentionOutput o,
                        float* lse);
 
-// Given the forward's o and lse and the output gradient do, writes dq, dk, dv (overwritten).
+// Given the forward's o and lse and the output gradient do (and optionally the lse gradient dlse
+// [B, Hq, T]), writes dq, dk, dv (overwritten) and, with options.sinks, dsinks [Hq] (required
+// then, overwritten).
 void attention_backward(const AttentionShape& shape, const AttentionOptions& options,
                         AttentionInput q, AttentionInput k, AttentionInput v, AttentionInput o,
                         const float* lse, AttentionInput dout, AttentionOutput dq,
-                        AttentionOutput dk, AttentionOutput dv);
+                        AttentionOutput dk, AttentionOutput dv, const float* dlse = nullptr,
+                        float* dsinks = nullptr);
 
 namespace detail {
 // exp2 used by the kernels of the active ISA (kernels/cpu/isa.h), exposed for its accuracy test:

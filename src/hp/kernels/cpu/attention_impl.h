@@ -41,12 +41,16 @@ struct HeadsView {
 struct AttentionF32Args {
   AttentionShape shape;
   bool causal;
+  int64_t window;         // sliding window (causal only), 0: none
+  const float* sinks;     // [Hq] sink logits (natural log) or null
   AttentionSegments seg;  // seg.q null: no document segments
   float scale;
   HeadsView<const float> q, k, v, o, dout;  // o, dout: backward only
   HeadsView<float> out, dq, dk, dv;         // out: forward only; dq, dk, dv: backward only
   float* lse_out;                           // [B, Hq, T], forward
   const float* lse;                         // [B, Hq, T], backward
+  const float* dlse;                        // [B, Hq, T] lse gradient, backward, or null
+  float* dsinks;                            // [Hq], backward with sinks, else null
 };
 
 void attention_forward_f32_avx2(const AttentionF32Args& a);
@@ -95,6 +99,20 @@ struct FlashAttention {
       for (int64_t c = 0; c < std::min(N, r - q_minus_k); ++c) s[r * kBlock + c] = value;
   }
 
+  // Window mask on a [kv, q] tile: s[r, c] = value where query q0 + c − key k0 + r >= window.
+  static void mask_rows_behind(float* s, int64_t M, int64_t N, int64_t q_minus_k, int64_t window,
+                               float value) {
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = std::max<int64_t>(0, r + window - q_minus_k); c < N; ++c)
+        s[r * kBlock + c] = value;
+  }
+  // Window mask on a [q, kv] tile: s[r, c] = value where query q0 + r − key k0 + c >= window.
+  static void mask_cols_behind(float* s, int64_t M, int64_t N, int64_t q_minus_k, int64_t window,
+                               float value) {
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < std::min(N, r + q_minus_k - window + 1); ++c) s[r * kBlock + c] = value;
+  }
+
   // Segment mask on a [kv, q] tile: s[r, c] = value where key r and query c (c < N) differ.
   static void mask_rows_segments(float* s, int64_t M, int64_t N, const int32_t* seg_kv,
                                  const int32_t* seg_q, float value) {
@@ -137,18 +155,22 @@ struct FlashAttention {
       float* csum = alpha + kBlock;      // [64]: this block's column sum
       pack_transposed(a.q.row(b, h, q0), a.q.s.t, nq, D, c2, qt);
       std::fill(m, m + kBlock, -FLT_MAX);
-      int64_t k_begin = 0, k_end = a.causal ? std::min(Tkv, q0 + nq) : Tkv;
+      // Keys before the window of the block's first query are masked for all of its queries.
+      int64_t k_begin = a.window > 0 ? std::max<int64_t>(0, q0 - a.window + 1) : 0;
+      int64_t k_end = a.causal ? std::min(Tkv, q0 + nq) : Tkv;
       const int32_t* sq = a.seg.q ? a.seg.q + b * a.seg.q_stride + q0 : nullptr;  // [nq]
       const int32_t* sk = a.seg.q ? a.seg.kv + b * a.seg.kv_stride : nullptr;     // [Tkv]
-      if (sq) {
+      if (sq && k_begin < k_end) {
         // Keys of documents before the block's first query or after its last are all masked.
-        k_begin = std::lower_bound(sk, sk + k_end, sq[0]) - sk;
+        k_begin = std::lower_bound(sk + k_begin, sk + k_end, sq[0]) - sk;
         k_end = std::upper_bound(sk + k_begin, sk + k_end, sq[nq - 1]) - sk;
       }
       for (int64_t k0 = k_begin; k0 < k_end; k0 += kBlock) {
         const int64_t nk = std::min(kBlock, k_end - k0);
         Ops::gemm(nk, nqp, D, a.k.row(b, hk, k0), a.k.s.t, 1, qt, kBlock, s, kBlock, false);
         if (a.causal && k0 + nk - 1 > q0) mask_rows_ahead(s, nk, nqp, q0 - k0, -INFINITY);
+        if (a.window > 0 && q0 + nq - 1 - k0 >= a.window)
+          mask_rows_behind(s, nk, nqp, q0 - k0, a.window, -INFINITY);
         if (sq && !one_segment(sq, nq, sk + k0, nk))
           mask_rows_segments(s, nk, nq, sk + k0, sq, -INFINITY);
         std::copy(m, m + kBlock, alpha);
@@ -166,6 +188,15 @@ struct FlashAttention {
       float* lse = a.lse_out + (b * sh.heads_q + h) * T + q0;
       for (int64_t i = 0; i < nq; ++i) {
         float* o = a.out.row(b, h, q0 + i);
+        if (a.sinks) {
+          // The sink joins the denominator: with M = max(m, z), L = l·2^(m−M) + 2^(z−M) (base 2).
+          const float z = a.sinks[h] * kLog2e, mx = std::max(m[i], z);
+          const float keep = std::exp2(m[i] - mx), sum = l[i] * keep + std::exp2(z - mx);
+          const float mul = keep / sum;
+          for (int64_t d = 0; d < D; ++d) o[d] = acc[i * Dp + d] * mul;
+          lse[i] = (mx + std::log2(sum)) * kLn2;
+          continue;
+        }
         if (l[i] == 0.0f) {  // segments hid every key: no attention output, no probability mass
           std::fill(o, o + D, 0.0f);
           lse[i] = -INFINITY;
@@ -181,8 +212,10 @@ struct FlashAttention {
   static void backward(const AttentionF32Args& a) {
     const AttentionShape& sh = a.shape;
     const int64_t B = sh.batch, Hq = sh.heads_q, T = sh.seq_q, D = sh.head_dim;
-    // delta[b, h, t] = Σ_d do·o and lse2 = lse · log2 e, both [B, Hq, T].
+    // delta[b, h, t] = Σ_d do·o − dlse and lse2 = lse · log2 e, both [B, Hq, T]; with sinks,
+    // sink_part[b, h] = −Σ_t e^{z_h − lse} · delta (summed over b in order below).
     std::vector<float> delta(B * Hq * T), lse2(B * Hq * T);
+    std::vector<double> sink_part(a.dsinks ? B * Hq : 0);
     parallel_blocks(B * Hq, 1, [&](int64_t bh, int64_t, int64_t) {
       const int64_t b = bh / Hq, h = bh % Hq;
       for (int64_t t = 0; t < T; ++t) {
@@ -190,10 +223,18 @@ struct FlashAttention {
         const float* g = a.dout.row(b, h, t);
         double sum = 0;
         for (int64_t d = 0; d < D; ++d) sum += static_cast<double>(o[d]) * g[d];
+        if (a.dlse) sum -= a.dlse[bh * T + t];
         delta[bh * T + t] = static_cast<float>(sum);
         lse2[bh * T + t] = a.lse[bh * T + t] * kLog2e;
+        if (a.dsinks) sink_part[bh] -= std::exp(double(a.sinks[h]) - a.lse[bh * T + t]) * sum;
       }
     });
+    if (a.dsinks)
+      for (int64_t h = 0; h < Hq; ++h) {
+        double sum = 0;
+        for (int64_t b = 0; b < B; ++b) sum += sink_part[b * Hq + h];
+        a.dsinks[h] = static_cast<float>(sum);
+      }
     fused_pass(a, delta.data(), lse2.data());
   }
 
@@ -243,12 +284,14 @@ struct FlashAttention {
         const float* kbp = rows_b(k, a.k.s.t, nk, D, kpack, ldk);
         // The q blocks that see this kv block: from its diagonal (causal) and, with segments,
         // only those holding queries of the block's documents.
+        // With a window, queries past k0 + nk − 1 + window − 1 see none of its keys.
         int64_t qb_begin = a.causal ? k0 / kBlock : 0, qb_end = nqb;
+        if (a.window > 0) qb_end = blocks(std::min(T, k0 + nk - 1 + a.window));
         const int32_t* sq = a.seg.q ? a.seg.q + b * a.seg.q_stride : nullptr;         // [T]
         const int32_t* sk = a.seg.q ? a.seg.kv + b * a.seg.kv_stride + k0 : nullptr;  // [nk]
         if (sq) {
           qb_begin = std::max(qb_begin, (std::lower_bound(sq, sq + T, sk[0]) - sq) / kBlock);
-          qb_end = blocks(std::upper_bound(sq, sq + T, sk[nk - 1]) - sq);
+          qb_end = std::min(qb_end, blocks(std::upper_bound(sq, sq + T, sk[nk - 1]) - sq));
         }
         for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
           const float* lse2_h = lse2 + (b * Hq + h) * T;
@@ -262,6 +305,8 @@ struct FlashAttention {
             Ops::gemm(nq, nkp, D, g, a.dout.s.t, 1, vt, kBlock, ds, kBlock, false);
             Ops::exp2_tile(p, kBlock, nq, nkp, c2, lse2_h + q0, nullptr, nullptr);
             if (a.causal && k0 + nk - 1 > q0) mask_cols_ahead(p, nq, nkp, q0 - k0, 0.0f);
+            if (a.window > 0 && q0 + nq - 1 - k0 >= a.window)
+              mask_cols_behind(p, nq, nkp, q0 - k0, a.window, 0.0f);
             // (Also zeroes the exp2(+inf) of queries whose lse is -inf: they see no key.)
             if (sq && !one_segment(sq + q0, nq, sk, nk))
               mask_cols_segments(p, nq, nk, sq + q0, sk, 0.0f);
