@@ -119,6 +119,9 @@ class DeepseekV4Attention : public AttentionBlock {
 };
 
 // Router + routed experts + one shared expert (DeepseekV4SparseMoeBlock).
+// Built with initialization (not loaded), a hash layer's tid2eid gives each token id k distinct
+// experts drawn uniformly from the default generator (the training seed); transformers leaves the
+// table zero (every token on expert 0) until a checkpoint fills it.
 class DeepseekV4MoE : public FeedForward {
  public:
   DeepseekV4MoE(const ModelConfig& c, bool hash);

@@ -32,12 +32,19 @@ DeepseekV4MoE::DeepseekV4MoE(const ModelConfig& c, bool hash) : c_(c), hash_(has
                                      : randn({e, c.hidden_size}, DType::f32, 0.0,
                                              c.initializer_range)
                                            .to(c.dtype));
-  if (hash)
+  if (hash) {
     // Token id → its k experts (an i64 table in the checkpoint; f32 here, exact below 2^24, and
     // never given a gradient: the router's weights come from the scores, not from the table).
-    tid2eid = g->add("tid2eid", zeros({c.vocab_size, c.num_experts_per_tok}, DType::f32));
-  else
+    // Initialized: the top k of uniform draws [V, E] per token, i.e. k distinct experts.
+    const Shape table{c.vocab_size, c.num_experts_per_tok};
+    tid2eid = g->add("tid2eid", nn::init_skipped()
+                                    ? zeros(table, DType::f32)
+                                    : cast(topk(rand({c.vocab_size, e}), c.num_experts_per_tok, -1)
+                                               .second,
+                                           DType::f32));
+  } else {
     correction_bias = g->add("e_score_correction_bias", zeros({e}, DType::f32));
+  }
   gate = register_module("gate", std::static_pointer_cast<nn::Module>(g));
   auto list = register_module("experts", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < e; ++i) {
