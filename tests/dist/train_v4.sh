@@ -4,7 +4,9 @@
 # equals the 1-rank run's within 1e-5 relative (f32 parameters and reductions; only sums of shards
 # run in another order). Some of its tensors shard unevenly over 2 ranks by the torch.chunk rule:
 # the mHC scales [3] (2 + 1 rows) and the hyper head's scale [1] (1 + 0). A run saved at 2 ranks
-# resumes at 1 rank with the uninterrupted run's losses.
+# resumes at 1 rank with the uninterrupted run's losses. With parallel.ep 2 (each MoE layer's
+# experts split over the 2 ranks, hash-routed layers included) the losses equal the 1-rank run's
+# within 1e-5 too, and a run saved at ep 2 resumes at ep 1.
 # Usage: train_v4.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
 # Byte-level ids folded below the fixture's vocabulary (128).
@@ -32,4 +34,14 @@ grep -A1 "^model.hc_head.hc_scale  f32 \[1\]" "$dir/inspect.txt" | grep -q "offs
 run saved 1 --resume auto
 grep -q "resumed from .* at step 4" "$dir/saved.log"
 compare "deepseek_v4 saved at dp_shard 2, resumed at 1 rank" "$dir/ref" "$dir/saved" 1e-5
+# Expert parallelism: each MoE layer's 4 experts over 2 ranks (2 each), the hash-routed layers
+# (tid2eid) included; saved at ep 2, resumed without EP.
+run ep2 2 --set parallel.ep=2
+compare "deepseek_v4 ep 2 vs 1 rank" "$dir/ref" "$dir/ep2" 1e-5
+run ep_saved 2 --set parallel.ep=2 --stop-after 4
+"$hp" ckpt inspect "$dir/ep_saved" > "$dir/inspect_ep.txt"
+grep -q "^model.layers.0.mlp.experts.3.down_proj.weight  f32 \[32, 16\]" "$dir/inspect_ep.txt"
+run ep_saved 2 --resume auto
+grep -q "resumed from .* at step 4" "$dir/ep_saved.log"
+compare "deepseek_v4 saved at ep 2, resumed at ep 1" "$dir/ref" "$dir/ep_saved" 1e-5
 echo "train_v4: all checks passed"

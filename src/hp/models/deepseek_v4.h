@@ -118,11 +118,13 @@ class DeepseekV4Attention : public AttentionBlock {
   mutable RotaryTables main_rope_, compress_rope_;
 };
 
-// Router + routed experts + one shared expert (DeepseekV4SparseMoeBlock).
+// Router + routed experts + one shared expert (DeepseekV4SparseMoeBlock). The routed experts run
+// through shard::routed_experts (sorted by expert, combined by index_add), so expert parallelism
+// is its exchange; always the sequential one (MegaMoE's fused experts have no SwiGLU clamp).
 // Built with initialization (not loaded), a hash layer's tid2eid gives each token id k distinct
 // experts drawn uniformly from the default generator (the training seed); transformers leaves the
 // table zero (every token on expert 0) until a checkpoint fills it.
-class DeepseekV4MoE : public FeedForward {
+class DeepseekV4MoE : public FeedForward, public ExpertParallelBlock {
  public:
   DeepseekV4MoE(const ModelConfig& c, bool hash);
   Tensor forward(const Tensor& x) const override;
@@ -138,14 +140,22 @@ class DeepseekV4MoE : public FeedForward {
 
   std::shared_ptr<nn::Module> gate;  // weight [E, D]; e_score_correction_bias [E] or tid2eid [V, k]
   Tensor gate_weight, correction_bias, tid2eid;
-  std::vector<std::shared_ptr<SwiGLUMLP>> experts;
+  std::vector<std::shared_ptr<SwiGLUMLP>> experts;  // all E; null where keep_local_experts dropped
   std::shared_ptr<SwiGLUMLP> shared_experts;
+
+  int64_t num_experts() const override { return c_.num_experts; }
+  void set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel = {}) override;
+  void keep_local_experts() override;
 
  private:
   // m's SwiGLU with the swiglu_limit clamp (gate ≤ limit, |up| ≤ limit): x [N, D] → [N, D].
   Tensor swiglu(const SwiGLUMLP& m, const Tensor& x) const;
+  // This rank's experts over rows sorted by them (shard::LocalExperts): xs [R, D] with counts[e]
+  // rows of local expert e → [R, D].
+  Tensor run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const;
   ModelConfig c_;
   bool hash_;
+  dist::CommPtr ep_;
   mutable Tensor last_router_logits_;
 };
 

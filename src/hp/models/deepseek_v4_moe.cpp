@@ -6,6 +6,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/models/deepseek_v4.h"
 #include "hp/ops/ops.h"
+#include "hp/shard/expert_parallel.h"
 
 namespace hp::models {
 
@@ -111,29 +112,38 @@ Tensor DeepseekV4MoE::forward_tokens(const Tensor& x, const AttentionContext& ct
   weights = mul(div(weights, add(sum(weights, {-1}, true), 1e-20)), c_.routed_scaling_factor);
   if (!hash_) last_router_logits_ = logits;
 
-  // Per expert in order: its rows, SwiGLU, times their weights, added back into place.
-  std::vector<std::vector<double>> rows(static_cast<size_t>(e_count)),
-      slots(static_cast<size_t>(e_count));
-  for (int64_t i = 0; i < n * k; ++i) {
-    const auto ex = static_cast<size_t>(idx[static_cast<size_t>(i)]);
-    rows[ex].push_back(double(i / k));
-    slots[ex].push_back(double(i));
-  }
-  const Tensor flat_w = reshape(weights, {n * k});
-  Tensor out = zeros({n, d}, x.dtype());
-  for (int64_t ex = 0; ex < e_count; ++ex) {
-    const auto& r = rows[static_cast<size_t>(ex)];
-    if (r.empty()) continue;
-    const auto m = static_cast<int64_t>(r.size());
-    const Tensor tok = from_vector(r, {m}, DType::i64);
-    const Tensor w = index_select(flat_w, 0, from_vector(slots[static_cast<size_t>(ex)], {m},
-                                                         DType::i64));
-    Tensor y = swiglu(*experts[static_cast<size_t>(ex)], index_select(flat, 0, tok));
-    y = mul(y, unsqueeze(w.dtype() == y.dtype() ? w : cast(w, y.dtype()), -1));
-    out = index_add(out, 0, tok, y);
-  }
+  Tensor out = shard::routed_experts(
+      flat, weights, index, e_count,
+      [this](const Tensor& xs, const std::vector<int64_t>& counts) {
+        return run_local_experts(xs, counts);
+      },
+      ep_);
   out = add(out, swiglu(*shared_experts, flat));
   return reshape(out, x.shape());
 }
+
+Tensor DeepseekV4MoE::run_local_experts(const Tensor& xs,
+                                        const std::vector<int64_t>& counts) const {
+  const shard::ExpertRange mine =
+      ep_ ? shard::local_experts(c_.num_experts, ep_->size(), ep_->rank())
+          : shard::ExpertRange{0, c_.num_experts};
+  std::vector<Tensor> parts;
+  int64_t row = 0;
+  for (int64_t e = 0; e < mine.count; ++e) {
+    const int64_t m = counts[size_t(e)];
+    if (m == 0) continue;
+    parts.push_back(swiglu(*experts[size_t(mine.first + e)], narrow(xs, 0, row, m)));
+    row += m;
+  }
+  if (parts.empty()) return xs;  // [0, D]: no rows reached this rank's experts
+  return parts.size() == 1 ? parts[0] : cat(parts, 0);
+}
+
+void DeepseekV4MoE::set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel) {
+  check_all_experts_held(experts);
+  ep_ = std::move(ep);
+}
+
+void DeepseekV4MoE::keep_local_experts() { drop_nonlocal_experts(*this, experts, ep_); }
 
 }  // namespace hp::models

@@ -169,11 +169,11 @@ std::set<std::string> apply_expert_parallel(models::CausalLM& model, const Layou
   if (l.ep == 1) return dropped;
   for (const auto& [fqn, t] : model.named_parameters()) dropped.insert(fqn);
   // Found first: dropping experts frees modules named_modules() lists.
-  std::vector<std::pair<std::string, models::MoEBlock*>> blocks;
+  std::vector<std::pair<std::string, models::ExpertParallelBlock*>> blocks;
   for (auto& [fqn, m] : model.named_modules())
-    if (auto* moe = dynamic_cast<models::MoEBlock*>(m)) blocks.emplace_back(fqn, moe);
+    if (auto* moe = dynamic_cast<models::ExpertParallelBlock*>(m)) blocks.emplace_back(fqn, moe);
   for (auto& [fqn, moe] : blocks) {
-    const int64_t e = moe->options().num_experts;
+    const int64_t e = moe->num_experts();
     if (shard::local_experts(e, l.ep, l.ep - 1).count == 0)
       HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " leaves an ep rank without an ",
                "expert (", fqn, " has ", e, " experts, in chunks of ", (e + l.ep - 1) / l.ep, ")");
