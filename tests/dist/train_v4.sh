@@ -6,7 +6,8 @@
 # the mHC scales [3] (2 + 1 rows) and the hyper head's scale [1] (1 + 0). A run saved at 2 ranks
 # resumes at 1 rank with the uninterrupted run's losses. With parallel.ep 2 (each MoE layer's
 # experts split over the 2 ranks, hash-routed layers included) the losses equal the 1-rank run's
-# within 1e-5 too, and a run saved at ep 2 resumes at ep 1.
+# within 1e-5 too, and a run saved at ep 2 resumes at ep 1; likewise at parallel.tp 2 (attention
+# split by heads and output groups), while tp 4 (o_groups 2) fails naming both numbers.
 # Usage: train_v4.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
 # Byte-level ids folded below the fixture's vocabulary (128).
@@ -44,4 +45,16 @@ grep -q "^model.layers.0.mlp.experts.3.down_proj.weight  f32 \[32, 16\]" "$dir/i
 run ep_saved 2 --resume auto
 grep -q "resumed from .* at step 4" "$dir/ep_saved.log"
 compare "deepseek_v4 saved at ep 2, resumed at ep 1" "$dir/ref" "$dir/ep_saved" 1e-5
+# Tensor parallelism (models/deepseek_v4_tp.cpp): attention by query heads and whole output groups
+# (4 heads, o_groups 2 → 2 heads / 1 group per rank), the shared K = V head and compressors
+# replicated, vocabulary-parallel ends; saved at tp 2, resumed at tp 1.
+run tp2 2 --set parallel.tp=2
+compare "deepseek_v4 tp 2 vs 1 rank" "$dir/ref" "$dir/tp2" 1e-5
+run tp_saved 2 --set parallel.tp=2 --stop-after 4
+run tp_saved 1 --resume auto
+grep -q "resumed from .* at step 4" "$dir/tp_saved.log"
+compare "deepseek_v4 saved at tp 2, resumed at 1 rank" "$dir/ref" "$dir/tp_saved" 1e-5
+# o_groups 2 cannot split over 4 ranks without mixing ranks' heads inside a group.
+expect_error tp4 4 "parallel.tp = 4 must divide num_attention_heads (4) and o_groups (2)" \
+  --set parallel.tp=4
 echo "train_v4: all checks passed"

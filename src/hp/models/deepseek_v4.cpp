@@ -186,7 +186,9 @@ Tensor DeepseekV4Attention::forward(const Tensor& x, AttentionContext& ctx) cons
       ctx.positions.defined())
     HP_THROW(ValueError, "deepseek_v4",
              "context parallelism and packed documents are not supported for DeepSeek-V4");
-  const int64_t b = x.size(0), t = x.size(1), h = heads_, d = head_dim_;
+  // h: this rank's heads (all of them unless a tensor-parallel plan split q_b_proj, sinks and the
+  // output projection's groups: models/deepseek_v4_tp.cpp).
+  const int64_t b = x.size(0), t = x.size(1), d = head_dim_, h = q_b_proj->weight.size(0) / d;
   auto [cos, sin] =
       (type_ == kSlidingAttention ? main_rope_ : compress_rope_).get(0, t, DType::f32);
 
@@ -212,7 +214,7 @@ Tensor DeepseekV4Attention::forward(const Tensor& x, AttentionContext& ctx) cons
   // K = V carried RoPE into the output's rope slice: rotate it back by the query's angle.
   o = rotate_trailing(o, cos, neg(sin), true, 2);  // [B, H, T, d]
   // Grouped output projection: [g, B·T, H·d / g] · per-group [H·d / g, o_lora] → [B, T, g·o_lora].
-  const int64_t g = groups_, in = h * d / g, rank = o_a_proj->weight.size(0) / g;
+  const int64_t g = groups_ * h / heads_, in = h * d / g, rank = o_a_proj->weight.size(0) / g;
   Tensor og = reshape(permute(reshape(transpose(o, 1, 2), {b, t, g, in}), {2, 0, 1, 3}),
                       {g, b * t, in});
   Tensor wa = transpose(view(o_a_proj->weight, {g, rank, in}), 1, 2);

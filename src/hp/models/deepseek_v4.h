@@ -32,7 +32,8 @@
 //    deepseek_v4_checkpoint_name maps them to the names save_pretrained writes (attn.indexer.wq_b,
 //    ffn.experts.<e>.w1, hc_attn_fn, head.weight, ...). tid2eid is kept as an f32 tensor that
 //    never gets a gradient (exact for expert ids < 2^24).
-//  * Not built: generation caches (the compressors' rolling state), tensor parallelism.
+//  * Not built: generation caches (the compressors' rolling state). Tensor parallelism:
+//    deepseek_v4_tp_plan (models/tp_plan.h); the attention reads its head count from q_b_proj.
 #pragma once
 
 #include <memory>

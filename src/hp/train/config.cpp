@@ -548,7 +548,7 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                                  std::to_string(m.heads) + ")");
     const std::pair<const char*, int64_t> split_by_tp[] = {
         {"model.heads", m.heads},
-        {"model.kv_heads", m.kv_heads},
+        {"model.kv_heads", arch && arch->shared_kv_head ? 0 : m.kv_heads},
         {"model.intermediate", m.experts > 0 ? 0 : m.intermediate}};
     for (auto [name, v] : split_by_tp)
       if (complete && c.parallel.tp >= 1 && v % c.parallel.tp != 0)  // tp < 1: its own error
