@@ -323,12 +323,12 @@ TEST(Trainer, DeepseekV4FromSizesTrainsAndExports) {
       "model: {arch: deepseek_v4, hidden: 64, layers: 4, heads: 8, kv_heads: 1, head_dim: 16, "
       "intermediate: 32, vocab: 128, experts: 4, experts_per_token: 2}\ndata: {path: " +
       tokens +
-      ", format: tokens_u16}\ntraining: {steps: 3, batch_size: 2, seq_len: 32, seed: 5, "
-      "mixed_precision: f32}\noptimizer: {lr: 0.003}\nmetrics: {progress: none}\nrun: {dir: " +
+      ", format: tokens_u16}\ntraining: {steps: 8, batch_size: 2, seq_len: 32, seed: 5, "
+      "mixed_precision: f32}\noptimizer: {lr: 0.01}\nmetrics: {progress: none}\nrun: {dir: " +
       dir + "/run}\n";
   const Config cfg = parse_config(yaml, "v4_sizes.yaml");
   const TrainResult r = quiet_train(cfg);
-  ASSERT_EQ(r.steps.size(), 3u);
+  ASSERT_EQ(r.steps.size(), 8u);
   for (const auto& s : r.steps) EXPECT_TRUE(std::isfinite(s.loss));
   EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
 
