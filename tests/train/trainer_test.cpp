@@ -338,11 +338,10 @@ TEST(Trainer, DeepseekV4FromSizesTrainsAndExports) {
   auto exported = models::load_model(out, DType::f32);
   const models::ModelConfig& c = exported->config();
   EXPECT_EQ(c.architecture, "DeepseekV4ForCausalLM");
-  EXPECT_EQ(c.layer_types,
-            (std::vector<std::string>{"heavily_compressed_attention", "heavily_compressed_attention",
-                                      "heavily_compressed_attention",
-                                      "compressed_sparse_attention"}));
-  EXPECT_EQ(c.mlp_layer_types, (std::vector<std::string>{"hash_moe", "hash_moe", "hash_moe", "moe"}));
+  const std::string hca = "heavily_compressed_attention", csa = "compressed_sparse_attention";
+  EXPECT_EQ(c.layer_types, (std::vector<std::string>{hca, hca, hca, csa}));
+  EXPECT_EQ(c.mlp_layer_types,
+            (std::vector<std::string>{"hash_moe", "hash_moe", "hash_moe", "moe"}));
   EXPECT_EQ(c.hc_mult, 4);
   EXPECT_EQ(c.q_lora_rank, 1024);
   EXPECT_EQ(c.o_groups, 8);

@@ -35,7 +35,8 @@ namespace {
 class OutputEntersRegion : public shard::ParallelStyle {
  public:
   void check(nn::Module&, const shard::StyleContext&) const override {}
-  void apply(nn::Module& m, const shard::StyleContext& ctx, shard::ShardedParameters&) const override {
+  void apply(nn::Module& m, const shard::StyleContext& ctx,
+             shard::ShardedParameters&) const override {
     dist::CommPtr comm = ctx.mesh->axis_comm(ctx.axis);
     m.set_forward_wrapper([comm](const Tensor& x, const nn::Module::ForwardFn& inner) {
       return shard::copy_to_region(inner(x), comm);
@@ -90,7 +91,8 @@ shard::ShardingPlan deepseek_v4_tp_plan(const ModelConfig& c, bool sequence_para
   auto enters = std::make_shared<OutputEntersRegion>();
   ShardingPlan plan{
       {"*self_attn", std::make_shared<SinksByHead>(c.o_groups)},
-      {"*self_attn.q_b_proj", std::make_shared<ColwiseParallel>(c.head_dim, Placement{Replicate{}})},
+      {"*self_attn.q_b_proj",
+       std::make_shared<ColwiseParallel>(c.head_dim, Placement{Replicate{}})},
       {"*self_attn.kv_norm", enters},
       // Applied by weight in the grouped projection (no forward wrapper runs): rows split only.
       {"*self_attn.o_a_proj", std::make_shared<ColwiseParallel>(c.o_lora_rank, std::nullopt)},
