@@ -298,8 +298,13 @@ TEST(Config, ArchChoicesComeFromTheArchitectureTable) {
   EXPECT_EQ(error_of(kValid, {"model.arch=mixtral"}),
             "[config] run.yaml: model.experts: must be >= 1 with model.arch mixtral");
   EXPECT_EQ(error_of(kValid, {"model.experts=4", "model.experts_per_token=2"}),
-            "[config] --set model.experts=4: model.experts: needs model.arch qwen3_moe or "
-            "mixtral, got 'llama'");
+            "[config] --set model.experts=4: model.experts: needs model.arch qwen3_moe, "
+            "mixtral or deepseek_v4, got 'llama'");
+  // DeepSeek-V4 from sizes: one K = V head shared by every query head.
+  EXPECT_EQ(error_of(kValid, {"model.arch=deepseek_v4", "model.experts=4",
+                              "model.experts_per_token=2"}),
+            "[config] run.yaml:6: model.kv_heads: must be 1 with model.arch deepseek_v4 (one "
+            "key/value head shared by every query head), got 2");
   EXPECT_EQ(parse_config(kValid, "run.yaml",
                          {"model.arch=qwen3_moe", "model.experts=4", "model.experts_per_token=2"})
                 .model.experts,

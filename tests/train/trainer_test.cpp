@@ -10,11 +10,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <unistd.h>
 
 #include "corpus.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/checkpoint/export.h"
 #include "hp/core/error.h"
+#include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
 #include "hp/models/registry.h"
 #include "hp/models/transformer.h"
@@ -307,6 +309,70 @@ TEST(Trainer, DeepseekV4TrainsWithRecomputeAndMxfp8) {
   ASSERT_EQ(mx.steps.size(), plain.steps.size());
   for (size_t i = 0; i < mx.steps.size(); ++i)
     EXPECT_NEAR(mx.steps[i].loss, plain.steps[i].loss, 0.05 * plain.steps[i].loss) << i;
+}
+
+// DeepSeek-V4 from sizes (model.arch deepseek_v4): the size keys plus DeepseekV4Config's defaults
+// for everything else (4 layers: HCA, HCA, HCA, CSA attention; hash_moe × 3 then moe; hc_mult 4;
+// q_lora_rank / o_lora_rank 1024, o_groups 8, index_topk 512, ...). The hash layers' tid2eid tables
+// are drawn from the seed (k distinct experts per token id, the same for the same seed); the run
+// trains, and its export reloads in hp equal to the checkpoint and with the same config.
+TEST(Trainer, DeepseekV4FromSizesTrainsAndExports) {
+  const std::string dir = run_dir("v4_sizes_" + std::to_string(getpid()));
+  const std::string tokens = folded_tokens(dir, 128);
+  const std::string yaml =
+      "model: {arch: deepseek_v4, hidden: 64, layers: 4, heads: 8, kv_heads: 1, head_dim: 16, "
+      "intermediate: 32, vocab: 128, experts: 4, experts_per_token: 2}\ndata: {path: " +
+      tokens +
+      ", format: tokens_u16}\ntraining: {steps: 8, batch_size: 2, seq_len: 32, seed: 5, "
+      "mixed_precision: f32}\noptimizer: {lr: 0.01}\nmetrics: {progress: none}\nrun: {dir: " +
+      dir + "/run}\n";
+  const Config cfg = parse_config(yaml, "v4_sizes.yaml");
+  const TrainResult r = quiet_train(cfg);
+  ASSERT_EQ(r.steps.size(), 8u);
+  for (const auto& s : r.steps) EXPECT_TRUE(std::isfinite(s.loss));
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss);
+
+  const std::string out = dir + "/hf";
+  checkpoint::export_hf(r.last_checkpoint, out, 2'000'000'000, false, std::nullopt,
+                        models::checkpoint_names(r.last_checkpoint));
+  auto exported = models::load_model(out, DType::f32);
+  const models::ModelConfig& c = exported->config();
+  EXPECT_EQ(c.architecture, "DeepseekV4ForCausalLM");
+  const std::string hca = "heavily_compressed_attention", csa = "compressed_sparse_attention";
+  EXPECT_EQ(c.layer_types, (std::vector<std::string>{hca, hca, hca, csa}));
+  EXPECT_EQ(c.mlp_layer_types,
+            (std::vector<std::string>{"hash_moe", "hash_moe", "hash_moe", "moe"}));
+  EXPECT_EQ(c.hc_mult, 4);
+  EXPECT_EQ(c.q_lora_rank, 1024);
+  EXPECT_EQ(c.o_groups, 8);
+  EXPECT_EQ(c.index_topk, 512);
+  EXPECT_EQ(c.compress_rate_hca, 128);
+  EXPECT_EQ(c.qk_rope_head_dim, 2);  // head_dim 16 × 64 / 512
+  EXPECT_EQ(c.moe_intermediate_size, 32);
+  checkpoint::Metadata meta = checkpoint::read_metadata(r.last_checkpoint);
+  for (const auto& [fqn, t] : exported->named_parameters()) {
+    Tensor saved = zeros(t.shape());
+    checkpoint::load(meta, {checkpoint::Chunk{fqn, saved, t.shape(),
+                                              std::vector<int64_t>(t.shape().size(), 0)}});
+    EXPECT_LE(sum(abs(sub(saved, t))).item(), 1e-6) << fqn;
+  }
+
+  // The hash table: k distinct expert ids per token, from the seed.
+  auto table = [&](uint64_t seed) {
+    manual_seed(seed);
+    for (const auto& [fqn, t] : models::build_model(c)->named_parameters())
+      if (fqn == "model.layers.0.mlp.gate.tid2eid") return contiguous(t).to_vector();
+    return std::vector<double>{};
+  };
+  const std::vector<double> a = table(5), b = table(5), other = table(6);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, other);
+  ASSERT_EQ(a.size(), 128u * 2u);
+  for (size_t v = 0; v < 128; ++v) {
+    EXPECT_NE(a[2 * v], a[2 * v + 1]) << v;
+    for (size_t j = 0; j < 2; ++j) EXPECT_TRUE(a[2 * v + j] >= 0 && a[2 * v + j] < 4) << v;
+  }
+  fs::remove_all(dir);
 }
 
 // Recompute changes memory, not numbers: bitwise the same losses, and full recompute holds well

@@ -188,7 +188,9 @@ DeepseekV4Attention::DeepseekV4Attention(const ModelConfig& c, int64_t layer)
 
 DeepseekV4Attention::Projected DeepseekV4Attention::project(const Tensor& x, const Tensor& cos,
                                                             const Tensor& sin) const {
-  const int64_t b = x.size(0), t = x.size(1), h = heads_, d = head_dim_;
+  // h: this rank's heads (all of them unless a tensor-parallel plan split q_b_proj, sinks and the
+  // output projection's groups: models/deepseek_v4_tp.cpp).
+  const int64_t b = x.size(0), t = x.size(1), d = head_dim_, h = q_b_proj->weight.size(0) / d;
   Projected p;
   p.q_res = q_a_norm->forward(q_a_proj->forward(x));  // [B, T, q_lora_rank]
   Tensor q = rms_norm(view(q_b_proj->forward(p.q_res), {b, t, h, d}), Tensor(), eps_);
@@ -231,11 +233,11 @@ Tensor DeepseekV4Attention::forward(const Tensor& x, AttentionContext& ctx) cons
 
 Tensor DeepseekV4Attention::project_out(const Tensor& attn, const Tensor& cos,
                                         const Tensor& sin) const {
-  const int64_t b = attn.size(0), t = attn.size(2), h = heads_, d = head_dim_;
+  const int64_t b = attn.size(0), h = attn.size(1), t = attn.size(2), d = head_dim_;
   // K = V carried RoPE into the output's rope slice: rotate it back by the query's angle.
   Tensor o = rotate_trailing(attn, cos, neg(sin), true, 2);  // [B, H, T, d]
   // Grouped output projection: [g, B·T, H·d / g] · per-group [H·d / g, o_lora] → [B, T, g·o_lora].
-  const int64_t g = groups_, in = h * d / g, rank = o_a_proj->weight.size(0) / g;
+  const int64_t g = groups_ * h / heads_, in = h * d / g, rank = o_a_proj->weight.size(0) / g;
   Tensor og = reshape(permute(reshape(transpose(o, 1, 2), {b, t, g, in}), {2, 0, 1, 3}),
                       {g, b * t, in});
   Tensor wa = transpose(view(o_a_proj->weight, {g, rank, in}), 1, 2);

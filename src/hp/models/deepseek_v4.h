@@ -38,7 +38,8 @@
 //    LayerCache::state each compressor's V4CompressorState (the incomplete window's projections,
 //    the last complete window's first series for CSA's overlap, the entries emitted so far; the
 //    indexer's compressor likewise), so a step costs O(window + entries), not a re-forward.
-//  * Not built: tensor parallelism.
+//  * Tensor parallelism: deepseek_v4_tp_plan (models/tp_plan.h); the attention reads its head
+//    count from q_b_proj.
 #pragma once
 
 #include <memory>
@@ -161,10 +162,16 @@ class DeepseekV4Attention : public AttentionBlock {
 };
 
 // Router + routed experts + one shared expert (DeepseekV4SparseMoeBlock).
-// Routed experts: the fused f32 grouped GEMM (grouped_experts, models/moe.h, clamp fused) or, once
-// a grouped kernel is set (nn::GroupedExperts; MXFP8's mx/convert.h), three kernel calls over the
-// experts' stacked weights with the clamp and SwiGLU as ops.
-class DeepseekV4MoE : public FeedForward, public nn::GroupedExperts {
+// Routed experts: without expert parallelism the fused f32 grouped GEMM (grouped_experts,
+// models/moe.h, clamp fused) or, once a grouped kernel is set (nn::GroupedExperts; MXFP8's
+// mx/convert.h), three kernel calls over the experts' stacked weights with the clamp and SwiGLU as
+// ops; under expert parallelism shard::routed_experts (sorted by expert, combined by index_add)
+// with its sequential exchange (MegaMoE's fused experts have no SwiGLU clamp), the local experts
+// through the grouped kernel when one is set, else one at a time.
+// Built with initialization (not loaded), a hash layer's tid2eid gives each token id k distinct
+// experts drawn uniformly from the default generator (the training seed); transformers leaves the
+// table zero (every token on expert 0) until a checkpoint fills it.
+class DeepseekV4MoE : public FeedForward, public nn::GroupedExperts, public ExpertParallelBlock {
  public:
   DeepseekV4MoE(const ModelConfig& c, bool hash);
   Tensor forward(const Tensor& x) const override;
@@ -182,15 +189,23 @@ class DeepseekV4MoE : public FeedForward, public nn::GroupedExperts {
 
   std::shared_ptr<nn::Module> gate;  // weight [E, D]; e_score_correction_bias [E] or tid2eid [V, k]
   Tensor gate_weight, correction_bias, tid2eid;
-  std::vector<std::shared_ptr<SwiGLUMLP>> experts;
+  std::vector<std::shared_ptr<SwiGLUMLP>> experts;  // all E; null where keep_local_experts dropped
   std::shared_ptr<SwiGLUMLP> shared_experts;
+
+  int64_t num_experts() const override { return c_.num_experts; }
+  void set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel = {}) override;
+  void keep_local_experts() override;
 
  private:
   // m's SwiGLU with the swiglu_limit clamp (gate ≤ limit, |up| ≤ limit): x [N, D] → [N, D].
   Tensor swiglu(const SwiGLUMLP& m, const Tensor& x) const;
+  // This rank's experts over rows sorted by them (shard::LocalExperts): xs [R, D] with counts[e]
+  // rows of local expert e → [R, D].
+  Tensor run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const;
   ModelConfig c_;
   bool hash_;
   nn::GroupedKernel grouped_kernel_;
+  dist::CommPtr ep_;
   mutable Tensor last_router_logits_;
 };
 

@@ -134,8 +134,9 @@ void parse_deepseek_v4_fields(const io::Json& j, ModelConfig& c) {
   if (c.qk_rope_head_dim <= 0 || c.qk_rope_head_dim % 2 != 0 || c.qk_rope_head_dim > c.head_dim ||
       c.qk_rope_head_dim > c.index_head_dim)
     fail(j, "partial_rotary_factor",
-         "head_dim × factor = " + std::to_string(c.qk_rope_head_dim) +
-             " must be even, > 0 and at most head_dim and index_head_dim");
+         "head_dim (" + std::to_string(c.head_dim) + ") × " + nlohmann::json(partial).dump() +
+             " = " + std::to_string(c.qk_rope_head_dim) +
+             " rotary channels must be even, > 0 and at most head_dim and index_head_dim");
 
   // rope_parameters {"main": ..., "compress": ...}: main is plain RoPE at rope_theta, compress
   // (compress_rope_theta, maybe yarn with attention_factor 1) serves the CSA / HCA layers.

@@ -42,12 +42,19 @@ DeepseekV4MoE::DeepseekV4MoE(const ModelConfig& c, bool hash) : c_(c), hash_(has
                                      : randn({e, c.hidden_size}, DType::f32, 0.0,
                                              c.initializer_range)
                                            .to(c.dtype));
-  if (hash)
+  if (hash) {
     // Token id → its k experts (an i64 table in the checkpoint; f32 here, exact below 2^24, and
     // never given a gradient: the router's weights come from the scores, not from the table).
-    tid2eid = g->add("tid2eid", zeros({c.vocab_size, c.num_experts_per_tok}, DType::f32));
-  else
+    // Initialized: the top k of uniform draws [V, E] per token, i.e. k distinct experts.
+    const Shape table{c.vocab_size, c.num_experts_per_tok};
+    tid2eid = g->add("tid2eid", nn::init_skipped()
+                                    ? zeros(table, DType::f32)
+                                    : cast(topk(rand({c.vocab_size, e}), c.num_experts_per_tok, -1)
+                                               .second,
+                                           DType::f32));
+  } else {
     correction_bias = g->add("e_score_correction_bias", zeros({e}, DType::f32));
+  }
   gate = register_module("gate", std::static_pointer_cast<nn::Module>(g));
   auto list = register_module("experts", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < e; ++i) {
@@ -110,41 +117,73 @@ Tensor DeepseekV4MoE::forward_tokens(const Tensor& x, const AttentionContext& ct
   weights = mul(div(weights, add(sum(weights, {-1}, true), 1e-20)), c_.routed_scaling_factor);
   if (!hash_) last_router_logits_ = logits;
 
-  if (grouped_kernel_) {
-    // Rows sorted by expert (shard/expert_parallel.h), the kernel over the stacked weights.
-    auto local = [&](const Tensor& xs, const std::vector<int64_t>& counts) {
-      std::vector<int32_t> ends(counts.size());
-      int64_t end = 0;
-      for (size_t ex = 0; ex < counts.size(); ++ex) ends[ex] = static_cast<int32_t>(end += counts[ex]);
-      const Tensor group_ends = from_data<int32_t>(ends, {e_count});
-      auto stacked = [&](std::shared_ptr<nn::Linear> SwiGLUMLP::*proj) {  // [E, out, in]
-        std::vector<Tensor> w;
-        for (const auto& ex : experts) w.push_back((*ex.*proj)->weight);
-        return stack(w, 0);
-      };
-      const Tensor act =
-          clamped_swiglu(grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::gate_proj)),
-                         grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::up_proj)),
-                         c_.swiglu_limit);
-      return grouped_kernel_(act, group_ends, stacked(&SwiGLUMLP::down_proj));
-    };
-    const Tensor routed = shard::routed_experts(flat, weights, index, e_count, local, nullptr);
-    return reshape(add(routed, swiglu(*shared_experts, flat)), x.shape());
+  Tensor out;
+  if (grouped_kernel_ || ep_) {
+    // Rows sorted by expert and exchanged under EP (shard/expert_parallel.h).
+    out = shard::routed_experts(
+        flat, weights, index, e_count,
+        [this](const Tensor& xs, const std::vector<int64_t>& counts) {
+          return run_local_experts(xs, counts);
+        },
+        ep_);
+  } else {
+    // The routed experts as one grouped GEMM over the assignments sorted by expert
+    // (models/moe.h), the SwiGLU clamp fused in; f32 inside.
+    const bool f32 = x.dtype() == DType::f32 && c_.dtype == DType::f32;
+    auto as_f32 = [&](const Tensor& t) { return t.dtype() == DType::f32 ? t : cast(t, DType::f32); };
+    std::vector<Tensor> gw, uw, dw;
+    for (const auto& ex : experts) {
+      gw.push_back(as_f32(ex->gate_proj->weight));
+      uw.push_back(as_f32(ex->up_proj->weight));
+      dw.push_back(as_f32(ex->down_proj->weight));
+    }
+    out = grouped_experts(as_f32(flat), weights, index, gw, uw, dw, c_.swiglu_limit);
+    if (!f32) out = cast(out, x.dtype());
   }
-  // The routed experts as one grouped GEMM over the assignments sorted by expert (models/moe.h),
-  // the SwiGLU clamp fused in; f32 inside.
-  const bool f32 = x.dtype() == DType::f32 && c_.dtype == DType::f32;
-  auto as_f32 = [&](const Tensor& t) { return t.dtype() == DType::f32 ? t : cast(t, DType::f32); };
-  std::vector<Tensor> gw, uw, dw;
-  for (const auto& ex : experts) {
-    gw.push_back(as_f32(ex->gate_proj->weight));
-    uw.push_back(as_f32(ex->up_proj->weight));
-    dw.push_back(as_f32(ex->down_proj->weight));
-  }
-  Tensor out = grouped_experts(as_f32(flat), weights, index, gw, uw, dw, c_.swiglu_limit);
-  if (!f32) out = cast(out, x.dtype());
   out = add(out, swiglu(*shared_experts, flat));
   return reshape(out, x.shape());
 }
+
+Tensor DeepseekV4MoE::run_local_experts(const Tensor& xs,
+                                        const std::vector<int64_t>& counts) const {
+  const shard::ExpertRange mine =
+      ep_ ? shard::local_experts(c_.num_experts, ep_->size(), ep_->rank())
+          : shard::ExpertRange{0, c_.num_experts};
+  if (grouped_kernel_) {
+    // The kernel (MXFP8) over the local experts' stacked weights [E_local, out, in].
+    std::vector<int32_t> ends(counts.size());
+    int64_t end = 0;
+    for (size_t e = 0; e < counts.size(); ++e) ends[e] = static_cast<int32_t>(end += counts[e]);
+    const Tensor group_ends = from_data<int32_t>(ends, {int64_t(counts.size())});
+    auto stacked = [&](std::shared_ptr<nn::Linear> SwiGLUMLP::*proj) {
+      std::vector<Tensor> w;
+      for (int64_t e = 0; e < mine.count; ++e)
+        w.push_back((*experts[size_t(mine.first + e)].*proj)->weight);
+      return stack(w, 0);
+    };
+    const Tensor act =
+        clamped_swiglu(grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::gate_proj)),
+                       grouped_kernel_(xs, group_ends, stacked(&SwiGLUMLP::up_proj)),
+                       c_.swiglu_limit);
+    return grouped_kernel_(act, group_ends, stacked(&SwiGLUMLP::down_proj));
+  }
+  std::vector<Tensor> parts;
+  int64_t row = 0;
+  for (int64_t e = 0; e < mine.count; ++e) {
+    const int64_t m = counts[size_t(e)];
+    if (m == 0) continue;
+    parts.push_back(swiglu(*experts[size_t(mine.first + e)], narrow(xs, 0, row, m)));
+    row += m;
+  }
+  if (parts.empty()) return xs;  // [0, D]: no rows reached this rank's experts
+  return parts.size() == 1 ? parts[0] : cat(parts, 0);
+}
+
+void DeepseekV4MoE::set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel) {
+  check_all_experts_held(experts);
+  ep_ = std::move(ep);
+}
+
+void DeepseekV4MoE::keep_local_experts() { drop_nonlocal_experts(*this, experts, ep_); }
 
 }  // namespace hp::models

@@ -426,31 +426,39 @@ struct GroupedExpertsFn {
 
 }  // namespace
 
-void MoEBlock::set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel) {
-  if (kernel.groups < 1)
-    HP_THROW(ValueError, "moe", "MegaMoE needs at least one expert group, got ", kernel.groups);
-  ep_kernel_ = kernel;
+void check_all_experts_held(const std::vector<std::shared_ptr<SwiGLUMLP>>& experts) {
   // Once keep_local_experts dropped the others, no other split can run them.
   for (const auto& e : experts)
     if (!e)
       HP_THROW(ValueError, "moe", "set_expert_parallel after keep_local_experts: this block holds ",
                "only its own experts");
-  ep_ = std::move(ep);
 }
 
-void MoEBlock::keep_local_experts() {
-  if (!ep_) HP_THROW(ValueError, "moe", "keep_local_experts needs set_expert_parallel first");
-  const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
+void drop_nonlocal_experts(nn::Module& block, std::vector<std::shared_ptr<SwiGLUMLP>>& experts,
+                           const dist::CommPtr& ep) {
+  if (!ep) HP_THROW(ValueError, "moe", "keep_local_experts needs set_expert_parallel first");
+  const auto count = static_cast<int64_t>(experts.size());
+  const shard::ExpertRange mine = shard::local_experts(count, ep->size(), ep->rank());
   nn::Module* list = nullptr;
-  for (const auto& [name, child] : children())
+  for (const auto& [name, child] : block.children())
     if (name == "experts") list = child.get();
   HP_CHECK(list != nullptr);
-  for (int64_t e = 0; e < opt_.num_experts; ++e) {
+  for (int64_t e = 0; e < count; ++e) {
     if (e >= mine.first && e < mine.first + mine.count) continue;
     if (experts[size_t(e)]) list->remove_child(std::to_string(e));
     experts[size_t(e)] = nullptr;
   }
 }
+
+void MoEBlock::set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel) {
+  if (kernel.groups < 1)
+    HP_THROW(ValueError, "moe", "MegaMoE needs at least one expert group, got ", kernel.groups);
+  check_all_experts_held(experts);
+  ep_kernel_ = kernel;
+  ep_ = std::move(ep);
+}
+
+void MoEBlock::keep_local_experts() { drop_nonlocal_experts(*this, experts, ep_); }
 
 Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const {
   const shard::ExpertRange mine =

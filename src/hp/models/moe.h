@@ -111,13 +111,37 @@ struct ExpertParallelKernel {
   int64_t groups = 2;
 };
 
+// A sparse FeedForward whose routed experts can run expert-parallel (MoEBlock; DeepseekV4MoE,
+// models/deepseek_v4.h): the parallelize step's EP (train/parallelize.h) installs the group, then
+// keeps only this rank's experts.
+class ExpertParallelBlock {
+ public:
+  virtual ~ExpertParallelBlock() = default;
+  virtual int64_t num_experts() const = 0;
+  // This rank runs only its experts (shard::local_experts over `ep`) and the assignments travel
+  // over `ep` (shard/expert_parallel.h) by `kernel` where the block supports it; null restores
+  // every expert local. Throws once keep_local_experts has dropped the others.
+  virtual void set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel) = 0;
+  // After set_expert_parallel: unregisters the experts this rank does not run and drops them from
+  // its expert list (null entries), so named_parameters(), FSDP, optimizers and checkpoints see
+  // only the local ones, still under their global FQNs `experts.<e>`. Irreversible.
+  virtual void keep_local_experts() = 0;
+};
+
+// The shared part of keep_local_experts: removes from `block`'s child list "experts" every expert
+// outside this rank's range over `ep` (non-null) and nulls it in `experts`.
+void drop_nonlocal_experts(nn::Module& block, std::vector<std::shared_ptr<SwiGLUMLP>>& experts,
+                           const dist::CommPtr& ep);
+// The check of set_expert_parallel: throws ValueError("[moe] ...") once experts were dropped.
+void check_all_experts_held(const std::vector<std::shared_ptr<SwiGLUMLP>>& experts);
+
 // A decoder layer's sparse FeedForward; remembers the router logits of its last forward so
 // CausalLM::loss can add the load-balancing loss.
 // Routed experts run as the fused f32 grouped_experts below, or, once a grouped kernel is set
 // (nn::GroupedExperts; mx/convert.h sets mx_grouped_experts), as three kernel calls over the
 // experts' weights stacked per forward into [E, out, in] (a differentiable stack: gradients reach
 // each expert's own parameters), with SwiGLU, weighting and combine as ordinary ops in x's dtype.
-class MoEBlock : public FeedForward, public nn::GroupedExperts {
+class MoEBlock : public FeedForward, public nn::GroupedExperts, public ExpertParallelBlock {
  public:
   explicit MoEBlock(const MoEOptions& opt);
   Tensor forward(const Tensor& x) const override;
@@ -131,15 +155,10 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts {
   const MoEOptions& options() const { return opt_; }
   // Top-k assignments per expert [E] in the last forward (train/expert_balance.h counts them).
   const std::vector<int64_t>& last_expert_counts() const { return last_counts_; }
-  // Expert parallelism (installed by the parallelize step): this rank runs only its experts
-  // (shard::local_experts over `ep`) and the assignments travel over `ep`
-  // (shard/expert_parallel.h) by `kernel`; null restores every expert local. Throws once
-  // keep_local_experts has dropped the others.
-  void set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel = {});
-  // After set_expert_parallel: unregisters the experts this rank does not run and drops them from
-  // `experts` (null entries), so named_parameters(), FSDP, optimizers and checkpoints see only the
-  // local ones, still under their global FQNs `experts.<e>`. Irreversible.
-  void keep_local_experts();
+  // Expert parallelism (ExpertParallelBlock), by MegaMoE or the sequential exchange.
+  int64_t num_experts() const override { return opt_.num_experts; }
+  void set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel = {}) override;
+  void keep_local_experts() override;
 
   std::shared_ptr<TopKRouter> gate;
   std::vector<std::shared_ptr<SwiGLUMLP>> experts;  // all E; null where keep_local_experts dropped

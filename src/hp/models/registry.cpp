@@ -172,8 +172,8 @@ std::vector<Architecture> builtin_architectures() {
   deepseek_v3.tp_plan = nullptr;             // no plan for MLA attention yet
   Architecture deepseek_v4 = row("DeepseekV4ForCausalLM", "deepseek_v4", deepseek_v4_layers());
   deepseek_v4.experts_key = "n_routed_experts";
-  deepseek_v4.buildable_from_sizes = false;  // layer_types, compressors, mHC: from config.json
-  deepseek_v4.tp_plan = nullptr;
+  deepseek_v4.tp_plan = deepseek_v4_tp_plan;
+  deepseek_v4.shared_kv_head = true;
   deepseek_v4.needs_intermediate_size = false;
   deepseek_v4.parse_extra = parse_deepseek_v4_fields;
   deepseek_v4.extra_json = deepseek_v4_json;

@@ -48,6 +48,9 @@ struct Architecture {
   bool qkv_bias = false;
   // Its tensor-parallel plan (models/tp_plan.h); null = tensor parallelism is not offered.
   TpPlanFn tp_plan = decoder_tp_plan;
+  // One K = V head shared by every query head, replicated under TP (DeepSeek-V4): the tp degree
+  // need not divide num_key_value_heads.
+  bool shared_kv_head = false;
   // config.json carries intermediate_size (DeepSeek-V4 has only moe_intermediate_size).
   bool needs_intermediate_size = true;
   // Family keys beyond the common ones (DeepSeek-V4: layer_types, mHC, compressors): read after

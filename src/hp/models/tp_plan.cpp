@@ -62,15 +62,21 @@ shard::ShardingPlan decoder_tp_plan(const ModelConfig& c, bool sequence_parallel
     HP_THROW(ValueError, "models", c.architecture,
              ": sequence parallelism with experts is not supported (the router would see a slice "
              "of the sequence); set parallel.sequence_parallel: false");
-  const Placement region = sequence_parallel ? Placement{Shard{1}} : Placement{Replicate{}};
   ShardingPlan plan = llama_tp_plan(c, sequence_parallel, /*mlp=*/c.num_experts == 0);
+  add_vocab_parallel_ends(plan, c, sequence_parallel);
+  return plan;
+}
+
+void add_vocab_parallel_ends(shard::ShardingPlan& plan, const ModelConfig& c,
+                             bool sequence_parallel) {
+  using namespace shard;
+  const Placement region = sequence_parallel ? Placement{Shard{1}} : Placement{Replicate{}};
   plan.emplace_back("model.embed_tokens", std::make_shared<VocabParallelEmbedding>(region));
   if (sequence_parallel) plan.emplace_back("model.norm", std::make_shared<SequenceParallel>());
   if (c.tie_word_embeddings)
     plan.emplace_back("lm_head", std::make_shared<PrepareModuleInput>(region));
   else
     plan.emplace_back("lm_head", std::make_shared<ColwiseParallel>(0, region));
-  return plan;
 }
 
 }  // namespace hp::models

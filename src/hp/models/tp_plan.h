@@ -33,6 +33,16 @@ shard::ShardingPlan llama_tp_plan(const ModelConfig& c, bool sequence_parallel =
 // experts.
 shard::ShardingPlan decoder_tp_plan(const ModelConfig& c, bool sequence_parallel);
 using TpPlanFn = shard::ShardingPlan (*)(const ModelConfig& c, bool sequence_parallel);
+// decoder_tp_plan's vocabulary-parallel ends (embedding, final norm under SP, head), appended.
+void add_vocab_parallel_ends(shard::ShardingPlan& plan, const ModelConfig& c,
+                             bool sequence_parallel);
+
+// DeepSeek-V4 (models/deepseek_v4_tp.cpp): attention split by query heads (q_b_proj colwise,
+// sinks and the grouped output projection o_a / o_b by whole o_groups, so tp must divide
+// num_attention_heads and o_groups); the shared K = V head, q_a and the compressors replicated,
+// their outputs entering the region so their gradients are summed; experts replicated; the
+// vocabulary-parallel ends. No sequence parallelism (experts).
+shard::ShardingPlan deepseek_v4_tp_plan(const ModelConfig& c, bool sequence_parallel);
 
 // The plan of c's architecture from the registry (models/registry.h); throws ValueError naming
 // the architecture when it has none (DeepSeek-V3's MLA attention).

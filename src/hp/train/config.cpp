@@ -563,7 +563,7 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                                  std::to_string(m.heads) + ")");
     const std::pair<const char*, int64_t> split_by_tp[] = {
         {"model.heads", m.heads},
-        {"model.kv_heads", m.kv_heads},
+        {"model.kv_heads", arch && arch->shared_kv_head ? 0 : m.kv_heads},
         {"model.intermediate", m.experts > 0 ? 0 : m.intermediate}};
     for (auto [name, v] : split_by_tp)
       if (complete && c.parallel.tp >= 1 && v % c.parallel.tp != 0)  // tp < 1: its own error
@@ -633,6 +633,10 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
   // (model.arch not buildable from sizes is the field's own check.)
   if (arch && arch->buildable_from_sizes && arch->moe() && m.experts < 1)
     fail("model.experts", "must be >= 1 with model.arch " + m.arch);
+  if (arch && arch->shared_kv_head && m.kv_heads != 1)
+    fail("model.kv_heads", "must be 1 with model.arch " + m.arch +
+                               " (one key/value head shared by every query head), got " +
+                               std::to_string(m.kv_heads));
   if (m.experts > 0 && (m.experts_per_token < 1 || m.experts_per_token > m.experts))
     fail("model.experts_per_token", "must be in [1, model.experts = " + std::to_string(m.experts) +
                                         "], got " + std::to_string(m.experts_per_token));

@@ -10,6 +10,7 @@
 #include "hp/kernels/cpu/isa.h"
 #include "hp/models/moe.h"
 #include "hp/models/recompute.h"
+#include "hp/models/registry.h"
 #include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
 #include "hp/mx/convert.h"
@@ -122,17 +123,20 @@ shard::ShardedParameters apply_tensor_parallel(models::CausalLM& model, const La
                                                const std::vector<PlanEntryConfig>& overrides) {
   if (l.tp == 1) return {};
   const models::ModelConfig& c = model.config();
+  // First: an architecture without a plan (DeepSeek-V3) is named before its head counts.
+  const shard::ShardingPlan arch_plan = models::tp_plan(c, sequence_parallel);
   // What the plan splits evenly (the vocabulary need not divide: its shards follow the chunk rule).
   const std::pair<const char*, int64_t> even[] = {
       {"num_attention_heads", c.num_attention_heads},
-      {"num_key_value_heads", c.num_key_value_heads},
+      {"num_key_value_heads",
+       models::architecture(c.architecture).shared_kv_head ? 0 : c.num_key_value_heads},
       {"intermediate_size", c.num_experts > 0 ? 0 : c.intermediate_size}};
   for (auto [key, v] : even)
     if (v % l.tp != 0)
       HP_THROW(ValueError, "train", "parallel.tp = ", l.tp, " does not divide the model's ", key,
                " (", v, ")");
   shard::ShardingPlan plan =
-      with_overrides(model, models::tp_plan(c, sequence_parallel), overrides, sequence_parallel);
+      with_overrides(model, arch_plan, overrides, sequence_parallel);
   if (l.pp > 1) {
     // A pipeline stage holds some of the modules the architecture's plan names.
     const auto modules = model.named_modules();
@@ -170,11 +174,11 @@ std::set<std::string> apply_expert_parallel(models::CausalLM& model, const Layou
   if (l.ep == 1) return dropped;
   for (const auto& [fqn, t] : model.named_parameters()) dropped.insert(fqn);
   // Found first: dropping experts frees modules named_modules() lists.
-  std::vector<std::pair<std::string, models::MoEBlock*>> blocks;
+  std::vector<std::pair<std::string, models::ExpertParallelBlock*>> blocks;
   for (auto& [fqn, m] : model.named_modules())
-    if (auto* moe = dynamic_cast<models::MoEBlock*>(m)) blocks.emplace_back(fqn, moe);
+    if (auto* moe = dynamic_cast<models::ExpertParallelBlock*>(m)) blocks.emplace_back(fqn, moe);
   for (auto& [fqn, moe] : blocks) {
-    const int64_t e = moe->options().num_experts;
+    const int64_t e = moe->num_experts();
     if (shard::local_experts(e, l.ep, l.ep - 1).count == 0)
       HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " leaves an ep rank without an ",
                "expert (", fqn, " has ", e, " experts, in chunks of ", (e + l.ep - 1) / l.ep, ")");

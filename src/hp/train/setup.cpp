@@ -130,6 +130,9 @@ models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab,
     c.router_aux_loss_coef = m.router_aux_loss_coef;
     c.output_router_logits = m.router_aux_loss_coef > 0;
   }
+  // The family's own config.json keys at the defaults its transformers config gives them
+  // (DeepSeek-V4: layer_types, mlp_layer_types, compress rates, hc_mult, index_topk, ...).
+  if (arch.parse_extra) arch.parse_extra(io::parse_json("{}", c.file), c);
   // Sizes whose parameter count overflows int64 can only be mistakes: name the key before any
   // allocation (which would otherwise overflow its element count).
   const models::SizeKeys keys{"model.vocab",    "model.hidden",  "model.intermediate",

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# DeepSeek-V4 (mHC streams, sliding / CSA / HCA attention, hash- and learned-routed MoE) trained
+# from the hc2 fixture directory across ranks: at parallel.dp_shard 2 (FSDP) every step's loss
+# equals the 1-rank run's within 1e-5 relative (f32 parameters and reductions; only sums of shards
+# run in another order). Some of its tensors shard unevenly over 2 ranks by the torch.chunk rule:
+# the mHC scales [3] (2 + 1 rows) and the hyper head's scale [1] (1 + 0). A run saved at 2 ranks
+# resumes at 1 rank with the uninterrupted run's losses. With parallel.ep 2 (each MoE layer's
+# experts split over the 2 ranks, hash-routed layers included) the losses equal the 1-rank run's
+# within 1e-5 too, and a run saved at ep 2 resumes at ep 1; likewise at parallel.tp 2 (attention
+# split by heads and output groups), while tp 4 (o_groups 2) fails naming both numbers.
+# Usage: train_v4.sh HP_BINARY REPO_ROOT
+source "$(dirname "$0")/../script_lib.sh" "$@"
+# Byte-level ids folded below the fixture's vocabulary (128).
+head -c 20000 "$dir/corpus.txt" |
+  perl -e 'binmode STDIN; binmode STDOUT; local $/; print pack("v*", map { $_ % 128 } unpack("C*", <STDIN>))' \
+  > "$dir/tokens.u16"
+cat > "$dir/run.yaml" <<YAML
+model: {path: $root/tests/models/fixtures/deepseek_v4_hc2}
+data: {path: $dir/tokens.u16, format: tokens_u16}
+optimizer: {name: adamw, lr: 0.003}
+training: {steps: 8, batch_size: 4, seq_len: 32, seed: 3, mixed_precision: f32}
+parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
+metrics: {log_every: 1, progress: lines}
+checkpoint: {interval: 0, save_final: false}
+YAML
+run ref 1
+run fsdp2 2
+compare "deepseek_v4 dp_shard 2 vs 1 rank" "$dir/ref" "$dir/fsdp2" 1e-5
+# Saved at 2 ranks after step 4 (uneven pieces in the checkpoint), resumed at 1 rank.
+run saved 2 --stop-after 4
+grep -q "stopped at step 4" "$dir/saved.log"
+"$hp" ckpt inspect "$dir/saved" > "$dir/inspect.txt"
+grep -A2 "^model.layers.0.attn_hc.scale  f32 \[3\]" "$dir/inspect.txt" | grep -q "offsets \[2\] *sizes \[1\]"
+grep -A1 "^model.hc_head.hc_scale  f32 \[1\]" "$dir/inspect.txt" | grep -q "offsets \[0\] *sizes \[1\]"
+run saved 1 --resume auto
+grep -q "resumed from .* at step 4" "$dir/saved.log"
+compare "deepseek_v4 saved at dp_shard 2, resumed at 1 rank" "$dir/ref" "$dir/saved" 1e-5
+# Expert parallelism: each MoE layer's 4 experts over 2 ranks (2 each), the hash-routed layers
+# (tid2eid) included; saved at ep 2, resumed without EP.
+run ep2 2 --set parallel.ep=2
+compare "deepseek_v4 ep 2 vs 1 rank" "$dir/ref" "$dir/ep2" 1e-5
+run ep_saved 2 --set parallel.ep=2 --stop-after 4
+"$hp" ckpt inspect "$dir/ep_saved" > "$dir/inspect_ep.txt"
+grep -q "^model.layers.0.mlp.experts.3.down_proj.weight  f32 \[32, 16\]" "$dir/inspect_ep.txt"
+run ep_saved 2 --resume auto
+grep -q "resumed from .* at step 4" "$dir/ep_saved.log"
+compare "deepseek_v4 saved at ep 2, resumed at ep 1" "$dir/ref" "$dir/ep_saved" 1e-5
+# Tensor parallelism (models/deepseek_v4_tp.cpp): attention by query heads and whole output groups
+# (4 heads, o_groups 2 → 2 heads / 1 group per rank), the shared K = V head and compressors
+# replicated, vocabulary-parallel ends; saved at tp 2, resumed at tp 1.
+run tp2 2 --set parallel.tp=2
+compare "deepseek_v4 tp 2 vs 1 rank" "$dir/ref" "$dir/tp2" 1e-5
+run tp_saved 2 --set parallel.tp=2 --stop-after 4
+run tp_saved 1 --resume auto
+grep -q "resumed from .* at step 4" "$dir/tp_saved.log"
+compare "deepseek_v4 saved at tp 2, resumed at 1 rank" "$dir/ref" "$dir/tp_saved" 1e-5
+# o_groups 2 cannot split over 4 ranks without mixing ranks' heads inside a group.
+expect_error tp4 4 "parallel.tp = 4 must divide num_attention_heads (4) and o_groups (2)" \
+  --set parallel.tp=4
+echo "train_v4: all checks passed"
