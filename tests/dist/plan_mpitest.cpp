@@ -142,7 +142,8 @@ void check_decoder_layer(const std::string& model_type, bool sequence_parallel =
   // 1e-5 absolute on elements near zero.
   if (sequence_parallel) target = mul(target, 1.0 / static_cast<double>(2 * T));
   models::RotaryTables rope(c, c.head_dim);
-  models::AttentionContext ctx_r{0, &rope, nullptr}, ctx_t{0, &rope, nullptr};
+  models::AttentionContext ctx_r, ctx_t;
+  ctx_r.rope = ctx_t.rope = &rope;
   // This rank's rows of a [B, T, ...] tensor (all of them without sequence parallelism).
   const auto r =
       sequence_parallel ? chunk_range(T, mesh->size(0), mesh->coordinate(0)) : ChunkRange{0, T};

@@ -95,7 +95,9 @@ TEST(MoEKernel, DeepseekV4UnfusedPathMatchesFusedClampedExperts) {
   ASSERT_EQ(kern.grads.size(), fused.grads.size());
   for (size_t i = 0; i < kern.grads.size(); ++i) {
     ASSERT_EQ(kern.grads[i].defined(), fused.grads[i].defined()) << i;
-    if (fused.grads[i].defined()) EXPECT_LT(rel_diff(kern.grads[i], fused.grads[i]), 1e-5) << i;
+    if (fused.grads[i].defined()) {
+      EXPECT_LT(rel_diff(kern.grads[i], fused.grads[i]), 1e-5) << i;
+    }
   }
   // The clamp was active: without it the output differs.
   ModelConfig unclamped = c;

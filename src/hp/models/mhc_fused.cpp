@@ -187,8 +187,11 @@ void check_mix(const Tensor& x, const Tensor& fn, const Tensor& base, const Tens
 }
 
 struct MixSaved {
-  SavedTensor x;                // [R, N, D] streams
-  Tensor fn, base, scale, w32;  // parameters (w32: the norm weight as f32; undefined: no norm)
+  SavedTensor x;  // [R, N, D] streams
+  // Parameters (w32: the norm weight as f32; undefined: no norm), through the saved-tensor hooks
+  // like the streams: under FSDP they are views of a gathered buffer that is freed after the
+  // forward and re-gathered for the backward.
+  SavedTensor fn, base, scale, w32;
   Tensor mixes;                 // [R, M] f32
   Tensor rstd;                  // [R, 2] f32: the streams' rms, the collapse's
   MhcSpec spec;
@@ -200,6 +203,8 @@ struct MixSaved {
 std::vector<Tensor> mix_backward(const MixSaved& sv, const Tensor& dpost_in, const Tensor& dcomb_in,
                                  const Tensor& dinput_in) {
   const Tensor x = sv.x.unpack();
+  const Tensor fn = sv.fn.unpack(), base = sv.base.unpack(), scale = sv.scale.unpack(),
+               w32 = sv.w32.unpack();
   const int64_t n = sv.spec.hc_mult, d = x.size(3), k = n * d, m = (2 + n) * n;
   const int64_t rows = x.numel() / k;
   const Tensor dpost = dpost_in.contiguous(), dcomb = dcomb_in.contiguous();
@@ -208,9 +213,9 @@ std::vector<Tensor> mix_backward(const MixSaved& sv, const Tensor& dpost_in, con
   const RowOps ops;
   const float* mp = sv.mixes.data<float>();
   const float* rp = sv.rstd.data<float>();
-  const float* bp = sv.base.data<float>();
-  const float* sp = sv.scale.data<float>();
-  const float* wp = sv.w32.defined() ? sv.w32.data<float>() : nullptr;
+  const float* bp = base.data<float>();
+  const float* sp = scale.data<float>();
+  const float* wp = w32.defined() ? w32.data<float>() : nullptr;
   // d mixes already scaled by the row's rms r ([R, M]: the GEMMs' left operand), and d collapse.
   Tensor dm = empty({rows, m});
   Tensor dy = empty({rows, d});
@@ -269,7 +274,7 @@ std::vector<Tensor> mix_backward(const MixSaved& sv, const Tensor& dpost_in, con
   if (sv.need_x) {
     // x gets the collapse's pre_n · d y and, through m = (x · fnᵀ) · r, G − x · r² (G · x) / K
     // with G = (d m · r) · fn: in place in G [R, K].
-    Tensor gx = matmul(dm, sv.fn);
+    Tensor gx = matmul(dm, fn);
     Tensor dx = x.dtype() == DType::f32 ? gx : empty(x.shape(), x.dtype());
     float* gp = gx.data<float>();
     parallel_for(0, rows, kRowGrain, [&](int64_t lo, int64_t hi) {
@@ -363,10 +368,10 @@ FusedMix fused_mhc_mix(const Tensor& streams, const Tensor& fn, const Tensor& ba
   if (autograd::needs_grad(inputs)) {
     auto sv = std::make_shared<MixSaved>();
     sv->x = SavedTensor(x);
-    sv->fn = fnd;
-    sv->base = bd;
-    sv->scale = sd;
-    sv->w32 = w32;
+    sv->fn = SavedTensor(fnd);
+    sv->base = SavedTensor(bd);
+    sv->scale = SavedTensor(sd);
+    sv->w32 = SavedTensor(w32);
     sv->mixes = mixes;
     sv->rstd = rstd;
     sv->spec = spec;

@@ -139,17 +139,24 @@ AttentionOut scaled_dot_product_attention_lse(const Tensor& q, const Tensor& k, 
   if (sinks.defined()) inputs.push_back(ao.sinks);
   if (autograd::needs_grad(inputs)) {
     autograd::SavedTensor sq(qu), sk(ku), sv(vu), so(o), sl(lse);
-    // The ids and sinks stay alive with the closure: opts points into them.
+    // The sinks (a parameter) go through the saved-tensor hooks like q, k, v: under FSDP the
+    // gathered storage opts.sinks points at is released after the forward, and the hooks give the
+    // re-gathered one. The ids stay alive with the closure: opts points into them.
+    const autograd::SavedTensor ssink(sinks);
+    const bool has_sinks = sinks.defined();
     autograd::record("attention", inputs, {o, lse}, [=](const std::vector<Tensor>& g) {
       (void)seg;
+      kernels::AttentionOptions bo = opts;
+      const Tensor sk_now = ssink.unpack();
+      bo.sinks = has_sinks ? sk_now.data<float>() : nullptr;
       Tensor qq = sq.unpack(), kk = sk.unpack(), vv = sv.unpack(), oo = so.unpack();
       Tensor dout = unit_last(g[0]), dlse = g[1].contiguous();
       Tensor dq = empty(qq.shape(), DType::f32), dk = empty(kk.shape(), DType::f32),
              dv = empty(vv.shape(), DType::f32);
-      Tensor dz = sinks.defined() ? zeros({shape.heads_q}, DType::f32) : Tensor();
+      Tensor dz = has_sinks ? zeros({shape.heads_q}, DType::f32) : Tensor();
       if (dq.numel() > 0)
         kernels::attention_backward(
-            shape, opts, {qq.raw_data(), strides_of(qq)}, {kk.raw_data(), strides_of(kk)},
+            shape, bo, {qq.raw_data(), strides_of(qq)}, {kk.raw_data(), strides_of(kk)},
             {vv.raw_data(), strides_of(vv)}, {oo.raw_data(), strides_of(oo)},
             sl.unpack().data<float>(), {dout.raw_data(), strides_of(dout)},
             {dq.raw_data(), strides_of(dq)}, {dk.raw_data(), strides_of(dk)},
