@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,9 +64,22 @@ inline double sgemm_attention_gflops(int reps) {
   return 2.0 * m * n * k / best / 1e9;
 }
 
-// "0.93x" or "n/a" when the peer figure is missing.
+// Seconds of fn's fastest of `reps` calls, after one warm-up call.
+inline double best_seconds(const std::function<void()>& fn, int reps) {
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// "0.93x", or "n/a" when either figure is missing (a peer that did not run: NaN or <= 0).
 inline std::string ratio_str(double ours, double ref) {
-  if (!(ref > 0) || std::isnan(ref)) return "n/a";
+  if (!(ref > 0) || !(ours > 0)) return "n/a";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2fx", ours / ref);
   return buf;

@@ -19,23 +19,7 @@
 #include "hp/models/registry.h"
 #include "hp/ops/ops.h"
 
-namespace {
-
 using namespace hp;
-
-double seconds(const std::function<void()>& fn, int reps) {
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   const int64_t seq = argc > 1 ? std::atoll(argv[1]) : 512;
@@ -67,7 +51,7 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < seq; ++i)
     idv[static_cast<size_t>(i)] = static_cast<double>((i * 7919) % c.vocab_size);
   const Tensor ids = from_vector(idv, {1, seq}, DType::i64);
-  const double t_hp = seconds([&] { model->forward(ids); }, reps);
+  const double t_hp = bench::best_seconds([&] { model->forward(ids); }, reps);
 
   // Useful FLOPs: 2 per weight per token for every matrix except the embedding gather, plus
   // causal attention 2·T²·D per q head.
@@ -78,7 +62,7 @@ int main(int argc, char** argv) {
 
   // Ceiling: OpenBLAS f32 GEMM on the MLP's up-projection shape [T, 768] · [768, 2048].
   const Tensor a = randn({seq, c.hidden_size}), w = randn({c.intermediate_size, c.hidden_size});
-  const double t_gemm = seconds([&] { linear(a, w); }, 5);
+  const double t_gemm = bench::best_seconds([&] { linear(a, w); }, 5);
   const double gemm_rate =
       2.0 * static_cast<double>(seq * c.hidden_size * c.intermediate_size) / t_gemm / 1e9;
 
@@ -101,16 +85,16 @@ int main(int argc, char** argv) {
   };
   std::vector<Part> parts = {
       {"qkv+o projections",
-       L * seconds([&] { linear(x, wq), linear(x, wkv), linear(x, wq); }, reps)},
+       L * bench::best_seconds([&] { linear(x, wq), linear(x, wkv), linear(x, wq); }, reps)},
       {"attention (flash)",
-       L * seconds([&] { scaled_dot_product_attention(q, kv, kv, true); }, reps)},
-      {"mlp gate/up/down", L * seconds([&] { linear(x, wg), linear(h2, wd); }, reps)},
-      {"silu*mul", L * seconds([&] { mul(silu(h2), h2); }, reps)},
+       L * bench::best_seconds([&] { scaled_dot_product_attention(q, kv, kv, true); }, reps)},
+      {"mlp gate/up/down", L * bench::best_seconds([&] { linear(x, wg), linear(h2, wd); }, reps)},
+      {"silu*mul", L * bench::best_seconds([&] { mul(silu(h2), h2); }, reps)},
       {"rms_norm x2 + qk",
-       L * seconds([&] { rms_norm(x, Tensor()), rms_norm(x, Tensor()), rms_norm(qh, Tensor()); },
+       L * bench::best_seconds([&] { rms_norm(x, Tensor()), rms_norm(x, Tensor()), rms_norm(qh, Tensor()); },
                    reps)},
-      {"rope q", L * seconds([&] { rotary_embedding(qh, cs, sn, false, 1); }, reps)},
-      {"lm_head", seconds([&] { linear(x, head); }, reps)},
+      {"rope q", L * bench::best_seconds([&] { rotary_embedding(qh, cs, sn, false, 1); }, reps)},
+      {"lm_head", bench::best_seconds([&] { linear(x, head); }, reps)},
   };
 
   const std::string peer_args =

@@ -61,18 +61,6 @@ constexpr const char* kConfig = R"({
   "bos_token_id": 0, "eos_token_id": 1, "dtype": "float32"
 })";
 
-double best_seconds(const std::function<void()>& fn, int reps) {
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,7 +94,7 @@ int main(int argc, char** argv) {
     idv[static_cast<size_t>(i)] = static_cast<double>((i * 7919) % c.vocab_size);
   const Tensor ids = from_vector(idv, {batch, seq}, DType::i64);
   double loss = 0;
-  const double t_hp = best_seconds(
+  const double t_hp = bench::best_seconds(
       [&] {
         for (const auto& [name, p] : params) p.zero_grad();
         const Tensor l = model->loss(ids);

@@ -126,8 +126,9 @@ void* Allocator::allocate(size_t nbytes, MemTier tier, MemCategory category) {
                format_bytes(double(n)), " (", mem_category_name(category), ") with ",
                format_bytes(double(live - n)), " live would exceed ", name, " = ",
                format_bytes(double(budget)), " (", budget, " bytes); ", describe_live(tier),
-               ". Raise the budget, offload (offload.optimizer: host|disk) or shrink the batch / "
-               "seq_len (hp memory plan)");
+               ". Raise the budget, offload (offload.optimizer: host|disk, offload.activations: "
+               "host, offload.params / grads: host), recompute, or shrink the batch / seq_len (hp "
+               "memory plan)");
     }
   }
   const size_t bs = block_size(nbytes);
