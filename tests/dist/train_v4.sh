@@ -26,34 +26,35 @@ YAML
 run ref 1
 run fsdp2 2
 compare "deepseek_v4 dp_shard 2 vs 1 rank" "$dir/ref" "$dir/fsdp2" 1e-5
+# resumed NAME LABEL ARGS...: a run saved at 2 ranks with ARGS after step 4, resumed on
+# RESUME_RANKS ranks (default 1) without ARGS, continues with the uninterrupted run's losses.
+resumed() {
+  local name=$1 label=$2
+  shift 2
+  run "$name" 2 "$@" --stop-after 4
+  grep -q "stopped at step 4" "$dir/$name.log"
+  run "$name" "${RESUME_RANKS:-1}" --resume auto
+  grep -q "resumed from .* at step 4" "$dir/$name.log"
+  compare "$label" "$dir/ref" "$dir/$name" 1e-5
+}
 # Saved at 2 ranks after step 4 (uneven pieces in the checkpoint), resumed at 1 rank.
-run saved 2 --stop-after 4
-grep -q "stopped at step 4" "$dir/saved.log"
+resumed saved "deepseek_v4 saved at dp_shard 2, resumed at 1 rank"
 "$hp" ckpt inspect "$dir/saved" > "$dir/inspect.txt"
 grep -A2 "^model.layers.0.attn_hc.scale  f32 \[3\]" "$dir/inspect.txt" | grep -q "offsets \[2\] *sizes \[1\]"
 grep -A1 "^model.hc_head.hc_scale  f32 \[1\]" "$dir/inspect.txt" | grep -q "offsets \[0\] *sizes \[1\]"
-run saved 1 --resume auto
-grep -q "resumed from .* at step 4" "$dir/saved.log"
-compare "deepseek_v4 saved at dp_shard 2, resumed at 1 rank" "$dir/ref" "$dir/saved" 1e-5
 # Expert parallelism: each MoE layer's 4 experts over 2 ranks (2 each), the hash-routed layers
-# (tid2eid) included; saved at ep 2, resumed without EP.
+# (tid2eid) included; saved at ep 2, resumed without EP (dp_shard 2).
 run ep2 2 --set parallel.ep=2
 compare "deepseek_v4 ep 2 vs 1 rank" "$dir/ref" "$dir/ep2" 1e-5
-run ep_saved 2 --set parallel.ep=2 --stop-after 4
+RESUME_RANKS=2 resumed ep_saved "deepseek_v4 saved at ep 2, resumed without EP" --set parallel.ep=2
 "$hp" ckpt inspect "$dir/ep_saved" > "$dir/inspect_ep.txt"
 grep -q "^model.layers.0.mlp.experts.3.down_proj.weight  f32 \[32, 16\]" "$dir/inspect_ep.txt"
-run ep_saved 2 --resume auto
-grep -q "resumed from .* at step 4" "$dir/ep_saved.log"
-compare "deepseek_v4 saved at ep 2, resumed at ep 1" "$dir/ref" "$dir/ep_saved" 1e-5
 # Tensor parallelism (models/deepseek_v4_tp.cpp): attention by query heads and whole output groups
 # (4 heads, o_groups 2 → 2 heads / 1 group per rank), the shared K = V head and compressors
 # replicated, vocabulary-parallel ends; saved at tp 2, resumed at tp 1.
 run tp2 2 --set parallel.tp=2
 compare "deepseek_v4 tp 2 vs 1 rank" "$dir/ref" "$dir/tp2" 1e-5
-run tp_saved 2 --set parallel.tp=2 --stop-after 4
-run tp_saved 1 --resume auto
-grep -q "resumed from .* at step 4" "$dir/tp_saved.log"
-compare "deepseek_v4 saved at tp 2, resumed at 1 rank" "$dir/ref" "$dir/tp_saved" 1e-5
+resumed tp_saved "deepseek_v4 saved at tp 2, resumed at 1 rank" --set parallel.tp=2
 # o_groups 2 cannot split over 4 ranks without mixing ranks' heads inside a group.
 expect_error tp4 4 "parallel.tp = 4 must divide num_attention_heads (4) and o_groups (2)" \
   --set parallel.tp=4

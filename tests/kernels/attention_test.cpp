@@ -80,7 +80,7 @@ struct Problem {
   }
   AttentionShape shape() const { return {c.B, c.Hq, c.Hkv, c.T, c.Tkv, c.D}; }
 
-  Result run() {
+  Result run() const {
     AttentionOptions opt;
     opt.causal = c.causal;
     if (!seg_q.empty()) opt.segments = {seg_q.data(), c.T, seg_kv.data(), c.Tkv};
@@ -313,40 +313,34 @@ TEST(Attention, SegmentsRejectDecreasingIds) {
   }
 }
 
-TEST(Attention, SegmentsBitwiseIdenticalAcrossThreadCounts) {
+// p's outputs and gradients (the sinks' too, when it has them) at 1 and 2 threads: bitwise equal.
+void expect_thread_count_bitwise(const Problem& p) {
   const int prev = num_threads();
-  Problem p({2, 4, 2, 200, 200, 64, true, false}, 900);
-  p.seg_q = segment_layout(2, 200, {37, 1, 90, 64});
-  p.seg_kv = p.seg_q;
   set_num_threads(1);
-  Result one = p.run();
+  const Result one = p.run();
   set_num_threads(2);
-  Result two = p.run();
+  const Result two = p.run();
   set_num_threads(prev);
   for (auto [a, b] : {std::pair{&one.o, &two.o},
                       {&one.lse, &two.lse},
                       {&one.dq, &two.dq},
                       {&one.dk, &two.dk},
-                      {&one.dv, &two.dv}})
+                      {&one.dv, &two.dv},
+                      {&one.dsinks, &two.dsinks}}) {
+    ASSERT_EQ(a->size(), b->size());
     EXPECT_EQ(0, std::memcmp(a->data(), b->data(), a->size() * 4));
+  }
+}
+
+TEST(Attention, SegmentsBitwiseIdenticalAcrossThreadCounts) {
+  Problem p({2, 4, 2, 200, 200, 64, true, false}, 900);
+  p.seg_q = segment_layout(2, 200, {37, 1, 90, 64});
+  p.seg_kv = p.seg_q;
+  expect_thread_count_bitwise(p);
 }
 
 TEST(Attention, BitwiseIdenticalAcrossThreadCounts) {
-  const int prev = num_threads();
-  Problem p({2, 4, 2, 200, 200, 64, true, false}, 400);
-  set_num_threads(1);
-  Result one = p.run();
-  set_num_threads(2);
-  Result two = p.run();
-  set_num_threads(prev);
-  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-  };
-  EXPECT_TRUE(same(one.o, two.o));
-  EXPECT_TRUE(same(one.lse, two.lse));
-  EXPECT_TRUE(same(one.dq, two.dq));
-  EXPECT_TRUE(same(one.dk, two.dk));
-  EXPECT_TRUE(same(one.dv, two.dv));
+  expect_thread_count_bitwise(Problem({2, 4, 2, 200, 200, 64, true, false}, 400));
 }
 
 // Sliding window, sinks and the lse gradient (alone and together, with GQA, odd head dims, T not
@@ -408,22 +402,10 @@ TEST_P(AttentionIsa, WindowSinksAndLseGradientMatchReference) {
 }
 
 TEST(Attention, WindowAndSinksBitwiseIdenticalAcrossThreadCounts) {
-  const int prev = num_threads();
   Problem p({2, 4, 2, 200, 200, 64, true, false}, 1100);
   p.window = 50;
   p.sinks = {0.5f, -1.0f, 2.0f, 0.0f};
-  set_num_threads(1);
-  Result one = p.run();
-  set_num_threads(2);
-  Result two = p.run();
-  set_num_threads(prev);
-  for (auto [a, b] : {std::pair{&one.o, &two.o},
-                      {&one.lse, &two.lse},
-                      {&one.dq, &two.dq},
-                      {&one.dk, &two.dk},
-                      {&one.dv, &two.dv},
-                      {&one.dsinks, &two.dsinks}})
-    EXPECT_EQ(0, std::memcmp(a->data(), b->data(), a->size() * 4));
+  expect_thread_count_bitwise(p);
 }
 
 TEST_P(AttentionIsa, Exp2Accuracy) {

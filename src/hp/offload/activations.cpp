@@ -49,11 +49,6 @@ ActivationOffload::~ActivationOffload() {
     if (r.prefetch.valid()) r.prefetch.wait();
 }
 
-int64_t ActivationOffload::regions() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int64_t>(regions_.size());
-}
-
 ActivationStats ActivationOffload::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -111,10 +106,6 @@ Tensor ActivationOffload::forward(int64_t r, const nn::Module& module, const Ten
       std::lock_guard<std::mutex> lock(rec->mu);
       ++rec->packs;
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ++stats_.tensors;
-    }
     return Packed{rec, t.shape(), t.strides(), t.offset()};
   };
   hooks.unpack = [weak](const std::any& a) -> Tensor {
@@ -122,8 +113,8 @@ Tensor ActivationOffload::forward(int64_t r, const nn::Module& module, const Ten
     auto self = weak.lock();
     HP_CHECK(self != nullptr);
     Record& rec = *p.rec;
-    self->fetch(rec, false);  // a no-op when the region's fetch already brought it
     std::lock_guard<std::mutex> lock(rec.mu);
+    self->fetch_locked(rec);  // a no-op when the region's fetch already brought it
     Tensor view = rec.device.as_strided(p.shape, p.strides, p.offset);
     // Every tensor saved from this storage has been used: the device copy can go (the view keeps
     // it alive for as long as the op needs it).
@@ -151,9 +142,13 @@ Tensor ActivationOffload::forward(int64_t r, const nn::Module& module, const Ten
   return out;
 }
 
-void ActivationOffload::fetch(Record& rec, bool only_if_pending) {
+void ActivationOffload::fetch_pending(Record& rec) {
   std::lock_guard<std::mutex> lock(rec.mu);
-  if (rec.device.defined() || (only_if_pending && rec.unpacks >= rec.packs)) return;
+  if (rec.unpacks < rec.packs) fetch_locked(rec);
+}
+
+void ActivationOffload::fetch_locked(Record& rec) {
+  if (rec.device.defined()) return;
   rec.device = flat_copy(rec.host.raw_data(), rec.dtype, rec.elems, MemTier::device);
   std::lock_guard<std::mutex> stats_lock(mu_);
   stats_.host_to_device += int64_t(rec.device.nbytes());
@@ -165,7 +160,7 @@ void ActivationOffload::fetch_region(int64_t r) {
     std::lock_guard<std::mutex> lock(mu_);
     records = regions_[size_t(r)].records;
   }
-  for (const auto& rec : records) fetch(*rec, true);
+  for (const auto& rec : records) fetch_pending(*rec);
 }
 
 void ActivationOffload::begin_backward(int64_t r) {

@@ -34,7 +34,6 @@ namespace hp::offload {
 struct ActivationStats {
   int64_t device_to_host = 0, host_to_device = 0;  // bytes copied so far
   double wait_s = 0;  // time the backward waited for fetches that were not ready
-  int64_t tensors = 0;  // saved tensors offloaded so far
 };
 
 class ActivationOffload : public std::enable_shared_from_this<ActivationOffload> {
@@ -48,7 +47,6 @@ class ActivationOffload : public std::enable_shared_from_this<ActivationOffload>
   // Wraps `module`'s forward (outermost wrapper: call after FSDP and recompute) as the next region
   // in forward order. With grad off (evaluation, generation) the wrapper is a plain call.
   void install_region(nn::Module& module);
-  int64_t regions() const;
   ActivationStats stats() const;
 
   struct Record;  // one offloaded storage (activations.cpp)
@@ -62,8 +60,10 @@ class ActivationOffload : public std::enable_shared_from_this<ActivationOffload>
                  const nn::Module::ForwardFn& inner);
   void begin_backward(int64_t r);
   void fetch_region(int64_t r);
-  // Copies rec to the device tier unless it is there (or, with only_if_pending, fully unpacked).
-  void fetch(Record& rec, bool only_if_pending);
+  // Copies rec to the device tier unless it is there; rec.mu held.
+  void fetch_locked(Record& rec);
+  // The same, unless every tensor saved from rec has been unpacked already.
+  void fetch_pending(Record& rec);
 
   int64_t min_bytes_;
   mutable std::mutex mu_;  // regions_' lists and the stats
