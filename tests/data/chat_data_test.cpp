@@ -17,6 +17,7 @@
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
 #include "models/tiny_models.h"
+#include "test_dir.h"
 
 namespace hp::data {
 namespace {

@@ -11,6 +11,7 @@
 #include "data/data_test_util.h"
 #include "hp/core/error.h"
 #include "hp/data/encoder.h"
+#include "test_dir.h"
 
 namespace hp::data {
 namespace {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/io_test_util.h"  // TempDir, EXPECT_THROW_MSG
+#include "test_dir.h"
 
 namespace hp::data::test {
 

@@ -10,6 +10,7 @@
 #include "hp/data/files.h"
 #include "hp/data/indexed.h"
 #include "hp/io/json.h"
+#include "test_dir.h"
 
 namespace hp::data {
 namespace {

@@ -13,6 +13,7 @@
 #include "hp/data/dataset.h"
 #include "hp/data/indexed.h"
 #include "hp/data/loader.h"
+#include "test_dir.h"
 
 namespace hp::data {
 namespace {

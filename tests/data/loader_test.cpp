@@ -9,6 +9,7 @@
 
 #include "data/data_test_util.h"
 #include "hp/data/prepare.h"
+#include "test_dir.h"
 
 namespace hp::data {
 namespace {

@@ -13,6 +13,7 @@
 #include "data/data_test_util.h"
 #include "hp/data/dataset.h"
 #include "hp/data/input.h"
+#include "test_dir.h"
 
 namespace hp::data {
 namespace {

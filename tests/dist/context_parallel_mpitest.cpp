@@ -21,6 +21,7 @@
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/context_parallel.h"
+#include "test_dir.h"
 #include "models/tiny_models.h"
 
 namespace hp::shard {
@@ -212,7 +213,7 @@ TEST(ContextParallel, ModelLossAndGradientsSumToOneRank) {
   }
   // MLA (DeepSeek-V3: q/kv LoRA, decoupled rotary dims, padded v) with its MoE layers.
   const models::ModelConfig mla =
-      models::read_model_config(std::string(HP_SOURCE_DIR) + "/tests/models/fixtures/deepseek_v3");
+      models::read_model_config(std::string(HP_TEST_DIR) + "/../models/fixtures/deepseek_v3");
   check_model(mla, ContextMethod::ring, "deepseek_v3 ring");
 }
 
@@ -232,7 +233,7 @@ TEST(ContextParallel, ModelWithPackedDocumentsSumsToOneRank) {
   dyn.rope_scaling.factor = 4.0;
   check_model(dyn, ContextMethod::ring, "llama rope dynamic", true);
   const models::ModelConfig mla =
-      models::read_model_config(std::string(HP_SOURCE_DIR) + "/tests/models/fixtures/deepseek_v3");
+      models::read_model_config(std::string(HP_TEST_DIR) + "/../models/fixtures/deepseek_v3");
   check_model(mla, ContextMethod::ring, "deepseek_v3 ring", true);
 }
 

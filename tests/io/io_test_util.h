@@ -8,6 +8,7 @@
 #include <string>
 
 #include "hp/core/error.h"
+#include "test_dir.h"
 
 namespace hp::io::test {
 

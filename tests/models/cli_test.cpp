@@ -16,6 +16,7 @@
 #include "hp/io/tokenizer.h"
 #include "hp/models/registry.h"
 #include "hp/models/weights.h"
+#include "test_dir.h"
 
 namespace hp::models {
 namespace {

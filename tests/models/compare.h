@@ -11,6 +11,7 @@
 
 #include "hp/core/tensor.h"
 #include "hp/io/safetensors.h"
+#include "test_dir.h"
 
 namespace hp::models::testing {
 

@@ -13,6 +13,7 @@
 #include "hp/models/rope.h"
 #include "hp/models/weights.h"
 #include "hp/ops/ops.h"
+#include "test_dir.h"
 
 namespace hp::models {
 namespace {

@@ -12,6 +12,7 @@
 #include "hp/models/registry.h"
 #include "hp/ops/ops.h"
 #include "models/compare.h"
+#include "test_dir.h"
 
 namespace hp::models {
 namespace {

@@ -17,6 +17,7 @@
 #include "hp/models/weights.h"
 #include "hp/ops/ops.h"
 #include "models/compare.h"
+#include "test_dir.h"
 
 namespace hp::models {
 namespace {

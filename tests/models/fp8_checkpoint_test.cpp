@@ -20,6 +20,7 @@
 #include "hp/models/registry.h"
 #include "hp/models/weights.h"
 #include "models/compare.h"
+#include "test_dir.h"
 
 namespace hp::models {
 namespace {

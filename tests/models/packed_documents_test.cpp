@@ -14,6 +14,7 @@
 #include "hp/ops/ops.h"
 #include "models/compare.h"
 #include "models/tiny_models.h"
+#include "test_dir.h"
 
 namespace hp::models {
 namespace {

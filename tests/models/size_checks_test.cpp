@@ -15,6 +15,7 @@
 #include "hp/io/json.h"
 #include "hp/models/registry.h"
 #include "hp/models/weights.h"
+#include "test_dir.h"
 
 namespace hp::models {
 namespace {

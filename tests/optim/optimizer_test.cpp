@@ -9,6 +9,7 @@
 
 #include "error_of.h"
 #include "hp/io/json.h"
+#include "test_dir.h"
 
 namespace hp::optim {
 namespace {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli_run.h"
+#include "test_dir.h"
 
 namespace hp::cli {
 namespace {
@@ -59,7 +60,7 @@ class BenchTrain : public ::testing::Test {
                        (dir_ / "tiny.yaml").string() + " --json " + json().string() + " " + flags);
   }
   static std::string fake_python() {
-    return "HP_PEER_PYTHON=" HP_TEST_DIR "/fixtures/fake_peer_python.sh";
+    return std::string("HP_PEER_PYTHON=") + HP_TEST_DIR + "/fixtures/fake_peer_python.sh";
   }
 
   fs::path dir_;

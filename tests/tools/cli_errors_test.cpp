@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_run.h"
+#include "test_dir.h"
 
 namespace hp::cli {
 namespace {
@@ -20,7 +21,7 @@ bool has(const std::string& s, const std::string& needle) {
   return s.find(needle) != std::string::npos;
 }
 
-const std::string kQwen3 = HP_TEST_DIR "/../models/fixtures/qwen3";
+const std::string kQwen3 = std::string(HP_TEST_DIR) + "/../models/fixtures/qwen3";
 
 class CliErrors : public ::testing::Test {
  protected:

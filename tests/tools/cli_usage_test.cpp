@@ -15,6 +15,7 @@
 #include "hp/models/registry.h"
 #include "hp/models/weights.h"
 #include "hp/ops/ops.h"
+#include "test_dir.h"
 
 namespace hp::cli {
 namespace {

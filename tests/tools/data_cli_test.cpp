@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli_run.h"
+#include "test_dir.h"
 
 namespace hp::cli {
 namespace {
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 using test::run_command;
 using test::run_hp;
 
-const std::string kFixtures = HP_TEST_DIR "/../data/fixtures/indexed/";
+const std::string kFixtures = std::string(HP_TEST_DIR) + "/../data/fixtures/indexed/";
 
 bool has(const std::string& s, const std::string& needle) {
   return s.find(needle) != std::string::npos;

@@ -21,6 +21,7 @@
 #include "hp/models/config.h"
 #include "hp/models/registry.h"
 #include "hp/ops/ops.h"
+#include "test_dir.h"
 
 namespace hp::cli {
 namespace {

@@ -16,6 +16,7 @@
 
 #include "cli_run.h"
 #include "hp/io/safetensors.h"
+#include "test_dir.h"
 
 namespace hp::cli {
 namespace {

@@ -13,6 +13,7 @@
 
 #include "cli_run.h"
 #include "hp/io/json.h"
+#include "test_dir.h"
 
 namespace hp::cli {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::run_hp;
 
-const std::string kTok = HP_TEST_DIR "/../io/fixtures/tokenizers/";
+const std::string kTok = std::string(HP_TEST_DIR) + "/../io/fixtures/tokenizers/";
 
 bool has(const std::string& s, const std::string& needle) {
   return s.find(needle) != std::string::npos;

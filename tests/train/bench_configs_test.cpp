@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "hp/train/config.h"
+#include "test_dir.h"
 
 namespace hp::train {
 namespace {

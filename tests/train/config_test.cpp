@@ -8,6 +8,7 @@
 #include "hp/models/registry.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/schema.h"
+#include "test_dir.h"
 
 namespace hp::train {
 namespace {

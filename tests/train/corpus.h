@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "test_dir.h"
+
 namespace hp::testing {
 
 inline std::string corpus_prefix(const std::string& name, size_t bytes) {
@@ -15,7 +17,7 @@ inline std::string corpus_prefix(const std::string& name, size_t bytes) {
   // one of them truncates to rewrite must not be what another is reading.
   const std::filesystem::path p = std::filesystem::temp_directory_path() /
                                   (name + "_" + std::to_string(::getpid()) + "_corpus.txt");
-  std::ifstream in(HP_TEST_DIR "/../../data/kjv.txt", std::ios::binary);
+  std::ifstream in(std::string(HP_TEST_DIR) + "/../../data/kjv.txt", std::ios::binary);
   std::string text(bytes, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<size_t>(in.gcount()));

@@ -13,6 +13,7 @@
 
 #include "corpus.h"
 #include "error_of.h"
+#include "test_dir.h"
 #include "train/train_run.h"
 #include "hp/autograd/grad_mode.h"
 #include "hp/dist/communicator.h"
@@ -40,7 +41,7 @@ std::string other_corpus() {
   static const std::string path = [] {
     const fs::path p =
         fs::temp_directory_path() / ("hp_eval_test_other_" + std::to_string(::getpid()) + ".txt");
-    std::ifstream in(HP_TEST_DIR "/../../data/kjv.txt", std::ios::binary);
+    std::ifstream in(std::string(HP_TEST_DIR) + "/../../data/kjv.txt", std::ios::binary);
     in.seekg(1000000);
     std::string text(60000, '\0');
     in.read(text.data(), static_cast<std::streamsize>(text.size()));

@@ -10,6 +10,7 @@
 
 #include "corpus.h"
 #include "error_of.h"
+#include "test_dir.h"
 #include "train/train_run.h"
 #include "hp/core/error.h"
 #include "hp/data/prepare.h"

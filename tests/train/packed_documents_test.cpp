@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "corpus.h"
+#include "test_dir.h"
 #include "train/train_run.h"
 #include "hp/autograd/grad_mode.h"
 #include "hp/core/error.h"

@@ -8,6 +8,7 @@
 #include "hp/io/tokenizer.h"
 #include "hp/train/config.h"
 #include "hp/train/setup.h"
+#include "test_dir.h"
 
 namespace hp::train {
 namespace {

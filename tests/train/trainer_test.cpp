@@ -23,6 +23,7 @@
 #include "hp/models/weights.h"
 #include "hp/ops/ops.h"
 #include "hp/train/config.h"
+#include "test_dir.h"
 #include "train/train_run.h"
 
 namespace hp::train {
