@@ -22,9 +22,16 @@ for schedule in gpipe 1f1b zb_h1; do
     "$dir/pp2_$schedule.log"
   compare "pp 2 ($schedule) vs 1 rank" "$dir/ref" "$dir/pp2_$schedule" 1e-5 6
 done
-# Each step logs the measured bubble of every pipeline rank beside the schedule's theory.
-grep -q "^step 6/6 .* bubble [0-9.]*/[0-9.]* (theory 0.20)" "$dir/pp2_1f1b.log"
-grep -q '"pp_bubble":\[[0-9.e-]*,[0-9.e-]*\],"pp_bubble_theory":0.0769' "$dir/pp2_zb_h1/metrics.jsonl"
+# Each step logs the measured bubble of every pipeline rank beside the schedule's theory and the
+# schedule simulated at the step's measured action times.
+grep -q "^step 6/6 .* bubble [0-9.]*/[0-9.]* (theory 0.20, at the measured costs [0-9.]*/[0-9.]*)" \
+  "$dir/pp2_1f1b.log"
+num='[0-9.e-]*'
+grep -q "\"pp_bubble\":\[$num,$num\],\"pp_bubble_model\":\[$num,$num\],\"pp_bubble_theory\":0.0769" \
+  "$dir/pp2_zb_h1/metrics.jsonl"
+# [stages × 4] action times: F, I and W > 0 on both stages, B 0 (split).
+pos='[0-9.]*[1-9][0-9.e-]*'
+grep -q "\"pp_action_s\":\[$pos,0.0,$pos,$pos,$pos,0.0,$pos,$pos\]" "$dir/pp2_zb_h1/metrics.jsonl"
 run pp2_interleaved 2 --set parallel.pp=2 --set parallel.pipeline.schedule=interleaved_1f1b \
   --set parallel.pipeline.virtual_stages=2
 grep -q "4 stages of \[1, 1, 1, 1\] layers" "$dir/pp2_interleaved.log"
