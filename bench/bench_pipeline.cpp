@@ -134,9 +134,9 @@ int main(int argc, char** argv) {
   }
   // One scratch run directory for all ranks: rank 0's pid.
   const double pid0 = world->broadcast(from_data<double>({double(getpid())}, {1}), 0).item();
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("hp_bench_pipeline_" + std::to_string(int64_t(pid0))))
-          .string();
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("hp_bench_pipeline_" + std::to_string(int64_t(pid0))))
+                              .string();
   const bool print = world->rank() == 0;
 
   const std::string deep =
@@ -165,13 +165,14 @@ int main(int argc, char** argv) {
   if (!print) return 0;
   std::filesystem::remove_all(dir);
 
-  std::printf("bench_pipeline: pp 2 on 2 ranks, %d thread(s) per rank, f32, 8 microbatches of 1 x "
-              "128 tokens; medians of %lld steps after %lld warm-up, the best of %lld rounds\n"
-              "measured: 1 - the rank's compute time / the longest rank's schedule time; theory: "
-              "F = I = W = 1, B = 2; model: the schedule simulated with the measured F / B / I / W "
-              "times of every stage\n\n",
-              num_threads(), static_cast<long long>(steps), static_cast<long long>(kWarmup),
-              static_cast<long long>(rounds));
+  std::printf(
+      "bench_pipeline: pp 2 on 2 ranks, %d thread(s) per rank, f32, 8 microbatches of 1 x "
+      "128 tokens; medians of %lld steps after %lld warm-up, the best of %lld rounds\n"
+      "measured: 1 - the rank's compute time / the longest rank's schedule time; theory: "
+      "F = I = W = 1, B = 2; model: the schedule simulated with the measured F / B / I / W "
+      "times of every stage\n\n",
+      num_threads(), static_cast<long long>(steps), static_cast<long long>(kWarmup),
+      static_cast<long long>(rounds));
   std::printf("1. qwen3 hidden 128, 8 layers, intermediate 384, vocab 259 (cut %s)\n",
               figs[1].cut.c_str());
   std::printf("%-17s %9s %4s %8s %7s %8s %7s %8s %17s   %s\n", "schedule", "tokens/s", "rank",
@@ -185,8 +186,8 @@ int main(int argc, char** argv) {
       for (size_t s = r; s < stages; s += f.bubble.size()) {
         char buf[96];
         const double* a = &f.action_s[4 * s];
-        std::snprintf(buf, sizeof buf, "%ss%zu %.1f / %.1f / %.1f / %.1f", costs.empty() ? "" : "; ",
-                      s, 1e3 * a[0], 1e3 * a[1], 1e3 * a[2], 1e3 * a[3]);
+        std::snprintf(buf, sizeof buf, "%ss%zu %.1f / %.1f / %.1f / %.1f",
+                      costs.empty() ? "" : "; ", s, 1e3 * a[0], 1e3 * a[1], 1e3 * a[2], 1e3 * a[3]);
         costs += buf;
       }
       const double* t = &f.rank_s[3 * r];  // compute, wait, other
@@ -202,16 +203,17 @@ int main(int argc, char** argv) {
   const Figures& zb = figs[3];
   std::printf("\nmean bubble over ranks: measured / theory");
   for (size_t i = 0; i < figs.size(); ++i)
-    std::printf("%s %s %s", i ? "," : "", schedules[i], ratio(mean(figs[i].bubble), figs[i].theory).c_str());
+    std::printf("%s %s %s", i ? "," : "", schedules[i],
+                ratio(mean(figs[i].bubble), figs[i].theory).c_str());
   std::printf("\n                        measured / model at the measured costs");
   for (size_t i = 0; i < figs.size(); ++i)
     std::printf("%s %s %s", i ? "," : "", schedules[i],
                 ratio(mean(figs[i].bubble), mean(figs[i].model)).c_str());
-  std::printf("\nzb_h1 bubble / 1f1b bubble: measured %.3f / %.3f = %s (target <= 0.50x), "
-              "theory %s, model %s\n",
-              mean(zb.bubble), mean(one.bubble), ratio(mean(zb.bubble), mean(one.bubble)).c_str(),
-              ratio(zb.theory, one.theory).c_str(),
-              ratio(mean(zb.model), mean(one.model)).c_str());
+  std::printf(
+      "\nzb_h1 bubble / 1f1b bubble: measured %.3f / %.3f = %s (target <= 0.50x), "
+      "theory %s, model %s\n",
+      mean(zb.bubble), mean(one.bubble), ratio(mean(zb.bubble), mean(one.bubble)).c_str(),
+      ratio(zb.theory, one.theory).c_str(), ratio(mean(zb.model), mean(one.model)).c_str());
   std::printf("zb_h1 tokens/s / 1f1b tokens/s: %s\n",
               ratio(zb.tokens_per_s, one.tokens_per_s).c_str());
 

@@ -82,10 +82,10 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
     const double dt = now_s() - t0;
     st.compute_s += dt;
     Costs& c = st.stage_s[static_cast<size_t>(a.stage)];
-    (a.op == Op::forward           ? c.forward
-     : a.op == Op::backward        ? c.backward
-     : a.op == Op::backward_input  ? c.backward_input
-                                   : c.backward_weight) += dt;
+    (a.op == Op::forward          ? c.forward
+     : a.op == Op::backward       ? c.backward
+     : a.op == Op::backward_input ? c.backward_input
+                                  : c.backward_weight) += dt;
   };
   // dir 0: the activation entering `stage`; dir 1: the gradient of `stage`'s output.
   auto tag = [&](int dir, int64_t mb, int64_t stage, int part) {
