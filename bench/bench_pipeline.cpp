@@ -205,7 +205,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < figs.size(); ++i)
     std::printf("%s %s %s", i ? "," : "", schedules[i],
                 ratio(mean(figs[i].bubble), figs[i].theory).c_str());
-  std::printf("\n                        measured / model at the measured costs");
+  std::printf(
+      " (target 0.90x-1.10x)\n                        measured / model at the measured costs");
   for (size_t i = 0; i < figs.size(); ++i)
     std::printf("%s %s %s", i ? "," : "", schedules[i],
                 ratio(mean(figs[i].bubble), mean(figs[i].model)).c_str());
