@@ -70,6 +70,17 @@ void run_schedule(ScheduleKind kind, int64_t virtual_stages) {
   const ExecutorStats st = ex.run([&](int64_t mb) { return inputs[size_t(mb)]; });
   EXPECT_GT(st.compute_s, 0.0);
   EXPECT_GE(st.total_s, st.compute_s);
+  // Every stage's F and its B (or I and W) timed, and the stages' times sum to the compute time.
+  ASSERT_EQ(st.stage_s.size(), size_t(split ? 1 : kStages));
+  double sum = 0;
+  for (const Costs& c : st.stage_s) {
+    EXPECT_GT(c.forward, 0.0);
+    EXPECT_EQ(c.backward > 0, !split);
+    EXPECT_EQ(c.backward_input > 0, split);
+    EXPECT_EQ(c.backward_weight > 0, split);
+    sum += c.forward + c.backward + c.backward_input + c.backward_weight;
+  }
+  EXPECT_NEAR(sum, st.compute_s, 1e-9);
   for (int64_t k = 0; k < kStages; ++k) {
     ASSERT_TRUE(w2[size_t(k)].grad().defined()) << "chunk " << k;
     const auto a = w2[size_t(k)].grad().to_vector(), b = ref[size_t(k)].to_vector();

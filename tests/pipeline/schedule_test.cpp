@@ -99,6 +99,21 @@ TEST(Schedule, BubbleMatchesClosedForms) {
   EXPECT_EQ(theoretical_bubble({ScheduleKind::gpipe, 1, 4, 1}), 0.0);
 }
 
+TEST(Schedule, PerStageCostsGiveEachRanksBubble) {
+  const Schedule s = build_schedule({ScheduleKind::one_f_one_b, 2, 4, 1});
+  // The same costs on every stage: the single-cost simulation.
+  const Timeline same = simulate(s, std::vector<Costs>(2, Costs{}));
+  EXPECT_DOUBLE_EQ(same.makespan, simulate(s).makespan);
+  EXPECT_DOUBLE_EQ(same.bubble_fraction(), 0.2);
+  // Stage 1 twice as costly (a heavy head): it runs its 4 F's and B's back to back from t = 1
+  // (1 + 4 · 6 = 25), then rank 0's last B (2) ends the step at 27.
+  const Timeline t = simulate(s, {Costs{}, Costs{2, 4, 2, 2, 0}});
+  EXPECT_DOUBLE_EQ(t.makespan, 27.0);
+  EXPECT_DOUBLE_EQ(t.busy[0], 12.0);
+  EXPECT_DOUBLE_EQ(t.busy[1], 24.0);
+  EXPECT_DOUBLE_EQ(t.bubble_fraction(), 1.0 - 36.0 / 54.0);
+}
+
 TEST(Schedule, ZeroBubbleRunsWAfterIAndDefersRWsOnRankR) {
   const Schedule s = build_schedule({ScheduleKind::zb_h1, 4, 8, 1});
   for (int64_t r = 0; r < 4; ++r) {

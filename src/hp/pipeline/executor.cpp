@@ -76,6 +76,17 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
   const int64_t m = s.spec.microbatches, n = s.num_stages;
   const double t_start = now_s();
   ExecutorStats st;
+  st.stage_s.assign(static_cast<size_t>(n), Costs{0, 0, 0, 0, 0});
+  // A compute action that began at t0 ended now: its time goes to the rank's and the stage's.
+  auto account = [&](const Action& a, double t0) {
+    const double dt = now_s() - t0;
+    st.compute_s += dt;
+    Costs& c = st.stage_s[static_cast<size_t>(a.stage)];
+    (a.op == Op::forward          ? c.forward
+     : a.op == Op::backward       ? c.backward
+     : a.op == Op::backward_input ? c.backward_input
+                                  : c.backward_weight) += dt;
+  };
   // dir 0: the activation entering `stage`; dir 1: the gradient of `stage`'s output.
   auto tag = [&](int dir, int64_t mb, int64_t stage, int part) {
     return static_cast<int>(2 * ((dir * m + mb) * n + stage) + part);
@@ -168,7 +179,7 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
         if (a.stage + 1 < n && s.rank_of_stage(a.stage + 1) == rank)
           inbox_act[{a.microbatch, a.stage + 1}] = out.detach();
         saved[key] = {input, out};
-        st.compute_s += now_s() - t0;
+        account(a, t0);
         break;
       }
       case Op::backward:
@@ -192,7 +203,7 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
         // Sends of the input gradient read it from `saved` (the next action): drop the output.
         it->second.output = Tensor();
         if (a.stage == 0 || s.rank_of_stage(a.stage - 1) == rank) saved.erase(it);
-        st.compute_s += now_s() - t0;
+        account(a, t0);
         break;
       }
       case Op::backward_weight: {
@@ -201,7 +212,7 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
         HP_CHECK(it != weight_grads.end(), "no input gradient before ", to_string(a));
         for (const auto& task : it->second) task();
         weight_grads.erase(it);
-        st.compute_s += now_s() - t0;
+        account(a, t0);
         break;
       }
     }

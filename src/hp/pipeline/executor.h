@@ -41,9 +41,13 @@ struct StagePlacement {
   int64_t rows = 0;
 };
 
-// Time per step on this rank (seconds): computing (F and B), blocked in receives, and in all.
+// Time per step on this rank (seconds): computing (F and B), blocked in receives, and in all;
+// and per stage ([num_stages], zero for the stages of other ranks) each compute action's seconds
+// summed over the step's microbatches (Costs' forward / backward / backward_input /
+// backward_weight), from which simulate() gives the schedule's bubble at the measured costs.
 struct ExecutorStats {
   double compute_s = 0, wait_s = 0, total_s = 0;
+  std::vector<Costs> stage_s;
 };
 
 class Executor {

@@ -205,9 +205,15 @@ using Key = std::tuple<Op, int64_t, int64_t>;
 }  // namespace
 
 Timeline simulate(const Schedule& s, const Costs& costs) {
+  return simulate(s, std::vector<Costs>(static_cast<size_t>(s.num_stages), costs));
+}
+
+Timeline simulate(const Schedule& s, const std::vector<Costs>& stage_costs) {
   const int64_t p = s.spec.ranks, m = s.spec.microbatches, n = s.num_stages;
   HP_CHECK(static_cast<int64_t>(s.actions.size()) == p, "schedule has ", s.actions.size(),
            " rank lists for ", p, " ranks");
+  HP_CHECK(static_cast<int64_t>(stage_costs.size()) == n, stage_costs.size(), " stage costs for ",
+           n, " stages");
   std::map<Key, double> done;  // completed actions (sends: when sent)
   std::map<Key, int64_t> by_rank;
   auto err = [](int64_t r, size_t i, const Action& a, const std::string& what) {
@@ -323,7 +329,8 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
     }
     return out;
   };
-  auto cost = [&](Op op) {
+  auto cost = [&](Op op, int64_t stage) {
+    const Costs& costs = stage_costs[static_cast<size_t>(stage)];
     switch (op) {
       case Op::forward:
         return costs.forward;
@@ -362,7 +369,7 @@ Timeline simulate(const Schedule& s, const Costs& costs) {
           }
         }
         if (blocked) break;
-        const double end = start + cost(a.op);
+        const double end = start + cost(a.op, a.stage);
         if (is_compute(a.op)) t.busy[static_cast<size_t>(r)] += end - start;
         t.spans[static_cast<size_t>(r)].emplace_back(start, end);
         done[Key{a.op, a.microbatch, a.stage}] = end;

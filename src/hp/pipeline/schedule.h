@@ -108,6 +108,9 @@ struct Timeline {
 // Validates and runs the schedule on the model costs (see the header comment). Throws
 // ScheduleError.
 Timeline simulate(const Schedule& s, const Costs& costs = {});
+// The same with each stage's own costs ([num_stages]): e.g. the per-action times measured in a
+// step, where the first and last stages (embedding, head and loss) cost more than the others.
+Timeline simulate(const Schedule& s, const std::vector<Costs>& stage_costs);
 inline void validate(const Schedule& s) {
   simulate(s);
 }

@@ -187,6 +187,9 @@ void MetricsLog::record(const StepRecord& r) {
     if (!r.pp_bubble.empty()) {
       j["pp_bubble"] = r.pp_bubble;
       j["pp_bubble_theory"] = number(r.pp_bubble_theory);
+      j["pp_bubble_model"] = r.pp_bubble_model;
+      j["pp_action_s"] = r.pp_action_s;
+      j["pp_rank_s"] = r.pp_rank_s;
     }
     append_jsonl(j, r.step);
   }
@@ -232,7 +235,10 @@ void MetricsLog::print_line(const StepRecord& r) {
     out_ << "  bubble";
     for (size_t i = 0; i < r.pp_bubble.size(); ++i)
       out_ << (i ? "/" : " ") << fmt("%.2f", r.pp_bubble[i]);
-    out_ << " (theory " << fmt("%.2f", r.pp_bubble_theory) << ")";
+    out_ << " (theory " << fmt("%.2f", r.pp_bubble_theory) << ", at the measured costs";
+    for (size_t i = 0; i < r.pp_bubble_model.size(); ++i)
+      out_ << (i ? "/" : " ") << fmt("%.2f", r.pp_bubble_model[i]);
+    out_ << ")";
   }
   out_ << "\n";
   out_.flush();

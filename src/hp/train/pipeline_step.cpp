@@ -12,6 +12,7 @@
 #include "hp/pipeline/stage.h"
 #include "hp/pipeline/weight_grad.h"
 #include "hp/train/evaluate.h"
+#include "hp/train/trainer.h"
 
 namespace hp::train {
 
@@ -155,23 +156,62 @@ double PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t g
   const pipeline::ExecutorStats st =
       executor_->run([this](int64_t mb) { return batches_[size_t(mb)].ids; });
   batches_.clear();
-  // Every rank's (pipeline rank, compute, schedule time): [ranks, 3]; a stage's compute is the
-  // mean of its ranks'.
+  // Every rank's (pipeline rank, compute, schedule time, receive wait, then per stage its F, B, I,
+  // W seconds): [ranks, 4 + 4 · stages]; a stage's times are the mean of its ranks'.
+  const pipeline::Schedule& s = executor_->schedule();
+  const auto n = static_cast<size_t>(s.num_stages);
+  std::vector<double> row = {double(layout_.pp_rank), st.compute_s, st.total_s, st.wait_s};
+  for (const pipeline::Costs& c : st.stage_s)
+    row.insert(row.end(), {c.forward, c.backward, c.backward_input, c.backward_weight});
   const dist::CommPtr comm = layout_.pp_comm ? layout_.pp_comm : dist::world();
-  const Tensor times = comm->all_gather(
-      from_data<double>({double(layout_.pp_rank), st.compute_s, st.total_s}, {1, 3}));
+  const Tensor times = comm->all_gather(from_data<double>(row, {1, int64_t(row.size())}));
   const std::vector<double> v = times.to_vector();
   double span = 0;
   std::vector<double> compute(size_t(layout_.pp), 0.0), ranks(size_t(layout_.pp), 0.0);
-  for (size_t i = 0; i + 2 < v.size(); i += 3) {
-    compute[size_t(v[i])] += v[i + 1];
-    ranks[size_t(v[i])] += 1;
+  std::vector<double> total(size_t(layout_.pp), 0.0), wait(size_t(layout_.pp), 0.0);
+  std::vector<pipeline::Costs> costs(n, pipeline::Costs{0, 0, 0, 0, 0});
+  for (size_t i = 0; i < v.size(); i += row.size()) {
+    const auto r = size_t(v[i]);
+    compute[r] += v[i + 1];
+    total[r] += v[i + 2];
+    wait[r] += v[i + 3];
+    ranks[r] += 1;
     span = std::max(span, v[i + 2]);
+    for (size_t k = 0; k < n; ++k) {
+      const double* a = &v[i + 4 + 4 * k];
+      costs[k].forward += a[0], costs[k].backward += a[1];
+      costs[k].backward_input += a[2], costs[k].backward_weight += a[3];
+    }
   }
+  // The mean action time of each stage: over its microbatches and its ranks.
+  for (size_t k = 0; k < n; ++k) {
+    const double d = double(m) * ranks[size_t(s.rank_of_stage(int64_t(k)))];
+    costs[k] = {costs[k].forward / d, costs[k].backward / d, costs[k].backward_input / d,
+                costs[k].backward_weight / d, 0};
+  }
+  action_costs_ = costs;
+  const pipeline::Timeline model = pipeline::simulate(s, costs);
   measured_.clear();
-  for (size_t k = 0; k < compute.size(); ++k)
+  modeled_.clear();
+  rank_s_.clear();
+  for (size_t k = 0; k < compute.size(); ++k) {
     measured_.push_back(span > 0 && ranks[k] > 0 ? 1.0 - compute[k] / ranks[k] / span : 0.0);
+    modeled_.push_back(model.makespan > 0 ? 1.0 - model.busy[k] / model.makespan : 0.0);
+    const double d = std::max(ranks[k], 1.0);
+    rank_s_.insert(rank_s_.end(), {compute[k] / d, wait[k] / d, total[k] / d});
+  }
   return loss_sum_;
+}
+
+void PipelineStep::record(StepRecord* r) const {
+  r->pp_bubble = measured_;
+  r->pp_bubble_theory = theory_;
+  r->pp_bubble_model = modeled_;
+  r->pp_rank_s = rank_s_;
+  r->pp_action_s.clear();
+  for (const pipeline::Costs& c : action_costs_)
+    r->pp_action_s.insert(r->pp_action_s.end(),
+                          {c.forward, c.backward, c.backward_input, c.backward_weight});
 }
 
 std::string PipelineStep::describe() const {

@@ -30,6 +30,8 @@ class CausalLM;
 
 namespace hp::train {
 
+struct StepRecord;
+
 // parallel.pipeline's schedule for the layout.
 pipeline::ScheduleSpec pipeline_spec(const Config& cfg);
 
@@ -59,9 +61,12 @@ class PipelineStep {
   // last stage), as the pp = 1 loop sums it.
   double run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets);
   const pipeline::Schedule& schedule() const { return executor_->schedule(); }
-  // The last step's measured bubble of every pipeline rank (1 − its compute time / the longest
-  // schedule time of any rank), and the schedule's theoretical bubble at unit costs.
-  std::pair<std::vector<double>, double> bubble() const { return {measured_, theory_}; }
+  // Fills the step record's pp_ fields from the last step: every pipeline rank's measured bubble
+  // (1 − its compute time / the longest schedule time of any rank), the schedule's theoretical
+  // bubble at unit costs, the schedule simulated with the step's mean action times per stage
+  // (each rank's bubble at the real costs) and those times, and each rank's compute, receive
+  // wait and schedule seconds.
+  void record(StepRecord* r) const;
   // One line for the run log: the schedule, the cut and the theoretical bubble.
   std::string describe() const;
 
@@ -75,7 +80,8 @@ class PipelineStep {
   std::vector<data::Batch> batches_;
   int64_t global_targets_ = 1;
   double loss_sum_ = 0;
-  std::vector<double> measured_;
+  std::vector<double> measured_, modeled_, rank_s_;
+  std::vector<pipeline::Costs> action_costs_;
   double theory_ = 0;
 };
 

@@ -563,7 +563,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     r.peak_mem_bytes = Allocator::instance().stats(MemTier::device).peak_bytes;
     r.act_mem_bytes = fwd_bwd_peak - live_at_start - grad_bytes;
     r.tp_comm_bytes = shard::region_stats().bytes - tp_bytes_at_start;
-    if (pipe) std::tie(r.pp_bubble, r.pp_bubble_theory) = pipe->bubble();
+    if (pipe) pipe->record(&r);
     r.host_mem_bytes = Allocator::instance().stats(MemTier::host).live_bytes;
     record_transfers(moved_at_start, transfers(opt, par), &r);
     if (run.data.blend)

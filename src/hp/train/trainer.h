@@ -43,6 +43,11 @@ struct StepRecord {
   // time / the slowest rank's schedule time), and the schedule's theoretical bubble.
   std::vector<double> pp_bubble;
   double pp_bubble_theory = 0;
+  // The schedule simulated with this step's measured mean action times (each pipeline rank's
+  // bubble at the real costs, where F = I = W = 1, B = 2 is the theory's assumption), and those
+  // times: [stages × 4] seconds of one F, B, I, W of each stage (pipeline_step.h); and each
+  // pipeline rank's [ranks × 3] seconds computing, blocked in receives and running the schedule.
+  std::vector<double> pp_bubble_model, pp_action_s, pp_rank_s;
   // Offload (offload.optimizer): bytes this rank moved between tiers in the step — gradients
   // device→host and masters host→device for a host-side step, state host→disk and disk→host —
   // and the seconds the step blocked waiting for disk transfers.
