@@ -7,18 +7,24 @@
 // (r·k + j) mod E), so every expert gets work.
 //
 // Usage: bench_v4 [seq] [reps] [batch]   (HP_NUM_THREADS sets the thread count)
+// With HP_BENCH_PROFILE=N, one more step runs under the op profiler (after the timed ones) and the
+// N largest (op or backward node, phase) entries of the main thread's counted time are printed:
+// where the step goes, per op, which moves less with the machine's load than the ratio does.
 #include <cblas.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 
 #include "bench_common.h"
+#include "hp/core/profiler.h"
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
 #include "hp/io/json.h"
@@ -60,6 +66,30 @@ constexpr const char* kConfig = R"({
   "output_router_logits": false, "tie_word_embeddings": false, "use_cache": false,
   "bos_token_id": 0, "eos_token_id": 1, "dtype": "float32"
 })";
+
+// The main thread's counted time summed over modules per (name, category, phase), largest first.
+void print_profile(const profiler::Trace& trace, size_t top) {
+  std::map<std::string, std::pair<int64_t, int64_t>> by_key;  // key -> (ns, calls)
+  int64_t all_ns = 0;
+  for (const auto& th : trace.threads) {
+    if (!th.main) continue;
+    for (const auto& t : th.totals) {
+      if (t.counted_ns == 0) continue;
+      const std::string key = std::string(profiler::category_name(t.cat)) + " " +
+                              profiler::phase_name(t.phase) + " " + t.name;
+      by_key[key].first += t.counted_ns;
+      by_key[key].second += t.counted_calls;
+      all_ns += t.counted_ns;
+    }
+  }
+  std::vector<std::pair<int64_t, std::string>> rows;
+  for (const auto& [k, v] : by_key)
+    rows.emplace_back(v.first, k + " (" + std::to_string(v.second) + " calls)");
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("profiled step: %.1f ms counted on the main thread; largest entries:\n", all_ns / 1e6);
+  for (size_t i = 0; i < rows.size() && i < top; ++i)
+    std::printf("  %8.1f ms  %s\n", rows[i].first / 1e6, rows[i].second.c_str());
+}
 
 }  // namespace
 
@@ -103,6 +133,16 @@ int main(int argc, char** argv) {
       },
       reps);
 
+  const char* prof = std::getenv("HP_BENCH_PROFILE");
+  const size_t prof_top = prof ? static_cast<size_t>(std::atoll(prof)) : 0;
+  profiler::Trace trace;
+  if (prof_top > 0) {
+    for (const auto& [name, p] : params) p.zero_grad();
+    profiler::start();
+    model->loss(ids).backward();
+    trace = profiler::stop();
+  }
+
   const std::string peer_args = (dir / "config.json").string() + " " + std::to_string(batch) +
                                 " " + std::to_string(seq) + " " + std::to_string(threads) + " " +
                                 std::to_string(reps);
@@ -120,5 +160,6 @@ int main(int argc, char** argv) {
                 tokens / t_peer, hp::bench::ratio_str(t_peer, t_hp).c_str());
   else
     std::printf("torch eager   n/a (set HP_PEER_PYTHON to a python with torch + transformers)\n");
+  if (prof_top > 0) print_profile(trace, prof_top);
   return 0;
 }

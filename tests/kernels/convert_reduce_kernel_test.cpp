@@ -3,6 +3,7 @@
 // the elementwise driver on a large non-contiguous broadcast case.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/kernels/cpu/ew_table.h"
+#include "hp/kernels/cpu/reduce.h"
 #include "isa_test.h"
 
 namespace hp::kernels {
@@ -143,6 +145,47 @@ TEST(ElementwiseDriver, OneAndTwoThreadsGiveIdenticalBits) {
       ASSERT_EQ(res[0].size(), res[1].size());
       EXPECT_EQ(0, std::memcmp(res[0].data(), res[1].data(), res[0].size() * 8))
           << ew_name(op) << " " << dtype_name(dt);
+    }
+  }
+  set_num_threads(saved);
+}
+
+// Reductions over a run of middle dims of a contiguous tensor (the broadcast backward's sum_to:
+// [B, T, n, D] over n) go slab by slab without a transposing copy: sum/max/min equal the f64
+// reference summed in index order, f64 inputs exactly, and the bits do not depend on the threads.
+TEST(Reduce, MiddleDimRunMatchesReferenceAndIsThreadInvariant) {
+  const int saved = num_threads();
+  std::mt19937 rng(12);
+  std::normal_distribution<double> d(0.0, 1.0);
+  const Shape shape{3, 40, 4, 5, 300};  // reduced: the run {2, 3} (20 rows per slab)
+  std::vector<double> v(size_t(shape_numel(shape)));
+  for (auto& x : v) x = d(rng);
+  for (DType dt : {DType::f32, DType::f64}) {
+    const Tensor a = from_vector(v, shape, dt);
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+      std::vector<std::vector<double>> res;
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        const Tensor r = reduce(op, a, {2, 3}, false, dt);
+        ASSERT_EQ(r.shape(), (Shape{3, 40, 300}));
+        res.push_back(r.to_vector());
+      }
+      EXPECT_EQ(res[0], res[1]);
+      const std::vector<double> av = a.to_vector();  // the inputs as rounded to dt
+      for (int64_t i = 0; i < 3 * 40; ++i)
+        for (int64_t c = 0; c < 300; ++c) {
+          double want = op == ReduceOp::sum ? 0.0 : av[size_t(i * 20 * 300 + c)];
+          for (int64_t r = 0; r < 20; ++r) {
+            const double x = av[size_t((i * 20 + r) * 300 + c)];
+            want = op == ReduceOp::sum ? want + x : op == ReduceOp::max ? std::max(want, x)
+                                                                          : std::min(want, x);
+          }
+          const double got = res[0][size_t(i * 300 + c)];
+          if (dt == DType::f64 || op != ReduceOp::sum)
+            ASSERT_EQ(got, want) << i << " " << c;
+          else
+            ASSERT_NEAR(got, want, 1e-5) << i << " " << c;
+        }
     }
   }
   set_num_threads(saved);

@@ -78,5 +78,44 @@ TEST(Matmul, ThreadCountDoesNotChangeBits) {
   EXPECT_EQ(matmul(a, b).to_vector(), one);
 }
 
+// linear's own backward (dW = dYᵀ·X written as [out, in], dX = dY·W) against the composed
+// matmul(x, wᵀ) + bias it replaced: equal within f32 rounding, and the bits do not depend on the
+// thread count. Its weight gradient (linear_weight_grad) is produced contiguous [out, in], so
+// AccumulateGrad keeps the buffer instead of copying a transposed view.
+TEST(Linear, BackwardMatchesComposedMatmulContiguousAndThreadInvariant) {
+  manual_seed(3);
+  const Tensor x0 = randn({2, 150, 160}), w0 = randn({96, 160}), b0 = randn({96}),
+               r = randn({2, 150, 96});
+  struct Grads {
+    std::vector<double> x, w, b;
+  };
+  auto run = [&](bool composed) {
+    Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
+    for (Tensor* t : {&x, &w, &b}) t->requires_grad_();
+    Tensor y = composed ? add(matmul(x, transpose(w, 0, 1)), b) : linear(x, w, b);
+    sum(mul(y, r)).backward();
+    return Grads{x.grad().to_vector(), w.grad().to_vector(), b.grad().to_vector()};
+  };
+  set_num_threads(1);
+  const Grads one = run(false);
+  set_num_threads(2);
+  const Grads two = run(false), old = run(true);
+  const Tensor dw = linear_weight_grad(reshape(x0, {300, 160}), reshape(r, {300, 96}));
+  EXPECT_EQ(dw.shape(), (Shape{96, 160}));
+  EXPECT_TRUE(dw.is_contiguous());
+  EXPECT_EQ(dw.to_vector(), one.w);  // what the backward accumulated, bit for bit
+  EXPECT_EQ(two.x, one.x);
+  EXPECT_EQ(two.w, one.w);
+  EXPECT_EQ(two.b, one.b);
+  auto expect_close = [](const std::vector<double>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << i;
+  };
+  expect_close(two.x, old.x);
+  expect_close(two.w, old.w);
+  expect_close(two.b, old.b);
+}
+
 }  // namespace
 }  // namespace hp

@@ -154,15 +154,40 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
+Tensor linear_weight_grad(const Tensor& x2, const Tensor& dy2) {
+  HP_CHECK(x2.dim() == 2 && dy2.dim() == 2 && x2.size(0) == dy2.size(0), "linear_weight_grad of ",
+           x2.desc(), " and ", dy2.desc());
+  // dy2ᵀ is a transposed view that describe() hands to the GEMM as trans_a, so dW is written
+  // straight into a contiguous [out, in] buffer: no [in, out] product to transpose and copy.
+  return matmul_nd(transpose(dy2, 0, 1), x2);
+}
+
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
   HP_PROFILE_OP("linear");
   if (!w.defined() || w.dim() != 2)
     HP_THROW(ValueError, "linear", "weight must be [out, in], got ", w.desc());
   if (!x.defined() || x.dim() < 1 || x.size(-1) != w.size(1))
     HP_THROW(ValueError, "linear", "input ", x.desc(), " does not match weight ", w.desc());
-  // [..., in] → [N, in] so that the GEMM runs once over all rows.
+  check_matmul_input(x);
+  check_matmul_input(w);
+  // [..., in] → x2 [N, in] so that the GEMM runs once over all rows; y [N, out] = x2 · wᵀ (wᵀ a
+  // view, passed as trans_b).
   Shape lead(x.shape().begin(), x.shape().end() - 1);
-  Tensor y = matmul(reshape(x, {-1, w.size(1)}), transpose(w, 0, 1));
+  const Tensor x2 = reshape(x, {-1, w.size(1)});
+  Tensor y = matmul_nd(x2, transpose(w, 0, 1));
+  if (autograd::needs_grad({x2, w})) {
+    // Its own node rather than matmul's: matmul's gradient of wᵀ is [in, out], which reaches w
+    // as a transposed view that AccumulateGrad has to copy.
+    const bool gx = x2.requires_grad(), gw = w.requires_grad();
+    autograd::SavedTensor sx(gw ? x2 : Tensor()), sw(gx ? w : Tensor());
+    const DType dx = x2.dtype(), dw = w.dtype();
+    autograd::record("linear", {x2, w}, {y}, [=](const std::vector<Tensor>& g) {
+      Tensor gx2, gw2;
+      if (gx) gx2 = cast(matmul_nd(g[0], sw.unpack()), dx);  // [N, out] · [out, in]
+      if (gw) gw2 = cast(linear_weight_grad(sx.unpack(), g[0]), dw);  // [out, in]
+      return std::vector<Tensor>{gx2, gw2};
+    });
+  }
   if (bias.defined()) {
     if (bias.dim() != 1 || bias.size(0) != w.size(0))
       HP_THROW(ValueError, "linear", "bias ", bias.desc(), " does not match weight ", w.desc());

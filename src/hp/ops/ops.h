@@ -92,8 +92,12 @@ Tensor log_softmax(const Tensor& a, int64_t dim);
 // Batched with broadcasting over leading dims; 1-D operands as in numpy. f32, or bf16 inputs with
 // f32 accumulation (bf16 output).
 Tensor matmul(const Tensor& a, const Tensor& b);
-// x [..., in] · w[out, in]ᵀ + b[out].
+// x [..., in] · w[out, in]ᵀ + b[out]. Its backward writes dW contiguous [out, in]
+// (linear_weight_grad) and dX = dY · W, both without copying a transposed operand.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = Tensor());
+// dW [out, in] = dy2ᵀ · x2 for x2 [N, in], dy2 [N, out], contiguous: linear's weight gradient, also
+// for callers that defer it (pipeline/weight_grad.h). Not differentiable.
+Tensor linear_weight_grad(const Tensor& x2, const Tensor& dy2);
 
 // ---------- neural-network ops ----------
 // ids (i32/i64, any shape) → [..., dim]; out-of-range ids throw IndexError naming the id.

@@ -13,10 +13,10 @@ namespace {
 
 thread_local WeightGradTasks* t_tasks = nullptr;
 
-// dW = (Xᵀ · dY)ᵀ [out, in] and db = Σ rows of dY [out], as ops linear's backward forms them,
+// dW = dYᵀ · X [out, in] and db = Σ rows of dY [out], as ops linear's backward forms them,
 // from x2 [N, in] and dy2 [N, out].
 std::pair<Tensor, Tensor> weight_grads(const Tensor& x2, const Tensor& dy2, bool bias) {
-  Tensor dw = contiguous(transpose(matmul(transpose(x2, 0, 1), dy2), 0, 1));
+  Tensor dw = linear_weight_grad(x2, dy2);
   Tensor db = bias ? sum_to(dy2, {dy2.size(1)}) : Tensor();
   return {dw, db};
 }

@@ -3,8 +3,10 @@
 //
 // Groups are given by int32 end offsets: group g owns rows [group_end[g-1], group_end[g]) (with
 // group_end[-1] = 0), so group_end is non-decreasing and group_end[G-1] is the total row count. An
-// empty group does no work (its wgrad output is zero-filled). Every group is one gemm_f32 call
-// whose tiling depends only on its shape, so results are bitwise identical for any thread count.
+// empty group does no work (its wgrad output is zero-filled). Each group's output is cut into
+// tiles by its own shape alone (one tile unless the group is large), and the tiles of all groups
+// run as one list over the thread pool, each a single-threaded sgemm over the whole K: results are
+// bitwise identical for any thread count.
 #pragma once
 
 #include <cstdint>

@@ -90,6 +90,17 @@ void outer(ReduceOp op, const T* x, int64_t R, int64_t O, T* out) {
   });
 }
 
+// [A, R, C] contiguous → out[A, C]: outer() per slab, slabs spread over the pool (the nested
+// outer() then runs inline). Each output still sums its R inputs in order r = 0..R-1.
+template <class T>
+void outer_slabs(ReduceOp op, const T* x, int64_t A, int64_t R, int64_t C, T* out) {
+  if (A == 1) return outer(op, x, R, C, out);
+  parallel_for(0, A, std::max<int64_t>(1, 65536 / std::max<int64_t>(R * C, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t i = b; i < e; ++i) outer(op, x + i * R * C, R, C, out + i * C);
+               });
+}
+
 template <class T>
 void inner_generic(ReduceOp op, const T* x, int64_t O, int64_t R, T* out) {
   parallel_for(0, O, std::max<int64_t>(1, 16384 / std::max<int64_t>(R, 1)), [&](int64_t b, int64_t e) {
@@ -118,10 +129,17 @@ Tensor reduce(ReduceOp op, const Tensor& a, const std::vector<int64_t>& dims_in,
   std::vector<int64_t> kept;
   for (int64_t d = 0; d < a.dim(); ++d)
     if (!std::binary_search(dims.begin(), dims.end(), d)) kept.push_back(d);
-  const bool reduced_leading = !dims.empty() && dims.back() == static_cast<int64_t>(dims.size()) - 1;
+  // Reduced dims that form one run [d0, d1] not reaching the last dim of a contiguous tensor: a is
+  // [A, R, C] (A, C the kept dims before and after the run) and each slab's R rows of C
+  // elements accumulate in order (outer), with no transposing copy. The broadcast backward's
+  // sum_to is mostly of this kind (streams [B, T, n, D] summed over n, heads summed over H).
+  const bool run = !dims.empty() && dims.back() - dims.front() + 1 == int64_t(dims.size()) &&
+                   dims.back() < a.dim() - 1;
+  int64_t A = 1;
+  for (int64_t d = 0; run && d < dims.front(); ++d) A *= a.shape()[d];
   Tensor src;
   bool use_outer = false;
-  if (reduced_leading && !kept.empty() && a.is_contiguous()) {
+  if (run && !kept.empty() && a.is_contiguous()) {
     src = a.dtype() == ct ? a : a.to(ct);
     use_outer = true;
   } else {
@@ -135,10 +153,10 @@ Tensor reduce(ReduceOp op, const Tensor& a, const std::vector<int64_t>& dims_in,
   Tensor out = empty(out_shape, ct);
   if (O > 0) {
     if (ct == DType::f32) {
-      if (use_outer) outer<float>(op, src.data<float>(), R, O, out.data<float>());
+      if (use_outer) outer_slabs<float>(op, src.data<float>(), A, R, O / A, out.data<float>());
       else inner_f32(op, src.data<float>(), O, R, out.data<float>());
     } else {
-      if (use_outer) outer<double>(op, src.data<double>(), R, O, out.data<double>());
+      if (use_outer) outer_slabs<double>(op, src.data<double>(), A, R, O / A, out.data<double>());
       else inner_generic<double>(op, src.data<double>(), O, R, out.data<double>());
     }
   }
