@@ -299,7 +299,7 @@ TEST(Offload, LargestFirstOffloadsTheBiggestSaversUntilThePlanFits) {
   // with all of them offloaded and the plan with none.
   const std::vector<std::string> base =
       act_sets({"offload.activations=host", "offload.activations_modules=[self_attn, mlp]",
-                "offload.activations_min_bytes=0"});
+                "offload.activations_min_bytes=0", "training.steps=3"});
   std::vector<std::string> all_sets = base;
   all_sets.push_back("memory.device_budget=1GiB");
   const MemoryPlan all = plan_memory(tiny("lg_all", all_sets));
@@ -341,7 +341,7 @@ TEST(Offload, LargestFirstOffloadsTheBiggestSaversUntilThePlanFits) {
   EXPECT_LE(r.peak_mem_bytes, budget);
   EXPECT_NEAR(double(plan.device.activations), double(r.act_mem_bytes),
               0.20 * double(r.act_mem_bytes));
-  const TrainResult dev = quiet_train(tiny("lg_dev", act_sets({})));
+  const TrainResult dev = quiet_train(tiny("lg_dev", act_sets({"training.steps=3"})));
   EXPECT_EQ(losses(r), losses(dev));
   EXPECT_GT(dev.peak_mem_bytes, budget);
 }
@@ -352,7 +352,8 @@ TEST(Offload, AutoRecomputesOrSwapsEachChosenBlockByCost) {
   // run trains bitwise like the one without, within the budget.
   const std::vector<std::string> base =
       act_sets({"offload.activations=disk", "offload.activations_modules=[self_attn, mlp]",
-                "offload.activations_min_bytes=0", "offload.activations_select=auto"});
+                "offload.activations_min_bytes=0", "offload.activations_select=auto",
+                "training.steps=3"});
   const MemoryPlan all = plan_memory(
       tiny("au_all", act_sets({"offload.activations=host",
                                "offload.activations_modules=[self_attn, mlp]",
@@ -360,7 +361,7 @@ TEST(Offload, AutoRecomputesOrSwapsEachChosenBlockByCost) {
   const MemoryPlan none = plan_memory(tiny("au_none", act_sets({"memory.device_budget=1GiB"})));
   // Recompute saves less than a swap (the region keeps its input): a budget closer to none.
   const int64_t budget = all.device.total() + 3 * (none.device.total() - all.device.total()) / 4;
-  const TrainResult dev = quiet_train(tiny("au_dev", act_sets({})));
+  const TrainResult dev = quiet_train(tiny("au_dev", act_sets({"training.steps=3"})));
   for (const char* rate : {"1e6", "1e-6"}) {
     std::vector<std::string> sets = base;
     sets.push_back("memory.device_budget=" + std::to_string(budget));
