@@ -367,10 +367,10 @@ MemoryPlan plan_memory(const Config& cfg_in) {
   return p;
 }
 
-void check_device_budget(const Config& cfg) {
-  if (cfg.memory.device_budget.empty()) return;
-  const MemoryPlan p = plan_memory(cfg);
-  if (p.minimum_device_bytes() <= p.budget) return;
+std::optional<MemoryPlan> check_device_budget(const Config& cfg) {
+  if (cfg.memory.device_budget.empty()) return std::nullopt;
+  MemoryPlan p = plan_memory(cfg);
+  if (p.minimum_device_bytes() <= p.budget) return p;
   HP_THROW(MemoryError, "memory", "memory.device_budget = ", format_bytes(double(p.budget)),
            " cannot hold even one layer's step: the device tier needs at least ",
            format_bytes(double(p.minimum_device_bytes())),

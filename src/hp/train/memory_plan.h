@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,7 +81,8 @@ MemoryPlan plan_memory(const Config& cfg);
 
 // With memory.device_budget set: throws MemoryError("[memory] ...") before training when the budget
 // cannot hold the static device bytes plus one layer's step (MemoryPlan::minimum_device_bytes),
-// the plan's table in the message. Collective, as plan_memory.
-void check_device_budget(const Config& cfg);
+// the plan's table in the message. Collective, as plan_memory. Returns the plan (none without a
+// budget), which build_run reuses for offload.activations_select largest | auto.
+std::optional<MemoryPlan> check_device_budget(const Config& cfg);
 
 }  // namespace hp::train

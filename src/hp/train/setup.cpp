@@ -204,7 +204,7 @@ optim::StateOffloadOptions state_offload_options(const Config& cfg, const Parall
   return o;
 }
 
-RunSetup build_run(const Config& cfg, const Layout& layout) {
+RunSetup build_run(const Config& cfg, const Layout& layout, const MemoryPlan* plan) {
   RunSetup r;
   r.data = load_run_data(cfg);
   // offload.activations_select largest | auto: the plan measures the selection's blocks and picks
@@ -212,8 +212,9 @@ RunSetup build_run(const Config& cfg, const Layout& layout) {
   // exists, so it measures alone).
   std::optional<ActivationChoice> choice;
   if (cfg.offload.activations_select != "all") {
-    const MemoryPlan plan = plan_memory(cfg);
-    choice = ActivationChoice{plan.offloaded_blocks(), plan.recomputed_blocks()};
+    const MemoryPlan own = plan ? MemoryPlan() : plan_memory(cfg);
+    const MemoryPlan& p = plan ? *plan : own;
+    choice = ActivationChoice{p.offloaded_blocks(), p.recomputed_blocks()};
   }
   manual_seed(static_cast<uint64_t>(cfg.training.seed));
   // The model's tensors, its FSDP shards and gathered copies count as parameters; with

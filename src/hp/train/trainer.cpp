@@ -396,10 +396,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   const fusion::ModeScope fusion_scope(fusion_mode);
   // memory.device_budget caps the device tier for the run (restored after: tests run many).
   const DeviceBudgetScope budget(device_budget_bytes(cfg), "memory.device_budget");
-  check_device_budget(cfg);  // a budget too small for one layer: refused before anything is built
+  // A budget too small for one layer: refused before anything is built (the plan is reused).
+  const std::optional<MemoryPlan> plan = check_device_budget(cfg);
   // Data (every rank loads it; indexed data is mapped), the model (f32 masters, seeded init, every
   // parallel / precision / memory transform), optimizer and loader.
-  RunSetup run = build_run(cfg, layout);
+  RunSetup run = build_run(cfg, layout, plan ? &*plan : nullptr);
   models::CausalLM* model = run.model.get();
   Parallelized& par = run.par;
   optim::Optimizer& opt = *run.opt;
