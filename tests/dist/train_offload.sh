@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # HyperOffload at 2 ranks (FSDP shards): optimizer state on the host tier or streamed from the disk
-# tier, and activations on the host tier, train with losses bitwise equal to the device tier's over
+# tier, and activations on the host or disk tier, train with losses bitwise equal to the device tier's over
 # 20 steps (AdamW and Muon); a disk
 # run saved at step 10 resumes bitwise; an unusable memory.disk_dir and a device budget too small
 # end the run with an error naming the path / the budget.
@@ -34,6 +34,11 @@ same "2 ranks, masters, gradients and optimizer state on the host" "$dir/none_ad
 run act_host 2 --set offload.activations=host --set offload.activations_min_bytes=0
 same "2 ranks, activations on the host" "$dir/none_adamw" "$dir/act_host"
 grep -q 'activation offload: host for 2 modules' "$dir/act_host.log"
+run act_disk 2 --set offload.activations=disk --set offload.activations_min_bytes=0
+same "2 ranks, activations on the disk tier" "$dir/none_adamw" "$dir/act_disk"
+grep -q 'activation offload: disk for 2 modules' "$dir/act_disk.log"
+grep -q '"disk_to_host"' "$dir/act_disk/metrics.jsonl"
+grep -q 'moved d>h .* h>disk .* waited' "$dir/act_disk.log"
 grep -q '"host_to_disk"' "$dir/disk_adamw/metrics.jsonl"
 # Resume a disk run from its step-10 checkpoint (the state went through the disk tier both ways).
 "$hp" launch -n 2 -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/resumed" \

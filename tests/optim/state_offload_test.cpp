@@ -1,6 +1,7 @@
 // Optimizer state offload (optim/state_offload.h, offload/async_file.h): host and disk placement
 // step bitwise like the device placement, checkpoints round-trip through the disk tier, and a disk
-// tier that cannot be written fails naming the file and the bytes.
+// tier that cannot be written fails naming the file and the bytes. Also the activations' extents
+// in the disk tier's file (offload/activation_disk.h).
 #include "hp/optim/state_offload.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 
 #include "error_of.h"
 #include "hp/core/random.h"
+#include "hp/offload/activation_disk.h"
 #include "hp/offload/async_file.h"
 #include "hp/ops/ops.h"
 
@@ -184,6 +186,44 @@ TEST(AsyncFile, WritesAndReadsBackLargeBuffersInChunks) {
     EXPECT_TRUE(fs::exists(path));
   }
   EXPECT_FALSE(fs::exists(path));  // scratch: deleted with the file object
+  fs::remove_all(fs::path(path).parent_path());
+}
+
+TEST(ActivationDisk, ExtentsAreReusedAndAFailedWriteFailsEveryRead) {
+  const std::string path = temp_path("actdisk") + "/activations.bin";
+  {
+    offload::ActivationDisk d(path, 2);
+    Tensor a = randn({3000});  // 12000 bytes: an extent of 12 KiB
+    Tensor b = randn({100});
+    offload::ActivationDisk::Extent ea = d.write(a), eb = d.write(b);
+    EXPECT_EQ(ea.offset, 0);
+    EXPECT_EQ(eb.offset, 12288);
+    EXPECT_EQ(d.file_bytes(), 12288 + 4096);
+    Tensor back = empty({3000}, DType::f32, MemTier::host);
+    d.wait(d.read(ea, back));
+    EXPECT_EQ(std::memcmp(a.raw_data(), back.raw_data(), a.nbytes()), 0);
+    // a's hole is reused first-fit; freeing everything shrinks the file's extent to nothing.
+    d.release(ea);
+    offload::ActivationDisk::Extent ec = d.write(b);
+    EXPECT_EQ(ec.offset, 0);
+    d.release(eb);
+    d.release(ec);
+    EXPECT_EQ(d.file_bytes(), 0);
+    // A write past a file size limit: the read of that extent (and any later one) names the file
+    // and the bytes.
+    struct rlimit old = {};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+    struct rlimit small = old;
+    small.rlim_cur = 8192;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    offload::ActivationDisk::Extent big = d.write(a);
+    const std::string e = error_of([&] { d.wait(d.read(big, back)); });
+    setrlimit(RLIMIT_FSIZE, &old);
+    EXPECT_NE(e.find("[offload] " + path + ": cannot write 12000 bytes"), std::string::npos) << e;
+    EXPECT_EQ(error_of([&] { d.wait(d.read(big, back)); }), e);
+    d.release(big);
+  }
+  EXPECT_FALSE(fs::exists(path));
   fs::remove_all(fs::path(path).parent_path());
 }
 

@@ -1,9 +1,13 @@
-// HyperOffload in the training loop: optimizer state on the host or disk tier trains bitwise like
-// the device tier (and resumes exactly), the run log counts what moved, and memory.device_budget
-// caps the device tier with an error naming what fills it.
+// HyperOffload in the training loop: optimizer state and activations on the host or disk tier train
+// bitwise like the device tier (and resume exactly), the run log counts what moved, a full disk
+// tier ends the run naming the file, and memory.device_budget caps the device tier with an error
+// naming what fills it.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -204,6 +208,79 @@ TEST(Offload, ActivationsOnHostTrainBitwiseLikeDeviceAndLeaveIt) {
   EXPECT_EQ(sel.offload_modules, (std::vector<std::string>{"model.layers.0.mlp", "model.layers.2.mlp"}));
 }
 
+TEST(Offload, ActivationsOnDiskTrainBitwiseLikeDeviceThroughTheFile) {
+  const TrainResult dev = quiet_train(tiny("dsk_dev", act_sets({})));
+  const Config c = tiny("dsk_off", act_sets({"offload.activations=disk",
+                                              "offload.activations_min_bytes=0",
+                                              "metrics.progress=lines"}));
+  std::ostringstream log;
+  TrainOptions o;
+  o.log = &log;
+  const TrainResult off = train(c, o);
+  ASSERT_EQ(off.steps.size(), 6u);
+  EXPECT_EQ(losses(dev), losses(off));
+  EXPECT_LT(double(off.act_mem_bytes), 0.6 * double(dev.act_mem_bytes))
+      << off.act_mem_bytes << " vs " << dev.act_mem_bytes;
+  // Every saved storage goes down to the file and comes back once, and the log counts both hops.
+  const StepRecord& r = off.steps.back();
+  EXPECT_GT(r.host_to_disk_bytes, 0);
+  EXPECT_EQ(r.disk_to_host_bytes, r.host_to_disk_bytes);
+  EXPECT_EQ(r.device_to_host_bytes, r.host_to_disk_bytes);
+  EXPECT_EQ(r.host_to_device_bytes, r.disk_to_host_bytes);
+  // The host tier held only staging buffers: at the step's end nothing of the activations.
+  EXPECT_LT(r.host_mem_bytes, r.host_to_disk_bytes);
+  // With recompute (a recomputed layer's input moves) and a block selection.
+  const TrainResult roff = quiet_train(
+      tiny("dsk_roff", act_sets({"recompute.mode=full", "offload.activations=disk",
+                                 "offload.activations_every_k_layers=2",
+                                 "offload.activations_min_bytes=0"})));
+  EXPECT_EQ(losses(roff), losses(dev));
+  EXPECT_GT(roff.steps.back().disk_to_host_bytes, 0);
+  std::ifstream in(c.run.dir + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const auto j = nlohmann::json::parse(last);
+  EXPECT_EQ(j["offload_bytes"]["host_to_disk"].get<int64_t>(), r.host_to_disk_bytes);
+  EXPECT_TRUE(fs::is_empty(c.run.dir + "/offload"));  // the scratch file is deleted
+  // Each step's log line says what moved per tier and how long the step waited.
+  EXPECT_NE(log.str().find("activation offload: disk for 4 modules"), std::string::npos);
+  EXPECT_NE(log.str().find(" h>disk "), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find(" waited "), std::string::npos) << log.str();
+}
+
+TEST(Offload, FullDiskTierEndsTheRunNamingFileAndBytesAndTheCheckpointLoads) {
+  // Four steps saved at step 4; the resumed run's disk tier then fills up (a file size limit below
+  // one step's activations) in step 5: the run ends with an IoError naming the file and the bytes,
+  // and the step-4 checkpoint still resumes, bitwise like an uninterrupted run.
+  const std::vector<std::string> sets = act_sets(
+      {"offload.activations=disk", "training.steps=6", "checkpoint.interval=4"});
+  const TrainResult straight = quiet_train(tiny("full_ref", sets));
+  Config c = tiny("full_run", sets);
+  TrainOptions o;
+  o.stop_after = 4;
+  const TrainResult first = quiet_train(c, o);
+  ASSERT_TRUE(first.interrupted);
+  ASSERT_TRUE(fs::exists(c.run.dir + "/step-00000004"));
+  struct rlimit old = {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  struct rlimit small = old;
+  small.rlim_cur = 256 << 10;  // above metrics.jsonl, below the activations of one step
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  TrainOptions again;
+  again.resume = "auto";
+  const std::string e = testing::error_of([&] { quiet_train(c, again); });
+  setrlimit(RLIMIT_FSIZE, &old);
+  EXPECT_NE(e.find("[offload] " + c.run.dir + "/offload/activations-rank0-pid"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find(": cannot write "), std::string::npos) << e;
+  EXPECT_NE(e.find(" bytes ("), std::string::npos) << e;
+  EXPECT_NE(e.find("memory.disk_dir"), std::string::npos) << e;
+  const TrainResult rest = quiet_train(c, again);
+  std::vector<double> joined = losses(first);
+  for (double l : losses(rest)) joined.push_back(l);
+  EXPECT_EQ(joined, losses(straight));
+}
+
 TEST(Offload, ActivationOffloadFitsLongerSequencesInTheSameBudget) {
   // hp memory plan measures activations through the trainer's own parallelize step, so it sees
   // what offload leaves on the device tier.
@@ -217,6 +294,109 @@ TEST(Offload, ActivationOffloadFitsLongerSequencesInTheSameBudget) {
       << off.max_seq_len() << " vs " << dev.max_seq_len();
 }
 
+TEST(Offload, LargestFirstOffloadsTheBiggestSaversUntilThePlanFits) {
+  // Candidates: the attention and MLP blocks of the 4 layers. A budget halfway between the plan
+  // with all of them offloaded and the plan with none.
+  const std::vector<std::string> base =
+      act_sets({"offload.activations=host", "offload.activations_modules=[self_attn, mlp]",
+                "offload.activations_min_bytes=0", "training.steps=3"});
+  std::vector<std::string> all_sets = base;
+  all_sets.push_back("memory.device_budget=1GiB");
+  const MemoryPlan all = plan_memory(tiny("lg_all", all_sets));
+  const MemoryPlan none = plan_memory(tiny("lg_none", act_sets({"memory.device_budget=1GiB"})));
+  ASSERT_EQ(all.activation_blocks.size(), 8u);
+  ASSERT_LT(all.device.total(), none.device.total());
+  const int64_t budget = (all.device.total() + none.device.total()) / 2;
+  const std::string budget_set = "memory.device_budget=" + std::to_string(budget);
+  std::vector<std::string> sets = base;
+  sets.push_back("offload.activations_select=largest");
+  sets.push_back(budget_set);
+  const Config c = tiny("lg", sets);
+  const MemoryPlan plan = plan_memory(c);
+  const std::vector<std::string> chosen = plan.offloaded_blocks();
+  EXPECT_FALSE(chosen.empty());
+  EXPECT_LT(chosen.size(), plan.activation_blocks.size());
+  EXPECT_TRUE(plan.fits()) << plan.to_text();
+  // Largest first: every offloaded block saves at least as much as any kept one; the host tier
+  // holds what moved.
+  int64_t smallest_moved = INT64_MAX, largest_kept = 0, moved = 0;
+  for (const MemoryPlan::Block& b : plan.activation_blocks) {
+    const bool swapped = b.fate == MemoryPlan::Fate::swapped;
+    if (swapped) smallest_moved = std::min(smallest_moved, b.bytes), moved += b.bytes;
+    if (!swapped) largest_kept = std::max(largest_kept, b.bytes);
+  }
+  EXPECT_TRUE(plan.recomputed_blocks().empty());
+  EXPECT_GE(smallest_moved, largest_kept);
+  EXPECT_EQ(plan.host.activations, moved);
+  EXPECT_GT(moved, 0);
+  const std::string text = plan.to_text();
+  EXPECT_NE(text.find("offload    activations host (largest first until it fits): " +
+                      std::to_string(chosen.size()) + " of 8 blocks swapped, 0 recomputed"),
+            std::string::npos)
+      << text;
+  // The run offloads exactly those, stays within the budget (an allocation past it throws) and
+  // trains bitwise like the run without offload, which does not fit that budget.
+  const TrainResult r = quiet_train(c);
+  EXPECT_EQ(r.offload_modules, chosen);
+  EXPECT_LE(r.peak_mem_bytes, budget);
+  EXPECT_NEAR(double(plan.device.activations), double(r.act_mem_bytes),
+              0.20 * double(r.act_mem_bytes));
+  const TrainResult dev = quiet_train(tiny("lg_dev", act_sets({"training.steps=3"})));
+  EXPECT_EQ(losses(r), losses(dev));
+  EXPECT_GT(dev.peak_mem_bytes, budget);
+}
+
+TEST(Offload, AutoRecomputesOrSwapsEachChosenBlockByCost) {
+  // The GEMM rate decides: at 10^6 TFLOP/s a block's forward costs nothing, so every chosen block
+  // is recomputed; at 10^-6 its backward hides any swap, so every one is swapped. Either way the
+  // run trains bitwise like the one without, within the budget.
+  const std::vector<std::string> base =
+      act_sets({"offload.activations=disk", "offload.activations_modules=[self_attn, mlp]",
+                "offload.activations_min_bytes=0", "offload.activations_select=auto",
+                "training.steps=3"});
+  const MemoryPlan all = plan_memory(
+      tiny("au_all", act_sets({"offload.activations=host",
+                               "offload.activations_modules=[self_attn, mlp]",
+                               "offload.activations_min_bytes=0", "memory.device_budget=1GiB"})));
+  const MemoryPlan none = plan_memory(tiny("au_none", act_sets({"memory.device_budget=1GiB"})));
+  // Recompute saves less than a swap (the region keeps its input): a budget closer to none.
+  const int64_t budget = all.device.total() + 3 * (none.device.total() - all.device.total()) / 4;
+  const TrainResult dev = quiet_train(tiny("au_dev", act_sets({"training.steps=3"})));
+  for (const char* rate : {"1e6", "1e-6"}) {
+    std::vector<std::string> sets = base;
+    sets.push_back("memory.device_budget=" + std::to_string(budget));
+    sets.push_back(std::string("metrics.peak_tflops=") + rate);
+    const Config c = tiny(std::string("au_") + rate, sets);
+    const MemoryPlan plan = plan_memory(c);
+    const bool fast = std::string(rate) == "1e6";
+    const std::vector<std::string> rec = plan.recomputed_blocks(), swp = plan.offloaded_blocks();
+    EXPECT_FALSE((fast ? rec : swp).empty()) << rate << "\n" << plan.to_text();
+    EXPECT_TRUE((fast ? swp : rec).empty()) << rate << "\n" << plan.to_text();
+    EXPECT_GT(plan.tier_bytes_per_s, 0);
+    EXPECT_EQ(plan.disk.activations == 0, fast) << plan.to_text();
+    const std::string text = plan.to_text();
+    EXPECT_NE(text.find("recomputed or swapped by cost"), std::string::npos) << text;
+    EXPECT_NE(text.find(fast ? "recomputed: model.layers." : "swapped: model.layers."),
+              std::string::npos)
+        << text;
+    const TrainResult r = quiet_train(c);
+    EXPECT_EQ(losses(r), losses(dev)) << rate;
+    EXPECT_EQ(r.recompute_modules, rec) << rate;
+    EXPECT_EQ(r.offload_modules, swp) << rate;
+    EXPECT_LE(r.peak_mem_bytes, budget) << rate;
+  }
+  // auto plans recompute itself.
+  const std::string e = testing::error_of([&] {
+    std::vector<std::string> sets = base;
+    sets.push_back("memory.device_budget=1GiB");
+    sets.push_back("recompute.mode=full");
+    tiny("au_rec", sets);
+  });
+  EXPECT_NE(e.find("recompute.mode: must be none with offload.activations_select auto"),
+            std::string::npos)
+      << e;
+}
+
 TEST(Offload, ActivationKeysNameTheirErrors) {
   const std::string glob = testing::error_of([&] {
     quiet_train(tiny("act_glob", {"offload.activations=host", "offload.activations_modules=[attn]"}));
@@ -228,8 +408,27 @@ TEST(Offload, ActivationKeysNameTheirErrors) {
       testing::error_of([&] { tiny("act_tier", {"offload.activations=ssd"}); });
   EXPECT_NE(tier.find("offload.activations"), std::string::npos) << tier;
   EXPECT_NE(tier.find("ssd"), std::string::npos) << tier;
-  const Config c = tiny("act_yaml", {"offload.activations=host", "offload.activations_modules=[mlp]",
-                                     "offload.activations_every_k_layers=3"});
+  const std::string no_budget = testing::error_of(
+      [&] { tiny("act_nob", {"offload.activations=disk", "offload.activations_select=largest"}); });
+  EXPECT_NE(no_budget.find("offload.activations_select: largest needs memory.device_budget"),
+            std::string::npos)
+      << no_budget;
+  const std::string nothing = testing::error_of([&] {
+    tiny("act_none", {"memory.device_budget=1GiB", "offload.activations_select=largest"});
+  });
+  EXPECT_NE(nothing.find("largest needs offload.activations host or disk, got "
+                         "offload.activations none"),
+            std::string::npos)
+      << nothing;
+  const std::string select =
+      testing::error_of([&] { tiny("act_sel", {"offload.activations_select=biggest"}); });
+  EXPECT_NE(select.find("offload.activations_select"), std::string::npos) << select;
+  EXPECT_NE(select.find("biggest"), std::string::npos) << select;
+  const Config c = tiny("act_yaml", {"offload.activations=disk",
+                                     "offload.activations_modules=[mlp]",
+                                     "offload.activations_every_k_layers=3",
+                                     "offload.activations_select=largest",
+                                     "memory.device_budget=1GiB"});
   EXPECT_EQ(parse_config(to_yaml(c), "resolved.yaml"), c);
 }
 

@@ -7,9 +7,8 @@
 #include "hp/core/error.h"
 
 namespace hp::models {
-namespace {
 
-void install(const SelectedBlock& r) {
+void install_recompute(const SelectedBlock& r) {
   FeedForward* side = r.side;
   r.module->add_forward_wrapper([side](const Tensor& x, const nn::Module::ForwardFn& inner) {
     // The region keeps its own copy of inner (owning what it captures) to run it in backward.
@@ -25,6 +24,8 @@ void install(const SelectedBlock& r) {
     return outs[0];
   });
 }
+
+namespace {
 
 std::string block_names(const DecoderLayer& layer) {
   std::string s;
@@ -84,7 +85,7 @@ std::vector<std::string> apply_recompute(CausalLM& model, const RecomputeSpec& s
   std::vector<std::string> out;
   for (const SelectedBlock& r :
        select_blocks(model, full ? 1 : spec.every_k_layers, spec.modules, "recompute")) {
-    install(r);
+    install_recompute(r);
     out.push_back(r.fqn);
   }
   return out;

@@ -49,6 +49,9 @@ std::vector<SelectedBlock> select_blocks(CausalLM& model, int64_t every_k_layers
                                         const std::vector<std::string>& modules,
                                         const char* component);
 
+// Makes one selected block a recompute region (a forward wrapper on top of those installed).
+void install_recompute(const SelectedBlock& block);
+
 // Installs the regions on `model` (call once); returns the module FQNs wrapped, in model order
 // ("model.layers.0", or "model.layers.0.mlp" for blocks). Throws ValueError ("[recompute] ...")
 // for an unknown mode, every_k_layers < 1, modules given without selective, or a modules glob that

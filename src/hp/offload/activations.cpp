@@ -8,18 +8,37 @@
 #include "hp/autograd/node.h"
 #include "hp/core/allocator.h"
 #include "hp/core/error.h"
+#include "hp/offload/activation_disk.h"
 
 namespace hp::offload {
 
-// One offloaded storage: its bytes on the host tier, and on the device tier while fetched.
+// One offloaded storage: its bytes on the host tier (or in an extent of the disk tier's file), and
+// on the device tier while fetched.
 struct ActivationOffload::Record {
   std::weak_ptr<Storage> source;  // the device storage it copies (to share it within one call)
   DType dtype = DType::f32;
-  int64_t elems = 0;  // the storage's length in elements of dtype
-  Tensor host;        // [elems], host tier
+  int64_t elems = 0;                     // the storage's length in elements of dtype
+  Tensor host;                           // [elems], host tier (host tier only)
+  std::shared_ptr<ActivationDisk> disk;  // disk tier only: the file, and the extent in it
+  ActivationDisk::Extent extent;
   std::mutex mu;
-  Tensor device;  // [elems], device tier, while fetched
+  Tensor device;               // [elems], device tier, while fetched (or being read into)
+  AsyncFile::Ticket read = 0;  // disk: the read into `device` in flight
   int64_t packs = 0, unpacks = 0;
+
+  Record() = default;
+  Record(const Record&) = delete;
+  Record& operator=(const Record&) = delete;
+  ~Record() {
+    if (!disk) return;
+    if (read != 0) {
+      try {
+        disk->wait(read);  // `device` must outlive the read
+      } catch (const std::exception&) {
+      }
+    }
+    disk->release(extent);
+  }
 };
 
 namespace {
@@ -33,16 +52,22 @@ struct Packed {
   int64_t offset = 0;
 };
 
-Tensor flat_copy(const void* src, DType dt, int64_t elems, MemTier tier) {
+Tensor flat_empty(DType dt, int64_t elems, MemTier tier) {
   const MemCategoryScope as_activations(MemCategory::activations);
-  Tensor t = empty({elems}, dt, tier);
+  return empty({elems}, dt, tier);
+}
+
+Tensor flat_copy(const void* src, DType dt, int64_t elems, MemTier tier) {
+  Tensor t = flat_empty(dt, elems, tier);
   std::memcpy(t.raw_data(), src, t.nbytes());
   return t;
 }
 
 }  // namespace
 
-ActivationOffload::ActivationOffload(int64_t min_bytes) : min_bytes_(min_bytes) {}
+ActivationOffload::ActivationOffload(ActivationOffloadOptions o) : min_bytes_(o.min_bytes) {
+  if (!o.disk_file.empty()) disk_ = std::make_shared<ActivationDisk>(o.disk_file, o.io_threads);
+}
 
 ActivationOffload::~ActivationOffload() {
   for (Region& r : regions_)
@@ -52,6 +77,17 @@ ActivationOffload::~ActivationOffload() {
 ActivationStats ActivationOffload::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
+}
+
+std::vector<int64_t> ActivationOffload::region_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> out;
+  for (const Region& r : regions_) {
+    int64_t n = 0;
+    for (const auto& rec : r.records) n += rec->elems * int64_t(dtype_size(rec->dtype));
+    out.push_back(n);
+  }
+  return out;
 }
 
 void ActivationOffload::install_region(nn::Module& module) {
@@ -85,7 +121,7 @@ Tensor ActivationOffload::forward(int64_t r, const nn::Module& module, const Ten
   hooks.pack = [this, records, params](const Tensor& t) -> std::any {
     const std::shared_ptr<Storage>& s = t.storage();
     if (!s || s->tier() != MemTier::device || int64_t(s->nbytes()) < min_bytes_ ||
-        s->nbytes() % t.itemsize() != 0)
+        s->nbytes() == 0 || s->nbytes() % t.itemsize() != 0)
       return {};
     for (const Storage* p : params)
       if (p == s.get()) return {};  // a parameter: not an activation
@@ -98,9 +134,16 @@ Tensor ActivationOffload::forward(int64_t r, const nn::Module& module, const Ten
       rec->dtype = t.dtype();
       rec->elems = int64_t(s->nbytes() / t.itemsize());
       rec->host = flat_copy(s->data(), rec->dtype, rec->elems, MemTier::host);
+      if (disk_) {
+        // The write holds the staging buffer until it is done; then only the file has the bytes.
+        rec->disk = disk_;
+        rec->extent = disk_->write(rec->host);
+        rec->host = Tensor();
+      }
       records->push_back(rec);
       std::lock_guard<std::mutex> lock(mu_);
       stats_.device_to_host += int64_t(s->nbytes());
+      if (disk_) stats_.host_to_disk += int64_t(s->nbytes());
     }
     {
       std::lock_guard<std::mutex> lock(rec->mu);
@@ -147,11 +190,39 @@ void ActivationOffload::fetch_pending(Record& rec) {
   if (rec.unpacks < rec.packs) fetch_locked(rec);
 }
 
+void ActivationOffload::start_read(Record& rec) {
+  std::lock_guard<std::mutex> lock(rec.mu);
+  if (rec.device.defined() || rec.unpacks >= rec.packs) return;
+  // Read straight into the device-tier buffer (an accelerator would stage it through pinned host
+  // memory; the log counts both hops).
+  Tensor dst = flat_empty(rec.dtype, rec.elems, MemTier::device);
+  rec.read = rec.disk->read(rec.extent, dst);  // throws a failed write's IoError
+  rec.device = std::move(dst);
+}
+
 void ActivationOffload::fetch_locked(Record& rec) {
-  if (rec.device.defined()) return;
-  rec.device = flat_copy(rec.host.raw_data(), rec.dtype, rec.elems, MemTier::device);
+  if (rec.disk) {
+    if (rec.device.defined() && rec.read == 0) return;
+    if (!rec.device.defined()) {
+      Tensor dst = flat_empty(rec.dtype, rec.elems, MemTier::device);
+      rec.read = rec.disk->read(rec.extent, dst);
+      rec.device = std::move(dst);
+    }
+    const AsyncFile::Ticket t = rec.read;
+    rec.read = 0;
+    try {
+      rec.disk->wait(t);
+    } catch (...) {
+      rec.device = Tensor();
+      throw;
+    }
+  } else {
+    if (rec.device.defined()) return;
+    rec.device = flat_copy(rec.host.raw_data(), rec.dtype, rec.elems, MemTier::device);
+  }
   std::lock_guard<std::mutex> stats_lock(mu_);
   stats_.host_to_device += int64_t(rec.device.nbytes());
+  if (rec.disk) stats_.disk_to_host += int64_t(rec.device.nbytes());
 }
 
 void ActivationOffload::fetch_region(int64_t r) {
@@ -160,6 +231,8 @@ void ActivationOffload::fetch_region(int64_t r) {
     std::lock_guard<std::mutex> lock(mu_);
     records = regions_[size_t(r)].records;
   }
+  if (disk_)  // all of the region's reads in flight at once, then wait for each
+    for (const auto& rec : records) start_read(*rec);
   for (const auto& rec : records) fetch_pending(*rec);
 }
 

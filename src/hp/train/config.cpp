@@ -348,9 +348,10 @@ void OffloadConfig::describe(Schema& s) {
   s.add("activations", &activations,
         "tensors the selected decoder layers save for backward: none (device tier) | host (copied "
         "to the host tier as they are saved, fetched back before their layer's backward, the "
-        "previous layer's prefetched meanwhile); with recompute, a recomputed layer saves only its "
-        "input, and that is what moves")
-      .choices({"none", "host"});
+        "previous layer's prefetched meanwhile) | disk (as host, but written to the disk tier's "
+        "file in memory.disk_dir and read back); with recompute, a recomputed layer saves only "
+        "its input, and that is what moves")
+      .choices({"none", "host", "disk"});
   s.add("activations_every_k_layers", &activations_every_k_layers,
         "activation offload of layers i with i % k == 0 (0, k, 2k, ...)")
       .min(1);
@@ -360,6 +361,13 @@ void OffloadConfig::describe(Schema& s) {
   s.add("activations_min_bytes", &activations_min_bytes,
         "saved storages smaller than this stay on the device tier")
       .min(0);
+  s.add("activations_select", &activations_select,
+        "all (offload every block activations_every_k_layers / activations_modules select) | "
+        "largest (of those, the blocks that save the most bytes first, until the memory plan's "
+        "device total fits memory.device_budget; hp memory plan lists the choice) | auto (as "
+        "largest, each chosen block either recomputed or swapped, whichever costs less: its "
+        "forward FLOPs at the GEMM rate vs its bytes at the tier's bandwidth less the overlap)")
+      .choices({"all", "largest", "auto"});
 }
 
 void CheckpointConfig::describe(Schema& s) {
@@ -642,6 +650,19 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                                         "], got " + std::to_string(m.experts_per_token));
   if (m.experts > 0 && !(arch && arch->moe()))
     fail("model.experts", "needs model.arch " + moe_names(", ", " or ") + ", got '" + m.arch + "'");
+  // "largest first until it fits" needs something to offload and a budget to fit; auto plans
+  // recompute itself.
+  const std::string& select = c.offload.activations_select;
+  if (select != "all" && c.offload.activations == "none")
+    fail("offload.activations_select", select +
+                                           " needs offload.activations host or disk, got "
+                                           "offload.activations none");
+  if (select != "all" && c.memory.device_budget.empty())
+    fail("offload.activations_select",
+         select + " needs memory.device_budget to fit (unset: unlimited)");
+  if (select == "auto" && c.recompute.mode != "none")
+    fail("recompute.mode", "must be none with offload.activations_select auto (the memory plan "
+                           "chooses the blocks to recompute), got " + c.recompute.mode);
   if (c.recompute.mode == "selective" && m.layers > 0 && c.recompute.every_k_layers > m.layers)
     fail("recompute.every_k_layers", std::to_string(c.recompute.every_k_layers) +
                                          " exceeds model.layers (" + std::to_string(m.layers) +

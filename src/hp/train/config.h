@@ -208,11 +208,16 @@ struct OffloadConfig {
   std::string optimizer = "none";  // none | host | disk
   std::string params = "none";     // none | host: FSDP's f32 master shards
   std::string grads = "none";      // none | host: their gradients
-  // none | host: tensors decoder layers (or their blocks) save for backward (offload/activations.h)
+  // none | host | disk: tensors decoder layers (or their blocks) save for backward
+  // (offload/activations.h)
   std::string activations = "none";
   int64_t activations_every_k_layers = 1;        // layers i with i % k == 0
   std::vector<std::string> activations_modules;  // block globs within a layer (empty: whole layers)
   int64_t activations_min_bytes = 65536;         // smaller storages stay on the device
+  // all: every block the two keys above select | largest: of those, the largest savers first until
+  // the memory plan fits memory.device_budget | auto: as largest, each block recomputed or swapped
+  // by cost (train/memory_plan.h)
+  std::string activations_select = "all";
   void describe(Schema& s);
   bool operator==(const OffloadConfig&) const = default;
 };

@@ -1,6 +1,7 @@
 #include "hp/train/memory_plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <vector>
 
@@ -15,7 +16,9 @@
 #include "hp/models/registry.h"
 #include "hp/models/transformer.h"
 #include "hp/nn/module.h"
+#include "hp/offload/activations.h"
 #include "hp/ops/ops.h"
+#include "hp/train/activation_choice.h"
 #include "hp/train/evaluate.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/setup.h"
@@ -51,7 +54,95 @@ int64_t measure_activations(models::CausalLM& model, Parallelized& par, int64_t 
   return act;
 }
 
+// The measured shapes: layers[l] layers × rows[t] rows of seqs[t] tokens.
+struct Shapes {
+  int64_t layers[2] = {}, rows[2] = {}, seqs[2] = {};
+};
+
+struct Measured {
+  double act[2][2] = {};  // [layers][tokens]
+  // Activation offload: the bytes each kind of block saved at layers[1] and the configured
+  // micro-batch (rows[1] × seqs[1]), by its name within a layer ("" = the whole layer), in model
+  // order; and the layers' FQN prefix ("model.layers.").
+  std::vector<std::pair<std::string, int64_t>> blocks;
+  std::string layer_prefix;
+};
+
+// The configured model at each layer count through the parallelize step in a world of one (`one`).
+Measured measure(const Config& cfg, const models::ModelConfig& c, const Layout& one,
+                 const Shapes& sh) {
+  Measured m;
+  const DeviceBudgetScope unlimited(0, "memory.device_budget");
+  const RngState rng = default_generator().state();
+  for (int li = 0; li < 2; ++li) {
+    models::ModelConfig ci = c;
+    ci.num_hidden_layers = sh.layers[li];
+    Config cl = cfg;
+    cl.model.layers = ci.num_hidden_layers;
+    cl.recompute.every_k_layers = std::min(cl.recompute.every_k_layers, ci.num_hidden_layers);
+    std::shared_ptr<models::CausalLM> model;
+    {
+      const MemCategoryScope as_params(MemCategory::params);
+      model = models::build_model(ci);
+    }
+    Parallelized par = parallelize(*model, one, cl);
+    const bool grads_on_device = cfg.offload.grads != "host";
+    for (int si = 0; si < 2; ++si)
+      m.act[li][si] = double(measure_activations(*model, par, sh.rows[si], sh.seqs[si],
+                                                 c.vocab_size, grads_on_device));
+    if (li != 1 || !par.activation_offload) continue;
+    // "model.layers.2.mlp" → kind "mlp" (the largest of the layers measured).
+    const std::vector<int64_t> bytes = par.activation_offload->region_bytes();
+    for (size_t r = 0; r < bytes.size(); ++r) {
+      const std::string& fqn = par.offload_modules[r];
+      const size_t at = fqn.find("layers.");
+      HP_CHECK(at != std::string::npos);
+      m.layer_prefix = fqn.substr(0, at + 7);
+      size_t end = at + 7;
+      while (end < fqn.size() && std::isdigit(static_cast<unsigned char>(fqn[end]))) ++end;
+      const std::string kind = end < fqn.size() ? fqn.substr(end + 1) : std::string();
+      auto it = std::find_if(m.blocks.begin(), m.blocks.end(),
+                             [&](const auto& b) { return b.first == kind; });
+      if (it == m.blocks.end())
+        m.blocks.emplace_back(kind, bytes[r]);
+      else
+        it->second = std::max(it->second, bytes[r]);
+    }
+  }
+  default_generator().set_state(rng);
+  return m;
+}
+
+// act[l][t] = base(t) + layers · layer(t), each linear in tokens: p's coefficients.
+void fit(MemoryPlan& p, const Measured& m, const Shapes& sh) {
+  const int64_t la = sh.layers[0], lb = sh.layers[1];
+  const double dl = lb > la ? double(lb - la) : 1.0;
+  const double ta = double(sh.rows[0] * sh.seqs[0]), ds = double(sh.rows[1] * sh.seqs[1]) - ta;
+  const double layer_a = lb > la ? (m.act[1][0] - m.act[0][0]) / dl : 0.0;
+  const double layer_b = lb > la ? (m.act[1][1] - m.act[0][1]) / dl : 0.0;
+  p.act_layer_per_token = ds > 0 ? (layer_b - layer_a) / ds : 0.0;
+  p.act_layer = layer_a - p.act_layer_per_token * ta;
+  const double base_a = m.act[0][0] - double(la) * layer_a;
+  const double base_b = m.act[0][1] - double(la) * layer_b;
+  p.act_base_per_token = ds > 0 ? (base_b - base_a) / ds : 0.0;
+  p.act_base = base_a - p.act_base_per_token * ta;
+}
+
 }  // namespace
+
+std::vector<std::string> MemoryPlan::offloaded_blocks() const {
+  std::vector<std::string> out;
+  for (const Block& b : activation_blocks)
+    if (b.fate == Fate::swapped) out.push_back(b.fqn);
+  return out;
+}
+
+std::vector<std::string> MemoryPlan::recomputed_blocks() const {
+  std::vector<std::string> out;
+  for (const Block& b : activation_blocks)
+    if (b.fate == Fate::recomputed) out.push_back(b.fqn);
+  return out;
+}
 
 int64_t MemoryPlan::activations_for(int64_t rows, int64_t seq) const {
   const double tokens = double(rows) * double(seq);
@@ -130,6 +221,7 @@ std::string MemoryPlan::to_text() const {
                 static_cast<long long>(act_measured[1][0]),
                 static_cast<long long>(act_measured[1][1]));
   s += line;
+  s += activation_blocks_text(*this);
   if (budget == 0) {
     s += "budget     memory.device_budget unset (unlimited)\n";
   } else {
@@ -208,62 +300,77 @@ MemoryPlan plan_memory(const Config& cfg_in) {
   Config cfg = cfg_in;
   cfg.parallel.dp_shard = cfg.parallel.dp_replicate = cfg.parallel.tp = cfg.parallel.cp = 1;
   cfg.parallel.ep = 1;
+  // largest | auto: measure the whole selection swapped (and, below, none of it), then choose.
+  const std::string& select = cfg_in.offload.activations_select;
+  const bool choose = cfg.offload.activations != "none" && select != "all";
+  cfg.offload.activations_select = "all";
+  // The device side of disk offload is that of host offload (the same copies leave and come
+  // back); measuring through the host tier leaves no files behind.
+  if (cfg.offload.activations == "disk") cfg.offload.activations = "host";
   const dist::CommPtr self = world->split(world->rank(), 0);
-  const Layout one = parallel_layout(cfg, self);
-  const int64_t la = std::min<int64_t>(2, c.num_hidden_layers),
-                lb = std::min<int64_t>(3, c.num_hidden_layers);
+  Shapes sh;
+  sh.layers[0] = std::min<int64_t>(2, c.num_hidden_layers);
+  sh.layers[1] = std::min<int64_t>(3, c.num_hidden_layers);
   // The configured micro-batch (this rank's rows and sequence slice) and half of it: measured at
   // the real shape, so only the layer count is extrapolated there (fixed buffers, such as the
   // root's gradients at the end of backward, make small shapes unrepresentative).
   const int64_t seq = std::max<int64_t>(1, cfg_in.training.seq_len / layout.cp);
   const int64_t rb = std::max<int64_t>(1, p.micro_rows), sb = seq;
-  const int64_t ra = rb >= 2 ? rb / 2 : 1, sa = rb >= 2 ? seq : std::max<int64_t>(1, seq / 2);
-  double act[2][2] = {};
-  {
-    const DeviceBudgetScope unlimited(0, "memory.device_budget");
-    const RngState rng = default_generator().state();
-    for (int li = 0; li < 2; ++li) {
-      models::ModelConfig ci = c;
-      ci.num_hidden_layers = li == 0 ? la : lb;
-      Config cl = cfg;
-      cl.model.layers = ci.num_hidden_layers;
-      cl.recompute.every_k_layers = std::min(cl.recompute.every_k_layers, ci.num_hidden_layers);
-      std::shared_ptr<models::CausalLM> model;
-      {
-        const MemCategoryScope as_params(MemCategory::params);
-        model = models::build_model(ci);
-      }
-      Parallelized par = parallelize(*model, one, cl);
-      const bool grads_on_device = cfg.offload.grads != "host";
-      for (int si = 0; si < 2; ++si) {
-        p.act_measured[li][si] =
-            measure_activations(*model, par, si == 0 ? ra : rb, si == 0 ? sa : sb, c.vocab_size,
-                                grads_on_device);
-        act[li][si] = double(p.act_measured[li][si]);
-      }
-    }
-    default_generator().set_state(rng);
+  sh.rows[1] = rb, sh.seqs[1] = sb;
+  sh.rows[0] = rb >= 2 ? rb / 2 : 1;
+  sh.seqs[0] = rb >= 2 ? seq : std::max<int64_t>(1, seq / 2);
+  const Layout one = parallel_layout(cfg, self);
+  const Measured m = measure(cfg, c, one, sh);
+  for (int li = 0; li < 2; ++li) {
+    p.measured_layers[li] = sh.layers[li];
+    p.measured_tokens[li] = sh.rows[li] * sh.seqs[li];
+    for (int si = 0; si < 2; ++si) p.act_measured[li][si] = int64_t(m.act[li][si]);
   }
-  p.measured_layers[0] = la, p.measured_layers[1] = lb;
-  p.measured_tokens[0] = ra * sa, p.measured_tokens[1] = rb * sb;
-  const double dl = lb > la ? double(lb - la) : 1.0;
-  const double ta = double(ra * sa), ds = double(rb * sb) - ta;
-  // act[l][s] = base(s) + l · layer(s), each linear in tokens.
-  const double layer_a = lb > la ? (act[1][0] - act[0][0]) / dl : 0.0;
-  const double layer_b = lb > la ? (act[1][1] - act[0][1]) / dl : 0.0;
-  p.act_layer_per_token = ds > 0 ? (layer_b - layer_a) / ds : 0.0;
-  p.act_layer = layer_a - p.act_layer_per_token * ta;
-  const double base_a = act[0][0] - double(la) * layer_a, base_b = act[0][1] - double(la) * layer_b;
-  p.act_base_per_token = ds > 0 ? (base_b - base_a) / ds : 0.0;
-  p.act_base = base_a - p.act_base_per_token * ta;
+  fit(p, m, sh);
   p.device.activations = p.activations_for(rb, sb);
+  // The blocks of the configured depth the selection names, with the bytes measured for their
+  // kind (layers alike): all swapped, or chosen (train/activation_choice.h).
+  p.activation_tier = cfg_in.offload.activations;
+  p.activation_select = select;
+  const bool by_cost = select == "auto";
+  std::vector<double> flops(m.blocks.size());
+  for (size_t j = 0; j < m.blocks.size() && by_cost; ++j)
+    flops[j] = block_forward_flops(c, m.blocks[j].first, rb, sb);
+  const int64_t k = cfg.offload.activations_every_k_layers;
+  for (int64_t i = 0; i < c.num_hidden_layers && !m.blocks.empty(); ++i)
+    for (size_t j = 0; j < m.blocks.size() && i % k == 0; ++j) {
+      const auto& [name, bytes] = m.blocks[j];
+      MemoryPlan::Block b;
+      b.fqn = m.layer_prefix + std::to_string(i) + (name.empty() ? "" : "." + name);
+      b.bytes = bytes;
+      b.fate = choose ? MemoryPlan::Fate::kept : MemoryPlan::Fate::swapped;
+      b.flops = flops[j];
+      p.activation_blocks.push_back(std::move(b));
+    }
+  if (choose) {
+    Config none_cfg = cfg;
+    none_cfg.offload.activations = "none";
+    MemoryPlan none = p;
+    fit(none, measure(none_cfg, c, one, sh), sh);
+    if (by_cost) {
+      p.gemm_flops_per_s = gemm_flops_per_s(cfg_in);
+      p.tier_bytes_per_s = tier_bytes_per_s(cfg_in, one);
+    }
+    // A recomputed region keeps its input [rows, seq, hidden] in the compute dtype.
+    const int64_t input = rb * sb * c.hidden_size * int64_t(dtype_size(compute_dtype(cfg_in)));
+    choose_blocks(p, none.activations_for(rb, sb), p.activations_for(rb, sb), by_cost, input);
+  }
+  int64_t moved = 0;
+  for (const MemoryPlan::Block& b : p.activation_blocks)
+    if (b.fate == MemoryPlan::Fate::swapped) moved += b.bytes;
+  (cfg_in.offload.activations == "disk" ? p.disk : p.host).activations = moved;
   return p;
 }
 
-void check_device_budget(const Config& cfg) {
-  if (cfg.memory.device_budget.empty()) return;
-  const MemoryPlan p = plan_memory(cfg);
-  if (p.minimum_device_bytes() <= p.budget) return;
+std::optional<MemoryPlan> check_device_budget(const Config& cfg) {
+  if (cfg.memory.device_budget.empty()) return std::nullopt;
+  MemoryPlan p = plan_memory(cfg);
+  if (p.minimum_device_bytes() <= p.budget) return p;
   HP_THROW(MemoryError, "memory", "memory.device_budget = ", format_bytes(double(p.budget)),
            " cannot hold even one layer's step: the device tier needs at least ",
            format_bytes(double(p.minimum_device_bytes())),

@@ -16,7 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "hp/core/allocator.h"
 #include "hp/train/config.h"
@@ -39,6 +41,25 @@ struct MemoryPlan {
   // The measurements: act_measured[l][t] at measured_layers[l] layers, measured_tokens[t] tokens.
   int64_t measured_layers[2] = {}, measured_tokens[2] = {}, act_measured[2][2] = {};
   int64_t budget = 0;  // memory.device_budget (0 = unlimited)
+  // Activation offload (offload.activations host | disk): each block the selection names, in model
+  // order, with the bytes its saved tensors hold per micro-batch (measured at the configured
+  // micro-batch; layers alike), and its fate — every one swapped (activations_select all), or the
+  // largest first until the device total fits the budget with a tenth of the activations to spare,
+  // swapped (largest) or swapped / recomputed by cost (auto: train/activation_choice.h). The
+  // swapped bytes are the host or disk tier's activations.
+  enum class Fate { kept, swapped, recomputed };
+  struct Block {
+    std::string fqn;
+    int64_t bytes = 0;
+    Fate fate = Fate::kept;
+    double flops = 0;                    // its forward per micro-batch (auto)
+    double recompute_s = 0, swap_s = 0;  // auto: the costs compared
+  };
+  std::vector<Block> activation_blocks;
+  std::string activation_tier, activation_select;  // offload.activations / _select
+  double gemm_flops_per_s = 0, tier_bytes_per_s = 0;  // auto: the rates behind the costs
+  std::vector<std::string> offloaded_blocks() const;   // swapped
+  std::vector<std::string> recomputed_blocks() const;
 
   int64_t activations_for(int64_t rows, int64_t seq) const;
   bool fits() const { return budget == 0 || device.total() <= budget; }
@@ -55,11 +76,13 @@ struct MemoryPlan {
 int64_t device_budget_bytes(const Config& cfg);
 
 // Builds the plan for `cfg` on the current world (collective: every rank measures on its own).
+// With offload.activations_select largest | auto it chooses the blocks (train/activation_choice.h).
 MemoryPlan plan_memory(const Config& cfg);
 
 // With memory.device_budget set: throws MemoryError("[memory] ...") before training when the budget
 // cannot hold the static device bytes plus one layer's step (MemoryPlan::minimum_device_bytes),
-// the plan's table in the message. Collective, as plan_memory.
-void check_device_budget(const Config& cfg);
+// the plan's table in the message. Collective, as plan_memory. Returns the plan (none without a
+// budget), which build_run reuses for offload.activations_select largest | auto.
+std::optional<MemoryPlan> check_device_budget(const Config& cfg);
 
 }  // namespace hp::train

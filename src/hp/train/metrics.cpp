@@ -240,6 +240,13 @@ void MetricsLog::print_line(const StepRecord& r) {
       out_ << (i ? "/" : " ") << fmt("%.2f", r.pp_bubble_model[i]);
     out_ << ")";
   }
+  // Offload: what the step moved between the tiers and how long it waited on those transfers.
+  if (r.device_to_host_bytes + r.host_to_device_bytes + r.host_to_disk_bytes +
+          r.disk_to_host_bytes >
+      0)
+    out_ << "  moved d>h " << mib(r.device_to_host_bytes) << " h>d " << mib(r.host_to_device_bytes)
+         << " h>disk " << mib(r.host_to_disk_bytes) << " disk>h " << mib(r.disk_to_host_bytes)
+         << " waited " << fmt("%.3f", r.transfer_wait_s) << " s";
   out_ << "\n";
   out_.flush();
 }

@@ -1,7 +1,10 @@
 // The parallelize step (parallelize.h).
 #include "hp/train/parallelize.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "hp/checkpoint/dcp.h"
@@ -407,12 +410,31 @@ bool Layout::heterogeneous() const {
                      [&](int64_t k) { return k != stage_sizes.front(); });
 }
 
+std::string disk_tier_file(const Config& cfg, const Layout& layout, const std::string& what) {
+  const std::filesystem::path dir = cfg.memory.disk_dir.empty()
+                                        ? std::filesystem::path(cfg.run.dir) / "offload"
+                                        : std::filesystem::path(cfg.memory.disk_dir);
+  const int rank = layout.mesh->comm()->rank();
+  return (dir / (what + "-rank" + std::to_string(rank) + "-pid" + std::to_string(::getpid()) +
+                 ".bin"))
+      .string();
+}
+
 Parallelized::Parallelized() = default;
 Parallelized::~Parallelized() = default;
 Parallelized::Parallelized(Parallelized&&) noexcept = default;
 Parallelized& Parallelized::operator=(Parallelized&&) noexcept = default;
 
-Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config& cfg) {
+namespace {
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+}  // namespace
+
+Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config& cfg,
+                         const ActivationChoice* choice) {
+  const OffloadConfig& o = cfg.offload;
+  HP_CHECK(o.activations_select == "all" || choice != nullptr);  // the plan's (setup.cpp)
   Parallelized out;
   out.sequence_parallel = l.tp > 1 && cfg.parallel.sequence_parallel &&
                           models::supports_sequence_parallel(model.config());
@@ -431,6 +453,13 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
     out.mx_modules = mx::convert_to_mx(model, mx_convert_spec(cfg.low_precision));
   // 5. Recompute (FSDP's wrappers go outside it, so a recomputed forward re-gathers).
   out.recompute_modules = models::apply_recompute(model, recompute_spec(cfg.recompute));
+  if (choice && !choice->recompute.empty())  // offload.activations_select auto
+    for (const models::SelectedBlock& b : models::select_blocks(
+             model, o.activations_every_k_layers, o.activations_modules, "offload"))
+      if (contains(choice->recompute, b.fqn)) {
+        models::install_recompute(b);
+        out.recompute_modules.push_back(b.fqn);
+      }
   // 6. FSDP over dp_shard × cp (HSDP over dp_replicate), on the TP-local tensors.
   fsdp::Groups groups = fsdp_groups(model, l);
   for (const fsdp::Group& g : groups)
@@ -439,12 +468,16 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   out.fsdp = std::make_unique<fsdp::FsdpModel>(model, std::move(groups), l.shard_comm,
                                                l.replicate_comm, fsdp_options(cfg));
   // 7. Activation offload, outside FSDP's wrappers.
-  if (cfg.offload.activations == "host") {
-    const OffloadConfig& o = cfg.offload;
-    out.activation_offload = std::make_shared<offload::ActivationOffload>(o.activations_min_bytes);
+  if (o.activations != "none") {
+    offload::ActivationOffloadOptions ao;
+    ao.min_bytes = o.activations_min_bytes;
+    if (o.activations == "disk") ao.disk_file = disk_tier_file(cfg, l, "activations");
+    ao.io_threads = static_cast<int>(cfg.memory.io_threads);
+    out.activation_offload = std::make_shared<offload::ActivationOffload>(ao);
     for (const models::SelectedBlock& b :
          models::select_blocks(model, o.activations_every_k_layers, o.activations_modules,
                                "offload")) {
+      if (choice && !contains(choice->offload, b.fqn)) continue;
       out.activation_offload->install_region(*b.module);
       out.offload_modules.push_back(b.fqn);
     }

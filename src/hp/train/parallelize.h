@@ -16,15 +16,17 @@
 //                shard/context_parallel.h); parameters stay whole over cp
 //   4. MXFP8     low_precision.recipe mxfp8: matched Linears / expert sets run MX kernels (inside
 //                the TP wrappers: the kernel hook is the innermost GEMM)
-//   5. recompute activation checkpoint regions on decoder layers or their blocks
+//   5. recompute activation checkpoint regions on decoder layers or their blocks (recompute.*, or
+//                the blocks the memory plan chose to recompute: offload.activations_select auto)
 //   6. FSDP      every decoder layer and the root become groups whose TP-local tensors are
 //                sharded on dim 0 over dp_shard × cp (torchtitan's dp_shard_cp: the cp ranks
 //                hold the same parameters, so they shard them too; HSDP: replicated over
 //                dp_replicate); with EP a layer's local experts form a second group, sharded over
 //                the ranks with the same expert coordinate; mixed precision is this step over a
 //                world of one
-//   7. offload   offload.activations: host — the selected layers' (or blocks') saved tensors move
-//                to the host tier and are prefetched back for backward (offload/activations.h);
+//   7. offload   offload.activations: host | disk — the selected layers' (or blocks') saved tensors
+//                move to the host tier (or the disk tier's file) and are prefetched back for
+//                backward (offload/activations.h);
 //                outermost, so FSDP's hooks still take its gathered parameters first. (Optimizer
 //                state and master/gradient shards are placed by the optimizer and FSDP: §4c.)
 //
@@ -108,6 +110,10 @@ Layout parallel_layout(const Config& cfg, const dist::CommPtr& world);
 // masters either way), the optimizer and the lr schedule (MX, recompute and FSDP options are
 // internal to parallelize()).
 DType compute_dtype(const Config& cfg);
+// The disk tier's scratch file for `what` ("optimizer", "activations"): under memory.disk_dir
+// (default <run.dir>/offload), per rank and process (ranks share the directory, and so may
+// concurrent runs).
+std::string disk_tier_file(const Config& cfg, const Layout& layout, const std::string& what);
 optim::OptimizerOptions optimizer_options(const OptimizerConfig& c);
 optim::ScheduleSpec schedule_spec(const Config& c);
 
@@ -148,7 +154,16 @@ struct Parallelized {
                                         bool for_save) const;
 };
 
+// offload.activations_select largest | auto: the memory plan's choice among the blocks the
+// offload selection names (train/memory_plan.h: MemoryPlan::offloaded_blocks / recomputed_blocks).
+struct ActivationChoice {
+  std::vector<std::string> offload;    // saved tensors swapped to offload.activations' tier
+  std::vector<std::string> recompute;  // auto: recompute regions instead (step 5)
+};
+
 // Applies the steps above to `model` (built with f32 masters, the same on every rank).
-Parallelized parallelize(models::CausalLM& model, const Layout& layout, const Config& cfg);
+// `choice`: required with offload.activations_select largest | auto.
+Parallelized parallelize(models::CausalLM& model, const Layout& layout, const Config& cfg,
+                         const ActivationChoice* choice = nullptr);
 
 }  // namespace hp::train

@@ -1,8 +1,6 @@
 // Trainer set-up from the config tree (setup.h).
 #include "hp/train/setup.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <optional>
 
@@ -16,6 +14,7 @@
 #include "hp/models/registry.h"
 #include "hp/optim/state_offload.h"
 #include "hp/shard/mesh.h"
+#include "hp/train/memory_plan.h"
 #include "hp/train/metrics.h"
 
 namespace hp::train {
@@ -198,22 +197,25 @@ optim::StateOffloadOptions state_offload_options(const Config& cfg, const Parall
   optim::StateOffloadOptions o;
   o.placement = optim::state_placement_from_name(cfg.offload.optimizer);
   o.group_prefixes = par.fsdp_prefixes;
-  const fs::path dir = cfg.memory.disk_dir.empty() ? fs::path(cfg.run.dir) / "offload"
-                                                   : fs::path(cfg.memory.disk_dir);
-  // Per rank and process: ranks share the directory, and so may concurrent runs.
-  const int rank = layout.mesh->comm()->rank();
-  o.file = (dir / ("optimizer-rank" + std::to_string(rank) + "-pid" +
-                   std::to_string(::getpid()) + ".bin"))
-               .string();
+  o.file = disk_tier_file(cfg, layout, "optimizer");
   o.io_threads = static_cast<int>(cfg.memory.io_threads);
   o.params_on_host = cfg.offload.params == "host";
   o.grads_on_host = cfg.offload.grads == "host";
   return o;
 }
 
-RunSetup build_run(const Config& cfg, const Layout& layout) {
+RunSetup build_run(const Config& cfg, const Layout& layout, const MemoryPlan* plan) {
   RunSetup r;
   r.data = load_run_data(cfg);
+  // offload.activations_select largest | auto: the plan measures the selection's blocks and picks
+  // the largest savers until the device total fits, swapped or (auto) recomputed (before the model
+  // exists, so it measures alone).
+  std::optional<ActivationChoice> choice;
+  if (cfg.offload.activations_select != "all") {
+    const MemoryPlan own = plan ? MemoryPlan() : plan_memory(cfg);
+    const MemoryPlan& p = plan ? *plan : own;
+    choice = ActivationChoice{p.offloaded_blocks(), p.recomputed_blocks()};
+  }
   manual_seed(static_cast<uint64_t>(cfg.training.seed));
   // The model's tensors, its FSDP shards and gathered copies count as parameters; with
   // offload.params host the model is built in host memory, where FSDP's masters will live, so the
@@ -227,7 +229,7 @@ RunSetup build_run(const Config& cfg, const Layout& layout) {
   if (r.data.eval) check_data_fits(*r.model, *r.data.eval, r.data.eval_name, cfg);
   r.num_parameters = r.model->num_parameters();
   r.flops_per_token = model_flops_per_token(*r.model, cfg);
-  r.par = parallelize(*r.model, layout, cfg);
+  r.par = parallelize(*r.model, layout, cfg, choice ? &*choice : nullptr);
   r.opt = std::make_unique<optim::Optimizer>(
       r.par.named_parameters(), optimizer_options(cfg.optimizer), r.par.shard_specs(layout));
   r.opt->set_state_offload(state_offload_options(cfg, r.par, layout));

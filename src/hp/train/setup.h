@@ -27,6 +27,8 @@ struct StateOffloadOptions;
 
 namespace hp::train {
 
+struct MemoryPlan;
+
 // data.* (tokenizer "" → model.path/tokenizer.json when it exists, else byte-level).
 data::DatasetOptions dataset_options(const Config& cfg);
 
@@ -83,6 +85,8 @@ struct RunSetup {
   std::unique_ptr<data::DataLoader> loader;
   DocumentFlags documents;  // resolved from the training data; the loader returns positions
 };
-RunSetup build_run(const Config& cfg, const Layout& layout);
+// `plan`: the memory plan of cfg when the caller has one (check_device_budget); with
+// offload.activations_select largest | auto it is computed here otherwise.
+RunSetup build_run(const Config& cfg, const Layout& layout, const MemoryPlan* plan = nullptr);
 
 }  // namespace hp::train

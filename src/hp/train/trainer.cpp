@@ -245,12 +245,14 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
                 " modules: " + list);
   }
   if (!res.recompute_modules.empty())
-    log.message("recompute: " + cfg.recompute.mode + " on " +
-                std::to_string(res.recompute_modules.size()) + " modules");
+    log.message("recompute: " +
+                (cfg.recompute.mode == "none" ? "by cost (offload.activations_select auto)"
+                                              : cfg.recompute.mode) +
+                " on " + std::to_string(res.recompute_modules.size()) + " modules");
   if (!res.offload_modules.empty())
-    log.message("activation offload: host for " + std::to_string(res.offload_modules.size()) +
-                " modules (storages >= " + std::to_string(cfg.offload.activations_min_bytes) +
-                " bytes)");
+    log.message("activation offload: " + cfg.offload.activations + " for " +
+                std::to_string(res.offload_modules.size()) + " modules (storages >= " +
+                std::to_string(cfg.offload.activations_min_bytes) + " bytes)");
   const OffloadConfig& o = cfg.offload;
   if (!cfg.memory.device_budget.empty() || o.optimizer != "none" || o.params != "none" ||
       o.grads != "none" || o.activations != "none")
@@ -312,7 +314,8 @@ void summarize(TrainResult& res) {
   }
 }
 
-// Bytes moved between tiers so far: the optimizer's state offload and FSDP's host-tier shards.
+// Bytes moved between tiers so far: the optimizer's state offload, FSDP's host-tier shards and
+// activation offload.
 optim::TransferStats transfers(const optim::Optimizer& opt, const Parallelized& par) {
   optim::TransferStats t = opt.transfer_stats();
   const fsdp::FsdpModel::Stats f = par.fsdp->stats();
@@ -322,6 +325,8 @@ optim::TransferStats transfers(const optim::Optimizer& opt, const Parallelized& 
     const offload::ActivationStats a = par.activation_offload->stats();
     t.host_to_device += a.host_to_device;
     t.device_to_host += a.device_to_host;
+    t.host_to_disk += a.host_to_disk;
+    t.disk_to_host += a.disk_to_host;
     t.wait_s += a.wait_s;
   }
   return t;
@@ -391,10 +396,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   const fusion::ModeScope fusion_scope(fusion_mode);
   // memory.device_budget caps the device tier for the run (restored after: tests run many).
   const DeviceBudgetScope budget(device_budget_bytes(cfg), "memory.device_budget");
-  check_device_budget(cfg);  // a budget too small for one layer: refused before anything is built
+  // A budget too small for one layer: refused before anything is built (the plan is reused).
+  const std::optional<MemoryPlan> plan = check_device_budget(cfg);
   // Data (every rank loads it; indexed data is mapped), the model (f32 masters, seeded init, every
   // parallel / precision / memory transform), optimizer and loader.
-  RunSetup run = build_run(cfg, layout);
+  RunSetup run = build_run(cfg, layout, plan ? &*plan : nullptr);
   models::CausalLM* model = run.model.get();
   Parallelized& par = run.par;
   optim::Optimizer& opt = *run.opt;
