@@ -29,6 +29,9 @@ run() {
   "$hp" launch -n "$n" -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/$name" "$@" \
     > "$dir/$name.log"
 }
+# matches_ref NAME RANKS ARGS...: run NAME; its losses equal $dir/ref's over 10 steps within 1e-5
+# relative (the pipeline scripts' check of every layout against one rank).
+matches_ref() { run "$@"; compare "$1 vs 1 rank" "$dir/ref" "$dir/$1" 1e-5 10; }
 # expect_error NAME RANKS MESSAGE ARGS...: the run fails, and its stderr or log holds MESSAGE.
 expect_error() {
   local name=$1 n=$2 msg=$3
