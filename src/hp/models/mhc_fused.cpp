@@ -14,6 +14,7 @@
 #include "hp/kernels/cpu/isa.h"
 #include "hp/kernels/cpu/norm.h"
 #include "hp/kernels/cpu/norm_table.h"
+#include "hp/models/mhc_rows.h"
 #include "hp/ops/ops.h"
 
 namespace hp::models {
@@ -158,6 +159,161 @@ void collapse_row(const RowOps& ops, const float* pre, const float* x, int64_t n
   for (int64_t k = 1; k < n; ++k) ops.axpy(pre[k], x + k * d, y, tmp, d);
 }
 
+}  // namespace
+
+namespace mhc_detail {
+
+void MixRows::operator()(int64_t lo, int64_t hi) const {
+  const int64_t n = spec.hc_mult, d = input.shape().back(), k = n * d, m = (2 + n) * n;
+  const RowOps ops;
+  RowMix rm(spec);
+  std::vector<float> xbuf(static_cast<size_t>(k)), y(static_cast<size_t>(d)),
+      tmp(static_cast<size_t>(d)), o(static_cast<size_t>(d));
+  for (int64_t r = lo; r < hi; ++r) {
+    const float* xr = ops.row_in(x, r * k, k, xbuf.data());
+    const float rs = 1.0f / std::sqrt(ops.dot(xr, xr, k) / float(k) + float(spec.mix_norm_eps));
+    rstd[2 * r] = rs;
+    float* mr = mixes + r * m;
+    for (int64_t j = 0; j < m; ++j) mr[j] *= rs;
+    rm.compute(mr, base, scale);
+    std::copy(rm.post.begin(), rm.post.end(), post + r * n);
+    std::copy(rm.comb(), rm.comb() + n * n, comb + r * n * n);
+    collapse_row(ops, rm.pre.data(), xr, n, d, y.data(), tmp.data());
+    if (norm_weight) {
+      ops.norm.rms_fwd(y.data(), norm_weight, o.data(), rstd + 2 * r + 1, 1, d,
+                       float(spec.norm_eps));
+      ops.row_out(o.data(), input, r * d, d);
+    } else {
+      rstd[2 * r + 1] = 1.0f;
+      ops.row_out(y.data(), input, r * d, d);
+    }
+  }
+}
+
+void MixGradRows::operator()(int64_t bi, int64_t r0, int64_t r1) const {
+  const int64_t n = spec.hc_mult, d = dinput.shape().back(), k = n * d, m = (2 + n) * n;
+  const RowOps ops;
+  RowMix rm(spec);
+  std::vector<float> xbuf(static_cast<size_t>(k)), gbuf(static_cast<size_t>(d)),
+      y(static_cast<size_t>(d)), tmp(static_cast<size_t>(d)), dc(static_cast<size_t>(n * n)),
+      dz(static_cast<size_t>(m));
+  float* dw = dw_part ? dw_part + bi * d : nullptr;
+  float* db = db_part + bi * m;
+  float* ds = ds_part + bi * 3;
+  // The block's partials start at 0 here (a plan reruns the pass on the same buffers).
+  if (dw) std::fill(dw, dw + d, 0.0f);
+  std::fill(db, db + m, 0.0f);
+  std::fill(ds, ds + 3, 0.0f);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* mr = mixes + r * m;
+    rm.compute(mr, base, scale);
+    const float* xr = ops.row_in(x, r * k, k, xbuf.data());
+    collapse_row(ops, rm.pre.data(), xr, n, d, y.data(), tmp.data());
+    const float* g = ops.row_in(dinput, r * d, d, gbuf.data());
+    float* dyr = dy + r * d;
+    if (norm_weight)
+      ops.norm.rms_bwd(g, y.data(), norm_weight, rstd + 2 * r + 1, dyr, dw, 1, d);
+    else
+      std::copy(g, g + d, dyr);
+    const float* dpr = dpost + r * n;
+    for (int64_t i = 0; i < n; ++i) {
+      const float dpre = ops.dot(dyr, xr + i * d, d);
+      dz[i] = dpre * rm.sig_pre[i] * (1.0f - rm.sig_pre[i]);
+      dz[n + i] = dpr[i] * 2.0f * rm.sig_post[i] * (1.0f - rm.sig_post[i]);
+    }
+    std::copy(dcomb + r * n * n, dcomb + (r + 1) * n * n, dc.begin());
+    rm.comb_backward(dc.data(), dz.data() + 2 * n);
+    const float rs = rstd[2 * r];
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t grp = j < n ? 0 : j < 2 * n ? 1 : 2;
+      db[j] += dz[j];
+      ds[grp] += dz[j] * mr[j];
+      dm[r * m + j] = dz[j] * scale[grp] * rs;
+    }
+  }
+}
+
+void MixDxRows::operator()(int64_t lo, int64_t hi) const {
+  const int64_t n = spec.hc_mult, k = x.shape().back(), d = k / n, m = (2 + n) * n;
+  const RowOps ops;
+  std::vector<float> xbuf(static_cast<size_t>(k)), tmp(static_cast<size_t>(k));
+  for (int64_t r = lo; r < hi; ++r) {
+    const float* xr = ops.row_in(x, r * k, k, xbuf.data());
+    float* gr = g + r * k;
+    const float rs = rstd[2 * r];
+    const float c = rs * rs * ops.dot(gr, xr, k) / float(k);
+    ops.axpy(-c, xr, gr, tmp.data(), k);
+    const float* mr = mixes + r * m;
+    for (int64_t i = 0; i < n; ++i) {
+      const float pre = sigmoid(mr[i] * scale[0] + base[i]) + float(spec.hc_eps);
+      ops.axpy(pre, dy + r * d, gr + i * d, tmp.data(), d);
+    }
+    ops.row_out(gr, dx, r * k, k);
+  }
+}
+
+Tensor sum_partials(const float* part, int64_t blocks, int64_t len) {
+  Tensor t = zeros({len});
+  float* o = t.data<float>();
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t j = 0; j < len; ++j) o[j] += part[b * len + j];
+  return t;
+}
+
+void FoldRows::operator()(int64_t lo, int64_t hi) const {
+  const int64_t d = out.shape().back(), k = x.shape().back(), n = k / d;
+  const RowOps ops;
+  std::vector<float> xbuf(static_cast<size_t>(k)), obuf(static_cast<size_t>(d)),
+      acc(static_cast<size_t>(k)), tmp(static_cast<size_t>(d));
+  for (int64_t r = lo; r < hi; ++r) {
+    const float* xr = ops.row_in(x, r * k, k, xbuf.data());
+    const float* orow = ops.row_in(out, r * d, d, obuf.data());
+    const float* pr = post + r * n;
+    const float* cr = comb + r * n * n;
+    // y_j = post_j · out + Σ_i comb[i, j] · x_i
+    float* a = y.dtype() == DType::f32 ? y.data<float>() + r * k : acc.data();
+    for (int64_t j = 0; j < n; ++j) {
+      float* aj = a + j * d;
+      ops.scale(pr[j], orow, aj, d);
+      for (int64_t i = 0; i < n; ++i) ops.axpy(cr[i * n + j], xr + i * d, aj, tmp.data(), d);
+    }
+    ops.row_out(a, y, r * k, k);
+  }
+}
+
+void FoldGradRows::operator()(int64_t lo, int64_t hi) const {
+  const int64_t d = out.shape().back(), k = x.shape().back(), n = k / d;
+  const RowOps ops;
+  std::vector<float> gbuf(static_cast<size_t>(k)), xbuf(static_cast<size_t>(k)),
+      obuf(static_cast<size_t>(d)), acc(static_cast<size_t>(k)), tmp(static_cast<size_t>(d));
+  for (int64_t r = lo; r < hi; ++r) {
+    const float* gr = ops.row_in(g, r * k, k, gbuf.data());
+    const float* xr = ops.row_in(x, r * k, k, xbuf.data());
+    const float* orow = ops.row_in(out, r * d, d, obuf.data());
+    const float* pr = post + r * n;
+    const float* cr = comb + r * n * n;
+    for (int64_t j = 0; j < n; ++j) {
+      dpost[r * n + j] = ops.dot(gr + j * d, orow, d);
+      for (int64_t i = 0; i < n; ++i)
+        dcomb[r * n * n + i * n + j] = ops.dot(gr + j * d, xr + i * d, d);
+    }
+    // d out = Σ_j post_j · g_j; d x_i = Σ_j comb[i, j] · g_j.
+    float* a = acc.data();
+    collapse_row(ops, pr, gr, n, d, a, tmp.data());
+    ops.row_out(a, dout, r * d, d);
+    for (int64_t i = 0; i < n; ++i) {
+      float* ai = a + i * d;
+      ops.scale(cr[i * n], gr, ai, d);
+      for (int64_t j = 1; j < n; ++j) ops.axpy(cr[i * n + j], gr + j * d, ai, tmp.data(), d);
+    }
+    ops.row_out(a, dx, r * k, k);
+  }
+}
+
+}  // namespace mhc_detail
+
+namespace {
+
 // The norm weight as f32 (undefined without a norm).
 Tensor f32_weight(const Tensor& w) {
   if (!w.defined()) return Tensor();
@@ -192,8 +348,8 @@ struct MixSaved {
   // like the streams: under FSDP they are views of a gathered buffer that is freed after the
   // forward and re-gathered for the backward.
   SavedTensor fn, base, scale, w32;
-  Tensor mixes;                 // [R, M] f32
-  Tensor rstd;                  // [R, 2] f32: the streams' rms, the collapse's
+  Tensor mixes;  // [R, M] f32
+  Tensor rstd;   // [R, 2] f32: the streams' rms, the collapse's
   MhcSpec spec;
   bool need_x, need_fn, need_base, need_scale, need_w;
   DType w_dtype;
@@ -210,99 +366,59 @@ std::vector<Tensor> mix_backward(const MixSaved& sv, const Tensor& dpost_in, con
   const Tensor dpost = dpost_in.contiguous(), dcomb = dcomb_in.contiguous();
   const Tensor dinput = dinput_in.dtype() == x.dtype() ? dinput_in.contiguous()
                                                        : cast(dinput_in, x.dtype()).contiguous();
-  const RowOps ops;
   const float* mp = sv.mixes.data<float>();
   const float* rp = sv.rstd.data<float>();
-  const float* bp = base.data<float>();
-  const float* sp = scale.data<float>();
-  const float* wp = w32.defined() ? w32.data<float>() : nullptr;
   // d mixes already scaled by the row's rms r ([R, M]: the GEMMs' left operand), and d collapse.
   Tensor dm = empty({rows, m});
   Tensor dy = empty({rows, d});
-  float* dmp = dm.data<float>();
-  float* dyp = dy.data<float>();
   const int64_t block = kernels::norm_grad_block_rows(rows);
   const int64_t nb = num_blocks(rows, block);
   // Per fixed block of rows: partials of d w [D], d base [M], d scale [3].
   std::vector<float> dw_part(size_t(nb * d), 0.0f), db_part(size_t(nb * m), 0.0f),
       ds_part(size_t(nb * 3), 0.0f);
-  parallel_blocks(rows, block, [&](int64_t bi, int64_t r0, int64_t r1) {
-    RowMix rm(sv.spec);
-    std::vector<float> xbuf(static_cast<size_t>(k)), gbuf(static_cast<size_t>(d)),
-        y(static_cast<size_t>(d)), tmp(static_cast<size_t>(d)), dc(static_cast<size_t>(n * n)),
-        dz(static_cast<size_t>(m));
-    float* dw = sv.need_w ? dw_part.data() + bi * d : nullptr;
-    float* db = db_part.data() + bi * m;
-    float* ds = ds_part.data() + bi * 3;
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* mr = mp + r * m;
-      rm.compute(mr, bp, sp);
-      const float* xr = ops.row_in(x, r * k, k, xbuf.data());
-      collapse_row(ops, rm.pre.data(), xr, n, d, y.data(), tmp.data());
-      const float* g = ops.row_in(dinput, r * d, d, gbuf.data());
-      float* dyr = dyp + r * d;
-      if (wp)
-        ops.norm.rms_bwd(g, y.data(), wp, rp + 2 * r + 1, dyr, dw, 1, d);
-      else
-        std::copy(g, g + d, dyr);
-      const float* dpr = dpost.data<float>() + r * n;
-      for (int64_t i = 0; i < n; ++i) {
-        const float dpre = ops.dot(dyr, xr + i * d, d);
-        dz[i] = dpre * rm.sig_pre[i] * (1.0f - rm.sig_pre[i]);
-        dz[n + i] = dpr[i] * 2.0f * rm.sig_post[i] * (1.0f - rm.sig_post[i]);
-      }
-      std::copy(dcomb.data<float>() + r * n * n, dcomb.data<float>() + (r + 1) * n * n, dc.begin());
-      rm.comb_backward(dc.data(), dz.data() + 2 * n);
-      const float rs = rp[2 * r];
-      for (int64_t j = 0; j < m; ++j) {
-        const int64_t grp = j < n ? 0 : j < 2 * n ? 1 : 2;
-        db[j] += dz[j];
-        ds[grp] += dz[j] * mr[j];
-        dmp[r * m + j] = dz[j] * sp[grp] * rs;
-      }
-    }
-  });
-  auto combine = [&](const std::vector<float>& part, int64_t len) {
-    Tensor t = zeros({len});
-    float* o = t.data<float>();
-    for (int64_t b = 0; b < nb; ++b)
-      for (int64_t j = 0; j < len; ++j) o[j] += part[size_t(b * len + j)];
-    return t;
-  };
+  const mhc_detail::MixGradRows pass{reshape(x, {rows, k}),
+                                     mp,
+                                     rp,
+                                     base.data<float>(),
+                                     scale.data<float>(),
+                                     w32.defined() ? w32.data<float>() : nullptr,
+                                     dpost.data<float>(),
+                                     dcomb.data<float>(),
+                                     reshape(dinput, {rows, d}),
+                                     dm.data<float>(),
+                                     dy.data<float>(),
+                                     sv.need_w ? dw_part.data() : nullptr,
+                                     db_part.data(),
+                                     ds_part.data(),
+                                     sv.spec};
+  parallel_blocks(rows, block, pass);
   std::vector<Tensor> grads;
   const Tensor xf = reshape(x.dtype() == DType::f32 ? x : cast(x, DType::f32), {rows, k});
   if (sv.need_x) {
     // x gets the collapse's pre_n · d y and, through m = (x · fnᵀ) · r, G − x · r² (G · x) / K
     // with G = (d m · r) · fn: in place in G [R, K].
     Tensor gx = matmul(dm, fn);
-    Tensor dx = x.dtype() == DType::f32 ? gx : empty(x.shape(), x.dtype());
-    float* gp = gx.data<float>();
-    parallel_for(0, rows, kRowGrain, [&](int64_t lo, int64_t hi) {
-      std::vector<float> tmp(static_cast<size_t>(k));
-      for (int64_t r = lo; r < hi; ++r) {
-        const float* xr = xf.data<float>() + r * k;
-        float* gr = gp + r * k;
-        const float rs = rp[2 * r];
-        const float c = rs * rs * ops.dot(gr, xr, k) / float(k);
-        ops.axpy(-c, xr, gr, tmp.data(), k);
-        const float* mr = mp + r * m;
-        for (int64_t i = 0; i < n; ++i) {
-          const float pre = sigmoid(mr[i] * sp[0] + bp[i]) + float(sv.spec.hc_eps);
-          ops.axpy(pre, dyp + r * d, gr + i * d, tmp.data(), d);
-        }
-        ops.row_out(gr, dx, r * k, k);
-      }
-    });
+    Tensor dx = x.dtype() == DType::f32 ? gx : empty({rows, k}, x.dtype());
+    const mhc_detail::MixDxRows last{reshape(x, {rows, k}),
+                                     mp,
+                                     rp,
+                                     base.data<float>(),
+                                     scale.data<float>(),
+                                     dy.data<float>(),
+                                     gx.data<float>(),
+                                     dx,
+                                     sv.spec};
+    parallel_for(0, rows, kRowGrain, last);
     grads.push_back(reshape(dx, x.shape()));
   } else {
     grads.emplace_back();
   }
   grads.push_back(sv.need_fn ? matmul(transpose(dm, 0, 1), xf) : Tensor());
-  grads.push_back(sv.need_base ? combine(db_part, m) : Tensor());
-  grads.push_back(sv.need_scale ? combine(ds_part, 3) : Tensor());
+  grads.push_back(sv.need_base ? mhc_detail::sum_partials(db_part.data(), nb, m) : Tensor());
+  grads.push_back(sv.need_scale ? mhc_detail::sum_partials(ds_part.data(), nb, 3) : Tensor());
   Tensor dw;
   if (sv.need_w) {
-    dw = combine(dw_part, d);
+    dw = mhc_detail::sum_partials(dw_part.data(), nb, d);
     if (sv.w_dtype != DType::f32) dw = dw.to(sv.w_dtype);
   }
   grads.push_back(dw);  // the caller drops it when there is no norm weight
@@ -315,7 +431,7 @@ FusedMix fused_mhc_mix(const Tensor& streams, const Tensor& fn, const Tensor& ba
                        const Tensor& scale, const Tensor& norm_weight, const MhcSpec& spec) {
   check_mix(streams, fn, base, scale, norm_weight, spec);
   const int64_t b = streams.size(0), t = streams.size(1), n = spec.hc_mult, d = streams.size(3);
-  const int64_t k = n * d, m = (2 + n) * n, rows = b * t;
+  const int64_t k = n * d, rows = b * t;
   const Tensor x = streams.detach().contiguous();
   const Tensor fnd = fn.detach().contiguous(), bd = base.detach().contiguous(),
                sd = scale.detach().contiguous();
@@ -332,37 +448,17 @@ FusedMix fused_mhc_mix(const Tensor& streams, const Tensor& fn, const Tensor& ba
   out.comb = empty({b, t, n, n});
   out.input = empty({b, t, d}, x.dtype());
   Tensor rstd = empty({rows, 2});
-  float* mp = mixes.data<float>();
-  float* rp = rstd.data<float>();
-  const float* bp = bd.data<float>();
-  const float* sp = sd.data<float>();
-  const float* wp = w32.defined() ? w32.data<float>() : nullptr;
-  float* postp = out.post.data<float>();
-  float* combp = out.comb.data<float>();
-  const RowOps ops;
-  parallel_for(0, rows, kRowGrain, [&](int64_t lo, int64_t hi) {
-    RowMix rm(spec);
-    std::vector<float> xbuf(static_cast<size_t>(k)), y(static_cast<size_t>(d)),
-        tmp(static_cast<size_t>(d)), o(static_cast<size_t>(d));
-    for (int64_t r = lo; r < hi; ++r) {
-      const float* xr = ops.row_in(x, r * k, k, xbuf.data());
-      const float rs = 1.0f / std::sqrt(ops.dot(xr, xr, k) / float(k) + float(spec.mix_norm_eps));
-      rp[2 * r] = rs;
-      float* mr = mp + r * m;
-      for (int64_t j = 0; j < m; ++j) mr[j] *= rs;
-      rm.compute(mr, bp, sp);
-      std::copy(rm.post.begin(), rm.post.end(), postp + r * n);
-      std::copy(rm.comb(), rm.comb() + n * n, combp + r * n * n);
-      collapse_row(ops, rm.pre.data(), xr, n, d, y.data(), tmp.data());
-      if (wp) {
-        ops.norm.rms_fwd(y.data(), wp, o.data(), rp + 2 * r + 1, 1, d, float(spec.norm_eps));
-        ops.row_out(o.data(), out.input, r * d, d);
-      } else {
-        rp[2 * r + 1] = 1.0f;
-        ops.row_out(y.data(), out.input, r * d, d);
-      }
-    }
-  });
+  const mhc_detail::MixRows pass{reshape(x, {rows, k}),
+                                 mixes.data<float>(),
+                                 rstd.data<float>(),
+                                 bd.data<float>(),
+                                 sd.data<float>(),
+                                 w32.defined() ? w32.data<float>() : nullptr,
+                                 out.post.data<float>(),
+                                 out.comb.data<float>(),
+                                 reshape(out.input, {rows, d}),
+                                 spec};
+  parallel_for(0, rows, kRowGrain, pass);
   std::vector<Tensor> inputs = {streams, fn, base, scale};
   if (norm_weight.defined()) inputs.push_back(norm_weight);
   if (autograd::needs_grad(inputs)) {
@@ -402,37 +498,11 @@ std::vector<Tensor> fold_backward(const Tensor& post, const Tensor& comb, const 
       g_in.dtype() == x.dtype() ? g_in.contiguous() : cast(g_in, x.dtype()).contiguous();
   Tensor dpost = empty(post.shape()), dcomb = empty(comb.shape());
   Tensor dout = empty(out.shape(), out.dtype()), dx = empty(x.shape(), x.dtype());
-  const float* pp = post.data<float>();
-  const float* cp = comb.data<float>();
-  float* dpp = dpost.data<float>();
-  float* dcp = dcomb.data<float>();
-  const RowOps ops;
-  parallel_for(0, rows, kRowGrain, [&](int64_t lo, int64_t hi) {
-    std::vector<float> gbuf(static_cast<size_t>(k)), xbuf(static_cast<size_t>(k)),
-        obuf(static_cast<size_t>(d)), acc(static_cast<size_t>(k)), tmp(static_cast<size_t>(d));
-    for (int64_t r = lo; r < hi; ++r) {
-      const float* gr = ops.row_in(g, r * k, k, gbuf.data());
-      const float* xr = ops.row_in(x, r * k, k, xbuf.data());
-      const float* orow = ops.row_in(out, r * d, d, obuf.data());
-      const float* pr = pp + r * n;
-      const float* cr = cp + r * n * n;
-      for (int64_t j = 0; j < n; ++j) {
-        dpp[r * n + j] = ops.dot(gr + j * d, orow, d);
-        for (int64_t i = 0; i < n; ++i)
-          dcp[r * n * n + i * n + j] = ops.dot(gr + j * d, xr + i * d, d);
-      }
-      // d out = Σ_j post_j · g_j; d x_i = Σ_j comb[i, j] · g_j.
-      float* a = acc.data();
-      collapse_row(ops, pr, gr, n, d, a, tmp.data());
-      ops.row_out(a, dout, r * d, d);
-      for (int64_t i = 0; i < n; ++i) {
-        float* ai = a + i * d;
-        ops.scale(cr[i * n], gr, ai, d);
-        for (int64_t j = 1; j < n; ++j) ops.axpy(cr[i * n + j], gr + j * d, ai, tmp.data(), d);
-      }
-      ops.row_out(a, dx, r * k, k);
-    }
-  });
+  const mhc_detail::FoldGradRows pass{
+      post.data<float>(),    comb.data<float>(),       reshape(out, {rows, d}),
+      reshape(x, {rows, k}), reshape(g, {rows, k}),    dpost.data<float>(),
+      dcomb.data<float>(),   reshape(dout, {rows, d}), reshape(dx, {rows, k})};
+  parallel_for(0, rows, kRowGrain, pass);
   return {dpost, dcomb, dout, dx};
 }
 
@@ -453,27 +523,9 @@ Tensor fused_mhc_fold(const Tensor& post_in, const Tensor& comb_in, const Tensor
   const Tensor post = post_in.detach().contiguous(), comb = comb_in.detach().contiguous();
   const Tensor out = out_in.detach().contiguous(), x = streams.detach().contiguous();
   Tensor y = empty(x.shape(), x.dtype());
-  const float* pp = post.data<float>();
-  const float* cp = comb.data<float>();
-  const RowOps ops;
-  parallel_for(0, rows, kRowGrain, [&](int64_t lo, int64_t hi) {
-    std::vector<float> xbuf(static_cast<size_t>(k)), obuf(static_cast<size_t>(d)),
-        acc(static_cast<size_t>(k)), tmp(static_cast<size_t>(d));
-    for (int64_t r = lo; r < hi; ++r) {
-      const float* xr = ops.row_in(x, r * k, k, xbuf.data());
-      const float* orow = ops.row_in(out, r * d, d, obuf.data());
-      const float* pr = pp + r * n;
-      const float* cr = cp + r * n * n;
-      // y_j = post_j · out + Σ_i comb[i, j] · x_i
-      float* a = x.dtype() == DType::f32 ? y.data<float>() + r * k : acc.data();
-      for (int64_t j = 0; j < n; ++j) {
-        float* aj = a + j * d;
-        ops.scale(pr[j], orow, aj, d);
-        for (int64_t i = 0; i < n; ++i) ops.axpy(cr[i * n + j], xr + i * d, aj, tmp.data(), d);
-      }
-      ops.row_out(a, y, r * k, k);
-    }
-  });
+  const mhc_detail::FoldRows pass{post.data<float>(), comb.data<float>(), reshape(out, {rows, d}),
+                                  reshape(x, {rows, k}), reshape(y, {rows, k})};
+  parallel_for(0, rows, kRowGrain, pass);
   if (autograd::needs_grad({post_in, comb_in, out_in, streams})) {
     const SavedTensor so(out), sx(x);
     autograd::record("MegaMHCFold", {post_in, comb_in, out_in, streams}, {y},

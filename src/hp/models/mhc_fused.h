@@ -20,7 +20,8 @@
 // d fn) and a last per-row pass for the rms. Parameter gradients (fn, base, scale, norm weight) are
 // reductions over rows in fixed blocks summed in block order: bitwise independent of the thread
 // count. Row loops use the active ISA's elementwise row functions (kernels/cpu/ew_table.h) and the
-// RMSNorm row kernels (norm_table.h).
+// RMSNorm row kernels (norm_table.h); they are the passes of mhc_rows.h, which mhc_tasks.h also runs
+// as Multicore vector tasks.
 #pragma once
 
 #include <cstdint>
