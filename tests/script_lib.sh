@@ -29,6 +29,19 @@ run() {
   "$hp" launch -n "$n" -- "$hp" train "$dir/run.yaml" --set run.dir="$dir/$name" "$@" \
     > "$dir/$name.log"
 }
+# pipeline_yaml MODEL TRAINING: run.yaml of the pipeline scripts (f32, adamw, a line per step, no
+# checkpoints) with the given model and training mappings.
+pipeline_yaml() {
+  cat > "$dir/run.yaml" <<YAML
+model: $1
+data: {path: $dir/corpus.txt}
+optimizer: {name: adamw, lr: 0.01}
+training: $2
+parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
+metrics: {log_every: 1, progress: lines}
+checkpoint: {interval: 0, save_final: false}
+YAML
+}
 # matches_ref NAME RANKS ARGS...: run NAME; its losses equal $dir/ref's over 10 steps within 1e-5
 # relative (the pipeline scripts' check of every layout against one rank).
 matches_ref() { run "$@"; compare "$1 vs 1 rank" "$dir/ref" "$dir/$1" 1e-5 10; }

@@ -8,15 +8,9 @@
 # errors.)
 # Usage: train_pp.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
-cat > "$dir/run.yaml" <<YAML
-model: {arch: qwen3, hidden: 32, layers: 4, heads: 4, kv_heads: 2, intermediate: 64, vocab: 259}
-data: {path: $dir/corpus.txt}
-optimizer: {name: adamw, lr: 0.01}
-training: {steps: 10, batch_size: 8, seq_len: 32, seed: 3, mixed_precision: f32, grad_accum: 4}
-parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
-metrics: {log_every: 1, progress: lines}
-checkpoint: {interval: 0, save_final: false}
-YAML
+pipeline_yaml \
+  "{arch: qwen3, hidden: 32, layers: 4, heads: 4, kv_heads: 2, intermediate: 64, vocab: 259}" \
+  "{steps: 10, batch_size: 8, seq_len: 32, seed: 3, mixed_precision: f32, grad_accum: 4}"
 run ref 1
 for schedule in gpipe 1f1b zb_h1; do
   matches_ref "pp2_$schedule" 2 --set parallel.pp=2 --set parallel.pipeline.schedule=$schedule

@@ -6,15 +6,9 @@
 # train_pp4.sh.)
 # Usage: train_pp3.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
-cat > "$dir/run.yaml" <<YAML
-model: {arch: qwen3, hidden: 16, layers: 8, heads: 2, kv_heads: 1, intermediate: 32, vocab: 259}
-data: {path: $dir/corpus.txt}
-optimizer: {name: adamw, lr: 0.01}
-training: {steps: 10, batch_size: 6, seq_len: 16, seed: 5, mixed_precision: f32, grad_accum: 6}
-parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
-metrics: {log_every: 1, progress: lines}
-checkpoint: {interval: 0, save_final: false}
-YAML
+pipeline_yaml \
+  "{arch: qwen3, hidden: 16, layers: 8, heads: 2, kv_heads: 1, intermediate: 32, vocab: 259}" \
+  "{steps: 10, batch_size: 6, seq_len: 16, seed: 5, mixed_precision: f32, grad_accum: 6}"
 run ref 1
 for schedule in gpipe 1f1b zb_h1; do
   matches_ref "pp3_$schedule" 3 --set parallel.pp=3 --set parallel.pipeline.schedule=$schedule

@@ -5,15 +5,9 @@
 # pp 1; stage_ranks that do not fit fail naming the key and values.
 # Usage: train_pp_mpmd.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
-cat > "$dir/run.yaml" <<YAML
-model: {arch: qwen3, hidden: 32, layers: 4, heads: 4, kv_heads: 2, intermediate: 64, vocab: 259}
-data: {path: $dir/corpus.txt}
-optimizer: {name: adamw, lr: 0.01}
-training: {steps: 6, batch_size: 12, seq_len: 32, seed: 3, mixed_precision: f32, grad_accum: 4}
-parallel: {dp_shard: -1, fsdp: {reduce_dtype: f32}}
-metrics: {log_every: 1, progress: lines}
-checkpoint: {interval: 0, save_final: false}
-YAML
+pipeline_yaml \
+  "{arch: qwen3, hidden: 32, layers: 4, heads: 4, kv_heads: 2, intermediate: 64, vocab: 259}" \
+  "{steps: 6, batch_size: 12, seq_len: 32, seed: 3, mixed_precision: f32, grad_accum: 4}"
 run ref 1
 run mpmd_13 4 --set parallel.pp=2 --set "parallel.pipeline.stage_ranks=[1, 3]"
 grep -q "on \[1, 3\] ranks (FSDP inside each, activations resharded by rows)" "$dir/mpmd_13.log"

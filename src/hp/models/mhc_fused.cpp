@@ -252,12 +252,10 @@ void MixDxRows::operator()(int64_t lo, int64_t hi) const {
   }
 }
 
-Tensor sum_partials(const float* part, int64_t blocks, int64_t len) {
-  Tensor t = zeros({len});
-  float* o = t.data<float>();
+void sum_partials(const float* part, int64_t blocks, int64_t len, float* out) {
+  std::fill(out, out + len, 0.0f);
   for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t j = 0; j < len; ++j) o[j] += part[b * len + j];
-  return t;
+    for (int64_t j = 0; j < len; ++j) out[j] += part[b * len + j];
 }
 
 void FoldRows::operator()(int64_t lo, int64_t hi) const {
@@ -414,11 +412,16 @@ std::vector<Tensor> mix_backward(const MixSaved& sv, const Tensor& dpost_in, con
     grads.emplace_back();
   }
   grads.push_back(sv.need_fn ? matmul(transpose(dm, 0, 1), xf) : Tensor());
-  grads.push_back(sv.need_base ? mhc_detail::sum_partials(db_part.data(), nb, m) : Tensor());
-  grads.push_back(sv.need_scale ? mhc_detail::sum_partials(ds_part.data(), nb, 3) : Tensor());
+  auto summed = [nb](const std::vector<float>& part, int64_t len) {
+    Tensor t = empty({len});
+    mhc_detail::sum_partials(part.data(), nb, len, t.data<float>());
+    return t;
+  };
+  grads.push_back(sv.need_base ? summed(db_part, m) : Tensor());
+  grads.push_back(sv.need_scale ? summed(ds_part, 3) : Tensor());
   Tensor dw;
   if (sv.need_w) {
-    dw = mhc_detail::sum_partials(dw_part.data(), nb, d);
+    dw = summed(dw_part, d);
     if (sv.w_dtype != DType::f32) dw = dw.to(sv.w_dtype);
   }
   grads.push_back(dw);  // the caller drops it when there is no norm weight

@@ -54,8 +54,9 @@ struct MixDxRows {
   void operator()(int64_t lo, int64_t hi) const;
 };
 
-// Σ over blocks of partials [blocks, len] → [len] f32, block by block (the order fixes the bits).
-Tensor sum_partials(const float* part, int64_t blocks, int64_t len);
+// out [len] = Σ over blocks of partials [blocks, len], block by block from 0 (the order fixes the
+// bits).
+void sum_partials(const float* part, int64_t blocks, int64_t len, float* out);
 
 // The fold over rows [lo, hi): y [R, N, D] = post_n · out + Σ_m comb[m, n] · x_m.
 struct FoldRows {

@@ -164,13 +164,10 @@ Wait add_mhc_mix_backward(Plan& plan, const std::string& name, const MhcMixBuffe
   plan.add_vector(
       name + " params", {dw_part, db_part, ds_part}, outs,
       [g, nb, d, m, has_w, dw_part, db_part, ds_part](const TaskContext& c) {
-        auto put = [&](BufferId part, BufferId out, int64_t len) {
-          const Tensor t = mhc_detail::sum_partials(c.data<float>(part), nb, len);
-          std::copy(t.data<float>(), t.data<float>() + len, c.data<float>(out));
-        };
-        put(db_part, g.dbase, m);
-        put(ds_part, g.dscale, 3);
-        if (has_w) put(dw_part, g.dnorm_weight, d);
+        mhc_detail::sum_partials(c.data<float>(db_part), nb, m, c.data<float>(g.dbase));
+        mhc_detail::sum_partials(c.data<float>(ds_part), nb, 3, c.data<float>(g.dscale));
+        if (has_w)
+          mhc_detail::sum_partials(c.data<float>(dw_part), nb, d, c.data<float>(g.dnorm_weight));
       },
       Deps{{{passed, 1}}, done});
   return {done, 3};
