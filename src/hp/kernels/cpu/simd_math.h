@@ -5,6 +5,8 @@
 //          below -103.97 (results in the subnormal range are within 2^-149 absolute).
 //   log  — Cephes polynomial on the mantissa in [sqrt(1/2), sqrt(2)), ≤ 2 ulp; 0 → -Inf, x<0 → NaN.
 //   tanh — odd Taylor polynomial for |x| < 0.4, (1 - e)/(1 + e) with e = exp(-2|x|) above, ≤ 4 ulp.
+//   exp2 — Cephes exp2f polynomial on [-127, 127], relative error ~2e-7, flushes below 2^-126
+//          (the attention softmax's base-2 exponent).
 //   erf  — Abramowitz & Stegun 7.1.26, absolute error ≤ 1.5e-7 (used by the erf form of GELU).
 // These are templates on P, so each ISA TU instantiates its own copy (distinct mangled names).
 #pragma once
@@ -106,6 +108,27 @@ typename P::V vec_erf(typename P::V x) {
   V y = P::sub(P::set1(1.0f), P::mul(p, vec_exp<P>(P::neg(P::mul(a, a)))));
   V r = P::select(P::lt(x, P::set1(0.0f)), P::neg(y), y);
   return P::select(P::isnan(x), x, r);
+}
+
+// exp2 for the attention softmax (scores kept in base-2 units) on [-127, 127], NaN propagating:
+// 2^x = 2^n · 2^f with n = round(x), f in [-0.5, 0.5] and 2^f from Cephes' degree-6 minimax
+// polynomial (exp2f.c), relative error about 2e-7 (attention_test checks the whole range).
+// x <= -127 (and -Inf) give 2^-127 · p → exponent field 0, i.e. 0: results below 2^-126 flush to 0.
+template <class P>
+typename P::V vec_exp2(typename P::V x) {
+  using V = typename P::V;
+  x = P::max(P::set1(-127.0f), x);  // operand order keeps NaN
+  x = P::min(P::set1(127.0f), x);
+  const V n = P::round(x);
+  const V f = P::sub(x, n);
+  V p = P::set1(1.535336188319500e-4f);
+  p = P::fma(p, f, P::set1(1.339887440266574e-3f));
+  p = P::fma(p, f, P::set1(9.618437357674640e-3f));
+  p = P::fma(p, f, P::set1(5.550332471162809e-2f));
+  p = P::fma(p, f, P::set1(2.402264791363012e-1f));
+  p = P::fma(p, f, P::set1(6.931472028550421e-1f));
+  p = P::fma(p, f, P::set1(1.0f));
+  return P::mul(p, P::pow2i(n));
 }
 
 }  // namespace hp::kernels
