@@ -38,6 +38,7 @@ float softplus(float x) {  // log(1 + e^x) without overflow
 struct RowOps {
   const kernels::EwTable& t = kernels::ew_table(kernels::active_isa());
   const GateTopKFn topk = gate_topk_fn(kernels::active_isa());
+  const GateSigmoidTopKFn sigmoid_topk = gate_sigmoid_topk_fn(kernels::active_isa());
   void unary(kernels::EwOp op, const float* x, float* y, int64_t n,
              std::initializer_list<float> params = {}) const {
     const float* in[1] = {x};
@@ -101,6 +102,11 @@ std::pair<float, float> gate_row(const GateSpec& g, const RowOps& ops, const flo
       ops.unary(kernels::EwOp::affine, p, p, e, {inv, 0.0f});
       break;
     case GateScore::sigmoid:
+      if (ops.sigmoid_topk) {  // scores, correction and selection in one pass
+        ops.sigmoid_topk(l, bias, p, sc.c.data(), sc.shape, sc.view());
+        for (int64_t j = 0; j < k; ++j) p_sel[j] = p[sc.idx[size_t(j)]];
+        return {m, inv};
+      }
       ops.unary(kernels::EwOp::sigmoid, l, p, e);
       break;
     case GateScore::sqrt_softplus:
@@ -195,6 +201,17 @@ Tensor gate_backward(const Tensor& logits, const Tensor& stats, const Tensor& p_
 
 GateTopKFn gate_topk_fn(kernels::Isa isa) {
   return isa == kernels::Isa::scalar ? scalar::gate_topk : avx2::gate_topk;
+}
+
+GateSigmoidTopKFn gate_sigmoid_topk_fn(kernels::Isa isa) {
+  switch (isa) {
+    case kernels::Isa::scalar:
+      return scalar::gate_sigmoid_topk;
+    case kernels::Isa::avx2:
+      return avx2::gate_sigmoid_topk;
+    default:
+      return nullptr;
+  }
 }
 
 GateOutput fused_gate(const Tensor& logits_in, const Tensor& bias_in, const GateSpec& g) {

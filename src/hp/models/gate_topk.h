@@ -39,11 +39,24 @@ using GateTopKFn = void (*)(const float* c, const GateTopKShape& s, const GateTo
 // The selection of `isa` (scalar: the portable path; avx2 and avx512: AVX2).
 GateTopKFn gate_topk_fn(kernels::Isa isa);
 
+// A sigmoid router's row in one pass: p [E] = sigmoid(l), c [E] = p + bias (bias may be null; c is
+// then p and not written) with the elementwise kernels' functors of the ISA (bit for bit the
+// tensor ops' sigmoid and add), the group-limited scan on the values in registers, then the
+// selection of c as gate_topk.
+using GateSigmoidTopKFn = void (*)(const float* l, const float* bias, float* p, float* c,
+                                   const GateTopKShape& s, const GateTopKScratch& w);
+// Null for AVX-512, whose elementwise kernels' sigmoid is not the AVX2 one this would compute.
+GateSigmoidTopKFn gate_sigmoid_topk_fn(kernels::Isa isa);
+
 namespace scalar {
 void gate_topk(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
-}
+void gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
+                       const GateTopKShape& s, const GateTopKScratch& w);
+}  // namespace scalar
 namespace avx2 {
 void gate_topk(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
-}
+void gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
+                       const GateTopKShape& s, const GateTopKScratch& w);
+}  // namespace avx2
 
 }  // namespace hp::models
