@@ -190,9 +190,10 @@ std::vector<std::vector<float>> tie_rows(int64_t e, uint64_t seed) {
 
 TEST(MegaGate, SimdSelectionEqualsANaiveReferenceOnEveryIsa) {
   // Plain top-k: widths below, at and off the vector width, k from 1 to E (k > 2·W has no bound),
-  // a row wider than the packed candidates hold.
+  // a row wider than the packed candidates hold, 9 to 16 candidates (ranked in two vectors: ties
+  // across them).
   for (auto [e, k] : {std::array<int64_t, 2>{5, 2}, {8, 8}, {64, 8}, {64, 1}, {64, 16}, {64, 17},
-                      {64, 64}, {37, 9}, {256, 8}, {600, 8}}) {
+                      {64, 64}, {37, 9}, {256, 8}, {600, 8}, {16, 12}, {16, 3}, {13, 10}}) {
     GateSpec g;
     g.top_k = k;
     for (const auto& row : tie_rows(e, uint64_t(e * 100 + k))) {

@@ -121,6 +121,19 @@ struct Candidates {
 };
 
 #if defined(__AVX2__)
+// x rotated by s lanes: lane q holds x[(q + s) mod 8].
+inline V rotate(V x, int s) {
+  const __m256i q = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_permutevar8x32_ps(
+      x, _mm256_and_si256(_mm256_add_epi32(q, _mm256_set1_epi32(s)), _mm256_set1_epi32(7)));
+}
+
+// Lanes q >= 8 - s: after a rotation by s, those hold an element from an earlier position.
+inline V wrapped(int s) {
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                                _mm256_set1_epi32(7 - s)));
+}
+
 // For each 8-bit lane mask, the lanes set, first (the permutation packing them to the front).
 struct PackTable {
   int32_t lanes[256][8];
@@ -171,8 +184,46 @@ inline void gather_at_least(const float* c, int64_t lo, int64_t hi, float tau, C
 // rank in the order (value descending, index ascending) is counted — the number of candidates
 // before it that are >= it plus those after it that are > it — and it is written to that slot if
 // the rank is below k: no data-dependent branch. Many: the insertion, in index order.
+#if defined(__AVX2__)
+// select_candidates for at most 2·W candidates, in registers: the same counts, each candidate's
+// rank against all others at once by lane rotations (x = cd.v[0, 8), y = cd.v[8, 16), -inf past
+// n: never ahead of a candidate, as they come after every one), then slot r of the output is the
+// lane whose rank is r.
+inline void select_few(Candidates& cd, int64_t k, const GateTopKScratch& w) {
+  const int64_t n = cd.n;
+  A::store(cd.v + n, A::set1(kNegInf));
+  A::store(cd.v + n + W, A::set1(kNegInf));
+  const V x = A::load(cd.v), y = A::load(cd.v + W);
+  __m256i rx = _mm256_setzero_si256(), ry = rx;  // - ranks (masks count -1)
+  const auto count = [](__m256i& r, V ahead) { r = _mm256_add_epi32(r, _mm256_castps_si256(ahead)); };
+  for (int s = 1; s < W; ++s) {  // within each vector: ahead when >= from before, > from after
+    const V wr = wrapped(s), ox = rotate(x, s), oy = rotate(y, s);
+    count(rx, A::select(wr, A::ge(ox, x), A::gt(ox, x)));
+    count(ry, A::select(wr, A::ge(oy, y), A::gt(oy, y)));
+  }
+  if (n > W)
+    for (int s = 0; s < W; ++s) {  // y's all come after x's
+      count(rx, A::gt(rotate(y, s), x));
+      count(ry, A::ge(rotate(x, s), y));
+    }
+  const unsigned live = unsigned((uint64_t(1) << n) - 1);
+  for (int64_t r = 0; r < k; ++r) {
+    const __m256i want = _mm256_set1_epi32(int32_t(-r));
+    const unsigned bits =
+        (mask_bits(_mm256_castsi256_ps(_mm256_cmpeq_epi32(rx, want))) |
+         mask_bits(_mm256_castsi256_ps(_mm256_cmpeq_epi32(ry, want))) << W) & live;
+    const int m = __builtin_ctz(bits);
+    w.val[r] = cd.v[m];
+    w.idx[r] = cd.i[m];
+  }
+}
+#endif
+
 inline void select_candidates(Candidates& cd, int64_t k, const GateTopKScratch& w) {
   const int64_t n = cd.n;
+#if defined(__AVX2__)
+  if (n <= 2 * W) return select_few(cd, k, w);
+#endif
   if (n > 4 * W) {
     TopK top{k, 0, w.idx, w.val};
     for (int64_t m = 0; m < n; ++m) top.push(cd.v[m], cd.i[m]);
@@ -331,13 +382,6 @@ inline void groups_top2(const V* g1, const V* g2, V& t1, V& t2) {
          _mm256_permute2f128_ps(b2[0], b2[1], 0x31));
 }
 
-// x rotated by s lanes: lane q holds x[(q + s) mod 8].
-inline V rotate(V x, int s) {
-  const __m256i q = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_permutevar8x32_ps(
-      x, _mm256_and_si256(_mm256_add_epi32(q, _mm256_set1_epi32(s)), _mm256_set1_epi32(7)));
-}
-
 // The group-limited selection from each group's lane-wise top-2s g1 / g2 [n_group] of c (no NaN
 // in c): the same experts in the same order as select_grouped. Returns false (nothing written)
 // when a group score is NaN (+inf + -inf), which select_grouped's insertion orders its own way.
@@ -354,9 +398,7 @@ inline bool select_grouped_lanes(const float* c, const GateTopKShape& s, const G
   __m256i rank = _mm256_setzero_si256();
   for (int r = 1; r < W; ++r) {
     const V o = rotate(gs, r);
-    const V lower = _mm256_castsi256_ps(
-        _mm256_cmpgt_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(7 - r)));
-    const V ahead = mask_or(A::gt(o, gs), _mm256_and_ps(A::eq(o, gs), lower));
+    const V ahead = mask_or(A::gt(o, gs), _mm256_and_ps(A::eq(o, gs), wrapped(r)));
     rank = _mm256_sub_epi32(rank, _mm256_castps_si256(ahead));
   }
   const V kept = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(s.topk_group)), rank));
