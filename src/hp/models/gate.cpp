@@ -197,6 +197,24 @@ Tensor gate_backward(const Tensor& logits, const Tensor& stats, const Tensor& p_
   return dl;
 }
 
+// The selection loop alone: indices [N, k] i64 of each row of corrected scores c [N, E] f32.
+Tensor select_rows(const Tensor& c_in, const GateSpec& g) {
+  const Tensor c = c_in.contiguous();
+  const int64_t n = c.size(0), e = c.size(1), k = g.top_k;
+  Tensor idx = empty({n, k}, DType::i64);
+  const float* cp = c.data<float>();
+  int64_t* ip = idx.data<int64_t>();
+  const GateTopKFn topk = gate_topk_fn(kernels::active_isa());
+  parallel_for(0, n, kRowGrain, [&](int64_t lo, int64_t hi) {
+    Scratch sc(e, g);
+    for (int64_t t = lo; t < hi; ++t) {
+      topk(cp + t * e, sc.shape, sc.view());
+      std::copy(sc.idx.begin(), sc.idx.end(), ip + t * k);
+    }
+  });
+  return idx;
+}
+
 }  // namespace
 
 GateTopKFn gate_topk_fn(kernels::Isa isa) {
@@ -272,8 +290,8 @@ GateOutput composed_gate(const Tensor& logits, const Tensor& bias, const GateSpe
   } else if (g.score == GateScore::sigmoid) {
     const Tensor p = sigmoid(logits);  // [N, E]
     {
-      autograd::NoGradGuard ng;  // the selection loop (no gradient either way)
-      out.indices = fused_gate(logits, bias, g).indices;
+      autograd::NoGradGuard ng;  // the selection loop on p + bias (no gradient either way)
+      out.indices = select_rows(bias.defined() ? add(p, bias) : p, g);
     }
     Tensor w = gather(p, 1, out.indices);
     if (g.norm_topk_prob) w = w / (sum(w, {-1}, true) + g.norm_eps);

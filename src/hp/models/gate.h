@@ -53,8 +53,9 @@ struct GateOutput {
 GateOutput fused_gate(const Tensor& logits, const Tensor& bias, const GateSpec& spec);
 
 // The same router as a chain of tensor ops (the implementation MegaGate replaced: softmax or
-// sigmoid, topk or the selection loop, gather, sum, divide, multiply): the reference tests and
-// bench_gate compare the fused kernel with. Softmax and sigmoid scores only.
+// sigmoid, topk or the selection loop — gate_topk.h's, row by row on p + bias as a tensor —,
+// gather, sum, divide, multiply): the reference tests and bench_gate compare the fused kernel
+// with. Softmax and sigmoid scores only.
 GateOutput composed_gate(const Tensor& logits, const Tensor& bias, const GateSpec& spec);
 
 }  // namespace hp::models
