@@ -128,6 +128,23 @@ inline V rotate(V x, int s) {
       x, _mm256_and_si256(_mm256_add_epi32(q, _mm256_set1_epi32(s)), _mm256_set1_epi32(7)));
 }
 
+// kth_largest of the 2·W values of a and b (k <= 2·W, no NaN), counted by lane rotations: each
+// value's count of values >= it, then the largest value whose count reaches k.
+inline float kth_largest2(V a, V b, int64_t k) {
+  __m256i na = _mm256_setzero_si256(), nb = na;  // - counts (masks count -1)
+  for (int s = 0; s < W; ++s) {
+    const V oa = rotate(a, s), ob = rotate(b, s);
+    na = _mm256_add_epi32(na, _mm256_castps_si256(A::ge(oa, a)));
+    na = _mm256_add_epi32(na, _mm256_castps_si256(A::ge(ob, a)));
+    nb = _mm256_add_epi32(nb, _mm256_castps_si256(A::ge(oa, b)));
+    nb = _mm256_add_epi32(nb, _mm256_castps_si256(A::ge(ob, b)));
+  }
+  const __m256i above = _mm256_set1_epi32(int32_t(-k + 1));  // count >= k: -count < -k + 1
+  const V qa = A::select(_mm256_castsi256_ps(_mm256_cmpgt_epi32(above, na)), a, A::set1(kNegInf));
+  const V qb = A::select(_mm256_castsi256_ps(_mm256_cmpgt_epi32(above, nb)), b, A::set1(kNegInf));
+  return A::hmax(A::max(qa, qb));
+}
+
 // Lanes q >= 8 - s: after a rotation by s, those hold an element from an earlier position.
 inline V wrapped(int s) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -272,10 +289,14 @@ inline void select_plain(const float* c, const GateTopKShape& s, const GateTopKS
   }
   float tau = kNegInf;
   if (k <= 2 * W) {
+#if defined(__AVX2__)
+    tau = kth_largest2(m1, m2, k);
+#else
     float lanes[2 * W];
     A::store(lanes, m1);
     A::store(lanes + W, m2);
     tau = kth_largest(lanes, 2 * W, k);
+#endif
   }
   if (e > kMaxCandidates) return push_at_least(c, 0, e, tau, top);
   Candidates cd;
@@ -405,21 +426,9 @@ inline bool select_grouped_lanes(const float* c, const GateTopKShape& s, const G
   const unsigned keep = mask_bits(kept);
   // The bound: the k-th largest of the kept groups' top-2s (themselves kept experts), counted.
   float tau = kNegInf;
-  if (2 * s.topk_group >= k) {
-    const V k1 = A::select(kept, t1, A::set1(kNegInf)), k2 = A::select(kept, t2, A::set1(kNegInf));
-    __m256i n1 = _mm256_setzero_si256(), n2 = n1;
-    for (int r = 0; r < W; ++r) {
-      const V o1 = rotate(k1, r), o2 = rotate(k2, r);
-      n1 = _mm256_sub_epi32(n1, _mm256_castps_si256(A::ge(o1, k1)));
-      n1 = _mm256_sub_epi32(n1, _mm256_castps_si256(A::ge(o2, k1)));
-      n2 = _mm256_sub_epi32(n2, _mm256_castps_si256(A::ge(o1, k2)));
-      n2 = _mm256_sub_epi32(n2, _mm256_castps_si256(A::ge(o2, k2)));
-    }
-    const __m256i km1 = _mm256_set1_epi32(int32_t(k - 1));
-    const V q1 = A::select(_mm256_castsi256_ps(_mm256_cmpgt_epi32(n1, km1)), k1, A::set1(kNegInf));
-    const V q2 = A::select(_mm256_castsi256_ps(_mm256_cmpgt_epi32(n2, km1)), k2, A::set1(kNegInf));
-    tau = A::hmax(A::max(q1, q2));
-  }
+  if (2 * s.topk_group >= k)  // -inf for the groups not kept: a bound all the same
+    tau = kth_largest2(A::select(kept, t1, A::set1(kNegInf)), A::select(kept, t2, A::set1(kNegInf)),
+                       k);
   Candidates cd;
   for (unsigned b = keep; b != 0; b &= b - 1) {
     const int64_t q = __builtin_ctz(b);
