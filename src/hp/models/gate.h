@@ -16,7 +16,8 @@
 // Each row is scored, selected and weighted while it sits in cache, with the elementwise kernels'
 // SIMD row functions and a SIMD selection (gate_topk.h: a bound from lane-wise top-2s, then only
 // the values above it ranked; exactly the experts and order of inserting every value); no [N, E]
-// scores tensor is written. The backward keeps only the logits, the
+// scores tensor is written. A sigmoid row (DeepSeek-V3) is scored, bias-corrected and scanned for
+// its groups' top-2s in one pass over the logits, with the elementwise kernels' own functors. The backward keeps only the logits, the
 // selected scores [N, k] and, for softmax, each row's max and 1 / Σ exp(l − max) [N, 2], and
 // recomputes a softmax row in cache (sigmoid and sqrt-softplus need only the selected entries).
 #pragma once

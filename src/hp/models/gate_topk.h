@@ -7,9 +7,14 @@
 // top-2s, or the kept groups' top-2s), packs the values >= tau (in index order, with their
 // indices) and ranks them in the order (value descending, index ascending) by counting — the
 // result of inserting every value into a top-k list, ties to the lower index, without the
-// insertion's unpredictable branches. A row holding a NaN takes the original kernel's steps (the
-// NaN policy, unchanged: NaN is never larger than a number, so it enters the top-k list only
-// while fewer than k are held).
+// insertion's unpredictable branches. Up to 16 candidates are ranked in two registers by lane
+// rotations. Group-limited rows whose groups are whole vectors, at most 8 of them (DeepSeek-V3's
+// 8 × 32), stay in registers throughout: each group's lane-wise top-2s, the groups' top-2s in
+// the lanes of one register (a transposed merge tree), the groups' ranks (score descending, group
+// ascending: the insertion's order) and the bound counted by rotations. A row holding a NaN, or
+// a group scored NaN (+inf + -inf), takes the original kernel's steps (the NaN policy, unchanged:
+// NaN is never larger than a number, so it enters the top-k list only while fewer than k are
+// held).
 #pragma once
 
 #include <cstdint>
