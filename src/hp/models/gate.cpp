@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <mutex>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
@@ -250,8 +251,11 @@ GateOutput fused_gate(const Tensor& logits_in, const Tensor& bias_in, const Gate
   float* psp = p_sel.data<float>();
   float* sp = stats.defined() ? stats.data<float>() : nullptr;
   const RowOps ops;
+  out.counts.assign(size_t(e), 0);
+  std::mutex counts_mu;  // each chunk counts its rows' experts, then adds them (integers: exact)
   parallel_for(0, n, kRowGrain, [&](int64_t lo, int64_t hi) {
     Scratch sc(e, g);
+    std::vector<int64_t> counts(static_cast<size_t>(e), 0);
     for (int64_t t = lo; t < hi; ++t) {
       float* u = psp + t * k;
       const auto [m, inv] = gate_row(g, ops, lp + t * e, bp, e, sc, u);
@@ -262,11 +266,12 @@ GateOutput fused_gate(const Tensor& logits_in, const Tensor& bias_in, const Gate
       for (int64_t j = 0; j < k; ++j) {
         ip[t * k + j] = sc.idx[size_t(j)];
         wp[t * k + j] = u[j] * scale;
+        ++counts[size_t(sc.idx[size_t(j)])];
       }
     }
+    const std::lock_guard<std::mutex> lock(counts_mu);
+    for (int64_t j = 0; j < e; ++j) out.counts[size_t(j)] += counts[size_t(j)];
   });
-  out.counts.assign(size_t(e), 0);
-  for (int64_t i = 0; i < n * k; ++i) ++out.counts[size_t(ip[i])];
   if (autograd::needs_grad({logits_in})) {
     const autograd::SavedTensor saved_l(logits);
     const Tensor indices = out.indices;
