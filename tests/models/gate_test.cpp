@@ -336,7 +336,8 @@ TEST(MegaGate, SigmoidRowEqualsTheElementwiseKernelsBitwiseOnEveryIsa) {
           if (with_bias) {
             const float* in2[2] = {p_ref.data(), bp};
             ew.f32[int(kernels::EwOp::add)](c_ref.data(), in2, e, nullptr);
-            ASSERT_EQ(std::memcmp(c.data(), c_ref.data(), ue * 4), 0) << "c, e " << e << " row " << t;
+            ASSERT_EQ(std::memcmp(c.data(), c_ref.data(), ue * 4), 0)
+                << "c, e " << e << " row " << t;
           }
           ASSERT_EQ(std::memcmp(p.data(), p_ref.data(), ue * 4), 0) << "p, e " << e << " row " << t;
           ASSERT_EQ(idx, select_on(isa, c_ref, g))

@@ -17,9 +17,10 @@
 // SIMD row functions and a SIMD selection (gate_topk.h: a bound from lane-wise top-2s, then only
 // the values above it ranked; exactly the experts and order of inserting every value); no [N, E]
 // scores tensor is written. A sigmoid row (DeepSeek-V3) is scored, bias-corrected and scanned for
-// its groups' top-2s in one pass over the logits, with the elementwise kernels' own functors. The backward keeps only the logits, the
-// selected scores [N, k] and, for softmax, each row's max and 1 / Σ exp(l − max) [N, 2], and
-// recomputes a softmax row in cache (sigmoid and sqrt-softplus need only the selected entries).
+// its groups' top-2s in one pass over the logits, with the elementwise kernels' own functors.
+// The backward keeps only the logits, the selected scores [N, k] and, for softmax, each row's max
+// and 1 / Σ exp(l − max) [N, 2], and recomputes a softmax row in cache (sigmoid and sqrt-softplus
+// need only the selected entries).
 #pragma once
 
 #include <cstdint>

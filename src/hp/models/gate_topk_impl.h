@@ -212,7 +212,9 @@ inline void select_few(Candidates& cd, int64_t k, const GateTopKScratch& w) {
   A::store(cd.v + n + W, A::set1(kNegInf));
   const V x = A::load(cd.v), y = A::load(cd.v + W);
   __m256i rx = _mm256_setzero_si256(), ry = rx;  // - ranks (masks count -1)
-  const auto count = [](__m256i& r, V ahead) { r = _mm256_add_epi32(r, _mm256_castps_si256(ahead)); };
+  const auto count = [](__m256i& r, V ahead) {
+    r = _mm256_add_epi32(r, _mm256_castps_si256(ahead));
+  };
   for (int s = 1; s < W; ++s) {  // within each vector: ahead when >= from before, > from after
     const V wr = wrapped(s), ox = rotate(x, s), oy = rotate(y, s);
     count(rx, A::select(wr, A::ge(ox, x), A::gt(ox, x)));
@@ -415,14 +417,15 @@ inline bool select_grouped_lanes(const float* c, const GateTopKShape& s, const G
   const V gs = A::add(t1, t2);  // lane q: group q's score (-inf past n_group)
   if (mask_bits(A::isnan(gs)) != 0) return false;
   // Rank of each group in (score descending, group ascending) — the insertion's order: group
-  // (q + r) mod 8 is ahead of q when its score is larger, or equal and its index lower (q >= 8 - r).
+  // (q + r) mod 8 is ahead of q when its score is larger, or equal with a lower index (q >= 8 - r).
   __m256i rank = _mm256_setzero_si256();
   for (int r = 1; r < W; ++r) {
     const V o = rotate(gs, r);
     const V ahead = mask_or(A::gt(o, gs), _mm256_and_ps(A::eq(o, gs), wrapped(r)));
     rank = _mm256_sub_epi32(rank, _mm256_castps_si256(ahead));
   }
-  const V kept = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(s.topk_group)), rank));
+  const V kept =
+      _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(s.topk_group)), rank));
   const unsigned keep = mask_bits(kept);
   // The bound: the k-th largest of the kept groups' top-2s (themselves kept experts), counted.
   float tau = kNegInf;
