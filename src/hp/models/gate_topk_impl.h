@@ -197,12 +197,8 @@ inline void gather_at_least(const float* c, int64_t lo, int64_t hi, float tau, C
   cd.n = n;
 }
 
-// The top k of the candidates (at least k, no NaN) into w.idx / w.val. Few candidates: each one's
-// rank in the order (value descending, index ascending) is counted — the number of candidates
-// before it that are >= it plus those after it that are > it — and it is written to that slot if
-// the rank is below k: no data-dependent branch. Many: the insertion, in index order.
 #if defined(__AVX2__)
-// select_candidates for at most 2·W candidates, in registers: the same counts, each candidate's
+// select_candidates (below) for at most 2·W candidates, in registers: the same counts, each candidate's
 // rank against all others at once by lane rotations (x = cd.v[0, 8), y = cd.v[8, 16), -inf past
 // n: never ahead of a candidate, as they come after every one), then slot r of the output is the
 // lane whose rank is r.
@@ -238,6 +234,10 @@ inline void select_few(Candidates& cd, int64_t k, const GateTopKScratch& w) {
 }
 #endif
 
+// The top k of the candidates (at least k, no NaN) into w.idx / w.val. Few candidates: each one's
+// rank in the order (value descending, index ascending) is counted — the number of candidates
+// before it that are >= it plus those after it that are > it — and it is written to that slot if
+// the rank is below k: no data-dependent branch. Many: the insertion, in index order.
 inline void select_candidates(Candidates& cd, int64_t k, const GateTopKScratch& w) {
   const int64_t n = cd.n;
 #if defined(__AVX2__)
@@ -441,13 +441,15 @@ inline bool select_grouped_lanes(const float* c, const GateTopKShape& s, const G
   return true;
 }
 
-// Lane-wise top-2s of each group of c; false when c holds a NaN.
-inline bool scan_groups(const float* c, int64_t per, int64_t n_group, V* g1, V* g2) {
+// Lane-wise top-2s g1 / g2 of each group of the row whose vector at j is load(j) (a load of c, or
+// the scores computed in registers); false when the row holds a NaN.
+template <class Load>
+inline bool scan_groups(const Load& load, int64_t per, int64_t n_group, V* g1, V* g2) {
   M nan = A::isnan(A::set1(0.0f));  // all false
   for (int64_t q = 0; q < n_group; ++q) {
     V m1 = A::set1(kNegInf), m2 = m1;
     for (int64_t j = q * per; j < (q + 1) * per; j += W) {
-      const V x = A::load(c + j);
+      const V x = load(j);
       nan = mask_or(nan, A::isnan(x));
       push2_lanes(m1, m2, x);
     }
@@ -462,7 +464,8 @@ inline void gate_topk_impl(const float* c, const GateTopKShape& s, const GateTop
 #if defined(__AVX2__)
   if (grouped_fits_lanes(s)) {
     V g1[W], g2[W];
-    if (scan_groups(c, s.experts / s.n_group, s.n_group, g1, g2) &&
+    const auto load = [c](int64_t j) { return A::load(c + j); };
+    if (scan_groups(load, s.experts / s.n_group, s.n_group, g1, g2) &&
         select_grouped_lanes(c, s, w, g1, g2))
       return;
   }
@@ -491,21 +494,14 @@ inline void gate_sigmoid_topk_impl(const float* l, const float* bias, float* p, 
   if (!bias) c = p;
 #if defined(__AVX2__)
   if (grouped_fits_lanes(s)) {  // the scores, c and the groups' lane top-2s in one pass
-    const int64_t per = e / s.n_group;
     V g1[W], g2[W];
-    M nan = A::isnan(A::set1(0.0f));  // all false
-    for (int64_t q = 0; q < s.n_group; ++q) {
-      V m1 = A::set1(kNegInf), m2 = m1;
-      for (int64_t j = q * per; j < (q + 1) * per; j += W) {
-        const V x = sigmoid_bias(l + j, bias ? bias + j : nullptr, p + j, c + j);
-        nan = mask_or(nan, A::isnan(x));
-        push2_lanes(m1, m2, x);
-      }
-      g1[q] = m1;
-      g2[q] = m2;
-    }
-    if (mask_bits(nan) == 0 && select_grouped_lanes(c, s, w, g1, g2)) return;
-    return gate_topk_impl(c, s, w);
+    const auto score = [&](int64_t j) {
+      return sigmoid_bias(l + j, bias ? bias + j : nullptr, p + j, c + j);
+    };
+    if (scan_groups(score, e / s.n_group, s.n_group, g1, g2) &&
+        select_grouped_lanes(c, s, w, g1, g2))
+      return;
+    return gate_topk_impl(c, s, w);  // a NaN: the original steps
   }
 #endif
   int64_t j = 0;
