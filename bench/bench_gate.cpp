@@ -5,7 +5,10 @@
 //     speedup (issue target >= 2x);
 //   - GB/s of the fused gate (logits read twice, d logits written, weights and indices) against
 //     the memcpy bandwidth measured in the same run (the ceiling: the gate is memory-bound);
-//   - PyTorch's composed router on the same shapes and thread count (the peer), where installed.
+//   - PyTorch's composed router on the same shapes and thread count (the peer), where installed;
+//   - where the fused gate's time goes (best of 7 each, same threads): its forward alone, the
+//     score pass alone (the elementwise kernels' exp or sigmoid over every row), the selection
+//     alone (gate_topk.h on rows of precomputed corrected scores), and the backward as the rest.
 // Usage: build/bench_gate [TOKENS] (default 16384); threads from HP_NUM_THREADS.
 #include <algorithm>
 #include <chrono>
@@ -15,11 +18,16 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "bench_common.h"
+#include "hp/autograd/grad_mode.h"
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/ew_table.h"
+#include "hp/kernels/cpu/isa.h"
 #include "hp/models/gate.h"
+#include "hp/models/gate_topk.h"
 #include "hp/ops/ops.h"
 
 namespace {
@@ -54,6 +62,56 @@ std::pair<double, double> time_gates(int64_t n, int64_t e, int64_t k, const Gate
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   return {best[0], best[1]};
+}
+
+double best_ms(const std::function<void()>& f) {
+  double best = 1e30;
+  for (int r = 0; r < 7; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best * 1e3;
+}
+
+// The fused gate's phases on logits [n, e] (see the header comment).
+void print_phases(int64_t n, int64_t e, const Tensor& bias, const models::GateSpec& g) {
+  manual_seed(1);
+  const Tensor logits = randn({n, e});
+  const double fwd = best_ms([&] {
+    autograd::NoGradGuard ng;
+    models::fused_gate(logits, bias, g);
+  });
+  const bool sig = g.score == models::GateScore::sigmoid;
+  const kernels::EwTable& ew = kernels::ew_table(kernels::active_isa());
+  const auto score = ew.f32[int(sig ? kernels::EwOp::sigmoid : kernels::EwOp::exp)];
+  Tensor p = empty({n, e});
+  const double scores = best_ms([&] {
+    parallel_for(0, n, 16, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const float* in[1] = {logits.data<float>() + t * e};
+        score(p.data<float>() + t * e, in, e, nullptr);
+      }
+    });
+  });
+  // What the fused gate selects on: softmax without bias or groups selects on the logits.
+  const Tensor c = sig ? (bias.defined() ? add(sigmoid(logits), bias) : sigmoid(logits)) : logits;
+  const models::GateTopKFn topk = models::gate_topk_fn(kernels::active_isa());
+  const models::GateTopKShape shape{e, g.top_k, g.n_group, g.topk_group};
+  const double select = best_ms([&] {
+    parallel_for(0, n, 16, [&](int64_t lo, int64_t hi) {
+      const auto k = size_t(g.top_k), ng = size_t(g.n_group);
+      std::vector<int64_t> idx(k), gidx(ng);
+      std::vector<float> val(k), gval(ng), top2(2 * ng), kept2(2 * ng);
+      std::vector<char> keep(ng);
+      const models::GateTopKScratch w{idx.data(),  val.data(),   gidx.data(), gval.data(),
+                                      top2.data(), kept2.data(), keep.data()};
+      for (int64_t t = lo; t < hi; ++t) topk(c.data<float>() + t * e, shape, w);
+    });
+  });
+  std::printf("%-38s phases: forward %.2f ms (score pass alone %.2f, selection alone %.2f)\n", "",
+              fwd, scores, select);
 }
 
 }  // namespace
@@ -93,6 +151,7 @@ int main(int argc, char** argv) {
                 composed * 1e3, composed / fused,
                 std::isnan(peer) ? "n/a" : std::to_string(peer * 1e3).substr(0, 6).c_str(),
                 bench::ratio_str(peer, fused).c_str());
+    print_phases(n, c.experts, bias, c.spec);
   }
   return 0;
 }

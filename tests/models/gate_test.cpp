@@ -11,11 +11,14 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/ew_table.h"
 #include "hp/kernels/cpu/isa.h"
 #include "hp/ops/ops.h"
 
@@ -187,9 +190,10 @@ std::vector<std::vector<float>> tie_rows(int64_t e, uint64_t seed) {
 
 TEST(MegaGate, SimdSelectionEqualsANaiveReferenceOnEveryIsa) {
   // Plain top-k: widths below, at and off the vector width, k from 1 to E (k > 2·W has no bound),
-  // a row wider than the packed candidates hold.
+  // a row wider than the packed candidates hold, 9 to 16 candidates (ranked in two vectors: ties
+  // across them).
   for (auto [e, k] : {std::array<int64_t, 2>{5, 2}, {8, 8}, {64, 8}, {64, 1}, {64, 16}, {64, 17},
-                      {64, 64}, {37, 9}, {256, 8}, {600, 8}}) {
+                      {64, 64}, {37, 9}, {256, 8}, {600, 8}, {16, 12}, {16, 3}, {13, 10}}) {
     GateSpec g;
     g.top_k = k;
     for (const auto& row : tie_rows(e, uint64_t(e * 100 + k))) {
@@ -207,9 +211,13 @@ TEST(MegaGate, SimdSelectionEqualsANaiveReferenceOnEveryIsa) {
   }
   // Group-limited: DeepSeek-V3's shape, groups off the vector width (12 and 3 per group), every
   // kept expert selected (k = topk_group · per), fewer kept top-2s than k, rows wider than the
-  // packed candidates hold (600 and 1200).
-  for (auto [e, ng, kg, k] : {std::array<int64_t, 4>{256, 8, 4, 8}, {96, 8, 4, 8}, {24, 8, 3, 9},
-                              {64, 8, 2, 16}, {48, 4, 1, 3}, {1200, 8, 4, 8}}) {
+  // packed candidates hold (600 and 1200). The lane path (groups of whole vectors, at most 8 of
+  // them): fewer groups than lanes (4 and 2, the rest padded), k below 2 · topk_group, the widest
+  // row it takes (512), one group kept.
+  for (auto [e, ng, kg, k] :
+       {std::array<int64_t, 4>{256, 8, 4, 8}, {96, 8, 4, 8}, {24, 8, 3, 9}, {64, 8, 2, 16},
+        {48, 4, 1, 3}, {1200, 8, 4, 8}, {128, 4, 3, 5}, {64, 2, 1, 8}, {512, 8, 4, 8},
+        {256, 8, 1, 3}, {128, 8, 8, 128}}) {
     GateSpec g;
     g.score = GateScore::sigmoid;
     g.top_k = k;
@@ -251,6 +259,92 @@ TEST(MegaGate, NanRowsKeepTheOriginalInsertionOrderOnEveryIsa) {
     row[30] = nan;
     const auto want = select_on(kernels::Isa::scalar, row, g);
     for (kernels::Isa isa : isas()) EXPECT_EQ(select_on(isa, row, g), want);
+  }
+}
+
+TEST(MegaGate, InfinitiesTakeTheOriginalStepsOnEveryIsa) {
+  // -inf scores (an expert masked off) tie with each other, and a group whose top-2 are +inf and
+  // -inf scores NaN (+inf + -inf), which the insertion over groups orders its own way: the lane
+  // path must fall back to it. The portable path is the original kernel's steps.
+  GateSpec g;
+  g.score = GateScore::sigmoid;
+  g.top_k = 8;
+  g.n_group = 8;
+  g.topk_group = 4;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const auto& clean : tie_rows(256, 21)) {
+    for (int variant = 0; variant < 3; ++variant) {
+      std::vector<float> row = clean;
+      if (variant == 0)  // groups 1 and 5 entirely -inf, group 2 half -inf
+        for (int64_t j = 0; j < 256; ++j)
+          if (j / 32 == 1 || j / 32 == 5 || (j / 32 == 2 && j % 2 == 0)) row[size_t(j)] = -inf;
+      if (variant == 1) {  // group 3: one +inf, the rest -inf (score NaN); group 6: two +inf
+        for (int64_t j = 96; j < 128; ++j) row[size_t(j)] = -inf;
+        row[100] = inf;
+        row[200] = row[230] = inf;
+      }
+      if (variant == 2)  // every value -inf
+        std::fill(row.begin(), row.end(), -inf);
+      const auto want = select_on(kernels::Isa::scalar, row, g);
+      for (kernels::Isa isa : isas())
+        ASSERT_EQ(select_on(isa, row, g), want) << kernels::isa_name(isa) << " variant " << variant;
+      if (variant != 1) {
+        ASSERT_EQ(want, naive_group_selection(row, g)) << "variant " << variant;
+      }
+    }
+  }
+}
+
+TEST(MegaGate, SigmoidRowEqualsTheElementwiseKernelsBitwiseOnEveryIsa) {
+  // The one-pass sigmoid row (gate_topk.h) against the elementwise kernels' sigmoid and add of the
+  // same ISA (what the tensor ops run) and the selection on their result: p and c bit for bit, the
+  // same experts. Widths on and off the vector width, group-limited in lanes (256 / 8, 64 / 2) and
+  // not (48 / 4), plain, with and without a bias, rows holding NaN and ±inf logits.
+  for (auto [e, ng, kg, k] : {std::array<int64_t, 4>{256, 8, 4, 8}, {64, 2, 1, 8}, {48, 4, 2, 3},
+                              {37, 1, 1, 5}, {64, 1, 1, 8}}) {
+    GateSpec g;
+    g.score = GateScore::sigmoid;
+    g.top_k = k;
+    g.n_group = ng;
+    g.topk_group = kg;
+    manual_seed(uint64_t(e + ng));
+    Tensor logits = mul(randn({12, e}), 3.0);
+    float* lp = logits.data<float>();
+    lp[3] = std::nanf("");
+    lp[e + 1] = std::numeric_limits<float>::infinity();
+    lp[2 * e + 2] = -std::numeric_limits<float>::infinity();
+    const auto ue = static_cast<size_t>(e), uk = static_cast<size_t>(k),
+               ug = static_cast<size_t>(ng);
+    for (bool with_bias : {false, true}) {
+      const Tensor bias = with_bias ? mul(randn({e}), 0.5) : Tensor();
+      const float* bp = with_bias ? bias.data<float>() : nullptr;
+      for (kernels::Isa isa : isas()) {
+        const kernels::EwTable& ew = kernels::ew_table(isa);
+        const GateSigmoidTopKFn row_fn = gate_sigmoid_topk_fn(isa);
+        ASSERT_NE(row_fn, nullptr) << kernels::isa_name(isa);
+        for (int64_t t = 0; t < 12; ++t) {
+          std::vector<float> p(ue), c(ue, -1.0f), val(uk), gval(ug), top2(2 * ug), kept2(2 * ug);
+          std::vector<int64_t> idx(uk), gidx(ug);
+          std::vector<char> keep(ug);
+          row_fn(lp + t * e, bp, p.data(), c.data(), GateTopKShape{e, k, ng, kg},
+                 GateTopKScratch{idx.data(), val.data(), gidx.data(), gval.data(), top2.data(),
+                                 kept2.data(), keep.data()});
+          std::vector<float> p_ref(ue), c_ref(ue);
+          const float* in1[1] = {lp + t * e};
+          ew.f32[int(kernels::EwOp::sigmoid)](p_ref.data(), in1, e, nullptr);
+          c_ref = p_ref;
+          if (with_bias) {
+            const float* in2[2] = {p_ref.data(), bp};
+            ew.f32[int(kernels::EwOp::add)](c_ref.data(), in2, e, nullptr);
+            ASSERT_EQ(std::memcmp(c.data(), c_ref.data(), ue * 4), 0)
+                << "c, e " << e << " row " << t;
+          }
+          ASSERT_EQ(std::memcmp(p.data(), p_ref.data(), ue * 4), 0) << "p, e " << e << " row " << t;
+          ASSERT_EQ(idx, select_on(isa, c_ref, g))
+              << kernels::isa_name(isa) << " e " << e << " row " << t << " bias " << with_bias;
+        }
+      }
+    }
   }
 }
 

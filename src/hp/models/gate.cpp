@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <mutex>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
@@ -38,6 +39,7 @@ float softplus(float x) {  // log(1 + e^x) without overflow
 struct RowOps {
   const kernels::EwTable& t = kernels::ew_table(kernels::active_isa());
   const GateTopKFn topk = gate_topk_fn(kernels::active_isa());
+  const GateSigmoidTopKFn sigmoid_topk = gate_sigmoid_topk_fn(kernels::active_isa());
   void unary(kernels::EwOp op, const float* x, float* y, int64_t n,
              std::initializer_list<float> params = {}) const {
     const float* in[1] = {x};
@@ -101,6 +103,11 @@ std::pair<float, float> gate_row(const GateSpec& g, const RowOps& ops, const flo
       ops.unary(kernels::EwOp::affine, p, p, e, {inv, 0.0f});
       break;
     case GateScore::sigmoid:
+      if (ops.sigmoid_topk) {  // scores, correction and selection in one pass
+        ops.sigmoid_topk(l, bias, p, sc.c.data(), sc.shape, sc.view());
+        for (int64_t j = 0; j < k; ++j) p_sel[j] = p[sc.idx[size_t(j)]];
+        return {m, inv};
+      }
       ops.unary(kernels::EwOp::sigmoid, l, p, e);
       break;
     case GateScore::sqrt_softplus:
@@ -191,10 +198,39 @@ Tensor gate_backward(const Tensor& logits, const Tensor& stats, const Tensor& p_
   return dl;
 }
 
+// The selection loop alone: indices [N, k] i64 of each row of corrected scores c [N, E] f32.
+Tensor select_rows(const Tensor& c_in, const GateSpec& g) {
+  const Tensor c = c_in.contiguous();
+  const int64_t n = c.size(0), e = c.size(1), k = g.top_k;
+  Tensor idx = empty({n, k}, DType::i64);
+  const float* cp = c.data<float>();
+  int64_t* ip = idx.data<int64_t>();
+  const GateTopKFn topk = gate_topk_fn(kernels::active_isa());
+  parallel_for(0, n, kRowGrain, [&](int64_t lo, int64_t hi) {
+    Scratch sc(e, g);
+    for (int64_t t = lo; t < hi; ++t) {
+      topk(cp + t * e, sc.shape, sc.view());
+      std::copy(sc.idx.begin(), sc.idx.end(), ip + t * k);
+    }
+  });
+  return idx;
+}
+
 }  // namespace
 
 GateTopKFn gate_topk_fn(kernels::Isa isa) {
   return isa == kernels::Isa::scalar ? scalar::gate_topk : avx2::gate_topk;
+}
+
+GateSigmoidTopKFn gate_sigmoid_topk_fn(kernels::Isa isa) {
+  switch (isa) {
+    case kernels::Isa::scalar:
+      return scalar::gate_sigmoid_topk;
+    case kernels::Isa::avx2:
+      return avx2::gate_sigmoid_topk;
+    default:
+      return nullptr;
+  }
 }
 
 GateOutput fused_gate(const Tensor& logits_in, const Tensor& bias_in, const GateSpec& g) {
@@ -215,8 +251,11 @@ GateOutput fused_gate(const Tensor& logits_in, const Tensor& bias_in, const Gate
   float* psp = p_sel.data<float>();
   float* sp = stats.defined() ? stats.data<float>() : nullptr;
   const RowOps ops;
+  out.counts.assign(size_t(e), 0);
+  std::mutex counts_mu;  // each chunk counts its rows' experts, then adds them (integers: exact)
   parallel_for(0, n, kRowGrain, [&](int64_t lo, int64_t hi) {
     Scratch sc(e, g);
+    std::vector<int64_t> counts(static_cast<size_t>(e), 0);
     for (int64_t t = lo; t < hi; ++t) {
       float* u = psp + t * k;
       const auto [m, inv] = gate_row(g, ops, lp + t * e, bp, e, sc, u);
@@ -227,11 +266,12 @@ GateOutput fused_gate(const Tensor& logits_in, const Tensor& bias_in, const Gate
       for (int64_t j = 0; j < k; ++j) {
         ip[t * k + j] = sc.idx[size_t(j)];
         wp[t * k + j] = u[j] * scale;
+        ++counts[size_t(sc.idx[size_t(j)])];
       }
     }
+    const std::lock_guard<std::mutex> lock(counts_mu);
+    for (int64_t j = 0; j < e; ++j) out.counts[size_t(j)] += counts[size_t(j)];
   });
-  out.counts.assign(size_t(e), 0);
-  for (int64_t i = 0; i < n * k; ++i) ++out.counts[size_t(ip[i])];
   if (autograd::needs_grad({logits_in})) {
     const autograd::SavedTensor saved_l(logits);
     const Tensor indices = out.indices;
@@ -255,8 +295,8 @@ GateOutput composed_gate(const Tensor& logits, const Tensor& bias, const GateSpe
   } else if (g.score == GateScore::sigmoid) {
     const Tensor p = sigmoid(logits);  // [N, E]
     {
-      autograd::NoGradGuard ng;  // the selection loop (no gradient either way)
-      out.indices = fused_gate(logits, bias, g).indices;
+      autograd::NoGradGuard ng;  // the selection loop on p + bias (no gradient either way)
+      out.indices = select_rows(bias.defined() ? add(p, bias) : p, g);
     }
     Tensor w = gather(p, 1, out.indices);
     if (g.norm_topk_prob) w = w / (sum(w, {-1}, true) + g.norm_eps);

@@ -16,9 +16,11 @@
 // Each row is scored, selected and weighted while it sits in cache, with the elementwise kernels'
 // SIMD row functions and a SIMD selection (gate_topk.h: a bound from lane-wise top-2s, then only
 // the values above it ranked; exactly the experts and order of inserting every value); no [N, E]
-// scores tensor is written. The backward keeps only the logits, the
-// selected scores [N, k] and, for softmax, each row's max and 1 / Σ exp(l − max) [N, 2], and
-// recomputes a softmax row in cache (sigmoid and sqrt-softplus need only the selected entries).
+// scores tensor is written. A sigmoid row (DeepSeek-V3) is scored, bias-corrected and scanned for
+// its groups' top-2s in one pass over the logits, with the elementwise kernels' own functors.
+// The backward keeps only the logits, the selected scores [N, k] and, for softmax, each row's max
+// and 1 / Σ exp(l − max) [N, 2], and recomputes a softmax row in cache (sigmoid and sqrt-softplus
+// need only the selected entries).
 #pragma once
 
 #include <cstdint>
@@ -53,8 +55,9 @@ struct GateOutput {
 GateOutput fused_gate(const Tensor& logits, const Tensor& bias, const GateSpec& spec);
 
 // The same router as a chain of tensor ops (the implementation MegaGate replaced: softmax or
-// sigmoid, topk or the selection loop, gather, sum, divide, multiply): the reference tests and
-// bench_gate compare the fused kernel with. Softmax and sigmoid scores only.
+// sigmoid, topk or the selection loop — gate_topk.h's, row by row on p + bias as a tensor —,
+// gather, sum, divide, multiply): the reference tests and bench_gate compare the fused kernel
+// with. Softmax and sigmoid scores only.
 GateOutput composed_gate(const Tensor& logits, const Tensor& bias, const GateSpec& spec);
 
 }  // namespace hp::models

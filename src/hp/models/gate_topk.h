@@ -7,9 +7,14 @@
 // top-2s, or the kept groups' top-2s), packs the values >= tau (in index order, with their
 // indices) and ranks them in the order (value descending, index ascending) by counting — the
 // result of inserting every value into a top-k list, ties to the lower index, without the
-// insertion's unpredictable branches. A row holding a NaN takes the original kernel's steps (the
-// NaN policy, unchanged: NaN is never larger than a number, so it enters the top-k list only
-// while fewer than k are held).
+// insertion's unpredictable branches. Up to 16 candidates are ranked in two registers by lane
+// rotations. Group-limited rows whose groups are whole vectors, at most 8 of them (DeepSeek-V3's
+// 8 × 32), stay in registers throughout: each group's lane-wise top-2s, the groups' top-2s in
+// the lanes of one register (a transposed merge tree), the groups' ranks (score descending, group
+// ascending: the insertion's order) and the bound counted by rotations. A row holding a NaN, or
+// a group scored NaN (+inf + -inf), takes the original kernel's steps (the NaN policy, unchanged:
+// NaN is never larger than a number, so it enters the top-k list only while fewer than k are
+// held).
 #pragma once
 
 #include <cstdint>
@@ -39,11 +44,24 @@ using GateTopKFn = void (*)(const float* c, const GateTopKShape& s, const GateTo
 // The selection of `isa` (scalar: the portable path; avx2 and avx512: AVX2).
 GateTopKFn gate_topk_fn(kernels::Isa isa);
 
+// A sigmoid router's row in one pass: p [E] = sigmoid(l), c [E] = p + bias (bias may be null; c is
+// then p and not written) with the elementwise kernels' functors of the ISA (bit for bit the
+// tensor ops' sigmoid and add), the group-limited scan on the values in registers, then the
+// selection of c as gate_topk.
+using GateSigmoidTopKFn = void (*)(const float* l, const float* bias, float* p, float* c,
+                                   const GateTopKShape& s, const GateTopKScratch& w);
+// Null for AVX-512, whose elementwise kernels' sigmoid is not the AVX2 one this would compute.
+GateSigmoidTopKFn gate_sigmoid_topk_fn(kernels::Isa isa);
+
 namespace scalar {
 void gate_topk(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
-}
+void gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
+                       const GateTopKShape& s, const GateTopKScratch& w);
+}  // namespace scalar
 namespace avx2 {
 void gate_topk(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
-}
+void gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
+                       const GateTopKShape& s, const GateTopKScratch& w);
+}  // namespace avx2
 
 }  // namespace hp::models
