@@ -31,6 +31,8 @@ struct ExpertRange {
   int64_t count = 0;
 };
 ExpertRange local_experts(int64_t num_experts, int64_t ep, int64_t rank);
+// [ep] local_experts(num_experts, ep, r).count for every rank r: the split of the count exchange.
+std::vector<int64_t> experts_per_rank(int64_t num_experts, int64_t ep);
 
 // Runs this rank's experts over rows sorted by local expert: x_sorted [R, hidden] with counts[e]
 // rows for local expert e (Σ counts = R) → [R, hidden].
