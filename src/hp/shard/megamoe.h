@@ -16,11 +16,12 @@
 // dact = dy · down, the SwiGLU backward and dx = dg · gate + du · up per expert, and the weight
 // gradients of group g (cube) after its return all-to-all is posted, so they overlap it.
 //
-// The per-expert row counts travel inside the forward plan: "counts" (comm, one all-to-all of E
-// integers, exchange_counts' layout) is posted first, the routes run meanwhile, and "layout g"
-// (vector, after it) computes group g's receive counts and regrouping offsets and allocates its
-// [R, ·] buffers (multicore dynamic buffers: R is known only then); dispatch g waits on it. The
-// backward reuses the forward's layout.
+// The pipeline itself (layout, routes, exchanges, regrouping) is shard/megamoe_pipeline.h; this
+// file's .cpp adds the experts' tasks to it. The per-expert row counts travel inside the forward
+// plan: "counts" (comm, one all-to-all of E integers, exchange_counts' layout) is posted first,
+// the routes run meanwhile, and "layout g" (vector, after it) computes group g's receive counts
+// and regrouping offsets and allocates its [R, ·] buffers (multicore dynamic buffers: R is known
+// only then); dispatch g waits on it. The backward reuses the forward's layout.
 // Every expert multiplies exactly the rows, in the order, of the sequential path, with the same
 // kernels (one gemm_f32 per expert via grouped_gemm, kernels::swiglu_f32), and the rows only move
 // by copies, so outputs and gradients equal the sequential exchange's bitwise in f32 for any G and
