@@ -25,7 +25,9 @@
 // calls do, and is not counted on either side.)
 //
 // Run: build/hp launch -n 4 -- build/bench_megamoe [tokens hidden inter experts top_k groups]
-// (HP_LINK_* are ignored: the rows set the link.)
+// (HP_LINK_* are ignored: the rows set the link.) HP_MC_TRACE=PREFIX also writes one overlapped
+// host step's Chrome traces, PREFIX.fwd.rank<r>.json and PREFIX.bwd.rank<r>.json (the forward shows
+// the "counts" and "layout g" tasks of the count exchange).
 //   per rank: tokens 32, hidden 2048, inter 1536, experts 16 (4 per rank at 4 ranks), top-8,
 //   groups 2. HP_NUM_THREADS=1 (1 GEMM thread per rank, as the runtime's cube worker).
 #include <algorithm>
@@ -73,6 +75,7 @@ struct Result {
 };
 
 std::optional<multicore::LinkModel> g_link = multicore::LinkModel{};  // no model unless set
+bool g_trace = false;  // keep the MegaMoE runs' Chrome traces (HP_MC_TRACE)
 
 // kind: 0 the sequential EP layer, 1 MegaMoE task by task, 2 MegaMoE overlapped.
 Result step(const Layer& l, const dist::CommPtr& ep, int kind, int64_t groups) {
@@ -92,7 +95,10 @@ Result step(const Layer& l, const dist::CommPtr& ep, int kind, int64_t groups) {
   if (kind > 0)
     exchange = [&](const Tensor& xs, const std::vector<int64_t>& count) {
       return shard::megamoe_experts(xs, count, l.experts, lw, ep,
-                                    {.groups = groups, .overlap = kind == 2, .link = g_link});
+                                    {.groups = groups,
+                                     .overlap = kind == 2,
+                                     .link = g_link,
+                                     .trace = g_trace});
     };
   Tensor x = l.x.detach().requires_grad_(true);
   ep->barrier();
@@ -256,5 +262,24 @@ int main(int argc, char** argv) {
   if (root)
     std::printf("sequential EP layer vs task-by-task plan bitwise equal: %s\n",
                 equal ? "yes" : "NO");
+  if (const char* prefix = std::getenv("HP_MC_TRACE"); prefix && *prefix) {
+    g_link = multicore::LinkModel{};
+    g_trace = true;
+    step(l, ep, 2, groups);
+    g_trace = false;
+    for (const auto& [dir, stats] : {std::pair{"fwd", shard::megamoe_last_forward()},
+                                     std::pair{"bwd", shard::megamoe_last_backward()}}) {
+      const std::string path =
+          std::string(prefix) + "." + dir + ".rank" + std::to_string(rank) + ".json";
+      if (FILE* f = std::fopen(path.c_str(), "w")) {
+        std::fputs(stats.chrome_trace.c_str(), f);
+        std::fclose(f);
+      } else {
+        std::fprintf(stderr, "bench_megamoe: cannot write %s\n", path.c_str());
+        return 1;
+      }
+    }
+    if (root) std::printf("Chrome traces: %s.{fwd,bwd}.rank<r>.json\n", prefix);
+  }
   return 0;
 }
