@@ -2,8 +2,8 @@
 // 3 holds 8 experts as 3, 3, 2): a MoE block whose experts run as mx_grouped_experts
 // (mx::MxGroupedKernel, what mx/convert.h installs) equals the same block on the sequential
 // exchange bitwise — outputs, token gradients, router gradients and every local expert's weight
-// gradients — for G = 1 and 2, random and skewed routing, E4M3 and E5M2. A bf16 block with MX
-// experts keeps the sequential exchange (MegaMoE's MX path is f32), and equals it trivially.
+// gradients — for G = 1 and 2, random and skewed routing, E4M3 and E5M2, 1 and 2 GEMM workers.
+// A bf16 block with MX experts keeps the sequential exchange (MegaMoE's MX path is f32).
 // Also: the forward plan exchanges the counts inside itself ("counts", then "layout g" per group,
 // visible in the run's Chrome trace).
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "hp/core/random.h"
+#include "hp/core/thread_pool.h"
 #include "hp/dist/communicator.h"
 #include "hp/models/moe.h"
 #include "hp/mx/linear.h"
@@ -105,6 +106,12 @@ TEST(MegaMoEMx, EqualsTheSequentialExchangeBitwise) {
   check(37, true, 2, e4m3, DType::f32);
   check(1, false, 2, e5m2, DType::f32);
   check(20, false, 2, e4m3, DType::bf16);  // the sequential exchange on both sides
+  // Two pool threads: two GEMM workers share a group's experts, the sequential layer's MX GEMMs
+  // run on two threads; still bitwise equal.
+  const int threads = num_threads();
+  set_num_threads(2);
+  check(37, false, 2, e4m3, DType::f32);
+  set_num_threads(threads);
 }
 
 TEST(MegaMoEMx, CountsTravelInsideThePlan) {
