@@ -37,10 +37,9 @@ void expect_bitwise(const Tensor& a, const Tensor& b, const std::string& what) {
 double check(int64_t tokens, bool skewed, int64_t groups, mx::QuantSpec spec, DType dtype) {
   auto world = dist::world();
   const int64_t n = world->size(), r = world->rank(), e = 8, h = 64;
-  const std::string what = "tokens " + std::to_string(tokens) + (skewed ? " skewed" : "") +
-                           " G " + std::to_string(groups) + " elem " +
-                           std::to_string(int(spec.elem)) + " " + std::string(dtype_name(dtype)) +
-                           " at ep " + std::to_string(n);
+  const std::string what = "tokens " + std::to_string(tokens) + (skewed ? " skewed" : "") + " G " +
+                           std::to_string(groups) + " elem " + std::to_string(int(spec.elem)) +
+                           " " + std::string(dtype_name(dtype)) + " at ep " + std::to_string(n);
   auto opt = models::MoEOptions::qwen3_moe(h, 40, e, 2, true);
   opt.dtype = dtype;
   manual_seed(5);
@@ -61,8 +60,7 @@ double check(int64_t tokens, bool skewed, int64_t groups, mx::QuantSpec spec, DT
   mega.set_expert_parallel(world, {.megamoe = true, .groups = groups});
   plain.set_expert_parallel(world, {.megamoe = true, .groups = groups});
   manual_seed(17 + r);
-  const Tensor x = add(abs(randn({tokens, h})), 0.1).to(dtype),
-               wsum = randn({tokens, h}).to(dtype);
+  const Tensor x = add(abs(randn({tokens, h})), 0.1).to(dtype), wsum = randn({tokens, h}).to(dtype);
   Tensor xs = x.clone().requires_grad_(true), xm = x.clone().requires_grad_(true);
   const Tensor ys = seq.forward(xs);
   const double before = megamoe_last_forward().wall_s;
@@ -139,9 +137,8 @@ TEST(MegaMoEMx, CountsTravelInsideThePlan) {
   for (int64_t s = 0; s < n; ++s)
     if (s != world->rank()) received_from_others += (s + 1) * own.count;
   const int64_t sent_to_others = (world->rank() + 1) * (e - own.count);
-  EXPECT_EQ(megamoe_last_forward().bytes,
-            (received_from_others + sent_to_others) * h * 4 +
-                (e - own.count) * int64_t(sizeof(int64_t)));
+  EXPECT_EQ(megamoe_last_forward().bytes, (received_from_others + sent_to_others) * h * 4 +
+                                              (e - own.count) * int64_t(sizeof(int64_t)));
 }
 
 }  // namespace

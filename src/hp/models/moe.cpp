@@ -507,8 +507,7 @@ bool MoEBlock::megamoe_runs(const Tensor& x) const {
 
 Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count) const {
   const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
-  const auto* mx_kernel =
-      grouped_kernel_ ? grouped_kernel_.target<mx::MxGroupedKernel>() : nullptr;
+  const auto* mx_kernel = grouped_kernel_ ? grouped_kernel_.target<mx::MxGroupedKernel>() : nullptr;
   // f32 inside, as run_local_experts (casts are exact to undo, so the result is the same).
   const bool f32 = xs.dtype() == DType::f32 && opt_.dtype == DType::f32;
   auto as_f32 = [&](const Tensor& t) { return f32 ? t : cast(t, DType::f32); };
@@ -518,10 +517,10 @@ Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count
     w.up.push_back(as_f32(experts[size_t(e)]->up_proj->weight));
     w.down.push_back(as_f32(experts[size_t(e)]->down_proj->weight));
   }
-  const Tensor y = shard::megamoe_experts(as_f32(xs), count, opt_.num_experts, w, ep_,
-                                          {.groups = ep_kernel_.groups,
-                                           .mx = mx_kernel ? std::optional(mx_kernel->spec)
-                                                           : std::nullopt});
+  const Tensor y =
+      shard::megamoe_experts(as_f32(xs), count, opt_.num_experts, w, ep_,
+                             {.groups = ep_kernel_.groups,
+                              .mx = mx_kernel ? std::optional(mx_kernel->spec) : std::nullopt});
   return f32 ? y : cast(y, xs.dtype());
 }
 

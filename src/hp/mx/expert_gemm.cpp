@@ -48,8 +48,7 @@ void expert_wgrad(const float* dy, const float* x, int64_t rows, int64_t N, int6
   quantize_grouped_colwise(dy, DType::f32, rows, N, &end, 1, spec, dyq.c(), dyq.s());
   quantize_grouped_colwise(x, DType::f32, rows, K, &end, 1, spec, xq.c(), xq.s());
   mx_grouped_gemm_wgrad(dyq.op(spec.elem, MxLayout::colwise_k),
-                        xq.op(spec.elem, MxLayout::colwise_k), &end, 1, rows, N, K, dw,
-                        DType::f32);
+                        xq.op(spec.elem, MxLayout::colwise_k), &end, 1, rows, N, K, dw, DType::f32);
 }
 
 }  // namespace hp::mx

@@ -229,8 +229,7 @@ Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs,
   Layout& L = sv->layout;
   const int64_t H = L.hidden, I = L.inter;
   Plan plan;
-  const BufferId cnt =
-      plan.add_buffer("count", from_data<int64_t>(count, {int64_t(count.size())}));
+  const BufferId cnt = plan.add_buffer("count", from_data<int64_t>(count, {int64_t(count.size())}));
   const BufferId in = plan.add_buffer("xs", L.rows > 0 ? xs : rows_of(1, H));
   Tensor y = rows_of(L.rows, H);
   const BufferId out = plan.add_buffer("ys", y);
@@ -247,8 +246,7 @@ Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs,
                       fprop(*s, a, s->w.up[r.e], r.end, I, H, ctx.data<float>(up) + r.r0 * I);
                     });
     add_per_expert(p, multicore::Role::vector, "swiglu" + n, {gt, up}, {act}, s, gi,
-                   {{{e_up, 1}}, e_act},
-                   [s, gt, up, act, I](const TaskContext& ctx, ExpertRows r) {
+                   {{{e_up, 1}}, e_act}, [s, gt, up, act, I](const TaskContext& ctx, ExpertRows r) {
                      swiglu(*s, ctx, gt, up, act, r.r0 * I, r.end * I);
                    });
     add_expert_cube(p, "down" + n, {act}, {yb}, s, gi, {{{e_act, 1}}, e_down},
@@ -258,9 +256,8 @@ Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs,
                     });
     return e_down;
   };
-  const std::vector<GroupBuffers> ids =
-      add_pipeline(plan, L, sv->ep, cnt, in, out, {{"gate", I}, {"up", I}, {"act", I}}, compute,
-                   nullptr);
+  const std::vector<GroupBuffers> ids = add_pipeline(
+      plan, L, sv->ep, cnt, in, out, {{"gate", I}, {"up", I}, {"act", I}}, compute, nullptr);
   run_plan(plan, sv->options, int(L.rank), &g_last_forward);
   // The regrouped inputs and projections, kept for the backward.
   for (const GroupBuffers& b : ids) {
@@ -304,18 +301,18 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
                       dgrad(*s, ctx.data<float>(dyg) + r.r0 * H, s->w.down[r.e], r.end, H, I,
                             ctx.data<float>(dact) + r.r0 * I, false);
                     });
-    add_per_expert(p, multicore::Role::vector, "dswiglu" + n, {gt, up, dact}, {act, dg, du}, s,
-                   gi, {{{e_dact, 1}}, e_sw},
+    add_per_expert(p, multicore::Role::vector, "dswiglu" + n, {gt, up, dact}, {act, dg, du}, s, gi,
+                   {{{e_dact, 1}}, e_sw},
                    [s, gt, up, dact, act, dg, du, I](const TaskContext& ctx, ExpertRows r) {
                      swiglu_backward(*s, ctx, {gt, up, dact, act, dg, du}, r.r0 * I, r.end * I);
                    });
-    add_expert_cube(
-        p, "dx" + n, {dg, du}, {dxg}, s, gi, {{{e_sw, 1}}, e_dx},
-        [s, dg, du, dxg, H, I](const TaskContext& ctx, ExpertRows r) {
-          float* o = ctx.data<float>(dxg) + r.r0 * H;
-          dgrad(*s, ctx.data<float>(dg) + r.r0 * I, s->w.gate[r.e], r.end, I, H, o, false);
-          dgrad(*s, ctx.data<float>(du) + r.r0 * I, s->w.up[r.e], r.end, I, H, o, true);
-        });
+    add_expert_cube(p, "dx" + n, {dg, du}, {dxg}, s, gi, {{{e_sw, 1}}, e_dx},
+                    [s, dg, du, dxg, H, I](const TaskContext& ctx, ExpertRows r) {
+                      float* o = ctx.data<float>(dxg) + r.r0 * H;
+                      dgrad(*s, ctx.data<float>(dg) + r.r0 * I, s->w.gate[r.e], r.end, I, H, o,
+                            false);
+                      dgrad(*s, ctx.data<float>(du) + r.r0 * I, s->w.up[r.e], r.end, I, H, o, true);
+                    });
     (*ids)[gi] = {dyg, act, dg, du, e_sw};
     return e_dx;
   };
@@ -330,8 +327,8 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
                       const float* xr = ctx.data<float>(x) + r.r0 * H;
                       wgrad(*s, ctx.data<float>(d.dg) + r.r0 * I, xr, r.end, I, H, (*gd)[r.e]);
                       wgrad(*s, ctx.data<float>(d.du) + r.r0 * I, xr, r.end, I, H, (*ud)[r.e]);
-                      wgrad(*s, ctx.data<float>(d.dy) + r.r0 * H,
-                            ctx.data<float>(d.act) + r.r0 * I, r.end, H, I, (*dd)[r.e]);
+                      wgrad(*s, ctx.data<float>(d.dy) + r.r0 * H, ctx.data<float>(d.act) + r.r0 * I,
+                            r.end, H, I, (*dd)[r.e]);
                     });
   };
   add_pipeline(plan, L, sv->ep, multicore::kNoBuffer, in, out,

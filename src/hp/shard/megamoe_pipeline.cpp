@@ -143,11 +143,10 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
     auto post = [comm, count, split, mine](const TaskContext& ctx) {
       return comm->iall_to_all_v(ctx.buffer(count), split, mine);
     };
-    plan.add_comm("counts", {count}, {},
-                  {.post = post,
-                   .result_into = received,
-                   .bytes = (E - L.local) * int64_t(sizeof(int64_t))},
-                  {{}, counted});
+    plan.add_comm(
+        "counts", {count}, {},
+        {.post = post, .result_into = received, .bytes = (E - L.local) * int64_t(sizeof(int64_t))},
+        {{}, counted});
   }
   // route g: owner r's rows home[r] of `in` → send rows [send_at[r], +send[r]); one block per
   // owner.
@@ -216,18 +215,18 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
   // Source s's rows of each expert between the received order and the regrouped one (one block
   // per source): to_regrouped copies recv → x, else y → y send.
   auto regroup = [lp, H](size_t gi, bool to_regrouped, BufferId from, BufferId to) {
-    return [lp, H, gi, to_regrouped, from, to](const TaskContext& ctx, int64_t, int64_t b,
-                                               int64_t e) {
-      const Group& g = lp->groups[gi];
-      const size_t ne = size_t(g.experts());
-      for (size_t s = size_t(b); s < size_t(e); ++s)
-        for (size_t j = 0; j < ne; ++j) {
-          const size_t k = s * ne + j;
-          const int64_t src = to_regrouped ? g.block_at[k] : g.regroup_at[k];
-          const int64_t dst = to_regrouped ? g.regroup_at[k] : g.block_at[k];
-          copy_rows(ctx.data<float>(from), src, ctx.data<float>(to), dst, g.block_rows[k], H);
-        }
-    };
+    return
+        [lp, H, gi, to_regrouped, from, to](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
+          const Group& g = lp->groups[gi];
+          const size_t ne = size_t(g.experts());
+          for (size_t s = size_t(b); s < size_t(e); ++s)
+            for (size_t j = 0; j < ne; ++j) {
+              const size_t k = s * ne + j;
+              const int64_t src = to_regrouped ? g.block_at[k] : g.regroup_at[k];
+              const int64_t dst = to_regrouped ? g.regroup_at[k] : g.block_at[k];
+              copy_rows(ctx.data<float>(from), src, ctx.data<float>(to), dst, g.block_rows[k], H);
+            }
+        };
   };
   if (G > 0) dispatch(0);
   for (int64_t gi = 0; gi < G; ++gi) {
@@ -238,8 +237,7 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
                     regroup(size_t(gi), true, d.recv, d.b.x), {{{d.dispatched, 1}}, d.regrouped});
     const EventId computed = compute(plan, size_t(gi), d.b, d.regrouped);
     plan.add_vector("unregroup" + s, {d.b.y}, {d.ysend}, L.n, 1,
-                    regroup(size_t(gi), false, d.b.y, d.ysend),
-                    {{{computed, 1}}, d.unregrouped});
+                    regroup(size_t(gi), false, d.b.y, d.ysend), {{{computed, 1}}, d.unregrouped});
     const BufferId ysend = d.ysend;
     const int64_t rank = L.rank;
     auto post = [comm, ysend, lp, gi](const TaskContext& ctx) {
