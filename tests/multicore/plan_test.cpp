@@ -1,5 +1,6 @@
 // Plan validation: cycles (through events and through role order), unreachable waits, fan-in
-// counts, data races, GEMM extents; each rejection names the task, event or buffer at fault.
+// counts, data races, GEMM extents, dynamic buffers (allocated at run time by the task writing
+// them); each rejection names the task, event or buffer at fault.
 #include "hp/multicore/plan.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 
 #include "error_of.h"
+#include "hp/multicore/runtime.h"
 
 namespace hp::multicore {
 namespace {
@@ -144,6 +146,55 @@ TEST(MulticorePlan, ViewsConflictOnlyWhereTheyOverlap) {
   EXPECT_EQ(p.buffer(hi).data<float>()[0], 7.0f);
   EXPECT_NE(error_of([&] { p.bind(hi, zeros({2, 3})); }).find("bind its buffer 'all' instead"),
             std::string::npos);
+}
+
+TEST(MulticorePlan, DynamicBuffersAreAllocatedByTheirWriter) {
+  Plan p;
+  const BufferId d = p.add_dynamic_buffer("rows", DType::f32);
+  const BufferId other = p.add_buffer("other", zeros({2}));
+  const EventId sized = p.add_event("sized");
+  p.add_vector("size", {}, {d},
+               [d](const TaskContext& c) {
+                 const Tensor& t = c.allocate(d, {3, 2});
+                 for (int64_t i = 0; i < 6; ++i) t.data<float>()[i] = float(i);
+               },
+               {{}, sized});
+  p.add_vector("sum", {d}, {other},
+               [d, other](const TaskContext& c) {
+                 float s = 0;
+                 for (int64_t i = 0; i < c.buffer(d).numel(); ++i) s += c.data<float>(d)[i];
+                 c.data<float>(other)[0] = s;
+               },
+               {{{sized, 1}}, kNoEvent});
+  EXPECT_EQ(error_of([&] { p.validate(); }), "(no error)");
+  EXPECT_NE(p.dump().find("buffer 0 'rows' [0] f32 dynamic"), std::string::npos) << p.dump();
+  run_sequential(p);
+  EXPECT_EQ(p.buffer(d).shape(), (Shape{3, 2}));
+  EXPECT_EQ(p.buffer(other).data<float>()[0], 15.0f);
+  // Whatever its size turns out to be, any unordered use races with the allocating task.
+  p.add_vector("peek", {d}, {}, noop, {});
+  EXPECT_EQ(error_of([&] { p.validate(); }),
+            "[multicore] tasks 'size' and 'peek' both use buffer 'rows' ('size' writes it) but no "
+            "event chain orders them (data race)");
+  EXPECT_NE(error_of([&] { p.add_view("v", d, {1}, 0); })
+                .find("view 'v' of dynamic buffer 'rows': its shape is known only at run time"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { p.bind(d, zeros({6})); })
+                .find("bind of dynamic buffer 'rows': the task that writes it allocates it"),
+            std::string::npos);
+  // Only a task writing the dynamic buffer allocates it.
+  Plan q;
+  const BufferId e = q.add_dynamic_buffer("e", DType::f32);
+  q.add_vector("reader", {e}, {}, [e](const TaskContext& c) { c.allocate(e, {1}); }, {});
+  EXPECT_EQ(error_of([&] { run_sequential(q); }),
+            "[multicore] task 'reader' allocates buffer 'e', which is not a dynamic buffer it "
+            "writes");
+  Plan r;
+  const BufferId f = r.add_buffer("f", zeros({1}));
+  r.add_vector("static", {}, {f}, [f](const TaskContext& c) { c.allocate(f, {1}); }, {});
+  EXPECT_NE(
+      error_of([&] { run_sequential(r); }).find("allocates buffer 'f', which is not a dynamic"),
+      std::string::npos);
 }
 
 TEST(MulticorePlan, RejectsBadGemm) {

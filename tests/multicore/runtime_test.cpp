@@ -193,6 +193,71 @@ TEST(MulticoreRuntime, DynamicGemmAndCommFinish) {
   }
 }
 
+// Receive buffers sized once the counts arrived: "counts" exchanges a row count, "layout"
+// allocates the dynamic receive and output buffers from it, the row exchange's link-model bytes
+// come from bytes_fn, and a GEMM over the received rows; the runtime equals run_sequential.
+TEST(MulticoreRuntime, DynamicBuffersSizedFromExchangedCounts) {
+  constexpr int64_t K = 16, N = 8;
+  auto comm = dist::world();
+  for (int64_t rows : {int64_t(0), int64_t(5), int64_t(70)}) {
+    auto build = [&](Plan& plan) {
+      const BufferId x = plan.add_buffer("x", values({std::max<int64_t>(rows, 1), K}, 5)),
+                     w = plan.add_buffer("w", values({K, N}, 6));
+      const BufferId count = plan.add_buffer("count", full({1}, double(rows), DType::i64));
+      const BufferId got = plan.add_buffer("got", zeros({1}, DType::i64));
+      const BufferId recv = plan.add_dynamic_buffer("recv", DType::f32);
+      const BufferId y = plan.add_dynamic_buffer("y", DType::f32);
+      const EventId counted = plan.add_event("counted"), sized = plan.add_event("sized"),
+                    moved = plan.add_event("moved");
+      plan.add_comm("counts", {count}, {},
+                    {.post = [=](const TaskContext& c) {
+                       return comm->iall_to_all_v(c.buffer(count), {1}, {1});
+                     },
+                     .result_into = got},
+                    {{}, counted});
+      plan.add_vector("layout", {got}, {recv, y},
+                      [=](const TaskContext& c) {
+                        const int64_t n = c.data<int64_t>(got)[0];
+                        c.allocate(recv, {std::max<int64_t>(n, 1), K});
+                        c.allocate(y, {std::max<int64_t>(n, 1), N});
+                      },
+                      {{{counted, 1}}, sized});
+      auto post = [=](const TaskContext& c) {
+        const int64_t n = c.data<int64_t>(got)[0];
+        const Tensor& all = c.buffer(x);
+        return comm->iall_to_all_v(all.as_strided({n, K}, {K, 1}, all.offset()), {n}, {n});
+      };
+      auto bytes = [=](const TaskContext& c) { return c.data<int64_t>(got)[0] * K * 4; };
+      plan.add_comm("exchange", {x, got}, {},
+                    {.post = post, .result_into = recv, .bytes_fn = bytes},
+                    {{{sized, 1}}, moved});
+      plan.add_gemm("expert", {recv, w, got}, {y},
+                    [=](const TaskContext& c) {
+                      return Gemm{
+                          .a = recv, .b = w, .c = y, .M = c.data<int64_t>(got)[0], .N = N, .K = K};
+                    },
+                    {{{moved, 1}}, kNoEvent});
+      return y;
+    };
+    Plan seq, par;
+    const BufferId y = build(seq);
+    build(par);
+    run_sequential(seq);
+    Runtime(options(2, 1)).run(par);
+    EXPECT_EQ(par.buffer(y).shape(), (Shape{std::max<int64_t>(rows, 1), N})) << rows;
+    if (rows > 0)  // (allocate leaves the tensor uninitialized: no row was written at 0)
+      EXPECT_TRUE(bitwise_equal(seq.buffer(y), par.buffer(y))) << rows;
+    EXPECT_EQ(par.task(2).comm.bytes, rows * K * 4) << rows;
+    if (rows > 0) {
+      double want = 0;
+      for (int64_t k = 0; k < K; ++k)
+        want += double(seq.buffer(0).data<float>()[(rows - 1) * K + k]) *
+                seq.buffer(1).data<float>()[k * N + 3];
+      EXPECT_NEAR(par.buffer(y).data<float>()[(rows - 1) * N + 3], want, 1e-4) << rows;
+    }
+  }
+}
+
 TEST(MulticoreRuntime, Bf16GemmPartsMatchSequential) {
   constexpr int64_t M = 448, N = 200, K = 400;  // 35.8M multiply-adds: 2 parts
   auto build = [&](Plan& plan) {

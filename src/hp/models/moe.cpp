@@ -12,6 +12,7 @@
 #include "hp/fusion/patterns.h"
 #include "hp/kernels/cpu/grouped_gemm.h"
 #include "hp/kernels/cpu/swiglu.h"
+#include "hp/mx/linear.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/expert_parallel.h"
 #include "hp/shard/megamoe.h"
@@ -169,7 +170,7 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
   last_counts_ = r.counts;
   if (grouped_kernel_ || ep_) {
     shard::ExpertExchange exchange;
-    if (ep_ && ep_->size() > 1 && ep_kernel_.megamoe && !grouped_kernel_)
+    if (ep_ && ep_->size() > 1 && ep_kernel_.megamoe && megamoe_runs(x2))
       exchange = [this](const Tensor& xs, const std::vector<int64_t>& count) {
         return run_megamoe(xs, count);
       };
@@ -497,8 +498,16 @@ Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>&
   return f32 ? y : cast(y, xs.dtype());
 }
 
+bool MoEBlock::megamoe_runs(const Tensor& x) const {
+  if (!grouped_kernel_) return true;
+  // MX experts compute in x's dtype in the sequential path; MegaMoE runs them in f32 only.
+  return grouped_kernel_.target<mx::MxGroupedKernel>() && x.dtype() == DType::f32 &&
+         opt_.dtype == DType::f32;
+}
+
 Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count) const {
   const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
+  const auto* mx_kernel = grouped_kernel_ ? grouped_kernel_.target<mx::MxGroupedKernel>() : nullptr;
   // f32 inside, as run_local_experts (casts are exact to undo, so the result is the same).
   const bool f32 = xs.dtype() == DType::f32 && opt_.dtype == DType::f32;
   auto as_f32 = [&](const Tensor& t) { return f32 ? t : cast(t, DType::f32); };
@@ -508,8 +517,10 @@ Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count
     w.up.push_back(as_f32(experts[size_t(e)]->up_proj->weight));
     w.down.push_back(as_f32(experts[size_t(e)]->down_proj->weight));
   }
-  const Tensor y = shard::megamoe_experts(as_f32(xs), count, opt_.num_experts, w, ep_,
-                                          {.groups = ep_kernel_.groups});
+  const Tensor y =
+      shard::megamoe_experts(as_f32(xs), count, opt_.num_experts, w, ep_,
+                             {.groups = ep_kernel_.groups,
+                              .mx = mx_kernel ? std::optional(mx_kernel->spec) : std::nullopt});
   return f32 ? y : cast(y, xs.dtype());
 }
 

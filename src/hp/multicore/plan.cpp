@@ -1,6 +1,7 @@
 #include "hp/multicore/plan.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 
@@ -48,6 +49,9 @@ const Tensor& TaskContext::buffer(BufferId b) const {
 const std::string& TaskContext::task_name() const {
   return plan_.task(task_).name;
 }
+const Tensor& TaskContext::allocate(BufferId b, const Shape& shape) const {
+  return plan_.allocate(task_, b, shape);
+}
 
 BufferId Plan::add_buffer(std::string name, Tensor t) {
   if (!t.defined() || !t.is_contiguous())
@@ -69,9 +73,31 @@ Tensor window(const Tensor& root, const Shape& shape, int64_t begin) {
 
 }  // namespace
 
+BufferId Plan::add_dynamic_buffer(std::string name, DType dtype) {
+  validated_ = false;
+  const BufferId id = BufferId(buffers_.size());
+  buffers_.push_back({std::move(name), empty({0}, dtype), id, 0, INT64_MAX, true});
+  return id;
+}
+
+const Tensor& Plan::allocate(TaskId t, BufferId b, const Shape& shape) {
+  check_buffer(b, task(t).name);
+  const std::vector<BufferId>& w = task(t).writes;
+  if (!buffers_[size_t(b)].dynamic || std::find(w.begin(), w.end(), b) == w.end())
+    HP_THROW(PlanError, kC, "task '", task(t).name, "' allocates buffer '", buffer_name(b),
+             "', which is not a dynamic buffer it writes");
+  // The race check orders every other use of b with this task, so none runs during the swap.
+  Buffer& x = buffers_[size_t(b)];
+  x.tensor = empty(shape, x.tensor.dtype());
+  return x.tensor;
+}
+
 BufferId Plan::add_view(std::string name, BufferId parent, const Shape& shape, int64_t offset) {
   check_buffer(parent, name);
   const Buffer& p = buffers_[size_t(parent)];
+  if (p.dynamic)
+    HP_THROW(PlanError, kC, "view '", name, "' of dynamic buffer '", p.name,
+             "': its shape is known only at run time");
   const int64_t n = shape_numel(shape);
   if (offset < 0 || offset + n > p.end - p.begin)
     HP_THROW(PlanError, kC, "view '", name, "' of ", n, " elements at offset ", offset,
@@ -262,6 +288,9 @@ const Tensor& Plan::buffer(BufferId b) const {
 
 void Plan::bind(BufferId b, Tensor t) {
   const Tensor& old = buffer(b);
+  if (buffers_[size_t(b)].dynamic)
+    HP_THROW(PlanError, kC, "bind of dynamic buffer '", buffer_name(b),
+             "': the task that writes it allocates it");
   if (!t.defined() || !t.is_contiguous() || t.numel() != old.numel() || t.dtype() != old.dtype())
     HP_THROW(PlanError, kC, "bind of buffer '", buffer_name(b), "' (", old.desc(),
              ") to a tensor that is not a contiguous one of the same size and dtype");
@@ -287,6 +316,7 @@ int64_t Plan::start(TaskId id) {
     t.gemm = with_dense_lds(t.gemm_fn(TaskContext(*this, id)));
     check_gemm(t.name, t.gemm);
   }
+  if (t.comm.bytes_fn) t.comm.bytes = t.comm.bytes_fn(TaskContext(*this, id));
   return num_parts(id);
 }
 
@@ -336,7 +366,8 @@ void Plan::finish_comm(TaskId id, const Tensor& result) {
       HP_THROW(ValueError, kC, "comm task '", t.name, "': result ",
                result.defined() ? result.desc() : std::string("(none)"), " does not fit buffer '",
                buffer_name(c.result_into), "' ", dst.desc());
-    std::memcpy(dst.raw_data(), result.contiguous().raw_data(), result.nbytes());
+    if (result.nbytes() > 0)  // an empty result's data may be null
+      std::memcpy(dst.raw_data(), result.contiguous().raw_data(), result.nbytes());
   }
   if (c.finish) c.finish(TaskContext(*this, id), result);
 }
@@ -352,6 +383,7 @@ std::string Plan::dump() const {
     if (x.root != BufferId(b))
       os << " view of '" << buffers_[size_t(x.root)].name << "' [" << x.begin << ", " << x.end
          << ")";
+    if (x.dynamic) os << " dynamic";
     os << "\n";
   }
   for (size_t e = 0; e < events_.size(); ++e) os << "  event " << e << " '" << events_[e] << "'\n";

@@ -86,6 +86,9 @@ class TaskContext {
   }
   TaskId task() const { return task_; }
   const std::string& task_name() const;
+  // Gives dynamic buffer b (Plan::add_dynamic_buffer, written by this task) a new uninitialized
+  // tensor of `shape` and returns it.
+  const Tensor& allocate(BufferId b, const Shape& shape) const;
 
  private:
   Plan& plan_;
@@ -103,15 +106,19 @@ using GemmFn = std::function<Gemm(const TaskContext&)>;
 using PostFn = std::function<dist::WorkPtr(const TaskContext&)>;
 // Consumes a finished call's result on the comm worker (e.g. rows into a capacity buffer).
 using FinishFn = std::function<void(const TaskContext&, const Tensor& result)>;
+// A comm task's bytes when they are known only at run time (resolved when the task starts).
+using BytesFn = std::function<int64_t(const TaskContext&)>;
 
 // A comm task: `post` issues the call; on completion the result is copied into `result_into`
 // (same dtype, at most its size: a smaller result fills its prefix) and/or passed to `finish`.
-// `bytes` (what this rank sends to others) feeds the link model.
+// `bytes` (what this rank sends to others) feeds the link model; `bytes_fn`, when set, replaces
+// it when the task starts (sizes a run-time layout gives).
 struct Comm {
   PostFn post = nullptr;
   BufferId result_into = kNoBuffer;
   FinishFn finish = nullptr;
   int64_t bytes = 0;
+  BytesFn bytes_fn = nullptr;
 };
 
 struct Task {
@@ -134,6 +141,12 @@ class Plan {
   // A contiguous `shape` window of `parent` starting `offset` elements in (a chunk of rows). Tasks
   // using disjoint windows of one buffer do not conflict in the race check.
   BufferId add_view(std::string name, BufferId parent, const Shape& shape, int64_t offset);
+  // A buffer whose shape is known only at run time (e.g. the rows an all_to_all_v will deliver,
+  // after its counts arrived): a task that writes it sets its tensor with TaskContext::allocate
+  // every run. Until then it holds an empty tensor of `dtype`. The race check treats every use as
+  // touching all of it, so each task using it must be ordered after the allocating one; it has no
+  // views and cannot be bound.
+  BufferId add_dynamic_buffer(std::string name, DType dtype);
   EventId add_event(std::string name);
   // Reads a, b (and c when beta != 0), writes c.
   TaskId add_gemm(std::string name, const Gemm& g, Deps deps);
@@ -180,6 +193,8 @@ class Plan {
   // Parts a task is cut into (cube GEMM: rows of C; block task: one block), and runs part p.
   int64_t num_parts(TaskId t) const;
   void run_part(TaskId t, int64_t part);
+  // TaskContext::allocate of task t (which must write the dynamic buffer b).
+  const Tensor& allocate(TaskId t, BufferId b, const Shape& shape);
   // Completes comm task t with its call's result (result_into, finish).
   void finish_comm(TaskId t, const Tensor& result);
   // Rows of C per cube part, from the shape only.
@@ -197,7 +212,8 @@ class Plan {
     std::string name;
     Tensor tensor;
     BufferId root = kNoBuffer;   // itself unless a view
-    int64_t begin = 0, end = 0;  // elements of root
+    int64_t begin = 0, end = 0;  // elements of root (a dynamic buffer: [0, INT64_MAX))
+    bool dynamic = false;
   };
   std::vector<Buffer> buffers_;
   std::vector<std::string> events_;

@@ -58,9 +58,7 @@ std::vector<std::string> convert_to_mx(nn::Module& root, const ConvertSpec& spec
       t.linear->set_kernel(
           [q](const Tensor& x, const Tensor& w, const Tensor& b) { return mx_linear(x, w, b, q); });
     else
-      t.experts->set_grouped_kernel([q](const Tensor& x, const Tensor& ends, const Tensor& w) {
-        return mx_grouped_experts(x, ends, w, q);
-      });
+      t.experts->set_grouped_kernel(MxGroupedKernel{q});
     out.push_back(t.fqn);
   }
   return out;

@@ -32,6 +32,16 @@ Tensor mx_linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Ten
 Tensor mx_grouped_experts(const Tensor& x_sorted, const Tensor& group_ends, const Tensor& w,
                           QuantSpec spec = {});
 
+// The grouped kernel mx/convert.h gives expert sets (an nn::GroupedKernel): mx_grouped_experts with
+// `spec`, as a named type so that a block can tell MX experts apart (std::function::target) and
+// run them in another schedule with the same spec (MegaMoE, shard/megamoe.h).
+struct MxGroupedKernel {
+  QuantSpec spec;
+  Tensor operator()(const Tensor& x_sorted, const Tensor& group_ends, const Tensor& w) const {
+    return mx_grouped_experts(x_sorted, group_ends, w, spec);
+  }
+};
+
 // A linear layer that runs mx_linear (the trainer may also call mx_linear directly).
 struct MXLinear {
   Tensor weight;  // [out, in]

@@ -22,6 +22,13 @@ ExpertRange local_experts(int64_t num_experts, int64_t ep, int64_t rank) {
   return {first, std::min(num_experts, first + chunk) - first};
 }
 
+std::vector<int64_t> experts_per_rank(int64_t num_experts, int64_t ep) {
+  std::vector<int64_t> v(static_cast<size_t>(std::max<int64_t>(ep, 0)));
+  for (int64_t r = 0; r < ep; ++r)
+    v[static_cast<size_t>(r)] = local_experts(num_experts, ep, r).count;
+  return v;
+}
+
 ExchangeCounts exchange_counts(const std::vector<int64_t>& count, int64_t num_experts,
                                const dist::CommPtr& ep) {
   const int64_t n = ep->size(), per_rank = local_experts(num_experts, n, ep->rank()).count;
@@ -29,11 +36,10 @@ ExchangeCounts exchange_counts(const std::vector<int64_t>& count, int64_t num_ex
   const int64_t chunk = (num_experts + n - 1) / n;
   // Counts of every expert to their owners: block s of what arrives holds source s's counts for
   // this rank's experts.
-  std::vector<int64_t> experts_of(static_cast<size_t>(n)), mine(static_cast<size_t>(n), per_rank);
-  for (int64_t r = 0; r < n; ++r)
-    experts_of[static_cast<size_t>(r)] = local_experts(num_experts, n, r).count;
-  const std::vector<double> got =
-      ep->all_to_all_v(from_data<int64_t>(count, {num_experts}), experts_of, mine).to_vector();
+  const std::vector<int64_t> mine(static_cast<size_t>(n), per_rank);
+  const std::vector<double> got = ep->all_to_all_v(from_data<int64_t>(count, {num_experts}),
+                                                   experts_per_rank(num_experts, n), mine)
+                                      .to_vector();
   ExchangeCounts c;
   c.recv_by_expert.assign(got.begin(), got.end());
   c.send.assign(static_cast<size_t>(n), 0);
@@ -95,8 +101,9 @@ Tensor routed_experts(const Tensor& x, const Tensor& weights, const Tensor& indi
                       const ExpertExchange& exchange) {
   if (x.dim() != 2 || indices.dim() != 2 || weights.shape() != indices.shape() ||
       indices.size(0) != x.size(0))
-    HP_THROW(ValueError, "shard", "routed experts need x [N, hidden], weights = indices [N, k]; got x ",
-             x.desc(), ", weights ", weights.desc(), ", indices ", indices.desc());
+    HP_THROW(ValueError, "shard",
+             "routed experts need x [N, hidden], weights = indices [N, k]; got x ", x.desc(),
+             ", weights ", weights.desc(), ", indices ", indices.desc());
   const int64_t tokens = x.size(0), k = indices.size(1), rows = tokens * k;
   // Stable counting sort of the assignments a = n·k + j by expert.
   const std::vector<double> ids = contiguous(indices).to_vector();

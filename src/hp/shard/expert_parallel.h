@@ -24,17 +24,21 @@
 
 namespace hp::shard {
 
-// This rank's experts [first, first + count) of `num_experts` over `ep` ranks (the torch.chunk rule;
-// count may be 0). Throws ValueError naming both numbers when there are fewer experts than ranks.
+// This rank's experts [first, first + count) of `num_experts` over `ep` ranks (the torch.chunk
+// rule; count may be 0). Throws ValueError naming both numbers when there are fewer experts than
+// ranks.
 struct ExpertRange {
   int64_t first = 0;
   int64_t count = 0;
 };
 ExpertRange local_experts(int64_t num_experts, int64_t ep, int64_t rank);
+// [ep] local_experts(num_experts, ep, r).count for every rank r: the split of the count exchange.
+std::vector<int64_t> experts_per_rank(int64_t num_experts, int64_t ep);
 
 // Runs this rank's experts over rows sorted by local expert: x_sorted [R, hidden] with counts[e]
 // rows for local expert e (Σ counts = R) → [R, hidden].
-using LocalExperts = std::function<Tensor(const Tensor& x_sorted, const std::vector<int64_t>& counts)>;
+using LocalExperts =
+    std::function<Tensor(const Tensor& x_sorted, const std::vector<int64_t>& counts)>;
 
 // The middle of the EP pipeline: xs [A, hidden] sorted by expert with count[e] rows of global
 // expert e (Σ count = A) → the experts' outputs [A, hidden] in the same order, however the rows

@@ -2,6 +2,7 @@
 #include "hp/shard/megamoe.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <memory>
 #include <mutex>
@@ -13,229 +14,32 @@
 #include "hp/autograd/node.h"
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/elementwise.h"
 #include "hp/kernels/cpu/grouped_gemm.h"
 #include "hp/kernels/cpu/swiglu.h"
 #include "hp/multicore/runtime.h"
+#include "hp/multicore/trace.h"
+#include "hp/mx/expert_gemm.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/expert_parallel.h"
+#include "hp/shard/megamoe_pipeline.h"
 
 namespace hp::shard {
 
 namespace {
 
+using megamoe_detail::add_pipeline;
+using megamoe_detail::Group;
+using megamoe_detail::GroupBuffers;
+using megamoe_detail::Layout;
+using megamoe_detail::make_layout;
+using megamoe_detail::rows_of;
+using megamoe_detail::suffix;
 using multicore::BufferId;
 using multicore::Deps;
 using multicore::EventId;
 using multicore::Plan;
 using multicore::TaskContext;
-
-// One expert group as this rank sees it. Rows are [rows, H] unless said otherwise.
-struct Group {
-  int64_t e_lo = 0, e_hi = 0;       // this rank's local experts [e_lo, e_hi) in the group
-  std::vector<int64_t> send, recv;  // [n] rows to / from each rank
-  std::vector<int64_t> send_at;     // [n] first row of owner r's block in the send buffer
-  std::vector<int64_t> recv_at;     // [n] first row of source s's block in the receive buffer
-  int64_t S = 0, R = 0;             // Σ send, Σ recv
-  std::vector<int64_t> home;        // [n] first row in xs of the rows owner r gets
-  std::vector<int64_t> expert_at;   // [e_hi - e_lo + 1] row offsets of each expert, regrouped
-  std::vector<int64_t> perm;        // [R] regrouped row i = received row perm[i]
-  int64_t experts() const { return e_hi - e_lo; }
-};
-
-struct Layout {
-  int64_t n = 0, rank = 0, hidden = 0, inter = 0, rows = 0;
-  std::vector<Group> groups;  // the groups with at least one expert slot
-};
-
-Layout make_layout(const std::vector<int64_t>& count, int64_t num_experts, const dist::CommPtr& ep,
-                   int64_t groups, int64_t hidden, int64_t inter) {
-  const ExchangeCounts ex = exchange_counts(count, num_experts, ep);
-  Layout L;
-  L.n = ep->size();
-  L.rank = ep->rank();
-  L.hidden = hidden;
-  L.inter = inter;
-  const size_t n = size_t(L.n);
-  const int64_t chunk = (num_experts + L.n - 1) / L.n;
-  const int64_t per = local_experts(num_experts, L.n, L.rank).count;
-  const int64_t slots = (chunk + groups - 1) / groups;
-  std::vector<int64_t> offset(size_t(num_experts) + 1, 0);  // [E + 1] rows of xs before expert e
-  for (int64_t e = 0; e < num_experts; ++e)
-    offset[size_t(e) + 1] = offset[size_t(e)] + count[size_t(e)];
-  L.rows = offset.back();
-  for (int64_t lo = 0; lo < chunk; lo += slots) {
-    const int64_t hi = std::min(chunk, lo + slots);
-    Group g;
-    g.e_lo = std::min(lo, per);
-    g.e_hi = std::min(hi, per);
-    g.send.assign(n, 0);
-    g.recv.assign(n, 0);
-    g.send_at.assign(n, 0);
-    g.recv_at.assign(n, 0);
-    g.home.assign(n, 0);
-    for (size_t r = 0; r < n; ++r) {  // owner r's experts in slots [lo, hi): contiguous in xs
-      const ExpertRange own = local_experts(num_experts, L.n, int64_t(r));
-      const int64_t a = own.first + std::min(lo, own.count),
-                    b = own.first + std::min(hi, own.count);
-      g.home[r] = offset[size_t(a)];
-      g.send[r] = offset[size_t(b)] - offset[size_t(a)];
-      g.send_at[r] = g.S;
-      g.S += g.send[r];
-    }
-    // Received: source-major, each source's rows by local expert (exchange_counts' layout).
-    std::vector<int64_t> block_at(n * size_t(std::max<int64_t>(per, 1)), 0);
-    for (size_t s = 0; s < n; ++s) {
-      g.recv_at[s] = g.R;
-      for (int64_t e = g.e_lo; e < g.e_hi; ++e) {
-        block_at[s * size_t(per) + size_t(e)] = g.R;
-        const int64_t c = ex.recv_by_expert[s * size_t(per) + size_t(e)];
-        g.recv[s] += c;
-        g.R += c;
-      }
-    }
-    // Regrouped: by local expert, stable by source (the order of the sequential path).
-    g.expert_at.push_back(0);
-    for (int64_t e = g.e_lo; e < g.e_hi; ++e) {
-      for (size_t s = 0; s < n; ++s) {
-        const size_t b = s * size_t(per) + size_t(e);
-        for (int64_t i = 0; i < ex.recv_by_expert[b]; ++i) g.perm.push_back(block_at[b] + i);
-      }
-      g.expert_at.push_back(int64_t(g.perm.size()));
-    }
-    L.groups.push_back(std::move(g));
-  }
-  return L;
-}
-
-// " g": task, buffer and event names of group g (appended, not "a" + to_string: GCC 12's
-// -Wrestrict misfires on that).
-std::string suffix(int64_t g) {
-  std::string s(" ");
-  s += std::to_string(g);
-  return s;
-}
-
-// Buffers get at least one row so that no tensor is empty; the row counts above say what is used.
-Tensor rows_of(int64_t rows, int64_t cols) {
-  return empty({std::max<int64_t>(rows, 1), cols});
-}
-
-void copy_rows(const float* src, int64_t src_row, float* dst, int64_t dst_row, int64_t rows,
-               int64_t cols) {
-  std::copy_n(src + src_row * cols, rows * cols, dst + dst_row * cols);
-}
-
-// Group g's compute between regroup and unregroup: tasks reading `x` (regrouped [R, H]) and
-// writing `y` ([R, H]), the first waiting on `ready`; returns the event the last one triggers.
-using Compute = std::function<EventId(Plan&, size_t g, BufferId x, BufferId y, EventId ready)>;
-// Tasks after group g's return all-to-all is in the comm order (the weight gradients).
-using AfterCombine = std::function<void(Plan&, size_t g)>;
-
-// The exchange pipeline over every group (megamoe.h): rows of `in` [A, H] to their owners, through
-// `compute`, back into `out` [A, H] at the same rows.
-void add_pipeline(Plan& plan, const Layout& L, const dist::CommPtr& comm, BufferId in, BufferId out,
-                  const Compute& compute, const AfterCombine& after) {
-  const int64_t H = L.hidden, G = int64_t(L.groups.size());
-  struct Ids {
-    BufferId send, recv, x, y, ysend, back;
-    EventId routed, dispatched, regrouped, unregrouped, combined, placed;
-  };
-  std::vector<Ids> ids(L.groups.size());
-  for (int64_t gi = 0; gi < G; ++gi) {
-    const Group& g = L.groups[size_t(gi)];
-    const std::string s = suffix(int64_t(gi));
-    Ids& d = ids[size_t(gi)];
-    d.send = plan.add_buffer("send" + s, rows_of(g.S, H));
-    d.recv = plan.add_buffer("recv" + s, rows_of(g.R, H));
-    d.x = plan.add_buffer("x" + s, rows_of(g.R, H));
-    d.y = plan.add_buffer("y" + s, rows_of(g.R, H));
-    d.ysend = plan.add_buffer("y send" + s, rows_of(g.R, H));
-    d.back = plan.add_buffer("back" + s, rows_of(g.S, H));
-    d.routed = plan.add_event("routed" + s);
-    d.dispatched = plan.add_event("dispatched" + s);
-    d.regrouped = plan.add_event("regrouped" + s);
-    d.unregrouped = plan.add_event("unregrouped" + s);
-    d.combined = plan.add_event("combined" + s);
-    d.placed = plan.add_event("placed" + s);
-  }
-  const Layout* lp = &L;
-  // route g: owner r's rows home[r] of `in` → send rows [send_at[r], +send[r]); one block per
-  // owner.
-  for (int64_t gi = 0; gi < G; ++gi) {
-    const Ids& d = ids[size_t(gi)];
-    plan.add_vector("route " + std::to_string(gi), {in}, {d.send}, L.n, 1,
-                    [lp, gi, in, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
-                      const Group& g = lp->groups[size_t(gi)];
-                      for (int64_t r = b; r < e; ++r)
-                        copy_rows(ctx.data<float>(in), g.home[size_t(r)], ctx.data<float>(d.send),
-                                  g.send_at[size_t(r)], g.send[size_t(r)], H);
-                    },
-                    {{}, d.routed});
-  }
-  auto dispatch = [&](int64_t gi) {
-    const Ids& d = ids[size_t(gi)];
-    const Group& g = L.groups[size_t(gi)];
-    const BufferId send = d.send;
-    auto post = [comm, send, lp, gi](const TaskContext& ctx) {
-      const Group& gg = lp->groups[size_t(gi)];
-      return comm->iall_to_all_v(narrow(ctx.buffer(send), 0, 0, gg.S), gg.send, gg.recv);
-    };
-    plan.add_comm(
-        "dispatch " + std::to_string(gi), {d.send}, {},
-        {.post = post, .result_into = d.recv, .bytes = (g.S - g.send[size_t(L.rank)]) * H * 4},
-        {{{d.routed, 1}}, d.dispatched});
-  };
-  auto place = [&](int64_t gi) {  // back rows → `out` at the rows they left; chained (one `out`)
-    const Ids& d = ids[size_t(gi)];
-    std::vector<multicore::Wait> waits{{d.combined, 1}};
-    if (gi > 0) waits.push_back({ids[size_t(gi - 1)].placed, 1});
-    plan.add_vector("place " + std::to_string(gi), {d.back}, {out}, L.n, 1,
-                    [lp, gi, out, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
-                      const Group& g = lp->groups[size_t(gi)];
-                      for (int64_t r = b; r < e; ++r)
-                        copy_rows(ctx.data<float>(d.back), g.send_at[size_t(r)],
-                                  ctx.data<float>(out), g.home[size_t(r)], g.send[size_t(r)], H);
-                    },
-                    {waits, d.placed});
-  };
-  if (G > 0) dispatch(0);
-  for (int64_t gi = 0; gi < G; ++gi) {
-    const Ids& d = ids[size_t(gi)];
-    const Group& g = L.groups[size_t(gi)];
-    const std::string s = suffix(int64_t(gi));
-    if (gi + 1 < G) dispatch(gi + 1);
-    const int64_t R = std::max<int64_t>(g.R, 1);
-    plan.add_vector("regroup" + s, {d.recv}, {d.x}, R, 64,
-                    [lp, gi, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
-                      const Group& gg = lp->groups[size_t(gi)];
-                      for (int64_t i = b; i < std::min(e, gg.R); ++i)
-                        copy_rows(ctx.data<float>(d.recv), gg.perm[size_t(i)], ctx.data<float>(d.x),
-                                  i, 1, H);
-                    },
-                    {{{d.dispatched, 1}}, d.regrouped});
-    const EventId computed = compute(plan, size_t(gi), d.x, d.y, d.regrouped);
-    plan.add_vector("unregroup" + s, {d.y}, {d.ysend}, R, 64,
-                    [lp, gi, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
-                      const Group& gg = lp->groups[size_t(gi)];
-                      for (int64_t i = b; i < std::min(e, gg.R); ++i)
-                        copy_rows(ctx.data<float>(d.y), i, ctx.data<float>(d.ysend),
-                                  gg.perm[size_t(i)], 1, H);
-                    },
-                    {{{computed, 1}}, d.unregrouped});
-    const BufferId ysend = d.ysend;
-    auto post = [comm, ysend, lp, gi](const TaskContext& ctx) {
-      const Group& gg = lp->groups[size_t(gi)];
-      return comm->iall_to_all_v(narrow(ctx.buffer(ysend), 0, 0, gg.R), gg.recv, gg.send);
-    };
-    plan.add_comm(
-        "combine" + s, {d.ysend}, {},
-        {.post = post, .result_into = d.back, .bytes = (g.R - g.recv[size_t(L.rank)]) * H * 4},
-        {{{d.unregrouped, 1}}, d.combined});
-    if (after) after(plan, size_t(gi));
-    if (gi > 0) place(gi - 1);
-  }
-  if (G > 0) place(G - 1);
-}
 
 // The process-wide runtime MegaMoE runs on (its workers sleep between runs): as many GEMM workers
 // as the process pool has threads (the pool drops to one thread during a run, so the workers are
@@ -287,10 +91,12 @@ void run_plan(Plan& plan, const MegaMoEOptions& options, int rank, MegaMoERunSta
   stats->comm_s = busy(true);
   stats->bytes = 0;
   for (multicore::TaskId i = 0; i < plan.num_tasks(); ++i) stats->bytes += plan.task(i).comm.bytes;
+  stats->chrome_trace = options.trace ? multicore::chrome_trace(plan, t, rank) : std::string();
 }
 
-// What the backward needs from the forward: the layout, the weights and, per group, the
-// regrouped input and the gate / up projections ([R, H], [R, I], [R, I]).
+// What the backward needs from the forward: the layout (its receive side filled by the forward
+// run), the weights and, per group, the regrouped input and the gate / up projections ([R, H],
+// [R, I], [R, I]).
 struct Saved {
   MegaMoEOptions options;
   Layout layout;
@@ -298,15 +104,6 @@ struct Saved {
   LocalExpertWeights w;
   std::vector<Tensor> x, gate, up;
 };
-
-// Rows [expert_at[j], expert_at[j + 1]) of group g's local expert e_lo + j as grouped_gemm's one
-// group: its end offset, relative to the expert's first row.
-int32_t rows_of_expert(const Group& g, int64_t j) {
-  return int32_t(g.expert_at[size_t(j) + 1] - g.expert_at[size_t(j)]);
-}
-
-// Elementwise blocks over a group's [R, I] activations.
-constexpr int64_t kVectorBlock = 16384;
 
 // Expert j of a group: its local expert index e, its first row r0 in the group's buffers and its
 // row count as grouped_gemm's one group end offset.
@@ -316,82 +113,164 @@ struct ExpertRows {
   int32_t end;
 };
 
-// A cube task with one slot per expert of group gi (at least one, so that an empty group still
-// fires its event); fn(ctx, rows) runs each expert's GEMMs.
+// A task with one block per expert of group gi (at least one, so that an empty group still fires
+// its event); fn(ctx, rows) runs each expert's part. Cube: its GEMMs; vector: its elementwise rows.
+template <class Fn>
+void add_per_expert(Plan& p, multicore::Role role, const std::string& name,
+                    std::vector<BufferId> reads, std::vector<BufferId> writes, const Saved* s,
+                    size_t gi, Deps deps, Fn fn) {
+  const int64_t slots = std::max<int64_t>(s->layout.groups[gi].experts(), 1);
+  auto body = [s, gi, fn](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
+    const Group& g = s->layout.groups[gi];
+    if (j >= g.experts()) return;
+    const int64_t r0 = g.expert_at[size_t(j)];
+    fn(ctx, ExpertRows{size_t(g.e_lo + j), r0, int32_t(g.expert_at[size_t(j) + 1] - r0)});
+  };
+  if (role == multicore::Role::cube)
+    p.add_cube(name, std::move(reads), std::move(writes), slots, 1, body, std::move(deps));
+  else
+    p.add_vector(name, std::move(reads), std::move(writes), slots, 1, body, std::move(deps));
+}
+
 template <class Fn>
 void add_expert_cube(Plan& p, const std::string& name, std::vector<BufferId> reads,
                      std::vector<BufferId> writes, const Saved* s, size_t gi, Deps deps, Fn fn) {
-  const int64_t slots = std::max<int64_t>(s->layout.groups[gi].experts(), 1);
-  p.add_cube(
-      name, std::move(reads), std::move(writes), slots, 1,
-      [s, gi, fn](const TaskContext& ctx, int64_t j, int64_t, int64_t) {
-        const Group& g = s->layout.groups[gi];
-        if (j >= g.experts()) return;
-        fn(ctx, ExpertRows{size_t(g.e_lo + j), g.expert_at[size_t(j)], rows_of_expert(g, j)});
-      },
-      std::move(deps));
+  add_per_expert(p, multicore::Role::cube, name, std::move(reads), std::move(writes), s, gi,
+                 std::move(deps), std::move(fn));
 }
 
-Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs) {
-  const Layout& L = sv->layout;
+// One expert's math on its rows [rows, ·]: f32 GEMMs (grouped_gemm's kernels) and SwiGLU
+// (kernels/cpu/swiglu.h) as the fused grouped experts, or with options.mx the MX GEMMs
+// (mx/expert_gemm.h) and the eager SwiGLU ops (silu, mul, silu_bwd) as mx_grouped_experts and
+// fusion::swiglu in the sequential path; either way bitwise its counterpart there.
+
+// y [rows, N] = x [rows, K] · w [N, K]ᵀ.
+void fprop(const Saved& s, const float* x, const Tensor& w, int32_t rows, int64_t N, int64_t K,
+           float* y) {
+  const float* wp = w.data<float>();
+  if (s.options.mx)
+    mx::expert_fprop(x, wp, rows, N, K, *s.options.mx, y);
+  else
+    kernels::grouped_gemm_f32(true, 1, &rows, N, K, x, K, &wp, K, 0.0f, y, N);
+}
+
+// dx [rows, K] (+)= dy [rows, N] · w [N, K]; accumulate: add to dx (the second projection's
+// share of the same input's gradient, one rounding as autograd's sum).
+void dgrad(const Saved& s, const float* dy, const Tensor& w, int32_t rows, int64_t N, int64_t K,
+           float* dx, bool accumulate) {
+  const float* wp = w.data<float>();
+  if (!s.options.mx) {
+    kernels::grouped_gemm_f32(false, 1, &rows, K, N, dy, N, &wp, K, accumulate ? 1.0f : 0.0f, dx,
+                              K);
+    return;
+  }
+  if (!accumulate) return mx::expert_dgrad(dy, wp, rows, N, K, *s.options.mx, dx);
+  std::vector<float> part(size_t(rows) * size_t(K));
+  mx::expert_dgrad(dy, wp, rows, N, K, *s.options.mx, part.data());
+  for (size_t i = 0; i < part.size(); ++i) dx[i] += part[i];
+}
+
+// dw [N, K] = dyᵀ · x over the expert's rows (zeros when it has none).
+void wgrad(const Saved& s, const float* dy, const float* x, int32_t rows, int64_t N, int64_t K,
+           const Tensor& dw) {
+  float* c = dw.data<float>();
+  if (s.options.mx)
+    mx::expert_wgrad(dy, x, rows, N, K, *s.options.mx, c);
+  else
+    kernels::grouped_gemm_wgrad_f32(1, &rows, N, K, dy, N, x, K, 0.0f, &c, K);
+}
+
+// Elements [at, at + len) of a group's [R, I] buffers as a flat f32 tensor.
+Tensor flat(const TaskContext& ctx, BufferId b, int64_t at, int64_t len) {
+  return narrow(reshape(ctx.buffer(b), {-1}), 0, at, len);
+}
+
+// act = silu(gate) · up on elements [at, at + len).
+void swiglu(const Saved& s, const TaskContext& ctx, BufferId gt, BufferId up, BufferId act,
+            int64_t at, int64_t len) {
+  if (len == 0) return;
+  if (!s.options.mx) {
+    kernels::swiglu_f32(ctx.data<float>(gt) + at, ctx.data<float>(up) + at,
+                        ctx.data<float>(act) + at, len);
+    return;
+  }
+  const Tensor a = flat(ctx, act, at, len);
+  kernels::elementwise_into(kernels::EwOp::silu, a, flat(ctx, gt, at, len), Tensor());
+  kernels::elementwise_into(kernels::EwOp::mul, a, a, flat(ctx, up, at, len));
+}
+
+// The SwiGLU backward on elements [at, at + len): act again (the down projection's weight gradient
+// reads it), dgate and dup from dact. b: gate, up, dact, act, dgate, dup.
+void swiglu_backward(const Saved& s, const TaskContext& ctx, const std::array<BufferId, 6>& b,
+                     int64_t at, int64_t len) {
+  if (len == 0) return;
+  if (!s.options.mx) {
+    const float *g0 = ctx.data<float>(b[0]) + at, *u0 = ctx.data<float>(b[1]) + at;
+    kernels::swiglu_f32(g0, u0, ctx.data<float>(b[3]) + at, len);
+    kernels::swiglu_backward_f32(g0, u0, ctx.data<float>(b[2]) + at, ctx.data<float>(b[4]) + at,
+                                 ctx.data<float>(b[5]) + at, len);
+    return;
+  }
+  using kernels::EwOp;
+  const Tensor g = flat(ctx, b[0], at, len), u = flat(ctx, b[1], at, len),
+               dact = flat(ctx, b[2], at, len), act = flat(ctx, b[3], at, len),
+               dg = flat(ctx, b[4], at, len), du = flat(ctx, b[5], at, len);
+  // Eager autograd of mul(silu(g), u): s = silu(g); du = dact · s; ds = dact · u;
+  // dg = silu_bwd(g, ds).
+  kernels::elementwise_into(EwOp::silu, act, g, Tensor());
+  kernels::elementwise_into(EwOp::mul, du, dact, act);
+  kernels::elementwise_into(EwOp::mul, act, act, u);
+  kernels::elementwise_into(EwOp::mul, dg, dact, u);
+  kernels::elementwise_into(EwOp::silu_bwd, dg, g, dg);
+}
+
+Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs,
+                    const std::vector<int64_t>& count) {
+  Layout& L = sv->layout;
   const int64_t H = L.hidden, I = L.inter;
   Plan plan;
+  const BufferId cnt = plan.add_buffer("count", from_data<int64_t>(count, {int64_t(count.size())}));
   const BufferId in = plan.add_buffer("xs", L.rows > 0 ? xs : rows_of(1, H));
   Tensor y = rows_of(L.rows, H);
   const BufferId out = plan.add_buffer("ys", y);
-  for (const Group& g : L.groups) {
-    sv->x.push_back(Tensor());
-    sv->gate.push_back(rows_of(g.R, I));
-    sv->up.push_back(rows_of(g.R, I));
-  }
   const Saved* s = sv.get();
-  std::vector<BufferId> xids(L.groups.size());
-  auto compute = [s, &xids, H, I](Plan& p, size_t gi, BufferId x, BufferId yb, EventId ready) {
-    const Group& g = s->layout.groups[gi];
-    xids[gi] = x;
+  auto compute = [s, H, I](Plan& p, size_t gi, const GroupBuffers& b, EventId ready) {
     const std::string n = suffix(int64_t(gi));
-    const BufferId gt = p.add_buffer("gate" + n, s->gate[gi]),
-                   up = p.add_buffer("up" + n, s->up[gi]);
-    const BufferId act = p.add_buffer("act" + n, rows_of(g.R, I));
+    const BufferId x = b.x, yb = b.y, gt = b.rows[0], up = b.rows[1], act = b.rows[2];
     const EventId e_up = p.add_event("up" + n), e_act = p.add_event("act" + n),
                   e_down = p.add_event("down" + n);
     add_expert_cube(p, "up" + n, {x}, {gt, up}, s, gi, {{{ready, 1}}, e_up},
                     [s, x, gt, up, H, I](const TaskContext& ctx, ExpertRows r) {
-                      const float* gw = s->w.gate[r.e].data<float>();
-                      const float* uw = s->w.up[r.e].data<float>();
                       const float* a = ctx.data<float>(x) + r.r0 * H;
-                      kernels::grouped_gemm_f32(true, 1, &r.end, I, H, a, H, &gw, H, 0.0f,
-                                                ctx.data<float>(gt) + r.r0 * I, I);
-                      kernels::grouped_gemm_f32(true, 1, &r.end, I, H, a, H, &uw, H, 0.0f,
-                                                ctx.data<float>(up) + r.r0 * I, I);
+                      fprop(*s, a, s->w.gate[r.e], r.end, I, H, ctx.data<float>(gt) + r.r0 * I);
+                      fprop(*s, a, s->w.up[r.e], r.end, I, H, ctx.data<float>(up) + r.r0 * I);
                     });
-    p.add_vector("swiglu" + n, {gt, up}, {act}, std::max<int64_t>(g.R * I, 1), kVectorBlock,
-                 [s, gi, gt, up, act, I](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
-                   e = std::min(e, s->layout.groups[gi].R * I);
-                   if (e > b)
-                     kernels::swiglu_f32(ctx.data<float>(gt) + b, ctx.data<float>(up) + b,
-                                         ctx.data<float>(act) + b, e - b);
-                 },
-                 {{{e_up, 1}}, e_act});
+    add_per_expert(p, multicore::Role::vector, "swiglu" + n, {gt, up}, {act}, s, gi,
+                   {{{e_up, 1}}, e_act}, [s, gt, up, act, I](const TaskContext& ctx, ExpertRows r) {
+                     swiglu(*s, ctx, gt, up, act, r.r0 * I, r.end * I);
+                   });
     add_expert_cube(p, "down" + n, {act}, {yb}, s, gi, {{{e_act, 1}}, e_down},
                     [s, act, yb, H, I](const TaskContext& ctx, ExpertRows r) {
-                      const float* dw = s->w.down[r.e].data<float>();
-                      kernels::grouped_gemm_f32(true, 1, &r.end, H, I,
-                                                ctx.data<float>(act) + r.r0 * I, I, &dw, I, 0.0f,
-                                                ctx.data<float>(yb) + r.r0 * H, H);
+                      fprop(*s, ctx.data<float>(act) + r.r0 * I, s->w.down[r.e], r.end, H, I,
+                            ctx.data<float>(yb) + r.r0 * H);
                     });
     return e_down;
   };
-  add_pipeline(plan, L, sv->ep, in, out, compute, nullptr);
+  const std::vector<GroupBuffers> ids = add_pipeline(
+      plan, L, sv->ep, cnt, in, out, {{"gate", I}, {"up", I}, {"act", I}}, compute, nullptr);
   run_plan(plan, sv->options, int(L.rank), &g_last_forward);
-  // The regrouped inputs, kept for the weight gradients.
-  for (size_t gi = 0; gi < L.groups.size(); ++gi) sv->x[gi] = plan.buffer(xids[gi]);
+  // The regrouped inputs and projections, kept for the backward.
+  for (const GroupBuffers& b : ids) {
+    sv->x.push_back(plan.buffer(b.x));
+    sv->gate.push_back(plan.buffer(b.rows[0]));
+    sv->up.push_back(plan.buffer(b.rows[1]));
+  }
   return narrow(y, 0, 0, L.rows);
 }
 
 // dy [A, H] → dxs [A, H] and the weight gradients (zero for experts that got no rows).
 std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor& dy) {
-  const Layout& L = sv->layout;
+  Layout& L = sv->layout;
   const int64_t H = L.hidden, I = L.inter, local = int64_t(sv->w.gate.size());
   Plan plan;
   const BufferId in = plan.add_buffer("dys", L.rows > 0 ? dy : rows_of(1, H));
@@ -409,47 +288,31 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
   };
   auto ids = std::make_shared<std::vector<GroupIds>>(L.groups.size());
   const Saved* s = sv.get();
-  auto compute = [s, ids, H, I](Plan& p, size_t gi, BufferId dyg, BufferId dxg, EventId ready) {
-    const Group& g = s->layout.groups[gi];
+  auto compute = [s, ids, H, I](Plan& p, size_t gi, const GroupBuffers& b, EventId ready) {
     const std::string n = suffix(int64_t(gi));
+    const BufferId dyg = b.x, dxg = b.y, dact = b.rows[0], act = b.rows[1], dg = b.rows[2],
+                   du = b.rows[3];
     const BufferId gt = p.add_buffer("gate" + n, s->gate[gi]),
                    up = p.add_buffer("up" + n, s->up[gi]);
-    const BufferId dact = p.add_buffer("dact" + n, rows_of(g.R, I)),
-                   act = p.add_buffer("act" + n, rows_of(g.R, I)),
-                   dg = p.add_buffer("dgate" + n, rows_of(g.R, I)),
-                   du = p.add_buffer("dup" + n, rows_of(g.R, I));
     const EventId e_dact = p.add_event("dact" + n), e_sw = p.add_event("dswiglu" + n),
                   e_dx = p.add_event("dx" + n);
     add_expert_cube(p, "dact" + n, {dyg}, {dact}, s, gi, {{{ready, 1}}, e_dact},
                     [s, dyg, dact, H, I](const TaskContext& ctx, ExpertRows r) {
-                      const float* dw = s->w.down[r.e].data<float>();
-                      kernels::grouped_gemm_f32(false, 1, &r.end, I, H,
-                                                ctx.data<float>(dyg) + r.r0 * H, H, &dw, I, 0.0f,
-                                                ctx.data<float>(dact) + r.r0 * I, I);
+                      dgrad(*s, ctx.data<float>(dyg) + r.r0 * H, s->w.down[r.e], r.end, H, I,
+                            ctx.data<float>(dact) + r.r0 * I, false);
                     });
-    p.add_vector(
-        "dswiglu" + n, {gt, up, dact}, {act, dg, du}, std::max<int64_t>(g.R * I, 1), kVectorBlock,
-        [s, gi, gt, up, dact, act, dg, du, I](const TaskContext& ctx, int64_t, int64_t b,
-                                              int64_t e) {
-          e = std::min(e, s->layout.groups[gi].R * I);
-          if (e <= b) return;
-          const float *g0 = ctx.data<float>(gt) + b, *u0 = ctx.data<float>(up) + b;
-          kernels::swiglu_f32(g0, u0, ctx.data<float>(act) + b, e - b);
-          kernels::swiglu_backward_f32(g0, u0, ctx.data<float>(dact) + b, ctx.data<float>(dg) + b,
-                                       ctx.data<float>(du) + b, e - b);
-        },
-        {{{e_dact, 1}}, e_sw});
-    add_expert_cube(
-        p, "dx" + n, {dg, du}, {dxg}, s, gi, {{{e_sw, 1}}, e_dx},
-        [s, dg, du, dxg, H, I](const TaskContext& ctx, ExpertRows r) {
-          const float* gw = s->w.gate[r.e].data<float>();
-          const float* uw = s->w.up[r.e].data<float>();
-          float* o = ctx.data<float>(dxg) + r.r0 * H;
-          kernels::grouped_gemm_f32(false, 1, &r.end, H, I, ctx.data<float>(dg) + r.r0 * I, I, &gw,
-                                    H, 0.0f, o, H);
-          kernels::grouped_gemm_f32(false, 1, &r.end, H, I, ctx.data<float>(du) + r.r0 * I, I, &uw,
-                                    H, 1.0f, o, H);
-        });
+    add_per_expert(p, multicore::Role::vector, "dswiglu" + n, {gt, up, dact}, {act, dg, du}, s, gi,
+                   {{{e_dact, 1}}, e_sw},
+                   [s, gt, up, dact, act, dg, du, I](const TaskContext& ctx, ExpertRows r) {
+                     swiglu_backward(*s, ctx, {gt, up, dact, act, dg, du}, r.r0 * I, r.end * I);
+                   });
+    add_expert_cube(p, "dx" + n, {dg, du}, {dxg}, s, gi, {{{e_sw, 1}}, e_dx},
+                    [s, dg, du, dxg, H, I](const TaskContext& ctx, ExpertRows r) {
+                      float* o = ctx.data<float>(dxg) + r.r0 * H;
+                      dgrad(*s, ctx.data<float>(dg) + r.r0 * I, s->w.gate[r.e], r.end, I, H, o,
+                            false);
+                      dgrad(*s, ctx.data<float>(du) + r.r0 * I, s->w.up[r.e], r.end, I, H, o, true);
+                    });
     (*ids)[gi] = {dyg, act, dg, du, e_sw};
     return e_dx;
   };
@@ -460,21 +323,16 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
     const BufferId x = p.add_buffer("x " + std::to_string(gi) + " saved", s->x[gi]);
     add_expert_cube(p, "dW " + std::to_string(gi), {x, d.dy, d.act, d.dg, d.du}, {}, s, gi,
                     {{{d.ready, 1}}, multicore::kNoEvent},
-                    [d, x, gd, ud, dd, H, I](const TaskContext& ctx, ExpertRows r) {
+                    [s, d, x, gd, ud, dd, H, I](const TaskContext& ctx, ExpertRows r) {
                       const float* xr = ctx.data<float>(x) + r.r0 * H;
-                      float* c = (*gd)[r.e].data<float>();
-                      kernels::grouped_gemm_wgrad_f32(
-                          1, &r.end, I, H, ctx.data<float>(d.dg) + r.r0 * I, I, xr, H, 0.0f, &c, H);
-                      c = (*ud)[r.e].data<float>();
-                      kernels::grouped_gemm_wgrad_f32(
-                          1, &r.end, I, H, ctx.data<float>(d.du) + r.r0 * I, I, xr, H, 0.0f, &c, H);
-                      c = (*dd)[r.e].data<float>();
-                      kernels::grouped_gemm_wgrad_f32(
-                          1, &r.end, H, I, ctx.data<float>(d.dy) + r.r0 * H, H,
-                          ctx.data<float>(d.act) + r.r0 * I, I, 0.0f, &c, I);
+                      wgrad(*s, ctx.data<float>(d.dg) + r.r0 * I, xr, r.end, I, H, (*gd)[r.e]);
+                      wgrad(*s, ctx.data<float>(d.du) + r.r0 * I, xr, r.end, I, H, (*ud)[r.e]);
+                      wgrad(*s, ctx.data<float>(d.dy) + r.r0 * H, ctx.data<float>(d.act) + r.r0 * I,
+                            r.end, H, I, (*dd)[r.e]);
                     });
   };
-  add_pipeline(plan, L, sv->ep, in, out, compute, after);
+  add_pipeline(plan, L, sv->ep, multicore::kNoBuffer, in, out,
+               {{"dact", I}, {"act", I}, {"dgate", I}, {"dup", I}}, compute, after);
   run_plan(plan, sv->options, int(L.rank), &g_last_backward);
   std::vector<Tensor> grads{narrow(dx, 0, 0, L.rows)};
   grads.insert(grads.end(), dgate.begin(), dgate.end());
@@ -514,7 +372,10 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
                  " must be contiguous f32 ", shape_str(want));
     }
   auto sv = std::make_shared<Saved>();
-  sv->layout = make_layout(count, num_experts, ep, groups, H, I);
+  if (int64_t(count.size()) != num_experts)
+    HP_THROW(ValueError, "megamoe", "count has ", count.size(), " entries for ", num_experts,
+             " experts");
+  sv->layout = make_layout(count, num_experts, ep->size(), ep->rank(), groups, H, I);
   sv->ep = ep;
   sv->w = w;
   sv->options = options;
@@ -526,7 +387,7 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
   Tensor y;
   {
     autograd::NoGradGuard ng;
-    y = forward_plan(sv, contiguous(xs.detach()));
+    y = forward_plan(sv, contiguous(xs.detach()), count);
   }
   if (autograd::needs_grad(inputs)) {
     std::vector<bool> need;

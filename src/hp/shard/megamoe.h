@@ -16,20 +16,27 @@
 // dact = dy · down, the SwiGLU backward and dx = dg · gate + du · up per expert, and the weight
 // gradients of group g (cube) after its return all-to-all is posted, so they overlap it.
 //
+// The pipeline itself (layout, routes, exchanges, regrouping) is shard/megamoe_pipeline.h; this
+// file's .cpp adds the experts' tasks to it. The per-expert row counts travel inside the forward
+// plan: "counts" (comm, one all-to-all of E integers, exchange_counts' layout) is posted first,
+// the routes run meanwhile, and "layout g" (vector, after it) computes group g's receive counts
+// and regrouping offsets and allocates its [R, ·] buffers (multicore dynamic buffers: R is known
+// only then); dispatch g waits on it. The backward reuses the forward's layout.
 // Every expert multiplies exactly the rows, in the order, of the sequential path, with the same
 // kernels (one gemm_f32 per expert via grouped_gemm, kernels::swiglu_f32), and the rows only move
 // by copies, so outputs and gradients equal the sequential exchange's bitwise in f32 for any G and
-// any worker counts. The per-expert row counts are exchanged (exchange_counts) before the plan is
-// built: buffer shapes are then static.
+// any worker counts.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "hp/core/tensor.h"
 #include "hp/dist/communicator.h"
 #include "hp/multicore/link.h"
+#include "hp/mx/format.h"
 
 namespace hp::shard {
 
@@ -49,6 +56,13 @@ struct MegaMoEOptions {
   bool overlap = true;
   // The link model of the comm calls (multicore/link.h); unset: HP_LINK_GBPS / HP_LINK_US.
   std::optional<multicore::LinkModel> link = std::nullopt;
+  // Set: MX experts. Every expert GEMM is the MX GEMM of mx_grouped_experts with this spec
+  // (activations and weights quantized inside the cube task, mx/expert_gemm.h) and SwiGLU the eager
+  // ops of fusion::swiglu, so outputs and gradients equal the sequential exchange with
+  // mx_grouped_experts as its grouped kernel bitwise.
+  std::optional<mx::QuantSpec> mx = std::nullopt;
+  // Keep the runs' Chrome traces (MegaMoERunStats::chrome_trace), e.g. for a benchmark's --trace.
+  bool trace = false;
 };
 
 // xs [A, H] f32 sorted by expert with count[e] rows of global expert e (Σ count = A) → the experts'
@@ -64,6 +78,7 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
 struct MegaMoERunStats {
   double wall_s = 0, compute_s = 0, comm_s = 0;
   int64_t bytes = 0;
+  std::string chrome_trace;  // with options.trace: this rank's run (multicore/trace.h), else empty
 };
 MegaMoERunStats megamoe_last_forward();
 MegaMoERunStats megamoe_last_backward();

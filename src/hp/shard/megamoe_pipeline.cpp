@@ -1,0 +1,263 @@
+// MegaMoE's exchange pipeline (megamoe_pipeline.h).
+#include "hp/shard/megamoe_pipeline.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "hp/ops/ops.h"
+#include "hp/shard/expert_parallel.h"
+
+namespace hp::shard::megamoe_detail {
+
+using multicore::TaskContext;
+
+namespace {
+
+// The receive side of group g from the exchanged counts: by_expert [n · local], source s's rows of
+// local expert e at s · local + e (exchange_counts' layout).
+void receive_counts(const Layout& L, Group& g, const int64_t* by_expert) {
+  const size_t n = size_t(L.n), ne = size_t(g.experts());
+  g.recv.assign(n, 0);
+  g.block_rows.assign(n * ne, 0);
+  g.block_at.assign(n * ne, 0);
+  g.regroup_at.assign(n * ne, 0);
+  g.R = 0;
+  for (size_t s = 0; s < n; ++s)
+    for (size_t j = 0; j < ne; ++j) {
+      const int64_t c = by_expert[s * size_t(L.local) + size_t(g.e_lo) + j];
+      g.block_rows[s * ne + j] = c;
+      g.block_at[s * ne + j] = g.R;
+      g.recv[s] += c;
+      g.R += c;
+    }
+  g.expert_at.assign(ne + 1, 0);
+  for (size_t j = 0, at = 0; j < ne; ++j) {
+    for (size_t s = 0; s < n; ++s) {
+      g.regroup_at[s * ne + j] = int64_t(at);
+      at += size_t(g.block_rows[s * ne + j]);
+    }
+    g.expert_at[j + 1] = int64_t(at);
+  }
+}
+
+Shape rows_shape(int64_t rows, int64_t cols) {
+  return {std::max<int64_t>(rows, 1), cols};
+}
+
+void copy_rows(const float* src, int64_t src_row, float* dst, int64_t dst_row, int64_t rows,
+               int64_t cols) {
+  std::copy_n(src + src_row * cols, rows * cols, dst + dst_row * cols);
+}
+
+}  // namespace
+
+Layout make_layout(const std::vector<int64_t>& count, int64_t num_experts, int64_t n, int64_t rank,
+                   int64_t groups, int64_t hidden, int64_t inter) {
+  Layout L;
+  L.n = n;
+  L.rank = rank;
+  L.hidden = hidden;
+  L.inter = inter;
+  L.local = local_experts(num_experts, n, rank).count;
+  const int64_t chunk = (num_experts + n - 1) / n;
+  const int64_t slots = (chunk + groups - 1) / groups;
+  std::vector<int64_t> offset(size_t(num_experts) + 1, 0);  // [E + 1] rows of xs before expert e
+  for (int64_t e = 0; e < num_experts; ++e)
+    offset[size_t(e) + 1] = offset[size_t(e)] + count[size_t(e)];
+  L.rows = offset.back();
+  for (int64_t lo = 0; lo < chunk; lo += slots) {
+    const int64_t hi = std::min(chunk, lo + slots);
+    Group g;
+    g.e_lo = std::min(lo, L.local);
+    g.e_hi = std::min(hi, L.local);
+    g.send.assign(size_t(n), 0);
+    g.send_at.assign(size_t(n), 0);
+    g.home.assign(size_t(n), 0);
+    for (int64_t r = 0; r < n; ++r) {  // owner r's experts in slots [lo, hi): contiguous in xs
+      const ExpertRange own = local_experts(num_experts, n, r);
+      const int64_t a = own.first + std::min(lo, own.count),
+                    b = own.first + std::min(hi, own.count);
+      g.home[size_t(r)] = offset[size_t(a)];
+      g.send[size_t(r)] = offset[size_t(b)] - offset[size_t(a)];
+      g.send_at[size_t(r)] = g.S;
+      g.S += g.send[size_t(r)];
+    }
+    L.groups.push_back(std::move(g));
+  }
+  return L;
+}
+
+// (Appended, not "a" + to_string: GCC 12's -Wrestrict misfires on that.)
+std::string suffix(int64_t g) {
+  std::string s(" ");
+  s += std::to_string(g);
+  return s;
+}
+
+Tensor rows_of(int64_t rows, int64_t cols) {
+  return empty({std::max<int64_t>(rows, 1), cols});
+}
+
+std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPtr& comm,
+                                       BufferId count, BufferId in, BufferId out,
+                                       const std::vector<RowBuffer>& extra, const Compute& compute,
+                                       const AfterCombine& after) {
+  const int64_t H = L.hidden, G = int64_t(L.groups.size());
+  struct Ids {
+    BufferId send, recv, ysend, back;
+    GroupBuffers b;
+    EventId routed, laid_out, dispatched, regrouped, unregrouped, combined, placed;
+  };
+  std::vector<Ids> ids(L.groups.size());
+  for (int64_t gi = 0; gi < G; ++gi) {
+    const Group& g = L.groups[size_t(gi)];
+    const std::string s = suffix(int64_t(gi));
+    Ids& d = ids[size_t(gi)];
+    d.send = plan.add_buffer("send" + s, rows_of(g.S, H));
+    d.recv = plan.add_dynamic_buffer("recv" + s, DType::f32);
+    d.b.x = plan.add_dynamic_buffer("x" + s, DType::f32);
+    d.b.y = plan.add_dynamic_buffer("y" + s, DType::f32);
+    for (const RowBuffer& r : extra)
+      d.b.rows.push_back(plan.add_dynamic_buffer(r.name + s, DType::f32));
+    d.ysend = plan.add_dynamic_buffer("y send" + s, DType::f32);
+    d.back = plan.add_buffer("back" + s, rows_of(g.S, H));
+    d.routed = plan.add_event("routed" + s);
+    d.laid_out = plan.add_event("laid out" + s);
+    d.dispatched = plan.add_event("dispatched" + s);
+    d.regrouped = plan.add_event("regrouped" + s);
+    d.unregrouped = plan.add_event("unregrouped" + s);
+    d.combined = plan.add_event("combined" + s);
+    d.placed = plan.add_event("placed" + s);
+  }
+  Layout* lp = &L;
+  // The counts first: this rank's count of every expert to its owner, n · local arrive (block s:
+  // source s's counts of this rank's experts). Posted at once; the routes run meanwhile.
+  EventId counted = multicore::kNoEvent;
+  BufferId received = multicore::kNoBuffer;
+  if (count != multicore::kNoBuffer) {
+    const int64_t E = plan.buffer(count).numel();
+    received = plan.add_buffer("received counts",
+                               empty({std::max<int64_t>(L.n * L.local, 1)}, DType::i64));
+    counted = plan.add_event("counted");
+    const std::vector<int64_t> split = experts_per_rank(E, L.n), mine(size_t(L.n), L.local);
+    auto post = [comm, count, split, mine](const TaskContext& ctx) {
+      return comm->iall_to_all_v(ctx.buffer(count), split, mine);
+    };
+    plan.add_comm(
+        "counts", {count}, {},
+        {.post = post, .result_into = received, .bytes = (E - L.local) * int64_t(sizeof(int64_t))},
+        {{}, counted});
+  }
+  // route g: owner r's rows home[r] of `in` → send rows [send_at[r], +send[r]); one block per
+  // owner.
+  for (int64_t gi = 0; gi < G; ++gi) {
+    const Ids& d = ids[size_t(gi)];
+    plan.add_vector("route " + std::to_string(gi), {in}, {d.send}, L.n, 1,
+                    [lp, gi, in, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
+                      const Group& g = lp->groups[size_t(gi)];
+                      for (int64_t r = b; r < e; ++r)
+                        copy_rows(ctx.data<float>(in), g.home[size_t(r)], ctx.data<float>(d.send),
+                                  g.send_at[size_t(r)], g.send[size_t(r)], H);
+                    },
+                    {{}, d.routed});
+  }
+  // layout g: group g's receive side and its [R, ·] buffers (their shapes depend on the counts).
+  for (int64_t gi = 0; gi < G; ++gi) {
+    const Ids& d = ids[size_t(gi)];
+    std::vector<BufferId> sized{d.recv, d.b.x, d.b.y, d.ysend};
+    std::vector<int64_t> cols{H, H, H, H};
+    for (size_t i = 0; i < extra.size(); ++i) {
+      sized.push_back(d.b.rows[i]);
+      cols.push_back(extra[i].cols);
+    }
+    std::vector<BufferId> reads;
+    std::vector<multicore::Wait> waits;
+    if (received != multicore::kNoBuffer) {
+      reads.push_back(received);
+      waits.push_back({counted, 1});
+    }
+    plan.add_vector("layout" + suffix(gi), reads, sized,
+                    [lp, gi, received, sized, cols](const TaskContext& ctx) {
+                      Group& g = lp->groups[size_t(gi)];
+                      if (received != multicore::kNoBuffer)
+                        receive_counts(*lp, g, ctx.data<int64_t>(received));
+                      for (size_t i = 0; i < sized.size(); ++i)
+                        ctx.allocate(sized[i], rows_shape(g.R, cols[i]));
+                    },
+                    {waits, d.laid_out});
+  }
+  auto dispatch = [&](int64_t gi) {
+    const Ids& d = ids[size_t(gi)];
+    const Group& g = L.groups[size_t(gi)];
+    const BufferId send = d.send;
+    auto post = [comm, send, lp, gi](const TaskContext& ctx) {
+      const Group& gg = lp->groups[size_t(gi)];
+      return comm->iall_to_all_v(narrow(ctx.buffer(send), 0, 0, gg.S), gg.send, gg.recv);
+    };
+    plan.add_comm(
+        "dispatch " + std::to_string(gi), {d.send}, {},
+        {.post = post, .result_into = d.recv, .bytes = (g.S - g.send[size_t(L.rank)]) * H * 4},
+        {{{d.routed, 1}, {d.laid_out, 1}}, d.dispatched});
+  };
+  auto place = [&](int64_t gi) {  // back rows → `out` at the rows they left; chained (one `out`)
+    const Ids& d = ids[size_t(gi)];
+    std::vector<multicore::Wait> waits{{d.combined, 1}};
+    if (gi > 0) waits.push_back({ids[size_t(gi - 1)].placed, 1});
+    plan.add_vector("place " + std::to_string(gi), {d.back}, {out}, L.n, 1,
+                    [lp, gi, out, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
+                      const Group& g = lp->groups[size_t(gi)];
+                      for (int64_t r = b; r < e; ++r)
+                        copy_rows(ctx.data<float>(d.back), g.send_at[size_t(r)],
+                                  ctx.data<float>(out), g.home[size_t(r)], g.send[size_t(r)], H);
+                    },
+                    {waits, d.placed});
+  };
+  // Source s's rows of each expert between the received order and the regrouped one (one block
+  // per source): to_regrouped copies recv → x, else y → y send.
+  auto regroup = [lp, H](size_t gi, bool to_regrouped, BufferId from, BufferId to) {
+    return
+        [lp, H, gi, to_regrouped, from, to](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
+          const Group& g = lp->groups[gi];
+          const size_t ne = size_t(g.experts());
+          for (size_t s = size_t(b); s < size_t(e); ++s)
+            for (size_t j = 0; j < ne; ++j) {
+              const size_t k = s * ne + j;
+              const int64_t src = to_regrouped ? g.block_at[k] : g.regroup_at[k];
+              const int64_t dst = to_regrouped ? g.regroup_at[k] : g.block_at[k];
+              copy_rows(ctx.data<float>(from), src, ctx.data<float>(to), dst, g.block_rows[k], H);
+            }
+        };
+  };
+  if (G > 0) dispatch(0);
+  for (int64_t gi = 0; gi < G; ++gi) {
+    const Ids& d = ids[size_t(gi)];
+    const std::string s = suffix(int64_t(gi));
+    if (gi + 1 < G) dispatch(gi + 1);
+    plan.add_vector("regroup" + s, {d.recv}, {d.b.x}, L.n, 1,
+                    regroup(size_t(gi), true, d.recv, d.b.x), {{{d.dispatched, 1}}, d.regrouped});
+    const EventId computed = compute(plan, size_t(gi), d.b, d.regrouped);
+    plan.add_vector("unregroup" + s, {d.b.y}, {d.ysend}, L.n, 1,
+                    regroup(size_t(gi), false, d.b.y, d.ysend), {{{computed, 1}}, d.unregrouped});
+    const BufferId ysend = d.ysend;
+    const int64_t rank = L.rank;
+    auto post = [comm, ysend, lp, gi](const TaskContext& ctx) {
+      const Group& gg = lp->groups[size_t(gi)];
+      return comm->iall_to_all_v(narrow(ctx.buffer(ysend), 0, 0, gg.R), gg.recv, gg.send);
+    };
+    auto bytes = [lp, gi, rank, H](const TaskContext&) {
+      const Group& gg = lp->groups[size_t(gi)];
+      return (gg.R - gg.recv[size_t(rank)]) * H * 4;
+    };
+    plan.add_comm("combine" + s, {d.ysend}, {},
+                  {.post = post, .result_into = d.back, .bytes_fn = bytes},
+                  {{{d.unregrouped, 1}}, d.combined});
+    if (after) after(plan, size_t(gi));
+    if (gi > 0) place(gi - 1);
+  }
+  if (G > 0) place(G - 1);
+  std::vector<GroupBuffers> out_ids;
+  for (const Ids& d : ids) out_ids.push_back(d.b);
+  return out_ids;
+}
+
+}  // namespace hp::shard::megamoe_detail
