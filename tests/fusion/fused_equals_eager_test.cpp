@@ -10,9 +10,9 @@ namespace {
 using namespace testing;
 using V = std::vector<Var>;
 
-// Fused and eager results of fn on xs, compared bitwise.
+// Fused and eager results of fn on xs, compared bitwise (the generic passes: stencils off).
 void check_bitwise(const TraceFn& fn, const std::vector<Tensor>& xs, const std::string& what) {
-  Fused f = fuse(fn, what);
+  Fused f = fuse(fn, what, /*stencils=*/false);
   ASSERT_NE(f.plan(xs), nullptr) << what << " should fuse";
   Graph g;
   trace(fn, xs, &g);
@@ -153,7 +153,7 @@ TEST(FusionEqualsEager, RowReductions) {
 TEST(FusionEqualsEager, SoftmaxAndRmsNormMatchHandKernels) {
   for_each_isa([](Isa) {
     Tensor x = randn_t({64, 1000}, DType::f32, 18, 3.0), w = randn_t({1000}, DType::f32, 19);
-    Fused sm = fuse(softmax_fn), rn = fuse(rms_norm_fn);
+    Fused sm = fuse(softmax_fn), rn = fuse(rms_norm_fn, "rms_norm", /*stencils=*/false);
     // Other summation orders and 1/s·e vs e/s: a few ulps (exp's 2 ulp + the sum's rounding).
     expect_ulp(sm({x})[0], hp::softmax(x, -1), 8, "softmax vs hp::softmax");
     expect_ulp(rn({x, w})[0], hp::rms_norm(x, w, 1e-6), 6, "rms_norm vs hp::rms_norm");

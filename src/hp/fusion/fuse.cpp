@@ -98,6 +98,7 @@ struct Fused::State {
   };
   TraceFn fn;
   std::string name;
+  bool stencils = true;
   mutable std::mutex mu;
   std::unordered_map<uint64_t, Entry> cache;
   std::unordered_map<uint64_t, VjpSlot> vjps;  // by signature, structure, need
@@ -147,13 +148,14 @@ std::shared_ptr<const Fused::State::Vjp> Fused::State::vjp_for(const Graph& g, u
   return v;
 }
 
-Fused::Fused(TraceFn fn, std::string name) : state_(std::make_shared<State>()) {
+Fused::Fused(TraceFn fn, std::string name, bool stencils) : state_(std::make_shared<State>()) {
   state_->fn = std::move(fn);
   state_->name = std::move(name);
+  state_->stencils = stencils;
 }
 
-Fused fuse(TraceFn fn, std::string name) {
-  return Fused(std::move(fn), std::move(name));
+Fused fuse(TraceFn fn, std::string name, bool stencils) {
+  return Fused(std::move(fn), std::move(name), stencils);
 }
 
 const std::string& Fused::name() const {
@@ -191,7 +193,8 @@ std::shared_ptr<const Program> Fused::plan(const std::vector<Tensor>& inputs) co
     e.graph = g;
     e.graph_hash = gh;
     e.last_use = ++s.tick;
-    e.prog = compile(g, &e.why);
+    const Stencil st = s.stencils ? match_stencil(g) : Stencil{};
+    e.prog = st.kind != StencilKind::none ? stencil_program(g, st) : compile(g, &e.why);
     ++s.stats.compiles;
     if (!e.prog) {
       ++s.stats.eager;
@@ -225,6 +228,8 @@ std::vector<Tensor> Fused::operator()(const std::vector<Tensor>& inputs) const {
   xs.reserve(inputs.size());
   for (const Tensor& t : inputs) xs.push_back(t.defined() ? t.contiguous().detach() : t);
   std::shared_ptr<const Program> prog = plan(xs);
+  // A stencil's hand ops take the arguments themselves and record their own autograd nodes.
+  if (prog && prog->stencil.kind != StencilKind::none) return run_stencil(prog->stencil, inputs);
   // A copy of this call's graph: an opaque op may itself call a fused region (and retrace).
   const bool grad = autograd::needs_grad(inputs);
   Graph traced;
