@@ -137,8 +137,9 @@ void BM_fresh_output(benchmark::State& state) {
   report(state, 1.0 * kBytes, "", "", false);
 }
 
-// ns_per_elem: wall time per element on one thread (run with HP_NUM_THREADS=1 for the
-// per-core compute cost); the 64 Ki-element tensors fit in L2, so memory bandwidth does not bound it.
+// ns_per_elem: CPU time of the calling thread per element (run with HP_NUM_THREADS=1, where the
+// kernel runs on that thread: the per-core compute cost, steadier than wall time on a shared
+// machine); the 64 Ki-element tensors fit in L2, so memory bandwidth does not bound it.
 void BM_in_cache(benchmark::State& state, EwOp op, DType dt) {
   const int64_t n = int64_t(64) << 10;
   Tensor a = random_tensor({n}, dt), b = random_tensor({n}, dt), out = hp::empty({n}, dt);
@@ -168,8 +169,8 @@ HP_EW_BENCH(BM_binary, mul, mul)
 HP_EW_BENCH(BM_unary, silu, silu)
 HP_EW_BENCH(BM_unary, gelu, gelu)
 #define HP_EW_IN_CACHE(op)                                                             \
-  BENCHMARK_CAPTURE(BM_in_cache, op##_f32, EwOp::op, DType::f32)->UseRealTime();       \
-  BENCHMARK_CAPTURE(BM_in_cache, op##_bf16, EwOp::op, DType::bf16)->UseRealTime();
+  BENCHMARK_CAPTURE(BM_in_cache, op##_f32, EwOp::op, DType::f32);                     \
+  BENCHMARK_CAPTURE(BM_in_cache, op##_bf16, EwOp::op, DType::bf16);
 HP_EW_IN_CACHE(add)
 HP_EW_IN_CACHE(mul)
 HP_EW_IN_CACHE(silu)

@@ -11,11 +11,10 @@
 
 namespace hp::kernels {
 
+// exp(r) - style polynomial of exp after the Cody–Waite reduction x = n ln2 + r: returns p, sets n.
 template <class P>
-typename P::V vec_exp(typename P::V x) {
+typename P::V exp_reduced(typename P::V xc, typename P::V* n_out) {
   using V = typename P::V;
-  const V hi = P::set1(88.72283935546875f), lo = P::set1(-104.0f);
-  V xc = P::min(hi, P::max(lo, x));  // operand order keeps NaN
   V n = P::round(P::mul(xc, P::set1(1.44269504088896341f)));
   V r = P::fma(n, P::set1(-0.693359375f), xc);
   r = P::fma(n, P::set1(2.12194440e-4f), r);
@@ -25,7 +24,28 @@ typename P::V vec_exp(typename P::V x) {
   p = P::fma(p, r, P::set1(4.1665795894e-2f));
   p = P::fma(p, r, P::set1(1.6666665459e-1f));
   p = P::fma(p, r, P::set1(5.0000001201e-1f));
-  p = P::fma(p, P::mul(r, r), P::add(r, P::set1(1.0f)));
+  *n_out = n;
+  return P::fma(p, P::mul(r, r), P::add(r, P::set1(1.0f)));
+}
+
+template <class P>
+typename P::V vec_exp(typename P::V x) {
+  using V = typename P::V;
+  // Fast path, every lane in (-86, 88) (NaN is not): no clamp, no special values, and 2^n in one
+  // factor. There n is in [-124, 127] and p = e^r in [0.70, 1.42], so p·2^n is a normal float and
+  // both this product and the two-factor one below are exact: the same bits as the general path
+  // (which any lane outside the range takes, for the whole vector).
+  constexpr int kAll = (1 << P::W) - 1;
+  if ((P::mask_bits(P::lt_mask(P::set1(-86.0f), x)) & P::mask_bits(P::lt_mask(x, P::set1(88.0f)))) ==
+      kAll) {
+    V n;
+    const V p = exp_reduced<P>(x, &n);
+    return P::mul(p, P::pow2i(n));
+  }
+  const V hi = P::set1(88.72283935546875f), lo = P::set1(-104.0f);
+  V xc = P::min(hi, P::max(lo, x));  // operand order keeps NaN
+  V n;
+  const V p = exp_reduced<P>(xc, &n);
   // 2^n split in two factors so that n in [-150, 128] never leaves the normal exponent range.
   V n1 = P::round(P::mul(n, P::set1(0.5f)));
   V n2 = P::sub(n, n1);
