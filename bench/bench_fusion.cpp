@@ -174,18 +174,23 @@ const Tensor& rows_x() {
   return x;
 }
 
+VarList softmax_region(const VarList& v) {
+  // As the hand kernel: one reciprocal per row, then a multiply.
+  Var e = hp::fusion::exp(v[0] - hp::fusion::amax(v[0]));
+  return VarList{e * hp::fusion::reciprocal(hp::fusion::sum(e))};
+}
+
+// variant: 0 fused (the softmax stencil), 1 hand kernel, 2 the generic program (stencils off)
 void BM_softmax(benchmark::State& state) {
   const Tensor& x = rows_x();
-  static const hp::fusion::Fused f = hp::fusion::fuse([](const VarList& v) {
-    // As the hand kernel: one reciprocal per row, then a multiply.
-    Var e = hp::fusion::exp(v[0] - hp::fusion::amax(v[0]));
-    return VarList{e * hp::fusion::reciprocal(hp::fusion::sum(e))};
-  });
+  static const hp::fusion::Fused f = hp::fusion::fuse(softmax_region);
+  static const hp::fusion::Fused generic = hp::fusion::fuse(softmax_region, "softmax", false);
   const int v = static_cast<int>(state.range(0));
+  const char* names[] = {"softmax/fused", "softmax/hand", "softmax/generic"};
   timed(
-      state, v == 0 ? "softmax/fused" : "softmax/hand", 2.0 * kElems * 4,
+      state, names[v], 2.0 * kElems * 4,
       [&] {
-        Tensor y = v == 0 ? f({x})[0] : hp::softmax(x, -1);
+        Tensor y = v == 0 ? f({x})[0] : v == 1 ? hp::softmax(x, -1) : generic({x})[0];
         benchmark::DoNotOptimize(y.raw_data());
       },
       v == 1 ? "softmax" : "");
@@ -346,8 +351,10 @@ void summary() {
     std::printf("  %-11s fused %7.2f  hand %7.2f  fused/hand %.2fx (target <= 1.10)\n", op,
                 m[o + "/fused"], m[o + "/hand"], m[o + "/fused"] / m[o + "/hand"]);
   }
-  // RMSNorm·w's fused rows run the stencil (the hand kernel); the engine's own program of the
-  // same graph, beside it.
+  // Softmax's and RMSNorm·w's fused rows run their stencils (the hand kernels); the engine's own
+  // programs of the same graphs, beside them.
+  std::printf("  softmax generic program (stencils off): %.2f ms (%.2fx hand)\n",
+              m["softmax/generic"], m["softmax/generic"] / m["softmax/hand"]);
   std::printf("  rms_norm generic program (stencils off): fwd %.2f ms (%.2fx hand), fwd+bwd %.2f "
               "ms (%.2fx hand)\n",
               m["rms_norm/generic"], m["rms_norm/generic"] / m["rms_norm/hand"],
@@ -385,6 +392,7 @@ int main(int argc, char** argv) {
   reg("in_cache/gelu_tanh/hand", BM_in_cache, 3, 2000);
   reg("softmax/fused", BM_softmax, 0, 10);
   reg("softmax/hand", BM_softmax, 1, 10);
+  reg("softmax/generic", BM_softmax, 2, 10);
   reg("rms_norm/fused", BM_rms_norm, 0, 10);
   reg("rms_norm/hand", BM_rms_norm, 1, 10);
   reg("rms_norm/generic", BM_rms_norm, 2, 10);

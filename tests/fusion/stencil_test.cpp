@@ -143,3 +143,75 @@ TEST(FusionStencils, WithinTheGenericProgramsBoundAndThreadIndependent) {
 
 }  // namespace
 }  // namespace hp::fusion
+
+namespace hp::fusion {
+namespace {
+
+using namespace testing;
+using V = std::vector<Var>;
+
+TEST(FusionStencils, SoftmaxIsTheHandKernelInBothForms) {
+  Graph g;
+  Tensor x = randn_t({37, 301}, DType::f32, 11, 3.0);
+  const std::vector<std::pair<TraceFn, std::string>> forms = {
+      {[](const V& v) {
+         const Var e = exp(v[0] - amax(v[0]));
+         return V{e / sum(e)};
+       },
+       "e / sum(e)"},
+      {[](const V& v) {
+         const Var e = exp(v[0] - amax(v[0]));
+         return V{reciprocal(sum(e)) * e};
+       },
+       "reciprocal(sum(e)) * e"},
+      {[](const V& v) {
+         const Var x = cast(v[0], DType::f32);
+         const Var e = exp(x - amax(x));
+         return V{cast(e / sum(e), v[0].dtype())};
+       },
+       "cast form"}};
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const Tensor xd = x.to(dt);
+    for (const auto& [fn, what] : forms) {
+      trace(fn, {xd}, &g);
+      // every node in bf16 (no casts) rounds after each op: not the kernel's arithmetic
+      const bool expect = dt == DType::f32 || what == "cast form";
+      EXPECT_EQ(match_stencil(g).kind, expect ? StencilKind::softmax : StencilKind::none)
+          << what << " " << dname(dt);
+      if (!expect) continue;
+      const Fused f = fuse(fn, "softmax");
+      Tensor a = xd.detach().clone(), b = xd.detach().clone();
+      a.requires_grad_(), b.requires_grad_();
+      const Tensor ya = f({a})[0], yb = hp::softmax(b, -1);
+      expect_bitwise(ya, yb, what + " " + dname(dt) + " y");
+      const Tensor r = randn_t(ya.shape(), ya.dtype(), 12);
+      hp::sum(hp::mul(ya, r)).backward();
+      hp::sum(hp::mul(yb, r)).backward();
+      expect_bitwise(a.grad(), b.grad(), what + " " + dname(dt) + " dx");
+    }
+  }
+  // Near misses: the max of another tensor, exp without the shift, a sum over another value.
+  Tensor z = randn_t({37, 301}, DType::f32, 13);
+  for (const auto& [fn, what] : std::vector<std::pair<TraceFn, std::string>>{
+           {[](const V& v) {
+              const Var e = exp(v[0] - amax(v[1]));
+              return V{e / sum(e)};
+            },
+            "amax of another input"},
+           {[](const V& v) {
+              const Var e = exp(v[0]);
+              return V{e / sum(e)};
+            },
+            "no shift"},
+           {[](const V& v) {
+              const Var e = exp(v[0] - amax(v[0]));
+              return V{e / sum(exp(v[1]))};
+            },
+            "another sum"}}) {
+    trace(fn, {x, z}, &g);
+    EXPECT_EQ(match_stencil(g).kind, StencilKind::none) << what;
+  }
+}
+
+}  // namespace
+}  // namespace hp::fusion

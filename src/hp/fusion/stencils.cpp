@@ -28,6 +28,50 @@ bool split(const Graph& g, const Node& n, First first, int32_t* a, int32_t* b) {
   return false;
 }
 
+// x of a stencil: an f32 node that is its source itself or cast(source bf16, f32); y (output)
+// rounds back to the source's dtype. Sets the source node id.
+bool f32_view(const Graph& g, int32_t x, const Node& Y, int32_t* src) {
+  const Node& X = g.nodes[static_cast<size_t>(x)];
+  if (X.dtype != DType::f32 || X.shape.n < 1 || X.shape.last() < 1) return false;
+  *src = X.kind == NodeKind::cast ? X.in[0] : x;
+  const Node& S = g.nodes[static_cast<size_t>(*src)];
+  if (X.kind == NodeKind::cast && S.dtype != DType::bf16) return false;
+  return S.dtype == (Y.kind == NodeKind::cast ? Y.dtype : DType::f32);
+}
+
+bool is_reduce(const Node& n, RedOp op) {
+  return n.kind == NodeKind::reduce && n.op == static_cast<uint8_t>(op);
+}
+
+// y = cast(e / sum(e) or e · reciprocal(sum(e)), …), e = exp(x - amax(x)); sets the source of x.
+bool match_softmax(const Graph& g, int32_t y, int32_t* src) {
+  const Node& Y = g.nodes[static_cast<size_t>(y)];
+  const Node& D = Y.kind == NodeKind::cast ? g.nodes[static_cast<size_t>(Y.in[0])] : Y;
+  if (D.dtype != DType::f32) return false;
+  int32_t e = -1, s = -1;
+  if (is_ew(D, EwOp::div)) {
+    e = D.in[0], s = D.in[1];
+  } else if (is_ew(D, EwOp::mul)) {
+    int32_t rc = -1;
+    if (!split(g, D, [](const Node& n) { return is_ew(n, EwOp::reciprocal); }, &rc, &e))
+      return false;
+    s = g.nodes[static_cast<size_t>(rc)].in[0];
+  } else {
+    return false;
+  }
+  const Node& E = g.nodes[static_cast<size_t>(e)];
+  const Node& S = g.nodes[static_cast<size_t>(s)];
+  if (!is_reduce(S, RedOp::sum) || S.in[0] != e || !is_ew(E, EwOp::exp)) return false;
+  const Node& Sub = g.nodes[static_cast<size_t>(E.in[0])];
+  if (!is_ew(Sub, EwOp::sub)) return false;
+  const int32_t x = Sub.in[0];
+  const Node& M = g.nodes[static_cast<size_t>(Sub.in[1])];
+  if (!is_reduce(M, RedOp::max) || M.in[0] != x) return false;
+  const Node& X = g.nodes[static_cast<size_t>(x)];
+  if (!(D.shape == X.shape) || !(E.shape == X.shape)) return false;
+  return f32_view(g, x, Y, src);
+}
+
 // y = cast((x · rsqrt(affine(sum(x·x), 1/n, 0) + eps)) · w, dtype of x's source), x = the source
 // itself (f32) or cast(source bf16, f32); w an input [n]. Sets the source node, w's argument number
 // and eps.
@@ -47,14 +91,9 @@ bool match_rms(const Graph& g, int32_t y, int32_t* src, int32_t* w_arg, float* e
   if (!split(g, M1, [](const Node& n) { return is_ew(n, EwOp::rsqrt); }, &r, &x)) return false;
   const Node& X = g.nodes[static_cast<size_t>(x)];
   const int64_t n = X.shape.last();
-  if (X.dtype != DType::f32 || X.shape.n < 1 || n < 1 || W.shape.d[0] != n ||
-      !(M2.shape == X.shape) || !(M1.shape == X.shape))
+  if (!f32_view(g, x, Y, src) || W.shape.d[0] != n || !(M2.shape == X.shape) ||
+      !(M1.shape == X.shape))
     return false;
-  // x: the source itself (f32) or its widening cast; y: rounded back to the source's dtype.
-  *src = X.kind == NodeKind::cast ? X.in[0] : x;
-  const Node& S = g.nodes[static_cast<size_t>(*src)];
-  if (X.kind == NodeKind::cast && S.dtype != DType::bf16) return false;
-  if (S.dtype != (Y.kind == NodeKind::cast ? Y.dtype : DType::f32)) return false;
   // rsqrt(mean(x²) + eps)
   const Node& R = g.nodes[static_cast<size_t>(r)];
   const Node& A = g.nodes[static_cast<size_t>(R.in[0])];
@@ -67,7 +106,7 @@ bool match_rms(const Graph& g, int32_t y, int32_t* src, int32_t* w_arg, float* e
       Mn.p[1] != 0.0f)
     return false;
   const Node& Su = g.nodes[static_cast<size_t>(Mn.in[0])];
-  if (Su.kind != NodeKind::reduce || Su.op != static_cast<uint8_t>(RedOp::sum)) return false;
+  if (!is_reduce(Su, RedOp::sum)) return false;
   const Node& Q = g.nodes[static_cast<size_t>(Su.in[0])];
   const bool square = is_ew(Q, EwOp::square) && Q.in[0] == x;
   if (!square && !(is_ew(Q, EwOp::mul) && Q.in[0] == x && Q.in[1] == x)) return false;
@@ -83,6 +122,12 @@ Stencil match_stencil(const Graph& g) {
   if (!g.opaque.empty() || g.outputs.empty() || g.outputs.size() > 2) return s;
   int32_t src = -1, w = -1;
   float eps = 0;
+  if (g.outputs.size() == 1 && match_softmax(g, g.outputs[0], &src)) {
+    if (g.nodes[static_cast<size_t>(src)].kind != NodeKind::input) return s;
+    s.kind = StencilKind::softmax;
+    s.in[0] = static_cast<int16_t>(g.nodes[static_cast<size_t>(src)].index);
+    return s;
+  }
   if (!match_rms(g, g.outputs.back(), &src, &w, &eps)) return s;
   const Node& S = g.nodes[static_cast<size_t>(src)];
   if (g.outputs.size() == 1 && S.kind == NodeKind::input) {
@@ -112,6 +157,8 @@ std::vector<Tensor> run_stencil(const Stencil& s, const std::vector<Tensor>& inp
       Tensor y = hp::rms_norm(h, arg(2), s.eps);
       return {h, y};
     }
+    case StencilKind::softmax:
+      return {hp::softmax(arg(0), -1)};
     case StencilKind::none:
       break;
   }
@@ -125,6 +172,8 @@ const char* stencil_name(StencilKind k) {
       return "rms_norm";
     case StencilKind::add_rms_norm:
       return "add_rms_norm";
+    case StencilKind::softmax:
+      return "softmax";
     case StencilKind::none:
       break;
   }

@@ -22,11 +22,15 @@ enum class StencilKind : uint8_t {
   rms_norm,
   // h = a + b; y = rms_norm(h, w, eps) as above (outputs h, y): hp::add then hp::rms_norm.
   add_rms_norm,
+  // e = exp(x - amax(x)); y = cast(e / sum(e) or e · reciprocal(sum(e)), x.dtype), x as for
+  // rms_norm: hp::softmax(x_in, -1).
+  softmax,
 };
 
 struct Stencil {
   StencilKind kind = StencilKind::none;
-  int16_t in[3] = {-1, -1, -1};  // argument numbers: rms_norm (x, w); add_rms_norm (a, b, w)
+  // argument numbers: rms_norm (x, w); add_rms_norm (a, b, w); softmax (x)
+  int16_t in[3] = {-1, -1, -1};
   float eps = 0;
 };
 
