@@ -5,7 +5,10 @@
 //
 // Counters: GB/s, vs_memcpy (fraction of memcpy GB/s), peer_GB/s, vs_peer. The *_into variants
 // write into a preallocated output: their difference to the plain op is the cost of a fresh 64 MiB
-// output (allocation + first-touch page faults).
+// output (allocation + first-touch page faults). BM_in_cache runs the same kernels on 64 Ki
+// elements (L2-resident) into a preallocated output and reports ns per element per thread: the
+// compute cost without the memory bound (an op is bandwidth-bound on 64 MiB when this times the
+// element rate memcpy allows is below 1).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -134,6 +137,19 @@ void BM_fresh_output(benchmark::State& state) {
   report(state, 1.0 * kBytes, "", "", false);
 }
 
+// ns_per_elem: CPU time of the calling thread per element (run with HP_NUM_THREADS=1, where the
+// kernel runs on that thread: the per-core compute cost, steadier than wall time on a shared
+// machine); the 64 Ki-element tensors fit in L2, so memory bandwidth does not bound it.
+void BM_in_cache(benchmark::State& state, EwOp op, DType dt) {
+  const int64_t n = int64_t(64) << 10;
+  Tensor a = random_tensor({n}, dt), b = random_tensor({n}, dt), out = hp::empty({n}, dt);
+  const bool binary = hp::kernels::ew_arity(op) == 2;
+  for (auto _ : state) hp::kernels::elementwise_into(op, out, a, binary ? b : Tensor());
+  state.counters["ns_per_elem"] = benchmark::Counter(
+      static_cast<double>(n) * 1e-9 * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
 }  // namespace
 
 BENCHMARK(BM_fresh_output)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -152,6 +168,15 @@ HP_EW_BENCH(BM_binary, add, add)
 HP_EW_BENCH(BM_binary, mul, mul)
 HP_EW_BENCH(BM_unary, silu, silu)
 HP_EW_BENCH(BM_unary, gelu, gelu)
+#define HP_EW_IN_CACHE(op)                                                             \
+  BENCHMARK_CAPTURE(BM_in_cache, op##_f32, EwOp::op, DType::f32);                     \
+  BENCHMARK_CAPTURE(BM_in_cache, op##_bf16, EwOp::op, DType::bf16);
+HP_EW_IN_CACHE(add)
+HP_EW_IN_CACHE(mul)
+HP_EW_IN_CACHE(silu)
+HP_EW_IN_CACHE(gelu)
+HP_EW_IN_CACHE(gelu_tanh)
+HP_EW_IN_CACHE(exp)
 BENCHMARK(BM_rms_norm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rms_norm_fwd_bwd)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -174,34 +174,45 @@ const Tensor& rows_x() {
   return x;
 }
 
+VarList softmax_region(const VarList& v) {
+  // As the hand kernel: one reciprocal per row, then a multiply.
+  Var e = hp::fusion::exp(v[0] - hp::fusion::amax(v[0]));
+  return VarList{e * hp::fusion::reciprocal(hp::fusion::sum(e))};
+}
+
+// variant: 0 fused (the softmax stencil), 1 hand kernel, 2 the generic program (stencils off)
 void BM_softmax(benchmark::State& state) {
   const Tensor& x = rows_x();
-  static const hp::fusion::Fused f = hp::fusion::fuse([](const VarList& v) {
-    // As the hand kernel: one reciprocal per row, then a multiply.
-    Var e = hp::fusion::exp(v[0] - hp::fusion::amax(v[0]));
-    return VarList{e * hp::fusion::reciprocal(hp::fusion::sum(e))};
-  });
+  static const hp::fusion::Fused f = hp::fusion::fuse(softmax_region);
+  static const hp::fusion::Fused generic = hp::fusion::fuse(softmax_region, "softmax", false);
   const int v = static_cast<int>(state.range(0));
+  const char* names[] = {"softmax/fused", "softmax/hand", "softmax/generic"};
   timed(
-      state, v == 0 ? "softmax/fused" : "softmax/hand", 2.0 * kElems * 4,
+      state, names[v], 2.0 * kElems * 4,
       [&] {
-        Tensor y = v == 0 ? f({x})[0] : hp::softmax(x, -1);
+        Tensor y = v == 0 ? f({x})[0] : v == 1 ? hp::softmax(x, -1) : generic({x})[0];
         benchmark::DoNotOptimize(y.raw_data());
       },
       v == 1 ? "softmax" : "");
 }
 
+VarList rms_norm_region(const VarList& v) {
+  return VarList{v[0] * hp::fusion::rsqrt(hp::fusion::mean(v[0] * v[0]) + 1e-6) * v[1]};
+}
+
+// variant: 0 fused (the RMSNorm stencil: fusion/stencils.h), 1 hand kernel, 2 the generic
+// program of the same graph (stencils off)
 void BM_rms_norm(benchmark::State& state) {
   const Tensor& x = rows_x();
   static const Tensor w = hp::randn({kDim});
-  static const hp::fusion::Fused f = hp::fusion::fuse([](const VarList& v) {
-    return VarList{v[0] * hp::fusion::rsqrt(hp::fusion::mean(v[0] * v[0]) + 1e-6) * v[1]};
-  });
+  static const hp::fusion::Fused f = hp::fusion::fuse(rms_norm_region);
+  static const hp::fusion::Fused generic = hp::fusion::fuse(rms_norm_region, "rms_norm", false);
   const int v = static_cast<int>(state.range(0));
+  const char* names[] = {"rms_norm/fused", "rms_norm/hand", "rms_norm/generic"};
   timed(
-      state, v == 0 ? "rms_norm/fused" : "rms_norm/hand", 2.0 * kElems * 4,
+      state, names[v], 2.0 * kElems * 4,
       [&] {
-        Tensor y = v == 0 ? f({x, w})[0] : hp::rms_norm(x, w, 1e-6);
+        Tensor y = v == 0 ? f({x, w})[0] : v == 1 ? hp::rms_norm(x, w, 1e-6) : generic({x, w})[0];
         benchmark::DoNotOptimize(y.raw_data());
       },
       v == 1 ? "rms_norm" : "");
@@ -210,20 +221,18 @@ void BM_rms_norm(benchmark::State& state) {
 // Forward + backward: the fused region's recorded vjp against the hand kernels' autograd.
 // RMSNorm·w: [16384, 1024]; SwiGLU silu(gate) · up on two [16384, 1024] tensors.
 void BM_fwd_bwd(benchmark::State& state) {
-  const int v =
-      static_cast<int>(state.range(0));  // 0 rms fused, 1 rms hand, 2 swiglu fused, 3 swiglu hand
+  // 0 rms fused (stencil), 1 rms hand, 2 swiglu fused, 3 swiglu hand, 4 rms generic program
+  const int v = static_cast<int>(state.range(0));
   static const Tensor w = hp::randn({kDim});
   static const Tensor up = hp::randn({kRows, kDim});
   static const Tensor g = hp::randn({kRows, kDim});
-  static const hp::fusion::Fused rms = hp::fusion::fuse(
-      [](const VarList& a) {
-        return VarList{a[0] * hp::fusion::rsqrt(hp::fusion::mean(a[0] * a[0]) + 1e-6) * a[1]};
-      },
-      "rms_norm");
+  static const hp::fusion::Fused rms = hp::fusion::fuse(rms_norm_region, "rms_norm");
+  static const hp::fusion::Fused rms_generic =
+      hp::fusion::fuse(rms_norm_region, "rms_norm", false);
   static const hp::fusion::Fused swiglu = hp::fusion::fuse(
       [](const VarList& a) { return VarList{a[0] * hp::fusion::sigmoid(a[0]) * a[1]}; }, "swiglu");
   const char* names[] = {"rms_norm_fb/fused", "rms_norm_fb/hand", "swiglu_fb/fused",
-                         "swiglu_fb/hand"};
+                         "swiglu_fb/hand", "rms_norm_fb/generic"};
   Tensor x = rows_x().detach().clone(), w2 = w.detach().clone(), u = up.detach().clone();
   x.requires_grad_(), w2.requires_grad_(), u.requires_grad_();
   auto step = [&] {
@@ -234,6 +243,8 @@ void BM_fwd_bwd(benchmark::State& state) {
       y = hp::rms_norm(x, w2, 1e-6);
     else if (v == 2)
       y = swiglu({x, u})[0];
+    else if (v == 4)
+      y = rms_generic({x, w2})[0];
     else
       y = hp::mul(hp::silu(x), u);
     y.backward(g);
@@ -340,6 +351,14 @@ void summary() {
     std::printf("  %-11s fused %7.2f  hand %7.2f  fused/hand %.2fx (target <= 1.10)\n", op,
                 m[o + "/fused"], m[o + "/hand"], m[o + "/fused"] / m[o + "/hand"]);
   }
+  // Softmax's and RMSNorm·w's fused rows run their stencils (the hand kernels); the engine's own
+  // programs of the same graphs, beside them.
+  std::printf("  softmax generic program (stencils off): %.2f ms (%.2fx hand)\n",
+              m["softmax/generic"], m["softmax/generic"] / m["softmax/hand"]);
+  std::printf("  rms_norm generic program (stencils off): fwd %.2f ms (%.2fx hand), fwd+bwd %.2f "
+              "ms (%.2fx hand)\n",
+              m["rms_norm/generic"], m["rms_norm/generic"] / m["rms_norm/hand"],
+              m["rms_norm_fb/generic"], m["rms_norm_fb/generic"] / m["rms_norm_fb/hand"]);
   for (const char* op : {"model_swiglu_bf16", "model_swiglu_f32", "model_rms_norm_bf16"}) {
     const std::string o = op;
     std::printf("  %-19s fwd+bwd fused %7.3f  none %7.3f  fused/none %.2fx\n", op, m[o + "/fused"],
@@ -373,12 +392,15 @@ int main(int argc, char** argv) {
   reg("in_cache/gelu_tanh/hand", BM_in_cache, 3, 2000);
   reg("softmax/fused", BM_softmax, 0, 10);
   reg("softmax/hand", BM_softmax, 1, 10);
+  reg("softmax/generic", BM_softmax, 2, 10);
   reg("rms_norm/fused", BM_rms_norm, 0, 10);
   reg("rms_norm/hand", BM_rms_norm, 1, 10);
+  reg("rms_norm/generic", BM_rms_norm, 2, 10);
   reg("rms_norm_fb/fused", BM_fwd_bwd, 0, 5);
   reg("rms_norm_fb/hand", BM_fwd_bwd, 1, 5);
   reg("swiglu_fb/fused", BM_fwd_bwd, 2, 5);
   reg("swiglu_fb/hand", BM_fwd_bwd, 3, 5);
+  reg("rms_norm_fb/generic", BM_fwd_bwd, 4, 5);
   for (int v = 0; v < 6; ++v) {
     const char* names[] = {"model_swiglu_bf16/fused",   "model_swiglu_bf16/none",
                            "model_swiglu_f32/fused",    "model_swiglu_f32/none",

@@ -73,7 +73,7 @@ TEST(FusedBackward, FusedEqualsEagerVjpBitwise) {
              {rms_norm_fn, {x, w}, "rms_norm"},
              {softmax_fn, {x}, "softmax"},
              {mixed_fn, {x, w, c}, "mixed"}}) {
-      const Fused f = fuse(fn, name);
+      const Fused f = fuse(fn, name, /*stencils=*/false);  // the engine's own vjp program
       // The reference: the same vjp graph, every node through its eager kernel.
       std::vector<uint8_t> need(xs.size(), 1);
       Graph g, b;
@@ -102,8 +102,9 @@ TEST(FusedBackward, FusedEqualsEagerVjpBitwise) {
 
 TEST(FusedBackward, MatchesHpAutograd) {
   Tensor x = randn_t({64, 257}, DType::f32, 10), w = randn_t({257}, DType::f32, 11);
-  auto rn = grads_of(fuse(rms_norm_fn), {x, w});
-  auto sm = grads_of(fuse(softmax_fn), {x});
+  // The engine's vjp programs (stencils off: with them these are the hand kernels themselves).
+  auto rn = grads_of(fuse(rms_norm_fn, "rms_norm", false), {x, w});
+  auto sm = grads_of(fuse(softmax_fn, "softmax", false), {x});
   auto si = grads_of(fuse([](const V& v) { return V{v[0] * sigmoid(v[0])}; }), {x});
   auto ref = [](const std::function<Tensor(const std::vector<Tensor>&)>& f,
                 std::vector<Tensor> xs) {
@@ -127,7 +128,7 @@ TEST(FusedBackward, MatchesHpAutograd) {
 TEST(FusedBackward, SavesOnlyInputsAndThreadIndependent) {
   const int saved = num_threads();
   Tensor x = randn_t({129, 3001}, DType::f32, 12), w = randn_t({3001}, DType::f32, 13);
-  const Fused f = fuse(rms_norm_fn);
+  const Fused f = fuse(rms_norm_fn, "rms_norm", /*stencils=*/false);
   set_num_threads(1);
   auto a = grads_of(f, {x, w});
   set_num_threads(2);

@@ -10,9 +10,9 @@ namespace {
 using namespace testing;
 using V = std::vector<Var>;
 
-// Fused and eager results of fn on xs, compared bitwise.
+// Fused and eager results of fn on xs, compared bitwise (the generic passes: stencils off).
 void check_bitwise(const TraceFn& fn, const std::vector<Tensor>& xs, const std::string& what) {
-  Fused f = fuse(fn, what);
+  Fused f = fuse(fn, what, /*stencils=*/false);
   ASSERT_NE(f.plan(xs), nullptr) << what << " should fuse";
   Graph g;
   trace(fn, xs, &g);
@@ -153,7 +153,8 @@ TEST(FusionEqualsEager, RowReductions) {
 TEST(FusionEqualsEager, SoftmaxAndRmsNormMatchHandKernels) {
   for_each_isa([](Isa) {
     Tensor x = randn_t({64, 1000}, DType::f32, 18, 3.0), w = randn_t({1000}, DType::f32, 19);
-    Fused sm = fuse(softmax_fn), rn = fuse(rms_norm_fn);
+    Fused sm = fuse(softmax_fn, "softmax", /*stencils=*/false),
+          rn = fuse(rms_norm_fn, "rms_norm", /*stencils=*/false);
     // Other summation orders and 1/s·e vs e/s: a few ulps (exp's 2 ulp + the sum's rounding).
     expect_ulp(sm({x})[0], hp::softmax(x, -1), 8, "softmax vs hp::softmax");
     expect_ulp(rn({x, w})[0], hp::rms_norm(x, w, 1e-6), 6, "rms_norm vs hp::rms_norm");
@@ -235,7 +236,9 @@ TEST(FusionEqualsEager, SplitOnStreamBudget) {
 TEST(FusionEqualsEager, ThreadCountIndependent) {
   const int saved = num_threads();
   Tensor x = randn_t({257, 3001}, DType::f32, 22), w = randn_t({3001}, DType::f32, 23);
-  Fused sm = fuse(softmax_fn), rn = fuse(rms_norm_fn), ch = fuse(chain);
+  // The generic programs (the stencils are the hand kernels, tested in stencil_test.cpp).
+  Fused sm = fuse(softmax_fn, "softmax", false), rn = fuse(rms_norm_fn, "rms_norm", false),
+        ch = fuse(chain);
   set_num_threads(1);
   auto a = sm({x}), b = rn({x, w}), c = ch({x});
   set_num_threads(2);

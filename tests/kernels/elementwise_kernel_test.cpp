@@ -272,5 +272,41 @@ TEST_P(ElementwiseKernels, NanPropagatesThroughMaxMinReluClamp) {
   }
 }
 
+// exp (and the ops built on it) takes a shorter path when every lane of a vector is in (-86, 88)
+// (simd_math.h): the same bits as the general path by construction. Each value is run once in a
+// vector of in-range values (fast path) and once beside a lane of -100 (general path, the whole
+// vector): the results must be equal bitwise, across the range's edges and in between.
+TEST_P(ElementwiseKernels, ExpFastPathEqualsGeneralPathBitwise) {
+  const Isa isa = GetParam();
+  const EwTable& tab = ew_table(isa);
+  std::vector<float> vals;
+  for (float v : {-86.0f, -85.99999f, -85.5f, -80.0f, -60.0f, -1e-30f, 0.0f, -0.0f, 1e-30f, 0.3466f,
+                  -0.3466f, 1.0f, 20.0f, 87.99999f, 88.0f})
+    vals.push_back(v);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-86.0f, 88.0f);
+  for (int i = 0; i < 4000; ++i) vals.push_back(u(rng));
+  const int W = 16;  // a multiple of every ISA's vector width
+  for (EwOp op : {EwOp::exp, EwOp::sigmoid, EwOp::silu, EwOp::tanh, EwOp::gelu}) {
+    const float p[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < vals.size(); ++i) {
+      // in range: the value beside copies of 1; general: beside -100 (exp(-100) leaves the range)
+      float a[W], b[W], oa[W], ob[W];
+      for (int k = 0; k < W; ++k) a[k] = 1.0f, b[k] = -100.0f;
+      // a negated value too: sigmoid / silu / tanh / gelu evaluate exp at -x, -2|x|, -x²
+      const float x = (i % 2) ? vals[i] : -vals[i] * 0.5f;
+      a[3] = b[3] = x;
+      const float* ia[2] = {a, a};
+      const float* ib[2] = {b, b};
+      tab.f32[static_cast<int>(op)](oa, ia, W, p);
+      tab.f32[static_cast<int>(op)](ob, ib, W, p);
+      uint32_t ba, bb;
+      std::memcpy(&ba, &oa[3], 4);
+      std::memcpy(&bb, &ob[3], 4);
+      ASSERT_EQ(ba, bb) << isa_name(isa) << " " << ew_name(op) << "(" << x << ")";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hp::kernels

@@ -20,7 +20,8 @@ Graph* graph_of(std::initializer_list<Var> vs, const char* op) {
   return g;
 }
 
-Dims bcast(const Dims& a, const Dims& b, const std::string& op) {
+// op: a C string (no std::string built per traced node: tracing runs on every call).
+Dims bcast(const Dims& a, const Dims& b, const char* op) {
   Dims r;
   if (!broadcast_dims(a, b, &r))
     HP_THROW(ValueError, "fusion", op, ": shapes ", dims_str(a), " and ", dims_str(b),
@@ -186,7 +187,7 @@ Var opaque(const std::string& name, std::function<Tensor(const std::vector<Tenso
   n.shape = operands[0].dims();
   for (size_t i = 0; i < operands.size(); ++i) {
     n.in[i] = operands[i].id();
-    n.shape = bcast(n.shape, operands[i].dims(), name);
+    n.shape = bcast(n.shape, operands[i].dims(), name.c_str());
   }
   n.index = static_cast<int32_t>(g->opaque.size());
   g->opaque.push_back({name, std::move(fn)});

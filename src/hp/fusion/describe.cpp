@@ -55,6 +55,11 @@ const char* loc_name(LocKind k) {
 
 std::string describe(const Program& p) {
   std::ostringstream os;
+  if (p.stencil.kind != StencilKind::none) {
+    os << "stencil " << stencil_name(p.stencil.kind) << " (hand kernel), eps " << p.stencil.eps
+       << "\n";
+    return os.str();
+  }
   os << "domain [" << p.M << ", " << p.N << "], blocks " << p.rows_per_block << " x "
      << p.cols_per_block << ", slots " << p.num_slots << ", keeps " << p.num_keeps << ", cols "
      << p.num_cols << "\n";

@@ -13,6 +13,7 @@
 
 #include "hp/fusion/ir.h"
 #include "hp/fusion/routines.h"
+#include "hp/fusion/stencils.h"
 
 namespace hp::fusion {
 
@@ -98,6 +99,8 @@ struct OutputSpec {
 };
 
 struct Program {
+  // A matched pattern (stencils.h): run by its hand kernel; the passes below are then empty.
+  Stencil stencil;
   int64_t M = 0, N = 0;  // domain rows and columns
   int64_t rows_per_block = 1, cols_per_block = 0;
   std::vector<Cls> input_cls;  // per argument
@@ -117,6 +120,9 @@ std::shared_ptr<const Program> compile(const Graph& g, std::string* why);
 
 // A readable listing: stages, passes, steps with their locations.
 std::string describe(const Program& prog);
+
+// A program that runs stencil s (matched on g by match_stencil): outputs as g's, no passes.
+std::shared_ptr<const Program> stencil_program(const Graph& g, const Stencil& s);
 
 // Runs a program on contiguous inputs; returns the outputs (new tensors).
 std::vector<Tensor> run_program(const Program& prog, const std::vector<Tensor>& inputs);

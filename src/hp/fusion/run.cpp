@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "hp/autograd/grad_mode.h"
 #include "hp/core/thread_pool.h"
 #include "hp/fusion/program.h"
 #include "hp/fusion/routines.h"
@@ -228,7 +229,23 @@ struct Runner {
 
 }  // namespace
 
+std::shared_ptr<const Program> stencil_program(const Graph& g, const Stencil& s) {
+  Program prog;
+  prog.stencil = s;
+  for (int32_t id : g.outputs) {
+    OutputSpec o;
+    o.shape = g.nodes[static_cast<size_t>(id)].shape.shape();
+    o.dtype = g.nodes[static_cast<size_t>(id)].dtype;
+    prog.outputs.push_back(o);
+  }
+  return std::make_shared<const Program>(std::move(prog));
+}
+
 std::vector<Tensor> run_program(const Program& p, const std::vector<Tensor>& inputs) {
+  if (p.stencil.kind != StencilKind::none) {
+    autograd::NoGradGuard no_grad;
+    return run_stencil(p.stencil, inputs);
+  }
   const kernels::Isa isa = kernels::active_isa();
   Runner run{p, kernels::ew_table(isa), routine_table(isa), {}, {}};
   std::vector<Tensor> outs;
