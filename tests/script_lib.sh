@@ -2,10 +2,17 @@
 # strict mode, $hp and $root, a scratch $dir removed on exit, and $dir/corpus.txt (the first 300 kB
 # of the bundled corpus), ranks() (this test's live rank processes), and the run helpers below.
 set -euo pipefail
+# A script killed outright (SIGKILL from ctest's timeout or a killed ctest runs no trap) would leave
+# the runs it started in the background training for minutes. So the script leads its own process
+# group (setsid without a fork: same PID, same exit status), and a watcher that holds none of its
+# output kills that group and the scratch directory once the script is gone.
+if [ "$(awk '{print $5}' /proc/$$/stat)" != "$$" ]; then exec setsid bash "$0" "$@"; fi
 hp=$1
 root=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+( while kill -0 $$ 2>/dev/null; do sleep 1; done; rm -rf "$dir"; kill -KILL -- -$$ ) \
+  < /dev/null > /dev/null 2>&1 &
 head -c 300000 "$root/data/kjv.txt" > "$dir/corpus.txt"
 ranks() {  # the live MPI rank processes of `hp train $dir/run.yaml` (for kill / hang tests)
   pgrep -f "train $dir/run.yaml" | while read -r p; do

@@ -1,6 +1,6 @@
 // hp bench train [CONFIG] [--steps N] [--max-warmup N] [--set key=value ...] [--no-peer]
 //                [--peer-dtype bf16|f32|both] [--json FILE]
-// hp bench peak [--remeasure] [--dtype f32|bf16|both]   (bench_peak.cpp)
+// hp bench peak [--remeasure] [--dtype f32|bf16|both] [--seconds S]   (bench_peak.cpp)
 //
 // Training throughput end to end: runs train::train on CONFIG (default configs/bench_5m.yaml,
 // relative to the current directory; the run log goes to stderr), then the PyTorch peer
@@ -20,6 +20,7 @@
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/dist/communicator.h"
+#include "hp/train/metrics.h"
 #include "hp/train/step_timer.h"
 #include "hp/train/trainer.h"
 
@@ -193,6 +194,8 @@ int run_bench_train(const Args& args) {
   print_row(our_row);
   std::vector<std::string> notes;
   if (!ours.stable) notes.push_back(unstable_note(ours, opt.rule));
+  if (std::string w = train::mfu_above_peak_warning(ours.mfu, res.peak_source); !w.empty())
+    notes.push_back(std::move(w));
 
   nlohmann::ordered_json j;
   j["config"] = opt.config;

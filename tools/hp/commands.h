@@ -84,7 +84,8 @@ inline const std::vector<Command>& commands() {
        run_ckpt},
       {"bench",
        "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "
-       "PyTorch | peak [--remeasure]: the GEMM peaks MFU divides by | offload [CONFIG] [--budget "
+       "PyTorch | peak [--remeasure] [--seconds S]: the GEMM peaks MFU divides by (--remeasure keeps "
+       "the best of 3 new and the cached one) | offload [CONFIG] [--budget "
        "SIZE]: tokens/s with state on the host / disk tier against an unlimited budget",
        run_bench},
   };

@@ -85,7 +85,8 @@ int run_tokenize(const Args& argv) {
   }
   const std::string name = has_text ? std::string("--text") : file == "-" ? "<stdin>" : file;
   auto process = [&](const std::string& input, size_t line_no) {
-    const std::string where = name + (has_file ? ":" + std::to_string(line_no) : "");
+    std::string where = name;  // appended piecewise: GCC 12's -Wrestrict misfires on a + chain
+    if (has_file) where.append(1, ':').append(std::to_string(line_no));
     if (decode) {
       std::string out = tok.decode(parse_ids(input, where), skip_special);
       out += '\n';

@@ -435,7 +435,7 @@ std::string draw(const Schedule& s) {
                                      : a.op == Op::backward_weight ? "w"
                                                                    : op_name(a.op)) +
                          std::to_string(a.microbatch);
-      if (s.spec.virtual_stages > 1) name += "s" + std::to_string(a.stage);
+      if (s.spec.virtual_stages > 1) name.append(1, 's').append(std::to_string(a.stage));
       const auto [b, e] = t.spans[r][i];
       for (auto c = static_cast<size_t>(b + 0.5); c < static_cast<size_t>(e + 0.5); ++c)
         grid[r][c] = name;

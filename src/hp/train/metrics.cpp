@@ -275,6 +275,13 @@ void MetricsLog::message(const std::string& text) {
   out_.flush();
 }
 
+std::string mfu_above_peak_warning(double mfu, const std::string& peak_source) {
+  if (!(mfu > 1.0)) return "";
+  return "warning: MFU " + fmt("%.1f%%", 100.0 * mfu) + " is above 100%: " + peak_source +
+         " is below what this run reached. Cache a peak measured on an idle machine with `hp "
+         "bench peak --remeasure`, or set metrics.peak_tflops";
+}
+
 void MetricsLog::finish(const TrainResult& res) {
   if (!enabled_) return;
   clear_bar();
@@ -297,6 +304,8 @@ void MetricsLog::finish(const TrainResult& res) {
       << ", disk->host " << mib(last.disk_to_host_bytes) << ", waited "
       << fmt("%.3f", last.transfer_wait_s) << " s; host tier " << mib(last.host_mem_bytes);
   out_ << s.str() << "\n";
+  if (const std::string w = mfu_above_peak_warning(res.mfu, res.peak_source); !w.empty())
+    out_ << w << "\n";
   // After a failed write metrics.jsonl lacks lines: plot this call's steps instead.
   std::vector<EvalResult> evals;
   std::vector<StepRecord> all =

@@ -23,6 +23,10 @@ double flops_per_token(const std::vector<std::pair<std::string, Shape>>& named, 
                        int64_t heads, int64_t head_dim, int64_t seq_len, int64_t experts,
                        int64_t experts_per_token, bool tied_embeddings);
 
+// An MFU above 100% means the denominator is below what the run reached (a peak measured under
+// load, or a metrics.peak_tflops set too low): the warning saying so and how to fix it, else "".
+std::string mfu_above_peak_warning(double mfu, const std::string& peak_source);
+
 class MetricsLog {
  public:
   // enabled: this process writes (rank 0). total_steps: for the bar and the ETA. resume_step: the
