@@ -1,6 +1,10 @@
 #include "hp/dist/mpi/mpi_work.h"
 
+#include <pthread.h>
+
+#include <algorithm>
 #include <condition_variable>
+#include <ctime>
 #include <thread>
 
 #include "hp/core/profiler.h"
@@ -70,14 +74,24 @@ void MpiWork::wait() {
 
 namespace {
 
-// One thread per process polls outstanding non-blocking calls (MPI_Testall drives OpenMPI's
-// non-blocking collective schedules), sleeping between rounds so it costs little CPU.
+// One thread per process polls outstanding non-blocking calls while their callers compute:
+// MPI_Testall drives OpenMPI's non-blocking collective schedules and the rendezvous of messages
+// above the eager limit. Each poll costs CPU that the compute threads need when ranks fill the
+// cores, and a receive posted ahead (the pipeline's) can stay outstanding for a whole step, so the
+// period adapts: kMinPeriod right after a call is posted or one completes (a collective's next
+// round or a message's next fragment is then likely due), doubling while nothing completes, up to
+// kMaxPeriod. A caller blocked in wait() polls its own call (MpiWork::wait), so the long period
+// never delays a rank that is blocked anyway; it only bounds how far a transfer advances while
+// both sides compute.
 class Progress {
  public:
+  static constexpr std::chrono::microseconds kMinPeriod{50}, kMaxPeriod{3200};
+
   void add(const std::shared_ptr<MpiWork>& w) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
     pending_.push_back(w);
+    posted_ = true;
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     cv_.notify_one();
   }
@@ -89,34 +103,49 @@ class Progress {
     }
     if (thread_.joinable()) thread_.join();
   }
+  double cpu_s() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return 0;
+    clockid_t clock;
+    timespec ts{};
+    if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 ||
+        clock_gettime(clock, &ts) != 0)
+      return 0;
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  }
 
  private:
   void loop() {
+    std::chrono::microseconds period = kMinPeriod;
+    std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      if (stop_) return;
+      posted_ = false;
       std::vector<std::weak_ptr<MpiWork>> batch;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-        if (stop_) return;
-        batch.swap(pending_);
-      }
+      batch.swap(pending_);
+      lock.unlock();
       std::vector<std::weak_ptr<MpiWork>> still;
+      bool completed = false;
       for (auto& weak : batch) {
         auto w = weak.lock();
-        if (!w) continue;
+        if (!w) continue;  // dropped by its owner (after a timeout): nothing to drive
         bool done = true;
         try {
           done = w->test();
         } catch (...) {
           // The error is kept in the work and rethrown by its owner's wait().
         }
-        if (!done) still.push_back(weak);
+        if (done)
+          completed = true;
+        else
+          still.push_back(weak);
       }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        pending_.insert(pending_.end(), still.begin(), still.end());
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      lock.lock();
+      pending_.insert(pending_.end(), still.begin(), still.end());
+      period = completed || posted_ ? kMinPeriod : std::min(2 * period, kMaxPeriod);
+      // Sleeps the period, or until a call is posted (add() notifies) or shutdown.
+      cv_.wait_for(lock, period, [&] { return stop_ || posted_; });
     }
   }
   std::mutex mu_;
@@ -124,6 +153,7 @@ class Progress {
   std::vector<std::weak_ptr<MpiWork>> pending_;
   std::thread thread_;
   bool stop_ = false;
+  bool posted_ = false;  // add() since the last poll began
 };
 
 Progress& progress() {
@@ -144,3 +174,11 @@ void progress_shutdown() {
 }
 
 }  // namespace hp::dist::detail
+
+namespace hp::dist {
+
+double progress_cpu_s() {
+  return detail::progress().cpu_s();
+}
+
+}  // namespace hp::dist
