@@ -63,8 +63,11 @@ std::string MpiWork::op_name() const {
 void MpiWork::wait() {
   // The time the caller is blocked: the exposed part of the collective.
   const profiler::Scope scope(profiler::Category::comm, [this] { return "wait " + op_name(); });
+  // The timeout counts the time blocked here, not since the call was posted: a receive posted
+  // ahead (the pipeline posts a step's receives at its start) is not late until someone waits.
+  const auto begin = std::chrono::steady_clock::now();
   while (!test()) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     if (s > timeout_s_)
       HP_THROW(CommError, "comm", what_, " timed out after ", timeout_s_,
                " s (HP_COMM_TIMEOUT_S): a peer rank failed or called a different collective");
