@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <optional>
 
@@ -49,6 +50,12 @@ Executor::Executor(Schedule schedule, dist::CommPtr comm, std::vector<StageFn> s
   HP_CHECK(stages_.size() == mine.size(), stages_.size(), " stage functions for ", mine.size(),
            " stages on rank ", rank_);
   for (size_t i = 0; i < mine.size(); ++i) HP_CHECK(stages_[i].stage == mine[i]);
+  if (const char* v = std::getenv("HP_PP_RECV_AHEAD")) {
+    const std::string on = v;
+    if (on != "0" && on != "1")
+      HP_THROW(ValueError, "pipeline", "HP_PP_RECV_AHEAD must be 0 or 1, got '", on, "'");
+    recv_ahead_ = on == "1";
+  }
   // Tags must fit MPI's guaranteed 32767.
   HP_CHECK(4 * schedule_.spec.microbatches * schedule_.num_stages <= 32767, "too many tags");
 }
@@ -123,7 +130,7 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
   // Receives are posted ahead: every header this rank receives in the step at its start, and a
   // message's data as soon as its header has arrived (pump(), between actions). A message then
   // travels while the rank computes; received only when the action needing it began (header, then
-  // data), each cost about 0.25 ms of bubble on the tiny pipeline bench.
+  // data: recv_ahead_ false), each cost about 0.25 ms of bubble on the tiny pipeline bench.
   struct Inbound {
     dist::WorkPtr header, data;
   };
@@ -139,6 +146,8 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
       if (!in.data && in.header->test()) post_data(in, key.first, key.second + 1);
   };
   auto recv_piece = [&](int src, int tag_header, int tag_data) {
+    if (!recv_ahead_)
+      inbound[{src, tag_header}].header = comm_->irecv({kHeader}, DType::i64, src, tag_header);
     auto it = inbound.find({src, tag_header});
     HP_CHECK(it != inbound.end(), "no receive posted from ", src, " with tag ", tag_header);
     if (!it->second.data) post_data(it->second, src, tag_data);
@@ -160,7 +169,7 @@ ExecutorStats Executor::run(const std::function<Tensor(int64_t mb)>& first_input
     return parts.size() == 1 ? parts[0] : cat(parts, 0);
   };
   for (const Action& a : s.actions[static_cast<size_t>(rank)]) {
-    if (a.op != Op::recv_act && a.op != Op::recv_grad) continue;
+    if (!recv_ahead_ || (a.op != Op::recv_act && a.op != Op::recv_grad)) continue;
     const int dir = a.op == Op::recv_act ? 0 : 1;
     for (const Piece& piece : pieces(s.rank_of_stage(a.stage + (dir == 0 ? -1 : 1)))) {
       const int th = tag(dir, a.microbatch, a.stage, 0);
