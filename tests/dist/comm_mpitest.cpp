@@ -210,6 +210,7 @@ TEST(Comm, ProgressThreadIsCheapWhileAReceiveIsOutstanding) {
   }
   const double share = (progress_cpu_s() - cpu0) / wall;
   EXPECT_FALSE(r->test());  // nobody has sent yet: it was outstanding all along
+  c->barrier();             // (nor will before every rank has checked)
   c->send(full({4}, me, DType::f32), (me + 1) % w, 11);
   EXPECT_EQ(r->result().to_vector()[3], (me + w - 1) % w);
   std::printf("[ rank %d ] progress thread CPU over %.2f s with a receive outstanding: %.3f%%\n",
