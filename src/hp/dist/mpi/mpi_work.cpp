@@ -86,16 +86,19 @@ namespace {
 // are then due), four times longer after each poll, up to kMaxPeriod: 50, 200, 800, 3200 µs, i.e.
 // 4 wake-ups per post, then ~300 a second (0.4% of a core). A completion does not shorten it: the
 // calls that follow one are posts. A caller blocked in wait() polls its own call (MpiWork::wait),
-// so the long period never delays a rank that is blocked anyway; it only bounds how far a transfer
-// advances while both sides compute.
+// so the long period never delays a rank that is blocked anyway. It does delay the other side of
+// a send: above the eager limit (4 KB in shared memory), once the receiver has matched the message
+// the sender must enter MPI again to copy the rest, and a receiver blocked in wait() cannot do that
+// for it. So while a send is outstanding the period stops at kSendPeriod (~3% of a core while it
+// lasts; a pipeline's send lasts until the receiver's next action boundary).
 class Progress {
  public:
-  static constexpr std::chrono::microseconds kMinPeriod{50}, kMaxPeriod{3200};
+  static constexpr std::chrono::microseconds kMinPeriod{50}, kMaxPeriod{3200}, kSendPeriod{400};
 
   void add(const std::shared_ptr<MpiWork>& w) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
-    pending_.push_back(w);
+    pending_.push_back({w, w->op_name() == "send"});
     posted_ = true;
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     cv_.notify_one();
@@ -128,12 +131,13 @@ class Progress {
       if (stop_) return;
       const bool fresh = posted_;  // woken by a post: the fast periods start again
       posted_ = false;
-      std::vector<std::weak_ptr<MpiWork>> batch;
+      std::vector<Pending> batch;
       batch.swap(pending_);
       lock.unlock();
-      std::vector<std::weak_ptr<MpiWork>> still;
-      for (auto& weak : batch) {
-        auto w = weak.lock();
+      std::vector<Pending> still;
+      bool sending = false;
+      for (Pending& p : batch) {
+        auto w = p.work.lock();
         if (!w) continue;  // dropped by its owner (after a timeout): nothing to drive
         bool done = true;
         try {
@@ -141,18 +145,25 @@ class Progress {
         } catch (...) {
           // The error is kept in the work and rethrown by its owner's wait().
         }
-        if (!done) still.push_back(weak);
+        if (!done) {
+          still.push_back(p);
+          sending = sending || p.send;
+        }
       }
       lock.lock();
       pending_.insert(pending_.end(), still.begin(), still.end());
-      period = fresh ? kMinPeriod : std::min(4 * period, kMaxPeriod);
+      period = fresh ? kMinPeriod : std::min(4 * period, sending ? kSendPeriod : kMaxPeriod);
       // Sleeps the period, or until a call is posted (add() notifies) or shutdown.
       cv_.wait_for(lock, period, [&] { return stop_ || posted_; });
     }
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::weak_ptr<MpiWork>> pending_;
+  struct Pending {
+    std::weak_ptr<MpiWork> work;
+    bool send = false;  // a send's rendezvous moves only when this rank polls
+  };
+  std::vector<Pending> pending_;
   std::thread thread_;
   bool stop_ = false;
   bool posted_ = false;  // add() since the last poll began
