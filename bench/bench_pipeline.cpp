@@ -6,6 +6,9 @@
 //      schedule's theory at unit costs (F = I = W = 1, B = 2) and beside the same schedule
 //      simulated with the step's measured mean F / B / I / W times per stage (the theory for the
 //      real costs); the ratios measured / theory, and zb_h1's bubble / 1f1b's;
+//      each schedule runs twice: with the receives posted at the step's start (the default) and
+//      posted when the action needing them comes up (HP_PP_RECV_AHEAD=0), side by side, with
+//      every rank's MPI progress thread's CPU time as a share of the case's wall time;
 //   2. an embedding/head-heavy model (hidden 64, vocab 4096: the head and loss cost about five
 //      layers) at 1f1b: the default cost-balanced cut against the layer-count cut [4, 4], tokens/s.
 // Each case runs kWarmup + STEPS steps, ROUNDS times (the cases alternate); figures are medians
@@ -16,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -47,6 +51,7 @@ struct Figures {
   std::vector<double> bubble, model;  // [pipeline rank]
   std::vector<double> action_s;       // [stage × 4]: F, B, I, W seconds
   std::vector<double> rank_s;         // [rank × 3]: compute, receive wait, other seconds
+  std::vector<double> progress;       // [rank]: progress thread CPU s / the case's wall s
   std::string cut;                    // "[4, 4]": layers per stage
 };
 
@@ -68,8 +73,14 @@ Figures run_case(const std::string& run_dir, const std::string& model_yaml, int6
   train::TrainOptions opt;
   opt.log = &log;
   opt.overwrite = true;
+  const double cpu0 = dist::progress_cpu_s();
+  const auto t0 = std::chrono::steady_clock::now();
   const train::TrainResult res = train::train(cfg, opt);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Figures f;
+  const Tensor share =
+      dist::world()->all_gather(from_data<double>({(dist::progress_cpu_s() - cpu0) / wall}, {1}));
+  f.progress = share.to_vector();
   // The cut, from the run log's pipeline line (rank 0): "... 2 stages of [6, 2] layers ...".
   const std::string text = log.str();
   const size_t at = text.find("stages of [");
@@ -146,21 +157,24 @@ int main(int argc, char** argv) {
   const std::string heavy =
       "{arch: qwen3, hidden: 64, layers: 8, heads: 4, kv_heads: 2, intermediate: 192, "
       "vocab: 4096}";
-  // Cases 0-3: the schedules; 4, 5: the head-heavy model's balanced and layer-count cuts.
-  std::vector<Figures> best(6);
+  // Cases 0-3: the schedules, receives posted ahead; 4-7: the same, posted when needed; 8, 9: the
+  // head-heavy model's balanced and layer-count cuts.
+  std::vector<Figures> best(10);
   for (int64_t round = 0; round < rounds; ++round)
     for (size_t c = 0; c < best.size(); ++c) {
       std::vector<std::string> sets;
-      if (c < 4) sets.push_back(std::string("parallel.pipeline.schedule=") + schedules[c]);
-      if (c == 2) sets.push_back("parallel.pipeline.virtual_stages=2");
-      if (c == 5) sets.push_back("parallel.pipeline.layers_per_stage=[4, 4]");
+      if (c < 8) sets.push_back(std::string("parallel.pipeline.schedule=") + schedules[c % 4]);
+      if (c % 4 == 2 && c < 8) sets.push_back("parallel.pipeline.virtual_stages=2");
+      if (c == 9) sets.push_back("parallel.pipeline.layers_per_stage=[4, 4]");
+      // Read by each run's pipeline executor (pipeline/executor.h); the bench is single-threaded
+      // here (one thread per rank, the progress thread does not read the environment).
+      setenv("HP_PP_RECV_AHEAD", c >= 4 && c < 8 ? "0" : "1", 1);
       const Figures f =
-          run_case(dir + "/case" + std::to_string(c), c < 4 ? deep : heavy, steps, sets);
+          run_case(dir + "/case" + std::to_string(c), c < 8 ? deep : heavy, steps, sets);
       if (f.tokens_per_s > best[c].tokens_per_s) best[c] = f;
     }
-  const std::vector<Figures> figs(best.begin(), best.begin() + 4);
-  const Figures& balanced = best[4];
-  const Figures& even = best[5];
+  const Figures& balanced = best[8];
+  const Figures& even = best[9];
   world->barrier();
   if (!print) return 0;
   std::filesystem::remove_all(dir);
@@ -170,53 +184,76 @@ int main(int argc, char** argv) {
       "128 tokens; medians of %lld steps after %lld warm-up, the best of %lld rounds\n"
       "measured: 1 - the rank's compute time / the longest rank's schedule time; theory: "
       "F = I = W = 1, B = 2; model: the schedule simulated with the measured F / B / I / W "
-      "times of every stage\n\n",
+      "times of every stage; progress: the rank's MPI progress thread's CPU time / wall time\n",
       num_threads(), static_cast<long long>(steps), static_cast<long long>(kWarmup),
       static_cast<long long>(rounds));
-  std::printf("1. qwen3 hidden 128, 8 layers, intermediate 384, vocab 259 (cut %s)\n",
-              figs[1].cut.c_str());
-  std::printf("%-17s %9s %4s %8s %7s %8s %7s %8s %17s   %s\n", "schedule", "tokens/s", "rank",
-              "measured", "theory", "meas/th", "model", "meas/mod", "ms busy/wait/rest",
-              "ms per F / B / I / W of the rank's stages");
-  for (size_t i = 0; i < figs.size(); ++i) {
-    const Figures& f = figs[i];
-    const size_t stages = f.action_s.size() / 4;
-    for (size_t r = 0; r < f.bubble.size(); ++r) {
-      std::string costs;
-      for (size_t s = r; s < stages; s += f.bubble.size()) {
-        char buf[96];
-        const double* a = &f.action_s[4 * s];
-        std::snprintf(buf, sizeof buf, "%ss%zu %.1f / %.1f / %.1f / %.1f",
-                      costs.empty() ? "" : "; ", s, 1e3 * a[0], 1e3 * a[1], 1e3 * a[2], 1e3 * a[3]);
-        costs += buf;
+  for (int ahead = 1; ahead >= 0; --ahead) {
+    const std::vector<Figures> figs(best.begin() + (ahead ? 0 : 4), best.begin() + (ahead ? 4 : 8));
+    std::printf("\n1%s. qwen3 hidden 128, 8 layers, intermediate 384, vocab 259 (cut %s), %s\n",
+                ahead ? "" : "b", figs[1].cut.c_str(),
+                ahead ? "receives posted at the step's start (default)"
+                      : "receives posted when needed (HP_PP_RECV_AHEAD=0)");
+    std::printf("%-17s %9s %4s %8s %7s %8s %7s %8s %17s %8s   %s\n", "schedule", "tokens/s", "rank",
+                "measured", "theory", "meas/th", "model", "meas/mod", "ms busy/wait/rest",
+                "progress", "ms per F / B / I / W of the rank's stages");
+    for (size_t i = 0; i < figs.size(); ++i) {
+      const Figures& f = figs[i];
+      const size_t stages = f.action_s.size() / 4;
+      for (size_t r = 0; r < f.bubble.size(); ++r) {
+        std::string costs;
+        for (size_t s = r; s < stages; s += f.bubble.size()) {
+          char buf[96];
+          const double* a = &f.action_s[4 * s];
+          std::snprintf(buf, sizeof buf, "%ss%zu %.1f / %.1f / %.1f / %.1f",
+                        costs.empty() ? "" : "; ", s, 1e3 * a[0], 1e3 * a[1], 1e3 * a[2],
+                        1e3 * a[3]);
+          costs += buf;
+        }
+        const double* t = &f.rank_s[3 * r];  // compute, wait, other
+        char split[64], prog[16];
+        std::snprintf(split, sizeof split, "%.0f/%.0f/%.0f", 1e3 * t[0], 1e3 * t[1], 1e3 * t[2]);
+        std::snprintf(prog, sizeof prog, "%.2f%%", 100 * f.progress[r]);
+        std::printf("%-17s %9s %4zu %8.3f %7.3f %8s %7.3f %8s %17s %8s   %s\n",
+                    r ? "" : schedules[i], r ? "" : std::to_string(int64_t(f.tokens_per_s)).c_str(),
+                    r, f.bubble[r], f.theory, ratio(f.bubble[r], f.theory).c_str(), f.model[r],
+                    ratio(f.bubble[r], f.model[r]).c_str(), split, prog, costs.c_str());
       }
-      const double* t = &f.rank_s[3 * r];  // compute, wait, other
-      char split[64];
-      std::snprintf(split, sizeof split, "%.0f/%.0f/%.0f", 1e3 * t[0], 1e3 * t[1], 1e3 * t[2]);
-      std::printf("%-17s %9s %4zu %8.3f %7.3f %8s %7.3f %8s %17s   %s\n", r ? "" : schedules[i],
-                  r ? "" : std::to_string(int64_t(f.tokens_per_s)).c_str(), r, f.bubble[r],
-                  f.theory, ratio(f.bubble[r], f.theory).c_str(), f.model[r],
-                  ratio(f.bubble[r], f.model[r]).c_str(), split, costs.c_str());
     }
+    const Figures& one = figs[1];
+    const Figures& zb = figs[3];
+    std::printf("\nmean bubble over ranks: measured / theory");
+    for (size_t i = 0; i < figs.size(); ++i)
+      std::printf("%s %s %s", i ? "," : "", schedules[i],
+                  ratio(mean(figs[i].bubble), figs[i].theory).c_str());
+    std::printf(
+        " (target 0.90x-1.10x)\n                        measured / model at the measured costs");
+    for (size_t i = 0; i < figs.size(); ++i)
+      std::printf("%s %s %s", i ? "," : "", schedules[i],
+                  ratio(mean(figs[i].bubble), mean(figs[i].model)).c_str());
+    std::printf(
+        "\nzb_h1 bubble / 1f1b bubble: measured %.3f / %.3f = %s (target <= 0.50x), "
+        "theory %s, model %s\n",
+        mean(zb.bubble), mean(one.bubble), ratio(mean(zb.bubble), mean(one.bubble)).c_str(),
+        ratio(zb.theory, one.theory).c_str(), ratio(mean(zb.model), mean(one.model)).c_str());
+    std::printf("zb_h1 tokens/s / 1f1b tokens/s: %s\n",
+                ratio(zb.tokens_per_s, one.tokens_per_s).c_str());
   }
-  const Figures& one = figs[1];
-  const Figures& zb = figs[3];
-  std::printf("\nmean bubble over ranks: measured / theory");
-  for (size_t i = 0; i < figs.size(); ++i)
-    std::printf("%s %s %s", i ? "," : "", schedules[i],
-                ratio(mean(figs[i].bubble), figs[i].theory).c_str());
+  // Posted ahead against posted when needed: the compute per action (the cost of the progress
+  // thread and of the outstanding receives to the stages) and the schedule time.
   std::printf(
-      " (target 0.90x-1.10x)\n                        measured / model at the measured costs");
-  for (size_t i = 0; i < figs.size(); ++i)
-    std::printf("%s %s %s", i ? "," : "", schedules[i],
-                ratio(mean(figs[i].bubble), mean(figs[i].model)).c_str());
-  std::printf(
-      "\nzb_h1 bubble / 1f1b bubble: measured %.3f / %.3f = %s (target <= 0.50x), "
-      "theory %s, model %s\n",
-      mean(zb.bubble), mean(one.bubble), ratio(mean(zb.bubble), mean(one.bubble)).c_str(),
-      ratio(zb.theory, one.theory).c_str(), ratio(mean(zb.model), mean(one.model)).c_str());
-  std::printf("zb_h1 tokens/s / 1f1b tokens/s: %s\n",
-              ratio(zb.tokens_per_s, one.tokens_per_s).c_str());
+      "\nposted ahead / when needed: compute time per action (F, B, I, W summed over the "
+      "stages), tokens/s\n");
+  for (size_t i = 0; i < 4; ++i) {
+    const Figures& a = best[i];
+    const Figures& b = best[i + 4];
+    double ca = 0, cb = 0;
+    for (size_t k = 0; k < a.action_s.size() && k < b.action_s.size(); ++k) {
+      ca += a.action_s[k];
+      cb += b.action_s[k];
+    }
+    std::printf("%-17s compute %s, tokens/s %s\n", schedules[i], ratio(ca, cb).c_str(),
+                ratio(a.tokens_per_s, b.tokens_per_s).c_str());
+  }
 
   std::printf("\n2. qwen3 hidden 64, 8 layers, intermediate 192, vocab 4096 (head-heavy), 1f1b\n");
   std::printf("%-26s %9s %s\n", "cut", "tokens/s", "measured bubble per rank");

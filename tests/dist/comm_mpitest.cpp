@@ -2,6 +2,8 @@
 // (rank r's data is a deterministic function of r), incl. zero-length shards and every dtype.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "hp/dist/communicator.h"
@@ -187,6 +189,33 @@ TEST(Comm, TimeoutNamesTheOp) {
       EXPECT_NE(std::string(e.what()).find("timed out"), std::string::npos) << e.what();
     }
   }
+  c->barrier();
+}
+
+// A receive posted ahead stays outstanding while the rank computes (the pipeline's receives):
+// the progress thread must not take the compute thread's CPU meanwhile. Its CPU time over ~1 s of
+// compute, as a share of the wall time, is what it costs a rank that has no spare core.
+TEST(Comm, ProgressThreadIsCheapWhileAReceiveIsOutstanding) {
+  auto c = world();
+  const int w = c->size(), me = c->rank();
+  if (w < 2) GTEST_SKIP() << "needs a peer";
+  auto r = c->irecv({4}, DType::f32, (me + w - 1) % w, 11);
+  const double cpu0 = progress_cpu_s();
+  const auto t0 = std::chrono::steady_clock::now();
+  double wall = 0;
+  const Tensor a = randn({64, 64});
+  while (wall < 1.0) {
+    for (int i = 0; i < 4; ++i) (void)matmul(a, a);
+    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const double share = (progress_cpu_s() - cpu0) / wall;
+  EXPECT_FALSE(r->test());  // nobody has sent yet: it was outstanding all along
+  c->barrier();             // (nor will before every rank has checked)
+  c->send(full({4}, me, DType::f32), (me + 1) % w, 11);
+  EXPECT_EQ(r->result().to_vector()[3], (me + w - 1) % w);
+  std::printf("[ rank %d ] progress thread CPU over %.2f s with a receive outstanding: %.3f%%\n",
+              me, wall, 100 * share);
+  EXPECT_LT(share, 0.01);
   c->barrier();
 }
 

@@ -17,6 +17,10 @@ for schedule in gpipe 1f1b zb_h1; do
   grep -q "pipeline: pp 2, schedule $schedule, 4 microbatches, 2 stages of \[2, 2\] layers" \
     "$dir/pp2_$schedule.log"
 done
+# Receives posted when their action comes up (HP_PP_RECV_AHEAD=0, bench_pipeline's comparison)
+# give the same losses as posted ahead (the default, above).
+HP_PP_RECV_AHEAD=0 matches_ref pp2_zb_h1_recv_when_needed 2 --set parallel.pp=2 \
+  --set parallel.pipeline.schedule=zb_h1
 # Each step logs the measured bubble of every pipeline rank beside the schedule's theory and the
 # schedule simulated at the step's measured action times.
 grep -q "^step 10/10 .* bubble [0-9.]*/[0-9.]* (theory 0.20, at the measured costs [0-9.]*/[0-9.]*)" \

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "hp/autograd/engine.h"
 #include "hp/core/random.h"
 #include "hp/ops/ops.h"
@@ -94,6 +97,25 @@ TEST(Executor, InterleavedChunksOnOneRankHandOverInMemory) {
 
 TEST(Executor, ZeroBubbleRunsDeferredWeightGradientsInW) {
   run_schedule(ScheduleKind::zb_h1, 1);
+}
+
+// HP_PP_RECV_AHEAD (bench_pipeline's switch between receives posted ahead and when needed)
+// takes 0 or 1; anything else names the variable and the value.
+TEST(Executor, RecvAheadSwitchRejectsOtherValues) {
+  Schedule s = build_schedule({ScheduleKind::gpipe, 1, 1, 1});
+  std::vector<StageFn> fns{{0, [](int64_t, const Tensor& x) { return x; }}};
+  setenv("HP_PP_RECV_AHEAD", "yes", 1);
+  try {
+    Executor ex(s, nullptr, fns);
+    ADD_FAILURE() << "no error for HP_PP_RECV_AHEAD=yes";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("HP_PP_RECV_AHEAD must be 0 or 1, got 'yes'"),
+              std::string::npos)
+        << e.what();
+  }
+  setenv("HP_PP_RECV_AHEAD", "0", 1);
+  EXPECT_NO_THROW({ Executor ex(s, nullptr, fns); });
+  unsetenv("HP_PP_RECV_AHEAD");
 }
 
 }  // namespace

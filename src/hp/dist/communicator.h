@@ -124,5 +124,8 @@ using CommPtr = std::shared_ptr<Communicator>;
 CommPtr world();
 // Prints "[comm] rank r: fatal: <message>" to stderr and ends every rank of the job (MPI_Abort).
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
+// CPU seconds this process's background progress thread has used since it started (0 before it
+// has): what driving outstanding calls costs the compute threads beside it.
+double progress_cpu_s();
 
 }  // namespace hp::dist

@@ -76,6 +76,9 @@ class Executor {
   std::vector<StageFn> stages_;
   StagePlacement placement_;
   int64_t rank_ = 0;  // this rank's pipeline rank
+  // Receives posted at the step's start (HP_PP_RECV_AHEAD=1, the default) or when the action
+  // needing them comes up (0: the ablation bench_pipeline measures against).
+  bool recv_ahead_ = true;
 };
 
 }  // namespace hp::pipeline

@@ -1,6 +1,10 @@
 #include "hp/dist/mpi/mpi_work.h"
 
+#include <pthread.h>
+
+#include <algorithm>
 #include <condition_variable>
+#include <ctime>
 #include <thread>
 
 #include "hp/core/profiler.h"
@@ -59,8 +63,11 @@ std::string MpiWork::op_name() const {
 void MpiWork::wait() {
   // The time the caller is blocked: the exposed part of the collective.
   const profiler::Scope scope(profiler::Category::comm, [this] { return "wait " + op_name(); });
+  // The timeout counts the time blocked here, not since the call was posted: a receive posted
+  // ahead (the pipeline posts a step's receives at its start) is not late until someone waits.
+  const auto begin = std::chrono::steady_clock::now();
   while (!test()) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     if (s > timeout_s_)
       HP_THROW(CommError, "comm", what_, " timed out after ", timeout_s_,
                " s (HP_COMM_TIMEOUT_S): a peer rank failed or called a different collective");
@@ -70,14 +77,29 @@ void MpiWork::wait() {
 
 namespace {
 
-// One thread per process polls outstanding non-blocking calls (MPI_Testall drives OpenMPI's
-// non-blocking collective schedules), sleeping between rounds so it costs little CPU.
+// One thread per process polls outstanding non-blocking calls while their callers compute:
+// MPI_Testall drives OpenMPI's non-blocking collective schedules and the rendezvous of messages
+// above the eager limit. A poll costs about 13 µs of CPU (mostly the wake-up itself: measured with
+// one receive outstanding), which the compute threads need when ranks fill the cores, and a
+// receive posted ahead (the pipeline's) can stay outstanding for a whole step. So the period
+// adapts: kMinPeriod right after a call is posted (its rendezvous or its collective's first rounds
+// are then due), four times longer after each poll, up to kMaxPeriod: 50, 200, 800, 3200 µs, i.e.
+// 4 wake-ups per post, then ~300 a second (0.4% of a core). A completion does not shorten it: the
+// calls that follow one are posts. A caller blocked in wait() polls its own call (MpiWork::wait),
+// so the long period never delays a rank that is blocked anyway. It does delay the other side of
+// a send: above the eager limit (4 KB in shared memory), once the receiver has matched the message
+// the sender must enter MPI again to copy the rest, and a receiver blocked in wait() cannot do that
+// for it. So while a send is outstanding the period stops at kSendPeriod (~3% of a core while it
+// lasts; a pipeline's send lasts until the receiver's next action boundary).
 class Progress {
  public:
+  static constexpr std::chrono::microseconds kMinPeriod{50}, kMaxPeriod{3200}, kSendPeriod{400};
+
   void add(const std::shared_ptr<MpiWork>& w) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
-    pending_.push_back(w);
+    pending_.push_back({w, w->op_name() == "send"});
+    posted_ = true;
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
     cv_.notify_one();
   }
@@ -89,41 +111,62 @@ class Progress {
     }
     if (thread_.joinable()) thread_.join();
   }
+  double cpu_s() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return 0;
+    clockid_t clock;
+    timespec ts{};
+    if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 ||
+        clock_gettime(clock, &ts) != 0)
+      return 0;
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  }
 
  private:
   void loop() {
+    std::chrono::microseconds period = kMinPeriod;
+    std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      std::vector<std::weak_ptr<MpiWork>> batch;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-        if (stop_) return;
-        batch.swap(pending_);
-      }
-      std::vector<std::weak_ptr<MpiWork>> still;
-      for (auto& weak : batch) {
-        auto w = weak.lock();
-        if (!w) continue;
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      if (stop_) return;
+      const bool fresh = posted_;  // woken by a post: the fast periods start again
+      posted_ = false;
+      std::vector<Pending> batch;
+      batch.swap(pending_);
+      lock.unlock();
+      std::vector<Pending> still;
+      bool sending = false;
+      for (Pending& p : batch) {
+        auto w = p.work.lock();
+        if (!w) continue;  // dropped by its owner (after a timeout): nothing to drive
         bool done = true;
         try {
           done = w->test();
         } catch (...) {
           // The error is kept in the work and rethrown by its owner's wait().
         }
-        if (!done) still.push_back(weak);
+        if (!done) {
+          still.push_back(p);
+          sending = sending || p.send;
+        }
       }
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        pending_.insert(pending_.end(), still.begin(), still.end());
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      lock.lock();
+      pending_.insert(pending_.end(), still.begin(), still.end());
+      period = fresh ? kMinPeriod : std::min(4 * period, sending ? kSendPeriod : kMaxPeriod);
+      // Sleeps the period, or until a call is posted (add() notifies) or shutdown.
+      cv_.wait_for(lock, period, [&] { return stop_ || posted_; });
     }
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::weak_ptr<MpiWork>> pending_;
+  struct Pending {
+    std::weak_ptr<MpiWork> work;
+    bool send = false;  // a send's rendezvous moves only when this rank polls
+  };
+  std::vector<Pending> pending_;
   std::thread thread_;
   bool stop_ = false;
+  bool posted_ = false;  // add() since the last poll began
 };
 
 Progress& progress() {
@@ -144,3 +187,11 @@ void progress_shutdown() {
 }
 
 }  // namespace hp::dist::detail
+
+namespace hp::dist {
+
+double progress_cpu_s() {
+  return detail::progress().cpu_s();
+}
+
+}  // namespace hp::dist
