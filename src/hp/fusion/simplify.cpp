@@ -33,10 +33,10 @@ struct Product {
 };
 
 struct Rewriter {
-  Graph& g;
+  const Graph* g;
   std::vector<int32_t> uses;  // operand references by live nodes, plus output references
 
-  const Node& nd(int32_t i) const { return g.nodes[static_cast<size_t>(i)]; }
+  const Node& nd(int32_t i) const { return g->nodes[static_cast<size_t>(i)]; }
   // An f32 elementwise node of op `op`.
   bool is(int32_t i, EwOp op) const {
     const Node& n = nd(i);
@@ -173,16 +173,29 @@ int simplify(const Graph& in, Graph* out) {
            (n.op == static_cast<uint8_t>(EwOp::div) || n.op == static_cast<uint8_t>(EwOp::mul) ||
             n.op == static_cast<uint8_t>(EwOp::reciprocal));
   if (!any) return 0;
-  Graph g = in;
-  Rewriter rw{g, std::vector<int32_t>(g.nodes.size(), 0)};
-  std::vector<uint8_t> live = live_nodes(g);
-  for (int32_t o : g.outputs) ++rw.uses[static_cast<size_t>(o)];
-  for (size_t i = 0; i < g.nodes.size(); ++i)
+  Rewriter rw{&in, std::vector<int32_t>(in.nodes.size(), 0)};
+  std::vector<uint8_t> live = live_nodes(in);
+  for (int32_t o : in.outputs) ++rw.uses[static_cast<size_t>(o)];
+  for (size_t i = 0; i < in.nodes.size(); ++i)
     if (live[i])
-      for (int k = 0; k < node_arity(g.nodes[i]); ++k)
-        ++rw.uses[static_cast<size_t>(g.nodes[i].in[k])];
+      for (int k = 0; k < node_arity(in.nodes[i]); ++k)
+        ++rw.uses[static_cast<size_t>(in.nodes[i].in[k])];
+  // Rewrites change later matches (a sigmoid built from primitives, then · its argument), so they
+  // are made in place on a copy, taken only once the traced graph has a match.
+  auto first_match = [&]() -> size_t {
+    for (size_t i = 0; i < in.nodes.size(); ++i) {
+      EwOp op{};
+      int32_t y = -1;
+      if (live[i] && rw.match(static_cast<int32_t>(i), &op, &y)) return i;
+    }
+    return in.nodes.size();
+  };
+  const size_t first = first_match();
+  if (first == in.nodes.size()) return 0;
+  Graph g = in;
+  rw.g = &g;
   int rewrites = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
+  for (size_t i = first; i < g.nodes.size(); ++i) {
     EwOp op{};
     int32_t y = -1;
     if (!live[i] || !rw.match(static_cast<int32_t>(i), &op, &y)) continue;
