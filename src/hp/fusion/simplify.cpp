@@ -86,7 +86,7 @@ struct Rewriter {
     Product pu;
     if (!inner(u, EwOp::mul)) return false;
     flatten(u, true, pu);
-    if (!pu.ok || pu.n != 1 || static_cast<float>(pu.c) != kGeluK) return false;
+    if (!pu.ok || pu.n != 1 || pu.c != static_cast<double>(kGeluK)) return false;
     const int32_t q = pu.leaf[0];
     if (!inner(q, EwOp::add)) return false;
     for (int k = 0; k < 2; ++k) {
@@ -95,7 +95,7 @@ struct Rewriter {
       Product pc;
       flatten(cube, true, pc);
       if (pc.ok && pc.n == 3 && pc.leaf[0] == x && pc.leaf[1] == x && pc.leaf[2] == x &&
-          static_cast<float>(pc.c) == kGeluC)
+          pc.c == static_cast<double>(kGeluC))
         return true;
     }
     return false;
