@@ -17,7 +17,7 @@ constexpr float kGeluK = static_cast<float>(0.79788456080286536);
 constexpr float kGeluC = static_cast<float>(0.044715);
 
 // The leaves of a product tree: the product of its constants and its other factors (x·x counted
-// twice, square(x) too).
+// twice, square(x) and pow(x, 2) too, pow(x, 3) three times).
 struct Product {
   static constexpr int kMax = 4;
   double c = 1;
@@ -76,6 +76,12 @@ struct Rewriter {
     if (inner(i, EwOp::square)) {
       p.push(nd(i).in[0]);
       p.push(nd(i).in[0]);
+      return;
+    }
+    // pow(x, 2 or 3) (HF's NewGELU writes torch.pow(x, 3.0)): x^e through exp and log, replaced by
+    // the functor's products — within the same bound (simplify_test.cpp sweeps it).
+    if (inner(i, EwOp::pow_scalar) && (nd(i).p[0] == 2.0f || nd(i).p[0] == 3.0f)) {
+      for (int k = 0; k < static_cast<int>(nd(i).p[0]); ++k) p.push(nd(i).in[0]);
       return;
     }
     p.push(i);

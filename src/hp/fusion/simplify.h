@@ -10,7 +10,8 @@
 //   y / (1 + exp(-y))                         -> silu(y)       bitwise (the Silu functor's)
 //   y · sigmoid(y)                            -> silu(y)       within 5 ulp of the composed form
 //   0.5·x·(1 + tanh(k·(x + c·x·x·x)))         -> gelu_tanh(x)  within 8 ulp + 5e-7·|x| of it
-//     (k = sqrt(2/π), c = 0.044715 as f32; either product in any association; x·x may be square(x))
+//     (k = sqrt(2/π), c = 0.044715 as f32; either product in any association; x·x may be square(x)
+//     or pow(x, 2), x·x·x pow(x, 3))
 //
 // The bounds are those tests/fusion holds the composed form to against the hand kernel, checked
 // over every f32 input (docs/FUSION.md gives the measured maxima). Deliberately not rewritten,
