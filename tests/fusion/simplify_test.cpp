@@ -65,7 +65,8 @@ Err error_of(const Tensor& got, const Tensor& want, const Tensor& x, double ulps
     }
     const double err = std::fabs(g[i] - w[i]), u = ulp_of(w[i]);
     e.ulps = std::max(e.ulps, err / u);
-    if (err > ulps * u) e.per_x = std::max(e.per_x, (err - ulps * u) / std::fabs(xv[i]));
+    if (err > ulps * u)
+      e.per_x = std::max(e.per_x, xv[i] != 0 ? (err - ulps * u) / std::fabs(xv[i]) : HUGE_VAL);
   }
   return e;
 }
