@@ -216,6 +216,28 @@ TEST(FusionEqualsEager, ChainStoresValuesReadElsewhere) {
   });
 }
 
+// bf16 chains read bf16 inputs and write bf16 outputs in memory (routines.h ChainOp::bf16): a
+// value that is an output twice and also read by a later step outside the chain (select), an
+// input read both by a chain and by a select, a row-broadcast bf16 input as a chain source, a
+// backward helper inside the chain; tails and a 1-element tensor.
+TEST(FusionEqualsEager, Bf16ChainsWithMemoryOperands) {
+  auto fn = [](const V& v) {
+    Var t = tanh(v[0] * v[1]);  // [M, N] · row [N]
+    Var b = ew_binary(kernels::EwOp::silu_bwd, v[0], t * 2.0) - v[1];
+    Var s = where(gt(t, v[0]), t, b);
+    return V{t, b * b, s, t};
+  };
+  for_each_isa([&](Isa) {
+    for (const Shape& rows : {Shape{37, 129}, Shape{1, 1}, Shape{3, 1031}}) {
+      const Tensor x = randn_t(rows, DType::bf16, 30), w = randn_t({rows.back()}, DType::bf16, 31);
+      const std::string d = describe(*fuse(fn).plan({x, w}));
+      EXPECT_NE(d.find("store_bf16 out"), std::string::npos) << d;
+      EXPECT_NE(d.find("load_bf16 in"), std::string::npos) << d;
+      check_bitwise(fn, {x, w}, "bf16 chains with memory operands " + shape_str(rows));
+    }
+  });
+}
+
 TEST(FusionEqualsEager, SplitOnStreamBudget) {
   // 30 values live at once exceed kMaxStreams: the cluster splits, the live values are kept.
   auto fn = [](const V& v) {
