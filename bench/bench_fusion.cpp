@@ -189,7 +189,7 @@ VarList softmax_region(const VarList& v) {
   return VarList{e * hp::fusion::reciprocal(hp::fusion::sum(e))};
 }
 
-// variant: 0 fused (the softmax stencil), 1 hand kernel, 2 the generic program (stencils off)
+// variant: 0 fused (the softmax stencil), 1 hand kernel, 2 the generic program (patterns off)
 void BM_softmax(benchmark::State& state) {
   const Tensor& x = rows_x();
   static const hp::fusion::Fused f = hp::fusion::fuse(softmax_region);
@@ -210,7 +210,7 @@ VarList rms_norm_region(const VarList& v) {
 }
 
 // variant: 0 fused (the RMSNorm stencil: fusion/stencils.h), 1 hand kernel, 2 the generic
-// program of the same graph (stencils off)
+// program of the same graph (patterns off)
 void BM_rms_norm(benchmark::State& state) {
   const Tensor& x = rows_x();
   static const Tensor w = hp::randn({kDim});
@@ -379,10 +379,10 @@ void summary() {
   }
   // Softmax's and RMSNorm·w's fused rows run their stencils (the hand kernels); the engine's own
   // programs of the same graphs, beside them.
-  std::printf("  softmax generic program (stencils off): %.2f ms (%.2fx hand)\n",
+  std::printf("  softmax generic program (patterns off): %.2f ms (%.2fx hand)\n",
               m["softmax/generic"], m["softmax/generic"] / m["softmax/hand"]);
   std::printf(
-      "  rms_norm generic program (stencils off): fwd %.2f ms (%.2fx hand), fwd+bwd %.2f "
+      "  rms_norm generic program (patterns off): fwd %.2f ms (%.2fx hand), fwd+bwd %.2f "
       "ms (%.2fx hand)\n",
       m["rms_norm/generic"], m["rms_norm/generic"] / m["rms_norm/hand"], m["rms_norm_fb/generic"],
       m["rms_norm_fb/generic"] / m["rms_norm_fb/hand"]);
