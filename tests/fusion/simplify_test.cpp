@@ -285,16 +285,18 @@ TEST(FusionSimplify, BackwardThroughTheFunctorAndThreadIndependent) {
                              &silu_mul, [](const Tensor& t) { return hp::mul(t, hp::sigmoid(t)); }},
                          std::pair<TraceFn, std::function<Tensor(const Tensor&)>>{
                              &gelu_bench, [](const Tensor& t) { return hp::gelu(t, "tanh"); }}}) {
-    std::vector<Tensor> gs;
+    std::vector<Tensor> gs, ys;
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       Tensor x = x0.detach().clone();
       x.requires_grad_();
       Tensor y = fuse(fn)({x})[0];
+      ys.push_back(y.detach());
       hp::sum(hp::mul(y, randn_t(y.shape(), y.dtype(), 99))).backward();
       gs.push_back(x.grad());
     }
-    expect_bitwise(gs[0], gs[1], "1 vs 2 threads");
+    expect_bitwise(ys[0], ys[1], "forward, 1 vs 2 threads");
+    expect_bitwise(gs[0], gs[1], "backward, 1 vs 2 threads");
     Tensor x = x0.detach().clone();
     x.requires_grad_();
     Tensor y = ref(x);
