@@ -44,7 +44,7 @@ TEST(FuseCache, BoundedLeastRecentlyUsed) {
   }
   EXPECT_EQ(f.stats().entries, cap);
   EXPECT_EQ(f.stats().evictions, 0);
-  f({randn_t(shape_of(0), DType::f32, 1)});  // touch shape 0: shape 1 is now the oldest
+  f({randn_t(shape_of(0), DType::f32, 1)});    // touch shape 0: shape 1 is now the oldest
   f({randn_t(shape_of(cap), DType::f32, 1)});  // a new one: evicts shape 1
   EXPECT_EQ(f.stats().entries, cap);
   EXPECT_EQ(f.stats().evictions, 1);
@@ -167,17 +167,20 @@ namespace {
 TEST(FuseCache, DescribeGeluAndSoftmax) {
   using V = std::vector<Var>;
   Tensor x = testing::randn_t({8, 100}, DType::f32, 3);
-  auto g = fuse([](const V& v) {
-             Var a = v[0];
-             return V{0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))};
-           }).plan({x});
+  auto g = fuse(
+               [](const V& v) {
+                 Var a = v[0];
+                 return V{0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))};
+               },
+               "gelu", /*patterns=*/false)
+               .plan({x});  // the chains, not the gelu_tanh rewrite
   auto s = fuse(
-                [](const V& v) {
-                  Var e = exp(v[0] - amax(v[0]));
-                  return V{e / sum(e)};
-                },
-                "softmax", /*stencils=*/false)  // the generic program, not the softmax stencil
-                .plan({x});
+               [](const V& v) {
+                 Var e = exp(v[0] - amax(v[0]));
+                 return V{e / sum(e)};
+               },
+               "softmax", /*patterns=*/false)  // the generic program, not the softmax stencil
+               .plan({x});
   const std::string dg = describe(*g), ds = describe(*s);
   std::printf("%s%s", dg.c_str(), ds.c_str());
   EXPECT_NE(dg.find("chain"), std::string::npos);

@@ -73,7 +73,7 @@ TEST(FusedBackward, FusedEqualsEagerVjpBitwise) {
              {rms_norm_fn, {x, w}, "rms_norm"},
              {softmax_fn, {x}, "softmax"},
              {mixed_fn, {x, w, c}, "mixed"}}) {
-      const Fused f = fuse(fn, name, /*stencils=*/false);  // the engine's own vjp program
+      const Fused f = fuse(fn, name, /*patterns=*/false);  // the engine's own vjp program
       // The reference: the same vjp graph, every node through its eager kernel.
       std::vector<uint8_t> need(xs.size(), 1);
       Graph g, b;
@@ -128,7 +128,7 @@ TEST(FusedBackward, MatchesHpAutograd) {
 TEST(FusedBackward, SavesOnlyInputsAndThreadIndependent) {
   const int saved = num_threads();
   Tensor x = randn_t({129, 3001}, DType::f32, 12), w = randn_t({3001}, DType::f32, 13);
-  const Fused f = fuse(rms_norm_fn, "rms_norm", /*stencils=*/false);
+  const Fused f = fuse(rms_norm_fn, "rms_norm", /*patterns=*/false);
   set_num_threads(1);
   auto a = grads_of(f, {x, w});
   set_num_threads(2);

@@ -12,7 +12,7 @@ using V = std::vector<Var>;
 
 // Fused and eager results of fn on xs, compared bitwise (the generic passes: stencils off).
 void check_bitwise(const TraceFn& fn, const std::vector<Tensor>& xs, const std::string& what) {
-  Fused f = fuse(fn, what, /*stencils=*/false);
+  Fused f = fuse(fn, what, /*patterns=*/false);
   ASSERT_NE(f.plan(xs), nullptr) << what << " should fuse";
   Graph g;
   trace(fn, xs, &g);
@@ -153,8 +153,8 @@ TEST(FusionEqualsEager, RowReductions) {
 TEST(FusionEqualsEager, SoftmaxAndRmsNormMatchHandKernels) {
   for_each_isa([](Isa) {
     Tensor x = randn_t({64, 1000}, DType::f32, 18, 3.0), w = randn_t({1000}, DType::f32, 19);
-    Fused sm = fuse(softmax_fn, "softmax", /*stencils=*/false),
-          rn = fuse(rms_norm_fn, "rms_norm", /*stencils=*/false);
+    Fused sm = fuse(softmax_fn, "softmax", /*patterns=*/false),
+          rn = fuse(rms_norm_fn, "rms_norm", /*patterns=*/false);
     // Other summation orders and 1/s·e vs e/s: a few ulps (exp's 2 ulp + the sum's rounding).
     expect_ulp(sm({x})[0], hp::softmax(x, -1), 8, "softmax vs hp::softmax");
     expect_ulp(rn({x, w})[0], hp::rms_norm(x, w, 1e-6), 6, "rms_norm vs hp::rms_norm");
@@ -170,15 +170,19 @@ TEST(FusionEqualsEager, SoftmaxAndRmsNormMatchHandKernels) {
 TEST(FusionEqualsEager, ComposedActivations) {
   for_each_isa([](Isa) {
     Tensor x = randn_t({4097, 33}, DType::f32, 20, 3.0);
-    Fused silu_c = fuse([](const V& v) { return V{v[0] * sigmoid(v[0])}; });
+    // The composed forms as traced (patterns off: the canonicalization of simplify.h would run
+    // the silu / gelu_tanh functors instead; tests/fusion/simplify_test.cpp holds those).
+    Fused silu_c = fuse([](const V& v) { return V{v[0] * sigmoid(v[0])}; }, "silu", false);
     Tensor y = silu_c({x})[0];
     expect_bitwise(y, hp::mul(x, hp::sigmoid(x)), "x*sigmoid(x) vs eager ops");
     expect_ulp(y, hp::silu(x), 5, "x*sigmoid(x) vs silu kernel");
     // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    Fused gelu_c = fuse([](const V& v) {
-      Var a = v[0];
-      return V{0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))};
-    });
+    Fused gelu_c = fuse(
+        [](const V& v) {
+          Var a = v[0];
+          return V{0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))};
+        },
+        "gelu_tanh", false);
     Tensor g = gelu_c({x})[0];
     Graph gr;
     trace(
@@ -208,6 +212,28 @@ TEST(FusionEqualsEager, ChainStoresValuesReadElsewhere) {
       const std::string d = describe(*f.plan({x}));
       EXPECT_NE(d.find("store"), std::string::npos) << d;
       check_bitwise(fn, {x}, "chain with stores " + shape_str(s));
+    }
+  });
+}
+
+// bf16 chains read bf16 inputs and write bf16 outputs in memory (routines.h ChainOp::bf16): a
+// value that is an output twice and also read by a later step outside the chain (select), an
+// input read both by a chain and by a select, a row-broadcast bf16 input as a chain source, a
+// backward helper inside the chain; tails and a 1-element tensor.
+TEST(FusionEqualsEager, Bf16ChainsWithMemoryOperands) {
+  auto fn = [](const V& v) {
+    Var t = tanh(v[0] * v[1]);  // [M, N] · row [N]
+    Var b = ew_binary(kernels::EwOp::silu_bwd, v[0], t * 2.0) - v[1];
+    Var s = where(gt(t, v[0]), t, b);
+    return V{t, b * b, s, t};
+  };
+  for_each_isa([&](Isa) {
+    for (const Shape& rows : {Shape{37, 129}, Shape{1, 1}, Shape{3, 1031}}) {
+      const Tensor x = randn_t(rows, DType::bf16, 30), w = randn_t({rows.back()}, DType::bf16, 31);
+      const std::string d = describe(*fuse(fn).plan({x, w}));
+      EXPECT_NE(d.find("store_bf16 out"), std::string::npos) << d;
+      EXPECT_NE(d.find("load_bf16 in"), std::string::npos) << d;
+      check_bitwise(fn, {x, w}, "bf16 chains with memory operands " + shape_str(rows));
     }
   });
 }

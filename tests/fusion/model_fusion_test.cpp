@@ -174,6 +174,51 @@ TEST(FusionPatterns, Bf16OpsChain) {
   EXPECT_EQ(d.find("round"), std::string::npos) << d;
 }
 
+// The model's SwiGLU regions in bf16 read their bf16 inputs and write their bf16 outputs from the
+// chains themselves (no widening / narrowing pass per tensor), the backward's silu_bwd joins the
+// chain of dy·u, and all of it equals the eager ops bitwise, tails included (4099 elements).
+TEST(FusionPatterns, Bf16ChainsReadAndWriteMemory) {
+  using V = std::vector<Var>;
+  const Fused fwd = fuse([](const V& v) {
+    const Var s = silu(v[0]);
+    return V{s * v[1], s};
+  });
+  const Fused bwd = fuse([](const V& v) {
+    const Var ds = v[3] * v[1];
+    return V{ew_binary(kernels::EwOp::silu_bwd, v[0], ds), v[3] * v[2]};
+  });
+  for_each_isa([&](Isa) {
+    for (DType dt : {DType::bf16, DType::f32}) {
+      SCOPED_TRACE(dname(dt));
+      const std::vector<Tensor> xs = {randn_t({4099}, dt, 1, 3.0), randn_t({4099}, dt, 2),
+                                      randn_t({4099}, dt, 3), randn_t({4099}, dt, 4)};
+      for (const Fused* f : {&fwd, &bwd}) {
+        const std::vector<Tensor> in(xs.begin(), xs.begin() + (f == &fwd ? 2 : 4));
+        const auto p = f->plan(in);
+        ASSERT_NE(p, nullptr);
+        const std::string d = describe(*p);
+        EXPECT_EQ(p->num_slots, 0) << d;  // nothing staged in a tile: two chains at most
+        EXPECT_EQ(d.find("load_bf16 slot"), std::string::npos) << d;
+        EXPECT_EQ(d.find("    store_bf16"), std::string::npos) << d;
+        EXPECT_NE(d.find(dt == DType::bf16 ? "store_bf16 out" : "chain out"), std::string::npos)
+            << d;
+        Graph g;
+        trace(
+            [&f, &fwd](const V& v) {
+              if (f == &fwd) {
+                const Var s = silu(v[0]);
+                return V{s * v[1], s};
+              }
+              const Var ds = v[3] * v[1];
+              return V{ew_binary(kernels::EwOp::silu_bwd, v[0], ds), v[3] * v[2]};
+            },
+            in, &g);
+        expect_all_bitwise((*f)(in), run_eager(g, in), "swiglu region " + dname(dt));
+      }
+    }
+  });
+}
+
 // A fused region's saved inputs go through the active saved-tensor hooks, as every op's do (FSDP
 // then saves a gathered weight as a reference to re-gather rather than keeping the gathered copy
 // alive until backward; an offload moves saved activations).

@@ -130,7 +130,7 @@ TEST(FusionStencils, AddRmsNormIsAddThenTheHandKernel) {
 TEST(FusionStencils, WithinTheGenericProgramsBoundAndThreadIndependent) {
   Tensor x = randn_t({64, 1000}, DType::f32, 9, 3.0), w = randn_t({1000}, DType::f32, 10);
   const TraceFn fn = [](const V& v) { return V{v[0] * rsqrt(mean(v[0] * v[0]) + 1e-6) * v[1]}; };
-  const Fused stencil = fuse(fn), generic = fuse(fn, "rms_norm", /*stencils=*/false);
+  const Fused stencil = fuse(fn), generic = fuse(fn, "rms_norm", /*patterns=*/false);
   expect_ulp(stencil({x, w})[0], generic({x, w})[0], 6, "stencil vs generic program");
   const int saved = num_threads();
   set_num_threads(1);

@@ -70,6 +70,9 @@ struct Compiler {
     int chain_ops = 0;              // ops of the open chain (load and stores included)
     std::vector<int32_t> deferred;  // releases waiting for the chain to be emitted
     std::vector<int> deferred_at;
+    // bf16 outputs the open chain writes itself as its values pass (node, output index), instead
+    // of a narrowing store pass after it.
+    std::vector<std::pair<int32_t, int32_t>> pending;
   };
 
   int16_t add_loc(PassState& ps, Loc l);
@@ -92,8 +95,14 @@ struct Compiler {
   int32_t other_vec(int32_t i, int32_t acc) const;
 
   bool extends(const PassState& ps, int32_t i) const;
-  // Whether chain node u's value is read outside the chain (then the chain stores it).
-  bool stored(int32_t u) const;
+  // Whether chain node u's value is read outside the chain as f32 (then the chain stores it):
+  // readers other than the next chain op and the bf16 outputs the chain writes (ps.pending).
+  bool stored(const PassState& ps, int32_t u) const;
+  // Whether the store item `it` can ride on the open chain (a bf16 output of its last value).
+  bool rides_chain(const PassState& ps, const Item& it) const;
+  // The source of a chain op reading value v: a bf16 input straight from memory (*bf16 = 1), else
+  // read(ps, v).
+  int16_t chain_read(PassState& ps, int32_t v, uint8_t* bf16);
 
   void add_source(PassState& ps, int32_t o) {
     if (o >= 0 && std::find(ps.sources.begin(), ps.sources.end(), o) == ps.sources.end())

@@ -83,17 +83,18 @@ std::string describe(const Program& p) {
         }
         if (st.kind == StepKind::ew || st.kind == StepKind::ew_vs || st.kind == StepKind::ew_sv)
           os << " " << kernels::ew_name(static_cast<kernels::EwOp>(st.op));
-        os << " " << loc(ps, st.out);
+        os << " " << (st.out >= 0 ? loc(ps, st.out) : std::string("-"));
         if (st.kind != StepKind::chain) os << " <- " << loc(ps, st.in[0]);
         if (st.kind == StepKind::chain) {
           os << " [";
           for (int k = 0; k < st.count; ++k) {
             const ChainOp& c = ps.chain[static_cast<size_t>(st.acc + k)];
             os << (k ? ", " : "");
+            const char* wide = c.bf16 ? "_bf16 " : " ";
             if (c.form == ChainForm::load)
-              os << "load " << loc(ps, c.src);
+              os << "load" << wide << loc(ps, c.src);
             else if (c.form == ChainForm::store)
-              os << "store " << loc(ps, c.src);
+              os << "store" << wide << loc(ps, c.src);
             else
               os << kernels::ew_name(static_cast<kernels::EwOp>(c.op));
           }

@@ -136,9 +136,30 @@ int32_t Compiler::other_vec(int32_t i, int32_t acc) const {
   return -1;
 }
 
-bool Compiler::stored(int32_t u) const {
-  return uses[static_cast<size_t>(u)] != 1 || out_direct[static_cast<size_t>(u)] >= 0 ||
+bool Compiler::stored(const PassState& ps, int32_t u) const {
+  int written = 0;
+  for (const auto& [v, o] : ps.pending) written += v == u;
+  return uses[static_cast<size_t>(u)] - written != 1 || out_direct[static_cast<size_t>(u)] >= 0 ||
          keep[static_cast<size_t>(u)] >= 0;
+}
+
+bool Compiler::rides_chain(const PassState& ps, const Item& it) const {
+  if (it.kind != ItemKind::store || ps.chain.empty() || ps.chain.back() != it.node) return false;
+  if (prog.outputs[static_cast<size_t>(it.out)].dtype != DType::bf16 ||
+      node(it.node).dtype != DType::bf16)
+    return false;
+  return ps.chain_ops + 1 <= kMaxChainOps &&
+         ps.sources.size() + ps.pending.size() + 1 <= static_cast<size_t>(kMaxChainSources);
+}
+
+int16_t Compiler::chain_read(PassState& ps, int32_t v, uint8_t* bf16) {
+  const Node& nd = node(v);
+  *bf16 = 0;
+  if (nd.kind != NodeKind::input || nd.dtype != DType::bf16 ||
+      ps.loc_of[static_cast<size_t>(v)] >= 0)
+    return read(ps, v);
+  *bf16 = 1;
+  return add_loc(ps, {LocKind::input, cls(v), static_cast<int16_t>(nd.index), 2});
 }
 
 bool Compiler::extends(const PassState& ps, int32_t i) const {
@@ -149,12 +170,13 @@ bool Compiler::extends(const PassState& ps, int32_t i) const {
   for (int k = 0; k < node_arity(nd); ++k) refs += rep(nd.in[k]) == u;
   if (refs != 1) return false;
   // A value others read too is stored by the chain as it passes (a store op).
-  const int store = stored(u) ? 1 : 0;
+  const int store = stored(ps, u) ? 1 : 0;
   if (ps.chain_ops + 1 + store > kMaxChainOps) return false;
   const int32_t o = other_vec(i, u);
   const int new_src =
       o >= 0 && std::find(ps.sources.begin(), ps.sources.end(), o) == ps.sources.end();
-  return static_cast<int>(ps.sources.size()) + new_src + store <= kMaxChainSources;
+  return static_cast<int>(ps.sources.size() + ps.pending.size()) + new_src + store <=
+         kMaxChainSources;
 }
 
 void Compiler::chain_ops_of(PassState& ps, int32_t i, int32_t acc) {
@@ -171,7 +193,7 @@ void Compiler::chain_ops_of(PassState& ps, int32_t i, int32_t acc) {
     for (int k = 0; k < arity && acc_pos < 0; ++k)
       if (vec(rep(nd.in[k]))) acc_pos = k;
     ChainOp ld{};
-    ld.form = ChainForm::load, ld.src = read(ps, rep(nd.in[acc_pos]));
+    ld.form = ChainForm::load, ld.src = chain_read(ps, rep(nd.in[acc_pos]), &ld.bf16);
     pass.chain.push_back(ld), pass.chain_scalar.push_back(-1);
   } else {
     for (int k = 0; k < arity; ++k)
@@ -182,7 +204,8 @@ void Compiler::chain_ops_of(PassState& ps, int32_t i, int32_t acc) {
   } else {
     const int32_t o = rep(nd.in[1 - acc_pos]);
     if (vec(o)) {
-      c.form = acc_pos == 0 ? ChainForm::acc_v : ChainForm::v_acc, c.src = read(ps, o);
+      c.form = acc_pos == 0 ? ChainForm::acc_v : ChainForm::v_acc;
+      c.src = chain_read(ps, o, &c.bf16);
     } else {
       c.form = acc_pos == 0 ? ChainForm::acc_s : ChainForm::s_acc;
       c.s = a.value[static_cast<size_t>(o)];
@@ -196,23 +219,42 @@ void Compiler::close_chain(PassState& ps) {
   if (ps.chain.empty()) return;
   std::vector<int32_t> nodes;
   nodes.swap(ps.chain);
-  if (nodes.size() == 1) {
-    emit_compute(ps, nodes[0]);  // one op: the eager kernel itself
+  std::vector<std::pair<int32_t, int32_t>> pending;
+  pending.swap(ps.pending);
+  // One f32 op: the eager kernel itself. With bf16 inputs or outputs, one chain reads and writes
+  // them in memory (no widening / narrowing passes).
+  const bool bf16_io = !pending.empty() || node(nodes[0]).dtype == DType::bf16;
+  if (nodes.size() == 1 && !bf16_io) {
+    emit_compute(ps, nodes[0]);
   } else {
     Step s;
     s.kind = StepKind::chain;
     s.acc = static_cast<int16_t>(ps.pass->chain.size());
+    ps.pending = pending;  // stored() discounts the bf16 outputs written below
     for (size_t k = 0; k < nodes.size(); ++k) {
       chain_ops_of(ps, nodes[k], k ? nodes[k - 1] : -1);
-      if (k + 1 < nodes.size() && stored(nodes[k])) {
+      for (const auto& [v, o] : pending) {
+        if (v != nodes[k]) continue;
+        ChainOp st{};
+        st.form = ChainForm::store, st.bf16 = 1;
+        st.src = add_loc(ps, {LocKind::output, Cls::full, static_cast<int16_t>(o), 2});
+        ps.pass->chain.push_back(st), ps.pass->chain_scalar.push_back(-1);
+      }
+      if (k + 1 < nodes.size() && stored(ps, nodes[k])) {
         ChainOp st{};
         st.form = ChainForm::store, st.src = write(ps, nodes[k]);
         ps.pass->chain.push_back(st), ps.pass->chain_scalar.push_back(-1);
       }
     }
     s.count = static_cast<int16_t>(ps.pass->chain.size() - static_cast<size_t>(s.acc));
-    s.out = write(ps, nodes.back());
+    // No f32 value when the bf16 outputs were its only readers.
+    int written = 0;
+    for (const auto& [v, o] : pending) written += v == nodes.back();
+    const size_t last = static_cast<size_t>(nodes.back());
+    const bool needed = uses[last] - written > 0 || out_direct[last] >= 0 || keep[last] >= 0;
+    s.out = needed ? write(ps, nodes.back()) : int16_t(-1);
     ps.pass->steps.push_back(s);
+    ps.pending.clear();
   }
   ps.sources.clear();
   ps.chain_ops = 0;
@@ -242,7 +284,7 @@ void Compiler::emit_stage(size_t si) {
       if (it.kind == ItemKind::compute && extends(ps, it.node)) {
         const int32_t u = ps.chain.back();
         add_source(ps, other_vec(it.node, u));
-        if (stored(u)) add_source(ps, u), ++ps.chain_ops;
+        if (stored(ps, u)) add_source(ps, u), ++ps.chain_ops;
         ++ps.chain_ops;
         ps.chain.push_back(it.node);
       } else if (it.kind == ItemKind::compute && chain_op(it.node)) {
@@ -254,6 +296,9 @@ void Compiler::emit_stage(size_t si) {
       } else if (it.kind == ItemKind::compute) {
         close_chain(ps);
         emit_compute(ps, it.node);
+      } else if (rides_chain(ps, it)) {
+        ps.pending.emplace_back(it.node, it.out);
+        ++ps.chain_ops;
       } else if (it.kind == ItemKind::reduce) {
         close_chain(ps);
         Step s;

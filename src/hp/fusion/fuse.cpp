@@ -7,6 +7,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/autograd/node.h"
 #include "hp/core/profiler.h"
+#include "hp/fusion/simplify.h"
 #include "hp/fusion/vjp.h"
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/ops/ops.h"
@@ -76,7 +77,7 @@ void trace(const TraceFn& fn, const std::vector<Tensor>& inputs, Graph* g) {
 
 struct Fused::State {
   struct Entry {
-    Graph graph;  // the structure compiled for this signature
+    Graph graph;                          // the structure compiled for this signature
     std::shared_ptr<const Program> prog;  // null: runs eagerly
     std::string why;                      // why not fused (logged once)
     bool changed_logged = false;
@@ -97,7 +98,7 @@ struct Fused::State {
   };
   TraceFn fn;
   std::string name;
-  bool stencils = true;
+  bool patterns = true;  // canonicalize (simplify.h) and match stencils (stencils.h)
   mutable std::mutex mu;
   std::unordered_map<uint64_t, Entry> cache;
   std::unordered_map<uint64_t, VjpSlot> vjps;  // by signature, structure, need
@@ -136,7 +137,11 @@ std::shared_ptr<const Fused::State::Vjp> Fused::State::vjp_for(const Graph& g, u
   if (it == vjps.end()) make_room(vjps, &stats.evictions);
   auto v = std::make_shared<Vjp>();
   std::string why;
-  if (!build_vjp(g, need, &v->graph, &v->grad_of, &why))
+  // The vjp of the canonical form: a rewritten silu / gelu_tanh differentiates through its own
+  // *_bwd functor, as the forward runs it.
+  Graph simple;
+  const Graph& fwd = patterns && simplify(g, &simple) > 0 ? simple : g;
+  if (!build_vjp(fwd, need, &v->graph, &v->grad_of, &why))
     HP_THROW(ValueError, "fusion", name, ": ", why, " (an input requires grad)");
   v->forward = g;
   v->prog = compile(v->graph, &why);
@@ -147,14 +152,14 @@ std::shared_ptr<const Fused::State::Vjp> Fused::State::vjp_for(const Graph& g, u
   return v;
 }
 
-Fused::Fused(TraceFn fn, std::string name, bool stencils) : state_(std::make_shared<State>()) {
+Fused::Fused(TraceFn fn, std::string name, bool patterns) : state_(std::make_shared<State>()) {
   state_->fn = std::move(fn);
   state_->name = std::move(name);
-  state_->stencils = stencils;
+  state_->patterns = patterns;
 }
 
-Fused fuse(TraceFn fn, std::string name, bool stencils) {
-  return Fused(std::move(fn), std::move(name), stencils);
+Fused fuse(TraceFn fn, std::string name, bool patterns) {
+  return Fused(std::move(fn), std::move(name), patterns);
 }
 
 const std::string& Fused::name() const {
@@ -194,8 +199,11 @@ std::shared_ptr<const Program> Fused::plan(const std::vector<Tensor>& inputs) co
     State::Entry e;
     e.graph = g;
     e.last_use = ++s.tick;
-    const Stencil st = s.stencils ? match_stencil(g) : Stencil{};
-    e.prog = st.kind != StencilKind::none ? stencil_program(g, st) : compile(g, &e.why);
+    // Canonical form first (composed activations -> their functors), then stencils, then compile.
+    Graph simple;
+    const Graph& c = s.patterns && simplify(g, &simple) > 0 ? simple : g;
+    const Stencil st = s.patterns ? match_stencil(c) : Stencil{};
+    e.prog = st.kind != StencilKind::none ? stencil_program(c, st) : compile(c, &e.why);
     ++s.stats.compiles;
     if (!e.prog) {
       ++s.stats.eager;

@@ -14,8 +14,9 @@
 // kernels — with one log line per signature and reason. Results are never those of another graph.
 // When an input requires grad (and grad mode is on), the call records one autograd node whose
 // backward is the region's vjp (vjp.h), itself compiled and cached; only the inputs are saved.
-// A graph matching a stencil pattern (stencils.h: RMSNorm·w, residual add + RMSNorm·w) runs the
-// pattern's hand kernel and its autograd node instead (per-row statistics saved).
+// A composed activation (x·sigmoid(x), the tanh-GELU polynomial, …) is first rewritten to its functor
+// (simplify.h). A graph matching a stencil pattern (stencils.h: RMSNorm·w, residual add + RMSNorm·w)
+// runs the pattern's hand kernel and its autograd node instead (per-row statistics saved).
 #pragma once
 
 #include <cstdint>
@@ -48,9 +49,10 @@ inline constexpr size_t kFusedCacheEntries = 64;
 
 class Fused {
  public:
-  // stencils: graphs matching a stencil pattern (stencils.h) run its hand kernel; false keeps
-  // every graph on the generic passes (tests of the engine itself).
-  Fused(TraceFn fn, std::string name, bool stencils = true);
+  // patterns: composed activations are rewritten to their functors (simplify.h) and graphs
+  // matching a stencil pattern (stencils.h) run its hand kernel; false keeps every graph as traced
+  // on the generic passes, bitwise the eager ops (tests of the engine itself, the bench's chains).
+  Fused(TraceFn fn, std::string name, bool patterns = true);
   // Runs the region on `inputs` (f32 or bf16 tensors, any layout; made contiguous).
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const;
   // Trace + cache lookup (compiling on a miss) without running: the program the call would run,
@@ -67,7 +69,7 @@ class Fused {
 };
 
 // Wraps fn as a fused region named `name` (used in log lines).
-Fused fuse(TraceFn fn, std::string name = "fused", bool stencils = true);
+Fused fuse(TraceFn fn, std::string name = "fused", bool patterns = true);
 
 // Traces fn on Vars of the inputs' shapes and dtypes into *g (cleared first).
 void trace(const TraceFn& fn, const std::vector<Tensor>& inputs, Graph* g);

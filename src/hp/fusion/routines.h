@@ -24,6 +24,8 @@ inline constexpr int kAccFloats = 4 * 16;
 // op(acc, src), v_acc: op(src, acc)) or a scalar s (acc_s, s_acc). src indexes the pass's
 // per-tile pointer table. Ops are the same functors, so a chain equals its ops run one by one.
 // store: the running value is also written to P[src] (a value the chain computes that others read).
+// bf16 = 1 on load / acc_v / v_acc / store: P[src] holds bf16 in memory (a bf16 input read without
+// a widening pass, a bf16 output written without a narrowing pass; the eager converters' bits).
 enum class ChainForm : uint8_t { load, unary, acc_v, v_acc, acc_s, s_acc, store };
 // Trivial (no member initializers): the runner copies a step's ops into a stack array per tile, and
 // a zero-filled array there was most of the per-tile overhead. Create with ChainOp{}.
@@ -31,6 +33,7 @@ struct ChainOp {
   uint8_t op;  // EwOp
   ChainForm form;
   uint8_t round;  // 1: the result is a bf16 value, rounded in the chain (as the eager op stores)
+  uint8_t bf16;   // 1: P[src] is bf16 in memory (see ChainForm)
   int16_t src;
   float s;
   float p[3];
@@ -38,7 +41,7 @@ struct ChainOp {
 // Chains are bounded so their padded tails fit on the stack.
 inline constexpr int kMaxChainOps = 16;
 inline constexpr int kMaxChainSources = 8;
-// Ops a chain may hold: every unary op and the arithmetic binaries.
+// Ops a chain may hold: every functor (unary, binary, the backward helpers).
 bool chainable(kernels::EwOp op);
 
 struct RoutineTable {
@@ -55,7 +58,8 @@ struct RoutineTable {
   void (*red_init)(float* acc, int red);
   void (*red_chunk)(float* acc, const float* x, int64_t n, int red);
   float (*red_finish)(float* acc, const float* x, int64_t n, int red);
-  // out[0, n) = the chain's value; P[src] + i is element i of a source (out may equal a source).
+  // out[0, n) = the chain's value (out null: not written; the chain stored what is read); P[src] +
+  // i is element i of a source (out may equal a source).
   void (*chain)(float* out, void* const* P, int64_t n, const ChainOp* ops, int nops);
 };
 

@@ -3,6 +3,8 @@
 // reduction order), so nothing here redefines an op.
 #pragma once
 
+#include <type_traits>
+
 #include "hp/fusion/routines.h"
 #include "hp/kernels/cpu/ew_impl.h"
 
@@ -50,24 +52,26 @@ inline void select(float* out, const float* const* in, int64_t n) {
   map_k<3>(out, in, n, [](V c, V a, V b) { return A::select(A::eq(c, A::set1(0.0f)), b, a); });
 }
 
+#if defined(__AVX2__)
+// f rounded to bf16 in registers: cvt8_f32_bf16's rounding (nearest even; a NaN quieted, its top
+// 16 bits kept) without the trip through 16-bit memory — the same bits as the eager f32 -> bf16 ->
+// f32 (a bf16 region's every node rounds, so this was a quarter of a bf16 SwiGLU's time).
+__attribute__((always_inline)) inline __m256 round8_bf16(__m256 f) {
+  const __m256i top = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const __m256i u = _mm256_castps_si256(f);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i r =
+      _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), top);
+  const __m256i q = _mm256_or_si256(_mm256_and_si256(u, top), _mm256_set1_epi32(0x00400000));
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
+}
+#endif
+
 inline void round_bf16(float* out, const float* in, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX2__)
-  // In registers, 8 at a time: cvt8_f32_bf16's rounding (nearest even; a NaN quieted, its top 16
-  // bits kept) without the trip through 16-bit memory — the same bits as the eager f32 -> bf16 ->
-  // f32 (a bf16 region's every node rounds, so this was a quarter of a bf16 SwiGLU's time).
-  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-  const __m256i top = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const __m256i quiet = _mm256_set1_epi32(0x00400000);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 f = _mm256_loadu_ps(in + i);
-    const __m256i u = _mm256_castps_si256(f);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-    const __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), top);
-    const __m256i q = _mm256_or_si256(_mm256_and_si256(u, top), quiet);
-    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
-    _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan)));
-  }
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, round8_bf16(_mm256_loadu_ps(in + i)));
 #endif
   // The rest (all of it on the scalar path) through the eager converters, a piece at a time.
   uint16_t buf[256];
@@ -124,19 +128,51 @@ inline float red_finish(float* acc, const float* x, int64_t n, int red) {
 // ---- chains (routines.h): kG vectors per group keep the running value in registers ----
 constexpr int kG = 8;
 
+// W values at element off of a chain source: f32, or bf16 widened (the eager converter's bits).
+template <class VV = V>
+__attribute__((always_inline)) inline VV load_src(const void* p, int64_t off, bool bf16) {
+  if (!bf16) return A::load(static_cast<const float*>(p) + off);
+  const uint16_t* q = static_cast<const uint16_t*>(p) + off;
+#if defined(__AVX2__)
+  if constexpr (sizeof(VV) == 32 && W == 8) return cvt8_bf16_f32(q);  // AVX2: V is __m256
+#endif
+  alignas(64) float t[W];
+  bf16_to_f32(q, t, W);
+  return A::load(t);
+}
+
+// Stores W values at element off of a chain destination: f32, or narrowed to bf16 by the eager
+// converter (a bf16 node's value is already rounded, so this is exact).
+template <class VV = V>
+__attribute__((always_inline)) inline void store_dst(void* p, int64_t off, VV v, bool bf16) {
+  if (!bf16) return A::store(static_cast<float*>(p) + off, v);
+#if defined(__AVX2__)
+  if constexpr (sizeof(VV) == 32 && W == 8) {  // AVX2: in registers
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(p) + off), cvt8_f32_bf16(v));
+    return;
+  }
+#endif
+  alignas(64) float t[W];
+  A::store(t, v);
+  f32_to_bf16(t, static_cast<uint16_t*>(p) + off, W);
+}
+
 template <int NG, class F>
 __attribute__((always_inline)) inline void chain_binary(fusion::ChainForm form, V* acc,
-                                                        const float* src, V s, const float* p) {
+                                                        const void* src, bool bf16, V s,
+                                                        const float* p) {
   using fusion::ChainForm;
   // One branch per op and group; the loops inside are unrolled over the group's registers.
   switch (form) {
     case ChainForm::acc_v:
 #pragma GCC unroll 8
-      for (int g = 0; g < NG; ++g) acc[g] = F::template apply<A>(acc[g], A::load(src + g * W), p);
+      for (int g = 0; g < NG; ++g)
+        acc[g] = F::template apply<A>(acc[g], load_src(src, g * W, bf16), p);
       break;
     case ChainForm::v_acc:
 #pragma GCC unroll 8
-      for (int g = 0; g < NG; ++g) acc[g] = F::template apply<A>(A::load(src + g * W), acc[g], p);
+      for (int g = 0; g < NG; ++g)
+        acc[g] = F::template apply<A>(load_src(src, g * W, bf16), acc[g], p);
       break;
     case ChainForm::acc_s:
 #pragma GCC unroll 8
@@ -151,7 +187,11 @@ __attribute__((always_inline)) inline void chain_binary(fusion::ChainForm form, 
 
 // v rounded to bf16 lane by lane, through round_bf16 (in registers on AVX2 and up): the chain of a
 // bf16 region rounds after each op as the eager bf16 op stores its result.
-__attribute__((always_inline)) inline V round_v(V v) {
+template <class VV = V>
+__attribute__((always_inline)) inline VV round_v(VV v) {
+#if defined(__AVX2__)
+  if constexpr (sizeof(VV) == 32 && W == 8) return round8_bf16(v);  // AVX2: in registers
+#endif
   alignas(64) float t[W];
   A::store(t, v);
   round_bf16(t, t, W);
@@ -167,14 +207,15 @@ __attribute__((always_inline)) inline void chain_group(float* out, void* const* 
   for (int g = 0; g < NG; ++g) acc[g] = A::set1(0.0f);  // ops[0] loads; this quiets -Wuninitialized
   for (int k = 0; k < nops; ++k) {
     const fusion::ChainOp& c = ops[k];
-    const float* src = static_cast<const float*>(P[c.src]) + i;
+    // Element i of the source: f32 or bf16 in memory.
+    const void* src = static_cast<const char*>(P[c.src]) + i * (c.bf16 ? 2 : 4);
     if (c.form == ChainForm::store) {
-      float* dst = static_cast<float*>(P[c.src]) + i;
+      void* dst = static_cast<char*>(P[c.src]) + i * (c.bf16 ? 2 : 4);
 #pragma GCC unroll 8
-      for (int g = 0; g < NG; ++g) A::store(dst + g * W, acc[g]);
+      for (int g = 0; g < NG; ++g) store_dst(dst, g * W, acc[g], c.bf16);
     } else if (c.form == ChainForm::load) {
 #pragma GCC unroll 8
-      for (int g = 0; g < NG; ++g) acc[g] = A::load(src + g * W);
+      for (int g = 0; g < NG; ++g) acc[g] = load_src(src, g * W, c.bf16);
     } else if (c.form == ChainForm::unary) {
       switch (static_cast<EwOp>(c.op)) {
 #define HP_CHAIN_UNARY(e, F, arity)                                 \
@@ -192,24 +233,14 @@ __attribute__((always_inline)) inline void chain_group(float* out, void* const* 
     } else {
       const V s = A::set1(c.s);
       switch (static_cast<EwOp>(c.op)) {
-        case EwOp::add:
-          chain_binary<NG, ew::Add>(c.form, acc, src, s, c.p);
-          break;
-        case EwOp::sub:
-          chain_binary<NG, ew::Sub>(c.form, acc, src, s, c.p);
-          break;
-        case EwOp::mul:
-          chain_binary<NG, ew::Mul>(c.form, acc, src, s, c.p);
-          break;
-        case EwOp::div:
-          chain_binary<NG, ew::Div>(c.form, acc, src, s, c.p);
-          break;
-        case EwOp::maximum:
-          chain_binary<NG, ew::Maximum>(c.form, acc, src, s, c.p);
-          break;
-        case EwOp::minimum:
-          chain_binary<NG, ew::Minimum>(c.form, acc, src, s, c.p);
-          break;
+#define HP_CHAIN_BINARY(e, F, arity)                             \
+  case EwOp::e:                                                  \
+    if constexpr (arity == 2) {                                  \
+      chain_binary<NG, ew::F>(c.form, acc, src, c.bf16, s, c.p); \
+    }                                                            \
+    break;
+        HP_EW_OPS(HP_CHAIN_BINARY)
+#undef HP_CHAIN_BINARY
         default:
           break;
       }
@@ -219,6 +250,7 @@ __attribute__((always_inline)) inline void chain_group(float* out, void* const* 
       for (int g = 0; g < NG; ++g) acc[g] = round_v(acc[g]);
     }
   }
+  if (out == nullptr) return;
 #pragma GCC unroll 8
   for (int g = 0; g < NG; ++g) A::store(out + i + g * W, acc[g]);
 }
@@ -238,6 +270,7 @@ inline void chain(float* out, void* const* P, int64_t n, const fusion::ChainOp* 
   for (int k = 0; k < nops; ++k) {
     tops[k] = ops[k];
     tops[k].src = 0;
+    tops[k].bf16 = 0;  // the padded copies are f32
     const fusion::ChainForm f = ops[k].form;
     if (f != fusion::ChainForm::load && f != fusion::ChainForm::acc_v &&
         f != fusion::ChainForm::v_acc && f != fusion::ChainForm::store)
@@ -246,7 +279,9 @@ inline void chain(float* out, void* const* P, int64_t n, const fusion::ChainOp* 
     while (idx < used && done[idx] != ops[k].src) ++idx;
     if (idx == used) {
       done[used++] = ops[k].src;
-      if (f != fusion::ChainForm::store)  // a stored value is first written by the chain
+      if (f != fusion::ChainForm::store && ops[k].bf16)  // a stored value is written by the chain
+        bf16_to_f32(static_cast<const uint16_t*>(P[ops[k].src]) + i, pad[idx], n - i);
+      else if (f != fusion::ChainForm::store)
         for (int64_t j = 0; j < n - i; ++j)
           pad[idx][j] = static_cast<const float*>(P[ops[k].src])[i + j];
       Q[idx] = pad[idx];
@@ -254,11 +289,16 @@ inline void chain(float* out, void* const* P, int64_t n, const fusion::ChainOp* 
     tops[k].src = static_cast<int16_t>(idx);
   }
   chain_group<1>(o, Q, 0, tops, nops);
-  for (int64_t j = 0; j < n - i; ++j) out[i + j] = o[j];
-  for (int k = 0; k < nops; ++k)  // the live part of values the chain stored
-    if (ops[k].form == fusion::ChainForm::store)
+  if (out != nullptr)
+    for (int64_t j = 0; j < n - i; ++j) out[i + j] = o[j];
+  for (int k = 0; k < nops; ++k) {  // the live part of values the chain stored
+    if (ops[k].form != fusion::ChainForm::store) continue;
+    if (ops[k].bf16)
+      f32_to_bf16(pad[tops[k].src], static_cast<uint16_t*>(P[ops[k].src]) + i, n - i);
+    else
       for (int64_t j = 0; j < n - i; ++j)
         static_cast<float*>(P[ops[k].src])[i + j] = pad[tops[k].src][j];
+  }
 }
 
 template <class Op, int Arity>

@@ -4,10 +4,9 @@
 namespace hp::fusion {
 
 bool chainable(kernels::EwOp op) {
-  using kernels::EwOp;
-  if (kernels::ew_arity(op) == 1) return true;
-  return op == EwOp::add || op == EwOp::sub || op == EwOp::mul || op == EwOp::div ||
-         op == EwOp::maximum || op == EwOp::minimum;
+  // Every functor: the backward helpers too (silu_bwd(x, dy·u) after the product, in bf16
+  // regions one chain from the bf16 inputs to the bf16 output).
+  return static_cast<int>(op) < kernels::kNumEwOps;
 }
 
 const RoutineTable& routine_table_scalar() {

@@ -131,7 +131,9 @@ struct Runner {
           }
         }
         for (const Step& s : ps.steps) {
-          float* o = s.kind == StepKind::reduce ? nullptr : static_cast<float*>(P[s.out]);
+          // A chain whose value is only stored by its own store ops has no out (-1).
+          float* o =
+              s.kind == StepKind::reduce || s.out < 0 ? nullptr : static_cast<float*>(P[s.out]);
           const float* a[3] = {static_cast<const float*>(P[s.in[0]]),
                                static_cast<const float*>(P[s.in[1]]),
                                static_cast<const float*>(P[s.in[2]])};
