@@ -245,8 +245,9 @@ TEST(MulticoreRuntime, DynamicBuffersSizedFromExchangedCounts) {
     run_sequential(seq);
     Runtime(options(2, 1)).run(par);
     EXPECT_EQ(par.buffer(y).shape(), (Shape{std::max<int64_t>(rows, 1), N})) << rows;
-    if (rows > 0)  // (allocate leaves the tensor uninitialized: no row was written at 0)
+    if (rows > 0) {  // (allocate leaves the tensor uninitialized: no row was written at 0)
       EXPECT_TRUE(bitwise_equal(seq.buffer(y), par.buffer(y))) << rows;
+    }
     EXPECT_EQ(par.task(2).comm.bytes, rows * K * 4) << rows;
     if (rows > 0) {
       double want = 0;
