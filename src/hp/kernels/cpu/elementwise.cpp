@@ -106,6 +106,26 @@ void store_f32(const EwTable& tab, char* dst, DType dt, int64_t st, const float*
 
 bool is_f32_family(DType dt) { return dt == DType::f32 || dt == DType::bf16 || dt == DType::f16; }
 
+// One inner row whose operands are all bf16, each contiguous or broadcast (stride 0): the bf16
+// kernel widens, computes and rounds in registers. A broadcast operand is expanded once per row into
+// a tile of its value (uint16_t[kTile]), which every tile of the row then reads.
+void bf16_row(EwBf16Fn fn, int arity, const std::array<char*, 3>& ptr,
+              const std::array<int64_t, 3>& st, int64_t n, const float* p) {
+  alignas(64) uint16_t bcast[2][kTile];
+  for (int k = 1; k <= arity; ++k)
+    if (st[k] == 0) {
+      uint16_t v;
+      std::memcpy(&v, ptr[k], 2);
+      std::fill(bcast[k - 1], bcast[k - 1] + std::min(kTile, n), v);
+    }
+  for (int64_t off = 0; off < n; off += kTile) {
+    const uint16_t* in[2] = {nullptr, nullptr};
+    for (int k = 1; k <= arity; ++k)
+      in[k - 1] = st[k] == 0 ? bcast[k - 1] : reinterpret_cast<const uint16_t*>(ptr[k]) + off;
+    fn(reinterpret_cast<uint16_t*>(ptr[0]) + off, in, std::min(kTile, n - off), p);
+  }
+}
+
 }  // namespace
 
 void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor& b,
@@ -126,6 +146,8 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
   const bool f32_path = is_f32_family(dts[0]) && is_f32_family(dts[1]) && is_f32_family(dts[2]);
   const EwTable& tab = ew_table(active_isa());
   const EwF32Fn f32_fn = tab.f32[static_cast<int>(op)];
+  const EwBf16Fn bf16_fn = tab.bf16[static_cast<int>(op)];
+  const bool bf16_path = dts[0] == DType::bf16 && dts[1] == DType::bf16 && dts[2] == DType::bf16;
   const EwF64Fn f64_fn = ew_table_f64()[static_cast<int>(op)];
 
   strided_loop<3>(
@@ -135,7 +157,12 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
       {bcast_byte_strides(out, out.shape()), bcast_byte_strides(a, out.shape()),
        bcast_byte_strides(b_or_a, out.shape())},
       [&](std::array<char*, 3> ptr, std::array<int64_t, 3> st, int64_t n) {
-        if (f32_path) {
+        // bf16 throughout, contiguous or broadcast: converted in registers (mixed dtypes and
+        // strided operands take the f32 tile path below).
+        if (bf16_path && st[0] == 2 && (st[1] == 2 || st[1] == 0) &&
+            (arity == 1 || st[2] == 2 || st[2] == 0)) {
+          bf16_row(bf16_fn, arity, ptr, st, n, p);
+        } else if (f32_path) {
           alignas(64) float buf[3][kTile];
           for (int64_t off = 0; off < n; off += kTile) {
             const int64_t m = std::min(kTile, n - off);

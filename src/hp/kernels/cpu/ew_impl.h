@@ -9,53 +9,83 @@
 
 namespace hp::kernels::HP_ISA {
 
-template <class Op, int Arity>
-void run_f32(float* out, const float* const* in, int64_t n, const float* p) {
+// How a kernel operand is stored: W lanes read into f32 registers, and written back.
+struct F32Lanes {
+  using T = float;
+  static Arch::V load(const float* p) { return Arch::load(p); }
+  static void store(float* p, Arch::V v) { Arch::store(p, v); }
+};
+// bf16 widened on load (a 16-bit shift: exact) and rounded to nearest even on store, in registers:
+// the same bits as converting to an f32 buffer, computing there and converting back.
+struct Bf16Lanes {
+  using T = uint16_t;
+#if defined(__AVX2__)
+  static Arch::V load(const uint16_t* p) { return Arch::load_bf16(p); }
+  static void store(uint16_t* p, Arch::V v) { Arch::store_bf16(p, v); }
+#else
+  static float load(const uint16_t* p) { return hp::bf16_to_f32(*p); }
+  static void store(uint16_t* p, float v) { *p = hp::f32_to_bf16(v); }
+#endif
+};
+
+// out[0, n) = Op(in[0][i][, in[1][i]]) with operands stored as In and the result as Out, f32
+// compute. The one loop of every elementwise kernel and converter of this ISA.
+template <class Op, int Arity, class In, class Out = In>
+void run(typename Out::T* out, const typename In::T* const* in, int64_t n, const float* p) {
   using A = Arch;
   constexpr int W = A::W;
   int64_t i = 0;
   for (; i + W <= n; i += W) {
     if constexpr (Arity == 1)
-      A::store(out + i, Op::template apply<A>(A::load(in[0] + i), p));
+      Out::store(out + i, Op::template apply<A>(In::load(in[0] + i), p));
     else
-      A::store(out + i, Op::template apply<A>(A::load(in[0] + i), A::load(in[1] + i), p));
+      Out::store(out + i, Op::template apply<A>(In::load(in[0] + i), In::load(in[1] + i), p));
   }
   if (i < n) {
-    // Tail through the same vector code on a padded copy, so element results never depend on
+    // Tail through the same vector code on a zero-padded copy, so element results never depend on
     // where a chunk boundary falls (thread-count independence).
-    float a[W] = {}, b[W] = {}, o[W];
+    typename In::T a[W] = {}, b[W] = {};
+    typename Out::T o[W];
     const int64_t r = n - i;
     for (int64_t k = 0; k < r; ++k) a[k] = in[0][i + k];
     if constexpr (Arity == 1) {
-      A::store(o, Op::template apply<A>(A::load(a), p));
+      Out::store(o, Op::template apply<A>(In::load(a), p));
     } else {
       for (int64_t k = 0; k < r; ++k) b[k] = in[1][i + k];
-      A::store(o, Op::template apply<A>(A::load(a), A::load(b), p));
+      Out::store(o, Op::template apply<A>(In::load(a), In::load(b), p));
     }
     for (int64_t k = 0; k < r; ++k) out[i + k] = o[k];
   }
 }
 
+template <class Op, int Arity>
+void run_f32(float* out, const float* const* in, int64_t n, const float* p) {
+  run<Op, Arity, F32Lanes>(out, in, n, p);
+}
+
+template <class Op, int Arity>
+void run_bf16(uint16_t* out, const uint16_t* const* in, int64_t n, const float* p) {
+  run<Op, Arity, Bf16Lanes>(out, in, n, p);
+}
+
+// The converters: the copy "op" between storage types.
+struct Identity {
+  template <class A>
+  static typename A::V apply(typename A::V x, const float*) {
+    return x;
+  }
+};
+inline void bf16_to_f32(const uint16_t* in, float* out, int64_t n) {
+  run<Identity, 1, Bf16Lanes, F32Lanes>(out, &in, n, nullptr);
+}
+inline void f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
+  run<Identity, 1, F32Lanes, Bf16Lanes>(out, &in, n, nullptr);
+}
+
 #if defined(__AVX2__)
-// Vector converters: 8 values per step; the tail goes through the same code on a padded copy.
+// f16 converters (F16C), 8 values per step; the tail goes through the same code on a padded copy.
 // (No calls to core's inline scalar converters here: an out-of-line copy compiled for this ISA
 // could be chosen by the linker for callers on other CPUs.)
-inline __m256 cvt8_bf16_f32(const uint16_t* in) {
-  __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
-
-inline __m128i cvt8_f32_bf16(__m256 f) {
-  __m256i u = _mm256_castps_si256(f);
-  // Round to nearest even: add 0x7FFF + the lsb of the kept half, keep the top 16 bits.
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), 16);
-  __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x0040));
-  __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
-  r = _mm256_blendv_epi8(r, qnan, nan);
-  return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-}
-
 template <class In, class Out, class Step>
 inline void convert8(const In* in, Out* out, int64_t n, Step step) {
   int64_t i = 0;
@@ -69,14 +99,6 @@ inline void convert8(const In* in, Out* out, int64_t n, Step step) {
   }
 }
 
-inline void bf16_to_f32(const uint16_t* in, float* out, int64_t n) {
-  convert8(in, out, n, [](const uint16_t* a, float* o) { _mm256_storeu_ps(o, cvt8_bf16_f32(a)); });
-}
-inline void f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
-  convert8(in, out, n, [](const float* a, uint16_t* o) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(o), cvt8_f32_bf16(_mm256_loadu_ps(a)));
-  });
-}
 inline void f16_to_f32(const uint16_t* in, float* out, int64_t n) {
   convert8(in, out, n, [](const uint16_t* a, float* o) {
     _mm256_storeu_ps(o, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))));
@@ -89,12 +111,6 @@ inline void f32_to_f16(const float* in, uint16_t* out, int64_t n) {
   });
 }
 #else
-inline void bf16_to_f32(const uint16_t* in, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = hp::bf16_to_f32(in[i]);
-}
-inline void f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = hp::f32_to_bf16(in[i]);
-}
 inline void f16_to_f32(const uint16_t* in, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = hp::f16_to_f32(in[i]);
 }
@@ -162,6 +178,11 @@ inline const EwTable& table() {
   static const EwTable t = {
       {
 #define HP_EW_ENTRY(e, F, arity) &run_f32<ew::F, arity>,
+          HP_EW_OPS(HP_EW_ENTRY)
+#undef HP_EW_ENTRY
+      },
+      {
+#define HP_EW_ENTRY(e, F, arity) &run_bf16<ew::F, arity>,
           HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
       },

@@ -268,6 +268,18 @@ struct Arch : Prims {
   static V log(V x) { return vec_log<Prims>(x); }
   static V tanh(V x) { return vec_tanh<Prims>(x); }
   static V erf(V x) { return vec_erf<Prims>(x); }
+
+  // f32 lanes → bf16 bits in the low half of each i32 lane: round to nearest even (add 0x7FFF +
+  // the lsb of the kept half), a NaN keeps its top bits with the quiet bit set — hp::f32_to_bf16
+  // bit for bit. The eager converters, the bf16 elementwise kernels and the MX dequantizer use it.
+  static I to_bf16(V f) {
+    const I u = bits(f);
+    const I hi = srli<16>(u);
+    const I r = srli<16>(Prims::add(u, Prims::add(seti(0x7FFF), and_(hi, seti(1)))));
+    const MI nan = gt(and_(u, seti(0x7FFFFFFF)), seti(0x7F800000));
+    return select(nan, or_(hi, seti(0x40)), r);
+  }
+  static void store_bf16(uint16_t* p, V f) { store_u16(p, to_bf16(f)); }
 };
 #else
 using Arch = ScalarArch<float>;
