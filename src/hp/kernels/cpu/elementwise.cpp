@@ -1,7 +1,10 @@
 #include "hp/kernels/cpu/elementwise.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 
 #include "hp/core/strided_loop.h"
@@ -64,6 +67,14 @@ namespace {
 
 constexpr int64_t kTile = 1024;
 
+std::atomic<int64_t>& stream_bytes() {
+  static std::atomic<int64_t> bytes{[] {
+    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return llc > 0 ? static_cast<int64_t>(llc) : int64_t(32) << 20;
+  }()};
+  return bytes;
+}
+
 // Byte strides of t broadcast to `shape` (0 on broadcast dims).
 Shape bcast_byte_strides(const Tensor& t, const Shape& shape) {
   Shape out(shape.size(), 0);
@@ -109,9 +120,11 @@ bool is_f32_family(DType dt) { return dt == DType::f32 || dt == DType::bf16 || d
 // One inner row whose operands are all bf16, each contiguous or broadcast (stride 0): the bf16
 // kernel widens, computes and rounds in registers. A broadcast operand is expanded once per row into
 // a tile of its value (uint16_t[kTile]), which every tile of the row then reads.
-void bf16_row(EwBf16Fn fn, int arity, const std::array<char*, 3>& ptr,
-              const std::array<int64_t, 3>& st, int64_t n, const float* p) {
+// With `stream`, each tile is computed into an L1 buffer and streamed to the output.
+void bf16_row(const EwTable& tab, EwBf16Fn fn, int arity, const std::array<char*, 3>& ptr,
+              const std::array<int64_t, 3>& st, int64_t n, const float* p, bool stream) {
   alignas(64) uint16_t bcast[2][kTile];
+  alignas(64) uint16_t tile[kTile];
   for (int k = 1; k <= arity; ++k)
     if (st[k] == 0) {
       uint16_t v;
@@ -122,11 +135,18 @@ void bf16_row(EwBf16Fn fn, int arity, const std::array<char*, 3>& ptr,
     const uint16_t* in[2] = {nullptr, nullptr};
     for (int k = 1; k <= arity; ++k)
       in[k - 1] = st[k] == 0 ? bcast[k - 1] : reinterpret_cast<const uint16_t*>(ptr[k]) + off;
-    fn(reinterpret_cast<uint16_t*>(ptr[0]) + off, in, std::min(kTile, n - off), p);
+    const int64_t m = std::min(kTile, n - off);
+    uint16_t* dst = reinterpret_cast<uint16_t*>(ptr[0]) + off;
+    fn(stream ? tile : dst, in, m, p);
+    if (stream) tab.stream_copy(dst, tile, m * 2);
   }
 }
 
 }  // namespace
+
+int64_t ew_stream_bytes() { return stream_bytes().load(); }
+
+void set_ew_stream_bytes(int64_t bytes) { stream_bytes().store(bytes); }
 
 void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor& b,
                       std::initializer_list<float> params) {
@@ -149,6 +169,9 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
   const EwBf16Fn bf16_fn = tab.bf16[static_cast<int>(op)];
   const bool bf16_path = dts[0] == DType::bf16 && dts[1] == DType::bf16 && dts[2] == DType::bf16;
   const EwF64Fn f64_fn = ew_table_f64()[static_cast<int>(op)];
+  // Outputs larger than the last-level cache bypass it (EwTable::stream_copy); contiguous f32 and
+  // bf16 rows only.
+  const bool stream = static_cast<int64_t>(out.nbytes()) >= ew_stream_bytes();
 
   strided_loop<3>(
       out.shape(),
@@ -161,7 +184,7 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
         // strided operands take the f32 tile path below).
         if (bf16_path && st[0] == 2 && (st[1] == 2 || st[1] == 0) &&
             (arity == 1 || st[2] == 2 || st[2] == 0)) {
-          bf16_row(bf16_fn, arity, ptr, st, n, p);
+          bf16_row(tab, bf16_fn, arity, ptr, st, n, p, stream);
         } else if (f32_path) {
           alignas(64) float buf[3][kTile];
           for (int64_t off = 0; off < n; off += kTile) {
@@ -177,10 +200,13 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
               }
             }
             char* dst = ptr[0] + off * st[0];
-            const bool direct = dts[0] == DType::f32 && st[0] == 4;
+            const bool direct = dts[0] == DType::f32 && st[0] == 4 && !stream;
             float* o = direct ? reinterpret_cast<float*>(dst) : buf[0];
             f32_fn(o, in, m, p);
-            if (!direct) store_f32(tab, dst, dts[0], st[0], o, m);
+            if (dts[0] == DType::f32 && st[0] == 4 && stream)
+              tab.stream_copy(dst, o, m * 4);
+            else if (!direct)
+              store_f32(tab, dst, dts[0], st[0], o, m);
           }
         } else {
           // f64 / integer path: exact libm math in double, generic loads.
