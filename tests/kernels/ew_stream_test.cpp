@@ -42,7 +42,7 @@ TEST_P(EwStream, StreamedOutputsEqualPlainStores) {
   std::vector<float> av(3 * 40001), bv(40001);
   for (auto& v : av) v = d(rng);
   for (auto& v : bv) v = d(rng);
-  for (DType dt : {DType::f32, DType::bf16}) {
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
     const Tensor a = from_data(av, {3, 40001}).to(dt), b = from_data(bv, {40001}).to(dt);
     // One element in: the output rows start off any 32-byte boundary.
     const Tensor a_off = a.as_strided({3 * 40001 - 1}, {1}, 1);

@@ -117,11 +117,11 @@ void store_f32(const EwTable& tab, char* dst, DType dt, int64_t st, const float*
 
 bool is_f32_family(DType dt) { return dt == DType::f32 || dt == DType::bf16 || dt == DType::f16; }
 
-// One inner row whose operands are all bf16, each contiguous or broadcast (stride 0): the bf16
-// kernel widens, computes and rounds in registers. A broadcast operand is expanded once per row into
+// One inner row whose operands are all bf16 (or all f16), each contiguous or broadcast (stride 0):
+// the 16-bit kernel widens, computes and rounds in registers. A broadcast operand is expanded once per row into
 // a tile of its value (uint16_t[kTile]), which every tile of the row then reads.
 // With `stream`, each tile is computed into an L1 buffer and streamed to the output.
-void bf16_row(const EwTable& tab, EwBf16Fn fn, int arity, const std::array<char*, 3>& ptr,
+void half_row(const EwTable& tab, EwHalfFn fn, int arity, const std::array<char*, 3>& ptr,
               const std::array<int64_t, 3>& st, int64_t n, const float* p, bool stream) {
   alignas(64) uint16_t bcast[2][kTile];
   alignas(64) uint16_t tile[kTile];
@@ -166,8 +166,10 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
   const bool f32_path = is_f32_family(dts[0]) && is_f32_family(dts[1]) && is_f32_family(dts[2]);
   const EwTable& tab = ew_table(active_isa());
   const EwF32Fn f32_fn = tab.f32[static_cast<int>(op)];
-  const EwBf16Fn bf16_fn = tab.bf16[static_cast<int>(op)];
-  const bool bf16_path = dts[0] == DType::bf16 && dts[1] == DType::bf16 && dts[2] == DType::bf16;
+  // All bf16 or all f16: the kernels that convert in registers.
+  const bool half_path = (dts[0] == DType::bf16 || dts[0] == DType::f16) && dts[1] == dts[0] &&
+                         dts[2] == dts[0];
+  const EwHalfFn half_fn = (dts[0] == DType::f16 ? tab.f16 : tab.bf16)[static_cast<int>(op)];
   const EwF64Fn f64_fn = ew_table_f64()[static_cast<int>(op)];
   // Outputs larger than the last-level cache bypass it (EwTable::stream_copy); contiguous f32 and
   // bf16 rows only.
@@ -180,11 +182,11 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
       {bcast_byte_strides(out, out.shape()), bcast_byte_strides(a, out.shape()),
        bcast_byte_strides(b_or_a, out.shape())},
       [&](std::array<char*, 3> ptr, std::array<int64_t, 3> st, int64_t n) {
-        // bf16 throughout, contiguous or broadcast: converted in registers (mixed dtypes and
-        // strided operands take the f32 tile path below).
-        if (bf16_path && st[0] == 2 && (st[1] == 2 || st[1] == 0) &&
+        // bf16 or f16 throughout, contiguous or broadcast: converted in registers (mixed dtypes
+        // and strided operands take the f32 tile path below).
+        if (half_path && st[0] == 2 && (st[1] == 2 || st[1] == 0) &&
             (arity == 1 || st[2] == 2 || st[2] == 0)) {
-          bf16_row(tab, bf16_fn, arity, ptr, st, n, p, stream);
+          half_row(tab, half_fn, arity, ptr, st, n, p, stream);
         } else if (f32_path) {
           alignas(64) float buf[3][kTile];
           for (int64_t off = 0; off < n; off += kTile) {

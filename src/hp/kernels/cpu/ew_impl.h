@@ -42,6 +42,24 @@ struct Bf16Lanes {
 #endif
 };
 
+// f16 the same way, through F16C's conversions (the converters' instructions, so the same bits).
+struct F16Lanes {
+  using T = uint16_t;
+#if defined(__AVX2__)
+  static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) { Arch::load_f16x2(p, a, b); }
+  static void store2(uint16_t* p, Arch::V a, Arch::V b) { Arch::store_f16x2(p, a, b); }
+#else
+  static void load2(const uint16_t* p, float* a, float* b) {
+    *a = hp::f16_to_f32(p[0]);
+    *b = hp::f16_to_f32(p[1]);
+  }
+  static void store2(uint16_t* p, float a, float b) {
+    p[0] = hp::f32_to_f16(a);
+    p[1] = hp::f32_to_f16(b);
+  }
+#endif
+};
+
 // out[0, n) = Op(in[0][i][, in[1][i]]) over operands and result stored as S, f32 compute: the one
 // loop of every elementwise kernel of this ISA.
 //
@@ -89,6 +107,11 @@ void run_f32(float* out, const float* const* in, int64_t n, const float* p) {
 template <class Op, int Arity>
 void run_bf16(uint16_t* out, const uint16_t* const* in, int64_t n, const float* p) {
   run<Op, Arity, Bf16Lanes>(out, in, n, p);
+}
+
+template <class Op, int Arity>
+void run_f16(uint16_t* out, const uint16_t* const* in, int64_t n, const float* p) {
+  run<Op, Arity, F16Lanes>(out, in, n, p);
 }
 
 // Converters: N values per step; the tail goes through the same code on a padded copy.
@@ -231,6 +254,11 @@ inline const EwTable& table() {
       },
       {
 #define HP_EW_ENTRY(e, F, arity) &run_bf16<ew::F, arity>,
+          HP_EW_OPS(HP_EW_ENTRY)
+#undef HP_EW_ENTRY
+      },
+      {
+#define HP_EW_ENTRY(e, F, arity) &run_f16<ew::F, arity>,
           HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
       },

@@ -98,6 +98,15 @@ struct Prims {
     _mm512_storeu_si512(p, _mm512_packus_epi32(a, b));
   }
   static MI unord(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }  // NaN lanes
+  // 2W f16 values as two f32 vectors (exact) and back, rounded to nearest even (F16C), in order.
+  static void load_f16x2(const uint16_t* p, V* a, V* b) {
+    *a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    *b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
+  }
+  static void store_f16x2(uint16_t* p, V a, V b) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 16), _mm512_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
+  }
   // 32 bytes from the low bytes of 32 / W vectors; non-temporal when asked and aligned.
   static void store_bytes32(uint8_t* p, const I* c, bool nt = false) {
     __m128i* q = reinterpret_cast<__m128i*>(p);
@@ -225,6 +234,15 @@ struct Prims {
     _mm256_storeu_si256(reinterpret_cast<I*>(p), _mm256_packus_epi32(a, b));
   }
   static MI unord(V a) { return _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }  // NaN lanes
+  // 2W f16 values as two f32 vectors (exact) and back, rounded to nearest even (F16C), in order.
+  static void load_f16x2(const uint16_t* p, V* a, V* b) {
+    *a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    *b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+  }
+  static void store_f16x2(uint16_t* p, V a, V b) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8), _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
+  }
   // 32 bytes from the low bytes (values 0..255) of 32 / W vectors; non-temporal when asked and
   // aligned. The two packs interleave 128-bit halves; the dword permute restores element order:
   // bytes [a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7] → a0-7 b0-7 c0-7 d0-7.
