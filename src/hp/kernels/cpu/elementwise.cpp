@@ -171,9 +171,10 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
                          dts[2] == dts[0];
   const EwHalfFn half_fn = (dts[0] == DType::f16 ? tab.f16 : tab.bf16)[static_cast<int>(op)];
   const EwF64Fn f64_fn = ew_table_f64()[static_cast<int>(op)];
-  // Outputs larger than the last-level cache bypass it (EwTable::stream_copy); contiguous f32 and
-  // bf16 rows only.
-  const bool stream = static_cast<int64_t>(out.nbytes()) >= ew_stream_bytes();
+  // Outputs larger than the last-level cache bypass it (EwTable::stream_copy), in contiguous f32
+  // and 16-bit rows of at least a tile: each stream_copy ends with a store fence, so short rows (a
+  // [rows, 64] bias add) keep plain stores rather than fence every few lines.
+  const bool stream_output = static_cast<int64_t>(out.nbytes()) >= ew_stream_bytes();
 
   strided_loop<3>(
       out.shape(),
@@ -182,6 +183,7 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
       {bcast_byte_strides(out, out.shape()), bcast_byte_strides(a, out.shape()),
        bcast_byte_strides(b_or_a, out.shape())},
       [&](std::array<char*, 3> ptr, std::array<int64_t, 3> st, int64_t n) {
+        const bool stream = stream_output && n >= kTile;
         // bf16 or f16 throughout, contiguous or broadcast: converted in registers (mixed dtypes
         // and strided operands take the f32 tile path below).
         if (half_path && st[0] == 2 && (st[1] == 2 || st[1] == 0) &&

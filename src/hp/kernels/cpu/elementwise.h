@@ -26,8 +26,8 @@ inline Tensor elementwise(EwOp op, const Tensor& a, std::initializer_list<float>
   return elementwise(op, a, Tensor(), a.dtype(), params);
 }
 // Outputs of at least this many bytes are written with non-temporal stores, bypassing the cache
-// (contiguous f32 / bf16 rows): default the last-level cache size (sysconf), else 32 MiB. Results
-// are the same bits either way; tests lower it to cover both paths.
+// (contiguous f32 / bf16 / f16 rows of at least 1024 elements): default the last-level cache size
+// (sysconf), else 32 MiB. Results are the same bits either way; tests lower it to cover both.
 int64_t ew_stream_bytes();
 void set_ew_stream_bytes(int64_t bytes);
 // Writes op(a[, b]) into `out` (which may alias a or b exactly — in-place updates).
