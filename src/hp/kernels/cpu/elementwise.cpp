@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "hp/core/strided_loop.h"
@@ -67,8 +68,17 @@ namespace {
 
 constexpr int64_t kTile = 1024;
 
+// HP_EW_STREAM_BYTES (a byte count) overrides the default, e.g. to compare both store kinds.
 std::atomic<int64_t>& stream_bytes() {
   static std::atomic<int64_t> bytes{[] {
+    if (const char* env = std::getenv("HP_EW_STREAM_BYTES"); env && *env) {
+      char* end = nullptr;
+      const long long v = std::strtoll(env, &end, 10);
+      if (*end != '\0' || v < 0)
+        HP_THROW(ValueError, "elementwise", "HP_EW_STREAM_BYTES='", env,
+                 "' is not a byte count (a non-negative integer)");
+      return static_cast<int64_t>(v);
+    }
     const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     return llc > 0 ? static_cast<int64_t>(llc) : int64_t(32) << 20;
   }()};
