@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "ew_test_params.h"
 #include "hp/kernels/cpu/ew_table.h"
 #include "isa_test.h"
 
@@ -204,22 +205,6 @@ void check(EwOp op, const EwTable& tab, const std::vector<float>& x, const std::
   }
 }
 
-// Parameter sets for the ops that take parameters (set by the op front-end in real use).
-std::vector<std::vector<float>> param_sets(EwOp op) {
-  switch (op) {
-    case EwOp::affine:
-      return {{1.5f, -0.25f}, {-3.0f, 1e-3f}};
-    case EwOp::clamp:
-    case EwOp::clamp_bwd:
-      return {{-0.5f, 0.7f}, {0.0f, 6.0f}};
-    case EwOp::pow_scalar:
-    case EwOp::pow_scalar_bwd:
-      return {{3, 1, 1}, {2, 1, 0}, {0.5f, 0, 0}, {-1.5f, 0, 0}, {-2, 1, 0}, {0, 1, 0}};
-    default:
-      return {{0, 0, 0}};
-  }
-}
-
 class ElementwiseKernels : public test::IsaTest {};
 HP_INSTANTIATE_ISA_TESTS(ElementwiseKernels);
 
@@ -238,7 +223,7 @@ TEST_P(ElementwiseKernels, EveryOpMatchesF64Reference) {
     for (int k = 0; k < kNumEwOps; ++k) {
       const EwOp op = static_cast<EwOp>(k);
       Stats st;
-      for (const auto& pv : param_sets(op)) {
+      for (const auto& pv : test::param_sets(op)) {
         float p[4] = {0, 0, 0, 0};
         std::copy(pv.begin(), pv.end(), p);
         check(op, tab, xs, ys, p, st, isa_name(isa));

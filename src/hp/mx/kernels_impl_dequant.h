@@ -32,21 +32,13 @@ inline F decode_scale(I b) {
   return A::floats(s);
 }
 
-// f32 → bf16 round to nearest even; NaN stays a quiet NaN (matches hp::f32_to_bf16).
-inline I to_bf16(F y) {
-  const I u = A::bits(y);
-  const I r = A::srli<16>(A::add(u, A::add(A::seti(0x7FFF), A::and_(A::srli<16>(u), A::seti(1)))));
-  const M nan = A::gt(A::and_(u, A::seti(0x7FFFFFFF)), A::seti(0x7F800000));
-  return A::select(nan, A::or_(A::srli<16>(u), A::seti(0x40)), r);
-}
-
 template <class Fm, bool kBf16Out>
 void dequant_n(const uint8_t* codes, const uint8_t* scales, int scale_shift, int64_t n, void* out) {
   for (int64_t i = 0; i < n; i += A::W) {
     const I sb = scale_shift == 0 ? A::load_u8(scales + i) : A::seti(scales[i >> scale_shift]);
     const F y = A::mul(decode<Fm>(A::load_u8(codes + i)), decode_scale(sb));
     if constexpr (kBf16Out)
-      A::store_u16(static_cast<uint16_t*>(out) + i, to_bf16(y));
+      A::store_bf16(static_cast<uint16_t*>(out) + i, y);
     else
       A::store(static_cast<float*>(out) + i, y);
   }

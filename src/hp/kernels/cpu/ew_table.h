@@ -12,10 +12,16 @@ namespace hp::kernels {
 // out[0, n) = op(in[0][i], in[1][i]) over contiguous f32; any n; the result of element i does not
 // depend on n or on where the range starts (tails go through the same vector code).
 using EwF32Fn = void (*)(float* out, const float* const* in, int64_t n, const float* params);
+// The same over contiguous bf16 or f16 (every operand and the result): each vector is widened,
+// computed in f32 by the same functor and rounded to nearest even in registers — bitwise the f32
+// kernel between the converters (bf16_to_f32 / f32_to_bf16, f16_to_f32 / f32_to_f16).
+using EwHalfFn = void (*)(uint16_t* out, const uint16_t* const* in, int64_t n, const float* params);
 using EwF64Fn = void (*)(double* out, const double* const* in, int64_t n, const float* params);
 
 struct EwTable {
   EwF32Fn f32[kNumEwOps];
+  EwHalfFn bf16[kNumEwOps];
+  EwHalfFn f16[kNumEwOps];
   void (*bf16_to_f32)(const uint16_t* in, float* out, int64_t n);
   void (*f32_to_bf16)(const float* in, uint16_t* out, int64_t n);  // round to nearest even
   void (*f16_to_f32)(const uint16_t* in, float* out, int64_t n);
@@ -25,6 +31,9 @@ struct EwTable {
   float (*sum_f32)(const float* x, int64_t n);
   float (*max_f32)(const float* x, int64_t n);  // NaN if any element is NaN; -Inf for n == 0
   float (*dot_f32)(const float* x, const float* y, int64_t n);
+  // A copy whose destination bypasses the cache (non-temporal stores, fenced before returning):
+  // the eager driver writes outputs larger than the last-level cache with it.
+  void (*stream_copy)(void* dst, const void* src, int64_t bytes);
 };
 
 const EwTable& ew_table(Isa isa);

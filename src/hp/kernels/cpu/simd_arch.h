@@ -87,6 +87,26 @@ struct Prims {
   static void store_u16(uint16_t* p, I v) {  // the low half of each lane
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
   }
+  // 2W bf16 values as two f32 vectors in the lane order of the 16-bit unpacks (per 128-bit block k:
+  // a = x[8k, 8k+4), b = x[8k+4, 8k+8)); store_u16x2 packs that order back. See the AVX2 version.
+  static void load_bf16x2(const uint16_t* p, V* a, V* b) {
+    const I v = _mm512_loadu_si512(p), z = _mm512_setzero_si512();
+    *a = _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, v));
+    *b = _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, v));
+  }
+  static void store_u16x2(uint16_t* p, I a, I b) {  // low halves (0..65535), load_bf16x2's order
+    _mm512_storeu_si512(p, _mm512_packus_epi32(a, b));
+  }
+  static MI unord(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }  // NaN lanes
+  // 2W f16 values as two f32 vectors (exact) and back, rounded to nearest even (F16C), in order.
+  static void load_f16x2(const uint16_t* p, V* a, V* b) {
+    *a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    *b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
+  }
+  static void store_f16x2(uint16_t* p, V a, V b) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 16), _mm512_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
+  }
   // 32 bytes from the low bytes of 32 / W vectors; non-temporal when asked and aligned.
   static void store_bytes32(uint8_t* p, const I* c, bool nt = false) {
     __m128i* q = reinterpret_cast<__m128i*>(p);
@@ -201,6 +221,28 @@ struct Prims {
     const I packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(v, v), 0x08);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
   }
+  // 2W bf16 values as two f32 vectors, in the lane order the 16-bit unpacks give: a = x0-3 x8-11,
+  // b = x4-7 x12-15 (unpacking with zero puts each value in the top half of a lane: its f32 bits).
+  // One shuffle per 8 values, no cross-half permute; elementwise code does not care about the
+  // order, and store_u16x2's pack (per 128-bit half: a's 4 lanes, then b's) restores it.
+  static void load_bf16x2(const uint16_t* p, V* a, V* b) {
+    const I v = _mm256_loadu_si256(reinterpret_cast<const I*>(p)), z = _mm256_setzero_si256();
+    *a = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, v));
+    *b = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, v));
+  }
+  static void store_u16x2(uint16_t* p, I a, I b) {  // low halves (0..65535), load_bf16x2's order
+    _mm256_storeu_si256(reinterpret_cast<I*>(p), _mm256_packus_epi32(a, b));
+  }
+  static MI unord(V a) { return _mm256_castps_si256(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)); }  // NaN lanes
+  // 2W f16 values as two f32 vectors (exact) and back, rounded to nearest even (F16C), in order.
+  static void load_f16x2(const uint16_t* p, V* a, V* b) {
+    *a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    *b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+  }
+  static void store_f16x2(uint16_t* p, V a, V b) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 8), _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT));
+  }
   // 32 bytes from the low bytes (values 0..255) of 32 / W vectors; non-temporal when asked and
   // aligned. The two packs interleave 128-bit halves; the dword permute restores element order:
   // bytes [a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7] → a0-7 b0-7 c0-7 d0-7.
@@ -268,6 +310,19 @@ struct Arch : Prims {
   static V log(V x) { return vec_log<Prims>(x); }
   static V tanh(V x) { return vec_tanh<Prims>(x); }
   static V erf(V x) { return vec_erf<Prims>(x); }
+
+  // f32 lanes → bf16 bits in the low half of each i32 lane: round to nearest even (add 0x7FFF +
+  // the lsb of the kept half), a NaN keeps its top bits with the quiet bit set — hp::f32_to_bf16
+  // bit for bit. The eager converters, the bf16 elementwise kernels and the MX dequantizer use it.
+  static I to_bf16(V f) {
+    const I u = bits(f);
+    const I hi = srli<16>(u);
+    const I r = srli<16>(Prims::add(u, Prims::add(seti(0x7FFF), and_(hi, seti(1)))));
+    return select(unord(f), or_(hi, seti(0x40)), r);
+  }
+  static void store_bf16(uint16_t* p, V f) { store_u16(p, to_bf16(f)); }
+  // 2W values in load_bf16x2's lane order.
+  static void store_bf16x2(uint16_t* p, V a, V b) { store_u16x2(p, to_bf16(a), to_bf16(b)); }
 };
 #else
 using Arch = ScalarArch<float>;
