@@ -52,33 +52,30 @@ inline void select(float* out, const float* const* in, int64_t n) {
   map_k<3>(out, in, n, [](V c, V a, V b) { return A::select(A::eq(c, A::set1(0.0f)), b, a); });
 }
 
-#if defined(__AVX2__)
-// f rounded to bf16 in registers: cvt8_f32_bf16's rounding (nearest even; a NaN quieted, its top
-// 16 bits kept) without the trip through 16-bit memory — the same bits as the eager f32 -> bf16 ->
-// f32 (a bf16 region's every node rounds, so this was a quarter of a bf16 SwiGLU's time).
-__attribute__((always_inline)) inline __m256 round8_bf16(__m256 f) {
-  const __m256i top = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const __m256i u = _mm256_castps_si256(f);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i r =
-      _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), lsb)), top);
-  const __m256i q = _mm256_or_si256(_mm256_and_si256(u, top), _mm256_set1_epi32(0x00400000));
-  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
-  return _mm256_castsi256_ps(_mm256_blendv_epi8(r, q, nan));
+// The vector ISAs round to bf16 in registers with the converters' own rounding (Arch::to_bf16:
+// nearest even, a NaN quieted, its top 16 bits kept), without a trip through 16-bit memory: the
+// same bits as the eager f32 -> bf16 -> f32 (a bf16 region's every node rounds, so this was a
+// quarter of a bf16 SwiGLU's time). The scalar build goes through the eager converters.
+#if defined(__AVX2__) || defined(__AVX512F__)
+__attribute__((always_inline)) inline V round_v(V v) {
+  return A::floats(A::slli<16>(A::to_bf16(v)));
+}
+#else
+inline V round_v(V v) {
+  uint16_t b = 0;
+  f32_to_bf16(&v, &b, 1);
+  bf16_to_f32(&b, &v, 1);
+  return v;
 }
 #endif
 
 inline void round_bf16(float* out, const float* in, int64_t n) {
   int64_t i = 0;
-#if defined(__AVX2__)
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, round8_bf16(_mm256_loadu_ps(in + i)));
-#endif
-  // The rest (all of it on the scalar path) through the eager converters, a piece at a time.
-  uint16_t buf[256];
-  for (; i < n; i += 256) {
-    const int64_t m = n - i < 256 ? n - i : 256;
-    f32_to_bf16(in + i, buf, m);
-    bf16_to_f32(buf, out + i, m);
+  for (; i + W <= n; i += W) A::store(out + i, round_v(A::load(in + i)));
+  for (; i < n; ++i) {
+    uint16_t b = 0;
+    f32_to_bf16(in + i, &b, 1);
+    bf16_to_f32(&b, out + i, 1);
   }
 }
 
@@ -128,33 +125,31 @@ inline float red_finish(float* acc, const float* x, int64_t n, int red) {
 // ---- chains (routines.h): kG vectors per group keep the running value in registers ----
 constexpr int kG = 8;
 
-// W values at element off of a chain source: f32, or bf16 widened (the eager converter's bits).
-template <class VV = V>
-__attribute__((always_inline)) inline VV load_src(const void* p, int64_t off, bool bf16) {
+// W values at element off of a chain source: f32, or bf16 widened (exact).
+__attribute__((always_inline)) inline V load_src(const void* p, int64_t off, bool bf16) {
   if (!bf16) return A::load(static_cast<const float*>(p) + off);
   const uint16_t* q = static_cast<const uint16_t*>(p) + off;
-#if defined(__AVX2__)
-  if constexpr (sizeof(VV) == 32 && W == 8) return cvt8_bf16_f32(q);  // AVX2: V is __m256
-#endif
+#if defined(__AVX2__) || defined(__AVX512F__)
+  return A::load_bf16(q);
+#else
   alignas(64) float t[W];
   bf16_to_f32(q, t, W);
   return A::load(t);
+#endif
 }
 
-// Stores W values at element off of a chain destination: f32, or narrowed to bf16 by the eager
-// converter (a bf16 node's value is already rounded, so this is exact).
-template <class VV = V>
-__attribute__((always_inline)) inline void store_dst(void* p, int64_t off, VV v, bool bf16) {
+// Stores W values at element off of a chain destination: f32, or narrowed to bf16 (a bf16 node's
+// value is already rounded, so this is exact).
+__attribute__((always_inline)) inline void store_dst(void* p, int64_t off, V v, bool bf16) {
   if (!bf16) return A::store(static_cast<float*>(p) + off, v);
-#if defined(__AVX2__)
-  if constexpr (sizeof(VV) == 32 && W == 8) {  // AVX2: in registers
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(static_cast<uint16_t*>(p) + off), cvt8_f32_bf16(v));
-    return;
-  }
-#endif
+  uint16_t* q = static_cast<uint16_t*>(p) + off;
+#if defined(__AVX2__) || defined(__AVX512F__)
+  A::store_bf16(q, v);
+#else
   alignas(64) float t[W];
   A::store(t, v);
-  f32_to_bf16(t, static_cast<uint16_t*>(p) + off, W);
+  f32_to_bf16(t, q, W);
+#endif
 }
 
 template <int NG, class F>
@@ -185,18 +180,6 @@ __attribute__((always_inline)) inline void chain_binary(fusion::ChainForm form, 
   }
 }
 
-// v rounded to bf16 lane by lane, through round_bf16 (in registers on AVX2 and up): the chain of a
-// bf16 region rounds after each op as the eager bf16 op stores its result.
-template <class VV = V>
-__attribute__((always_inline)) inline VV round_v(VV v) {
-#if defined(__AVX2__)
-  if constexpr (sizeof(VV) == 32 && W == 8) return round8_bf16(v);  // AVX2: in registers
-#endif
-  alignas(64) float t[W];
-  A::store(t, v);
-  round_bf16(t, t, W);
-  return A::load(t);
-}
 
 template <int NG>
 __attribute__((always_inline)) inline void chain_group(float* out, void* const* P, int64_t i,
