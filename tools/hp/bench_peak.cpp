@@ -49,7 +49,7 @@ int run_bench_peak(const Args& in) {
     po.seconds = seconds;
     kernels::GemmPeak p = kernels::gemm_peak(dt, po);
     for (int again = 1; remeasure && again < 3; ++again) {
-      std::printf("%-10s measured %.1f GFLOP/s, measuring again (%d of 3)\n",
+      std::printf("%-10s best so far %.1f GFLOP/s, measuring again (%d of 3)\n",
                   std::string(dtype_name(dt)).c_str(), p.gflops, again + 1);
       std::fflush(stdout);
       p = kernels::gemm_peak(dt, po);  // each keeps the better of the cache and itself
