@@ -1,11 +1,7 @@
 #include "hp/kernels/cpu/elementwise.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 
 #include "hp/core/strided_loop.h"
@@ -68,23 +64,6 @@ namespace {
 
 constexpr int64_t kTile = 1024;
 
-// HP_EW_STREAM_BYTES (a byte count) overrides the default, e.g. to compare both store kinds.
-std::atomic<int64_t>& stream_bytes() {
-  static std::atomic<int64_t> bytes{[] {
-    if (const char* env = std::getenv("HP_EW_STREAM_BYTES"); env && *env) {
-      char* end = nullptr;
-      const long long v = std::strtoll(env, &end, 10);
-      if (*end != '\0' || v < 0)
-        HP_THROW(ValueError, "elementwise", "HP_EW_STREAM_BYTES='", env,
-                 "' is not a byte count (a non-negative integer)");
-      return static_cast<int64_t>(v);
-    }
-    const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    return llc > 0 ? static_cast<int64_t>(llc) : int64_t(32) << 20;
-  }()};
-  return bytes;
-}
-
 // Byte strides of t broadcast to `shape` (0 on broadcast dims).
 Shape bcast_byte_strides(const Tensor& t, const Shape& shape) {
   Shape out(shape.size(), 0);
@@ -128,13 +107,11 @@ void store_f32(const EwTable& tab, char* dst, DType dt, int64_t st, const float*
 bool is_f32_family(DType dt) { return dt == DType::f32 || dt == DType::bf16 || dt == DType::f16; }
 
 // One inner row whose operands are all bf16 (or all f16), each contiguous or broadcast (stride 0):
-// the 16-bit kernel widens, computes and rounds in registers. A broadcast operand is expanded once per row into
-// a tile of its value (uint16_t[kTile]), which every tile of the row then reads.
-// With `stream`, each tile is computed into an L1 buffer and streamed to the output.
-void half_row(const EwTable& tab, EwHalfFn fn, int arity, const std::array<char*, 3>& ptr,
-              const std::array<int64_t, 3>& st, int64_t n, const float* p, bool stream) {
+// the 16-bit kernel widens, computes and rounds in registers. A broadcast operand is expanded once
+// per row into a tile of its value (uint16_t[kTile]), which every tile of the row then reads.
+void half_row(EwHalfFn fn, int arity, const std::array<char*, 3>& ptr,
+              const std::array<int64_t, 3>& st, int64_t n, const float* p) {
   alignas(64) uint16_t bcast[2][kTile];
-  alignas(64) uint16_t tile[kTile];
   for (int k = 1; k <= arity; ++k)
     if (st[k] == 0) {
       uint16_t v;
@@ -146,17 +123,11 @@ void half_row(const EwTable& tab, EwHalfFn fn, int arity, const std::array<char*
     for (int k = 1; k <= arity; ++k)
       in[k - 1] = st[k] == 0 ? bcast[k - 1] : reinterpret_cast<const uint16_t*>(ptr[k]) + off;
     const int64_t m = std::min(kTile, n - off);
-    uint16_t* dst = reinterpret_cast<uint16_t*>(ptr[0]) + off;
-    fn(stream ? tile : dst, in, m, p);
-    if (stream) tab.stream_copy(dst, tile, m * 2);
+    fn(reinterpret_cast<uint16_t*>(ptr[0]) + off, in, m, p);
   }
 }
 
 }  // namespace
-
-int64_t ew_stream_bytes() { return stream_bytes().load(); }
-
-void set_ew_stream_bytes(int64_t bytes) { stream_bytes().store(bytes); }
 
 void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor& b,
                       std::initializer_list<float> params) {
@@ -181,10 +152,6 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
                          dts[2] == dts[0];
   const EwHalfFn half_fn = (dts[0] == DType::f16 ? tab.f16 : tab.bf16)[static_cast<int>(op)];
   const EwF64Fn f64_fn = ew_table_f64()[static_cast<int>(op)];
-  // Outputs larger than the last-level cache bypass it (EwTable::stream_copy), in contiguous f32
-  // and 16-bit rows of at least a tile: each stream_copy ends with a store fence, so short rows (a
-  // [rows, 64] bias add) keep plain stores rather than fence every few lines.
-  const bool stream_output = static_cast<int64_t>(out.nbytes()) >= ew_stream_bytes();
 
   strided_loop<3>(
       out.shape(),
@@ -193,12 +160,11 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
       {bcast_byte_strides(out, out.shape()), bcast_byte_strides(a, out.shape()),
        bcast_byte_strides(b_or_a, out.shape())},
       [&](std::array<char*, 3> ptr, std::array<int64_t, 3> st, int64_t n) {
-        const bool stream = stream_output && n >= kTile;
         // bf16 or f16 throughout, contiguous or broadcast: converted in registers (mixed dtypes
         // and strided operands take the f32 tile path below).
         if (half_path && st[0] == 2 && (st[1] == 2 || st[1] == 0) &&
             (arity == 1 || st[2] == 2 || st[2] == 0)) {
-          half_row(tab, half_fn, arity, ptr, st, n, p, stream);
+          half_row(half_fn, arity, ptr, st, n, p);
         } else if (f32_path) {
           alignas(64) float buf[3][kTile];
           for (int64_t off = 0; off < n; off += kTile) {
@@ -214,13 +180,10 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
               }
             }
             char* dst = ptr[0] + off * st[0];
-            const bool direct = dts[0] == DType::f32 && st[0] == 4 && !stream;
+            const bool direct = dts[0] == DType::f32 && st[0] == 4;
             float* o = direct ? reinterpret_cast<float*>(dst) : buf[0];
             f32_fn(o, in, m, p);
-            if (dts[0] == DType::f32 && st[0] == 4 && stream)
-              tab.stream_copy(dst, o, m * 4);
-            else if (!direct)
-              store_f32(tab, dst, dts[0], st[0], o, m);
+            if (!direct) store_f32(tab, dst, dts[0], st[0], o, m);
           }
         } else {
           // f64 / integer path: exact libm math in double, generic loads.

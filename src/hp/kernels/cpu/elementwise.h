@@ -25,12 +25,6 @@ Tensor elementwise(EwOp op, const Tensor& a, const Tensor& b, DType out_dtype,
 inline Tensor elementwise(EwOp op, const Tensor& a, std::initializer_list<float> params = {}) {
   return elementwise(op, a, Tensor(), a.dtype(), params);
 }
-// Outputs of at least this many bytes are written with non-temporal stores, bypassing the cache
-// (contiguous f32 / bf16 / f16 rows of at least 1024 elements): default the last-level cache size
-// (sysconf), else 32 MiB, or HP_EW_STREAM_BYTES when set. Results are the same bits either way;
-// tests lower it to cover both.
-int64_t ew_stream_bytes();
-void set_ew_stream_bytes(int64_t bytes);
 // Writes op(a[, b]) into `out` (which may alias a or b exactly — in-place updates).
 void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor& b,
                       std::initializer_list<float> params = {});

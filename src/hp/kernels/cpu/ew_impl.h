@@ -167,29 +167,6 @@ inline void f32_to_f16(const float* in, uint16_t* out, int64_t n) {
 }
 #endif
 
-// dst[0, bytes) = src[0, bytes) with non-temporal stores where dst is 32-byte aligned (plain copies
-// for the unaligned head and the tail), then a store fence, so the bytes are visible to any thread
-// once this returns. For outputs larger than the last-level cache: their lines go to memory
-// without first being read into the cache (which a plain store does), a third of the memory
-// traffic of a unary op; they would be evicted before their next use anyway.
-inline void stream_copy(void* dst, const void* src, int64_t bytes) {
-#if defined(__AVX2__)
-  char* d = static_cast<char*>(dst);
-  const char* s = static_cast<const char*>(src);
-  const int64_t to_aligned = static_cast<int64_t>((32 - (reinterpret_cast<uintptr_t>(d) & 31)) & 31);
-  const int64_t head = to_aligned < bytes ? to_aligned : bytes;  // (no std:: inlines in ISA code)
-  std::memcpy(d, s, static_cast<size_t>(head));
-  int64_t i = head;
-  for (; i + 32 <= bytes; i += 32)
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
-  std::memcpy(d + i, s + i, static_cast<size_t>(bytes - i));
-  _mm_sfence();
-#else
-  std::memcpy(dst, src, static_cast<size_t>(bytes));
-#endif
-}
-
 // Sum / max / dot over the first n - n % W elements with 4 vector accumulators, combined in a fixed
 // tree; the caller folds the lanes and the < W tail in order.
 template <class Combine, class Load>
@@ -262,8 +239,7 @@ inline const EwTable& table() {
           HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
       },
-      &bf16_to_f32, &f32_to_bf16, &f16_to_f32, &f32_to_f16, &sum_f32, &max_f32, &dot_f32,
-      &stream_copy};
+      &bf16_to_f32, &f32_to_bf16, &f16_to_f32, &f32_to_f16, &sum_f32, &max_f32, &dot_f32};
   return t;
 }
 

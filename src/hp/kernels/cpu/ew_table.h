@@ -31,9 +31,6 @@ struct EwTable {
   float (*sum_f32)(const float* x, int64_t n);
   float (*max_f32)(const float* x, int64_t n);  // NaN if any element is NaN; -Inf for n == 0
   float (*dot_f32)(const float* x, const float* y, int64_t n);
-  // A copy whose destination bypasses the cache (non-temporal stores, fenced before returning):
-  // the eager driver writes outputs larger than the last-level cache with it.
-  void (*stream_copy)(void* dst, const void* src, int64_t bytes);
 };
 
 const EwTable& ew_table(Isa isa);
