@@ -117,7 +117,7 @@ void BM_rms_norm_fwd_bwd(benchmark::State& state) {
 void BM_memcpy(benchmark::State& state) {
   std::vector<char> a(kBytes, 1), b(kBytes, 2);
   for (auto _ : state) {
-    std::memcpy(b.data(), a.data(), kBytes);
+    hp::bench::parallel_copy(b.data(), a.data(), kBytes);
     benchmark::DoNotOptimize(b.data());
   }
   report(state, 2.0 * kBytes, "", "", false);
