@@ -4,12 +4,14 @@
 // exchange bitwise — outputs, token gradients, router gradients and every local expert's weight
 // gradients — for G = 1 and 2, random and skewed routing, E4M3 and E5M2, 1 and 2 GEMM workers, in
 // f32 and in bf16 (bf16 activations and parameters: MegaMoE's buffers are bf16 where the
-// sequential path's tensors are, and round at the same points).
+// sequential path's tensors are, and round at the same points), and with bf16 rows and f32
+// parameters or the other way round.
 // Also: the forward plan exchanges the counts inside itself ("counts", then "layout g" per group,
 // visible in the run's Chrome trace).
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
@@ -35,14 +37,18 @@ void expect_bitwise(const Tensor& a, const Tensor& b, const std::string& what) {
 // Sequential and MegaMoE blocks with the same weights, MX experts with `spec`; forward and
 // backward of a weighted sum compared bitwise. Returns the max |output| difference between the
 // MX block and the same block in f32 experts (so the MX path is seen to quantize).
-double check(int64_t tokens, bool skewed, int64_t groups, mx::QuantSpec spec, DType dtype) {
+// dtype: the rows' (x's); params: the block's parameters' (default: dtype).
+double check(int64_t tokens, bool skewed, int64_t groups, mx::QuantSpec spec, DType dtype,
+             std::optional<DType> params = std::nullopt) {
   auto world = dist::world();
   const int64_t n = world->size(), r = world->rank(), e = 8, h = 64;
   const std::string what = "tokens " + std::to_string(tokens) + (skewed ? " skewed" : "") + " G " +
                            std::to_string(groups) + " elem " + std::to_string(int(spec.elem)) +
-                           " " + std::string(dtype_name(dtype)) + " at ep " + std::to_string(n);
+                           " " + std::string(dtype_name(dtype)) + " params " +
+                           std::string(dtype_name(params.value_or(dtype))) + " at ep " +
+                           std::to_string(n);
   auto opt = models::MoEOptions::qwen3_moe(h, 40, e, 2, true);
-  opt.dtype = dtype;
+  opt.dtype = params.value_or(dtype);
   manual_seed(5);
   models::MoEBlock seq(opt);
   manual_seed(5);
@@ -108,6 +114,10 @@ TEST(MegaMoEMx, EqualsTheSequentialExchangeBitwise) {
   check(37, true, 2, e4m3, DType::bf16);
   check(1, false, 2, e5m2, DType::bf16);
   check(64, false, 4, e5m2, DType::bf16);
+  // Mixed: bf16 rows with f32 parameters and the other way round (mx_grouped_experts keeps each
+  // operand's dtype: outputs in the rows', weight gradients in the parameters').
+  check(37, false, 2, e4m3, DType::bf16, DType::f32);
+  check(37, false, 2, e4m3, DType::f32, DType::bf16);
   // Two pool threads: two GEMM workers share a group's experts, the sequential layer's MX GEMMs
   // run on two threads; still bitwise equal.
   const int threads = num_threads();
