@@ -25,7 +25,9 @@
 // calls do, and is not counted on either side.)
 //
 // Run: build/hp launch -n 4 -- build/bench_megamoe [tokens hidden inter experts top_k groups]
-// (HP_LINK_* are ignored: the rows set the link.) HP_MC_TRACE=PREFIX also writes one overlapped
+// (HP_LINK_* are ignored: the rows set the link.) HP_MC_MX=f32|bf16 runs MXFP8 (E4M3) experts on
+// both sides (mx_grouped_experts in the sequential layer, MegaMoEOptions::mx) with the rows and
+// the weights in that dtype; unset: the f32 experts. HP_MC_TRACE=PREFIX also writes one overlapped
 // host step's Chrome traces, PREFIX.fwd.rank<r>.json and PREFIX.bwd.rank<r>.json (the forward shows
 // the "counts" and "layout g" tasks of the count exchange).
 //   per rank: tokens 32, hidden 2048, inter 1536, experts 16 (4 per rank at 4 ranks), top-8,
@@ -43,9 +45,11 @@
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
 #include "hp/dist/communicator.h"
+#include "hp/fusion/patterns.h"
 #include "hp/kernels/cpu/gemm.h"
 #include "hp/models/moe.h"
 #include "hp/multicore/link.h"
+#include "hp/mx/linear.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/expert_parallel.h"
 #include "hp/shard/megamoe.h"
@@ -75,7 +79,21 @@ struct Result {
 };
 
 std::optional<multicore::LinkModel> g_link = multicore::LinkModel{};  // no model unless set
-bool g_trace = false;  // keep the MegaMoE runs' Chrome traces (HP_MC_TRACE)
+bool g_trace = false;               // keep the MegaMoE runs' Chrome traces (HP_MC_TRACE)
+std::optional<mx::QuantSpec> g_mx;  // MX experts (HP_MC_MX)
+
+// The sequential layer's MX experts: MoEBlock::run_local_experts' grouped-kernel calls.
+Tensor mx_local_experts(const Tensor& xs, const std::vector<int64_t>& counts,
+                        const shard::LocalExpertWeights& lw) {
+  std::vector<int32_t> ends;
+  int64_t end = 0;
+  for (int64_t c : counts) ends.push_back(int32_t(end += c));
+  const Tensor group_ends = from_data<int32_t>(ends, {int64_t(ends.size())});
+  const mx::MxGroupedKernel kernel{*g_mx};
+  const Tensor g = kernel(xs, group_ends, stack(lw.gate, 0)),
+               u = kernel(xs, group_ends, stack(lw.up, 0));  // [R, inter]
+  return kernel(fusion::swiglu(g, u), group_ends, stack(lw.down, 0));
+}
 
 // kind: 0 the sequential EP layer, 1 MegaMoE task by task, 2 MegaMoE overlapped.
 Result step(const Layer& l, const dist::CommPtr& ep, int kind, int64_t groups) {
@@ -84,21 +102,20 @@ Result step(const Layer& l, const dist::CommPtr& ep, int kind, int64_t groups) {
        {std::pair{&l.local.gate, &lw.gate}, {&l.local.up, &lw.up}, {&l.local.down, &lw.down}})
     for (const Tensor& t : *from) to->push_back(t.detach().requires_grad_(true));
   shard::LocalExperts local = [&](const Tensor& xs, const std::vector<int64_t>& counts) {
-    std::vector<int64_t> id;
-    for (size_t q = 0; q < counts.size(); ++q) id.insert(id.end(), size_t(counts[q]), int64_t(q));
     const int64_t rows = xs.size(0);
     if (rows == 0) return xs;
+    if (g_mx) return mx_local_experts(xs, counts, lw);
+    std::vector<int64_t> id;
+    for (size_t q = 0; q < counts.size(); ++q) id.insert(id.end(), size_t(counts[q]), int64_t(q));
     return models::grouped_experts(xs, ones({rows, 1}), from_data<int64_t>(id, {rows, 1}), lw.gate,
                                    lw.up, lw.down);
   };
   shard::ExpertExchange exchange;
   if (kind > 0)
     exchange = [&](const Tensor& xs, const std::vector<int64_t>& count) {
-      return shard::megamoe_experts(xs, count, l.experts, lw, ep,
-                                    {.groups = groups,
-                                     .overlap = kind == 2,
-                                     .link = g_link,
-                                     .trace = g_trace});
+      return shard::megamoe_experts(
+          xs, count, l.experts, lw, ep,
+          {.groups = groups, .overlap = kind == 2, .link = g_link, .mx = g_mx, .trace = g_trace});
     };
   Tensor x = l.x.detach().requires_grad_(true);
   ep->barrier();
@@ -141,6 +158,15 @@ int main(int argc, char** argv) {
   const int reps = reps_env && *reps_env ? std::atoi(reps_env) : 3;
   const int rank = ep->rank(), n = ep->size();
   const bool root = rank == 0;
+  DType dt = DType::f32;  // of the rows and the expert weights
+  if (const char* m = std::getenv("HP_MC_MX"); m && *m) {
+    if (std::strcmp(m, "f32") != 0 && std::strcmp(m, "bf16") != 0) {
+      if (root) std::fprintf(stderr, "bench_megamoe: HP_MC_MX must be f32 or bf16, got '%s'\n", m);
+      return 2;
+    }
+    g_mx = mx::QuantSpec{};
+    dt = std::strcmp(m, "bf16") == 0 ? DType::bf16 : DType::f32;
+  }
   Layer l;
   l.experts = E;
   const shard::ExpertRange own = shard::local_experts(E, n, rank);
@@ -149,14 +175,14 @@ int main(int argc, char** argv) {
     Tensor g = randn({I, H}, DType::f32, 0.0, 0.02), u = randn({I, H}, DType::f32, 0.0, 0.02),
            d = randn({H, I}, DType::f32, 0.0, 0.02);
     if (e >= own.first && e < own.first + own.count) {
-      l.local.gate.push_back(g);
-      l.local.up.push_back(u);
-      l.local.down.push_back(d);
+      l.local.gate.push_back(g.to(dt));
+      l.local.up.push_back(u.to(dt));
+      l.local.down.push_back(d.to(dt));
     }
   }
   manual_seed(100 + uint64_t(rank));
-  l.x = randn({tokens, H});
-  l.wsum = randn({tokens, H});
+  l.x = randn({tokens, H}).to(dt);
+  l.wsum = randn({tokens, H}).to(dt);
   l.w = softmax(randn({tokens, k}), -1);
   std::vector<int64_t> ids;  // k distinct experts per token, uniformly
   for (int64_t t = 0; t < tokens; ++t) {
@@ -203,9 +229,12 @@ int main(int argc, char** argv) {
   if (root) {
     std::printf(
         "ranks %d, per rank: tokens %lld, hidden %lld, inter %lld, experts %lld (%lld here), "
-        "top-%lld, MegaMoE groups %lld; %d cube + 1 vector + comm worker per rank, best of %d\n",
+        "top-%lld, MegaMoE groups %lld; %d cube + 1 vector + comm worker per rank, best of %d; "
+        "experts %s\n",
         n, (long long)tokens, (long long)H, (long long)I, (long long)E, (long long)own.count,
-        (long long)k, (long long)groups, num_threads(), reps);
+        (long long)k, (long long)groups, num_threads(), reps,
+        g_mx ? (dt == DType::bf16 ? "MXFP8 E4M3, bf16 rows and weights" : "MXFP8 E4M3, f32")
+             : "f32");
     std::printf(
         "GEMM ceiling: %.1f GFLOP/s per rank (gemm_f32 [%lld, %lld]·[%lld, %lld]ᵀ, 1 thread, "
         "all ranks at once)\n",

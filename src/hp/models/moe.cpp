@@ -500,17 +500,19 @@ Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>&
 
 bool MoEBlock::megamoe_runs(const Tensor& x) const {
   if (!grouped_kernel_) return true;
-  // MX experts compute in x's dtype in the sequential path; MegaMoE runs them in f32 only.
-  return grouped_kernel_.target<mx::MxGroupedKernel>() && x.dtype() == DType::f32 &&
-         opt_.dtype == DType::f32;
+  // MX experts compute in x's and the weights' dtypes (f32 or bf16) in the sequential path, and
+  // MegaMoE runs them in the same dtypes.
+  auto fits = [](DType d) { return d == DType::f32 || d == DType::bf16; };
+  return grouped_kernel_.target<mx::MxGroupedKernel>() && fits(x.dtype()) && fits(opt_.dtype);
 }
 
 Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count) const {
   const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
   const auto* mx_kernel = grouped_kernel_ ? grouped_kernel_.target<mx::MxGroupedKernel>() : nullptr;
-  // f32 inside, as run_local_experts (casts are exact to undo, so the result is the same).
-  const bool f32 = xs.dtype() == DType::f32 && opt_.dtype == DType::f32;
-  auto as_f32 = [&](const Tensor& t) { return f32 ? t : cast(t, DType::f32); };
+  // The f32 experts run in f32 inside, as run_local_experts (casts are exact to undo, so the result
+  // is the same); MX experts in the rows' and weights' own dtypes, as mx_grouped_experts.
+  const bool native = mx_kernel || (xs.dtype() == DType::f32 && opt_.dtype == DType::f32);
+  auto as_f32 = [&](const Tensor& t) { return native ? t : cast(t, DType::f32); };
   shard::LocalExpertWeights w;
   for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
     w.gate.push_back(as_f32(experts[size_t(e)]->gate_proj->weight));
@@ -521,7 +523,7 @@ Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count
       shard::megamoe_experts(as_f32(xs), count, opt_.num_experts, w, ep_,
                              {.groups = ep_kernel_.groups,
                               .mx = mx_kernel ? std::optional(mx_kernel->spec) : std::nullopt});
-  return f32 ? y : cast(y, xs.dtype());
+  return native ? y : cast(y, xs.dtype());
 }
 
 Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,
