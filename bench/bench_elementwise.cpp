@@ -177,6 +177,8 @@ HP_EW_IN_CACHE(silu)
 HP_EW_IN_CACHE(gelu)
 HP_EW_IN_CACHE(gelu_tanh)
 HP_EW_IN_CACHE(exp)
+HP_EW_IN_CACHE(silu_bwd)
+HP_EW_IN_CACHE(gelu_bwd)
 BENCHMARK(BM_rms_norm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rms_norm_fwd_bwd)->Unit(benchmark::kMillisecond)->UseRealTime();
 

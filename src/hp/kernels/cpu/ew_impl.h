@@ -4,6 +4,7 @@
 #pragma once
 
 #include <type_traits>
+#include <vector>
 
 #include "hp/core/dtype.h"
 #include "hp/kernels/cpu/ew_table.h"
@@ -143,8 +144,9 @@ void run_tiled(typename S::T* out, const typename S::T* const* in, int64_t n, co
 
 // The ops whose f32 code is long (exp, log, tanh, erf inside): for them the tiles win (in cache on
 // Zen 3, bf16 ns per element in registers → tiles: silu 0.92 → 0.69, exp 0.75 → 0.61, gelu 1.34 →
-// 1.21, gelu_tanh 1.74 → 1.58). A short op stays in registers, where the tiles' extra round trip
-// through L1 costs more than the op (add 0.17 → 0.29).
+// 1.21, gelu_tanh 1.74 → 1.58, silu_bwd 1.19 → 0.98, gelu_bwd 1.94 → 1.85). A short op stays in
+// registers, where the tiles' extra round trip through L1 costs more than the op (add 0.17 → 0.29).
+// The unary ones among them without parameters take the lookup table below instead (~0.41).
 template <class Op>
 constexpr bool long_op() {
   return std::is_same_v<Op, ew::Exp> || std::is_same_v<Op, ew::Log> || std::is_same_v<Op, ew::Tanh> ||
@@ -155,12 +157,38 @@ constexpr bool long_op() {
          std::is_same_v<Op, ew::PowScalarBwd>;
 }
 
+// A long unary op without parameters has only 65536 inputs in a 16-bit type: its table holds the
+// kernel's own result for each (run<Op, 1, S> over every pattern, so the same bits), and a call is
+// one lookup per element (llama.cpp's f16 GELU table). 128 KiB per op and type, built on first use
+// (~0.1 ms); the inputs of one tensor touch a small, cache-resident part of it.
+template <class Op>
+constexpr bool table_op() {
+  return long_op<Op>() && !std::is_same_v<Op, ew::PowScalar>;
+}
+
+template <class Op, class S>
+const uint16_t* lookup_table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> all(65536), result(65536);
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+    const uint16_t* in[1] = {all.data()};
+    run<Op, 1, S>(result.data(), in, 65536, nullptr);
+    return result;
+  }();
+  return table.data();
+}
+
 template <class Op, int Arity, class S>
 void run_16bit(uint16_t* out, const uint16_t* const* in, int64_t n, const float* p) {
-  if constexpr (long_op<Op>())
+  if constexpr (Arity == 1 && table_op<Op>()) {
+    const uint16_t* table = lookup_table<Op, S>();
+    const uint16_t* x = in[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = table[x[i]];
+  } else if constexpr (long_op<Op>()) {
     run_tiled<Op, Arity, S>(out, in, n, p);
-  else
+  } else {
     run<Op, Arity, S>(out, in, n, p);
+  }
 }
 
 template <class Op, int Arity>
