@@ -7,7 +7,8 @@
 // sequential path's tensors are, and round at the same points), and with bf16 rows and f32
 // parameters or the other way round.
 // Also: the forward plan exchanges the counts inside itself ("counts", then "layout g" per group,
-// visible in the run's Chrome trace).
+// visible in the run's Chrome trace), and bf16 rows (of MX or f32 experts) travel as 2 bytes an
+// element both ways.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -142,16 +143,19 @@ TEST(MegaMoEMx, CountsTravelInsideThePlan) {
   // Rank r sends r + 1 rows to every expert, so each rank receives a different row count.
   std::vector<int64_t> count(size_t(e), world->rank() + 1);
   const Tensor x = randn({e * (world->rank() + 1), h});
-  // f32 rows, and bf16 rows of MX experts (here with f32 weights: the dtypes are independent, as in
-  // mx_grouped_experts), which travel as 2 bytes an element.
-  for (const DType dt : {DType::f32, DType::bf16}) {
-    const Tensor xs = x.to(dt);
-    const std::optional<mx::QuantSpec> spec =
-        dt == DType::bf16 ? std::optional(mx::QuantSpec{}) : std::nullopt;
+  // f32 rows, bf16 rows of MX experts (here with f32 weights: the dtypes are independent, as in
+  // mx_grouped_experts) and bf16 rows of the f32 experts; bf16 rows travel as 2 bytes an element,
+  // forward and backward.
+  const std::optional<mx::QuantSpec> none, e4m3 = mx::QuantSpec{};
+  for (const auto& [dt, spec] : {std::pair{DType::f32, none}, std::pair{DType::bf16, e4m3},
+                                 std::pair{DType::bf16, none}}) {
+    const Tensor xs = x.to(dt).requires_grad_(true);
     const Tensor y =
         megamoe_experts(xs, count, e, lw, world, {.groups = 2, .mx = spec, .trace = true});
     EXPECT_EQ(y.shape(), xs.shape());
     EXPECT_EQ(y.dtype(), dt);
+    sum(y).backward();
+    EXPECT_EQ(xs.grad().dtype(), dt);
     const std::string t = megamoe_last_forward().chrome_trace;
     for (const char* task : {"\"counts\"", "\"layout 0\"", "\"layout 1\"", "\"dispatch 1\""})
       EXPECT_NE(t.find(task), std::string::npos) << task << " missing from the trace";
@@ -160,13 +164,24 @@ TEST(MegaMoEMx, CountsTravelInsideThePlan) {
     for (int64_t s = 0; s < n; ++s)
       if (s != world->rank()) received_from_others += (s + 1) * own.count;
     const int64_t sent_to_others = (world->rank() + 1) * (e - own.count);
+    const int64_t row_bytes = (received_from_others + sent_to_others) * h * int64_t(dtype_size(dt));
     EXPECT_EQ(megamoe_last_forward().bytes,
-              (received_from_others + sent_to_others) * h * int64_t(dtype_size(dt)) +
-                  (e - own.count) * int64_t(sizeof(int64_t)))
-        << dtype_name(dt);
+              row_bytes + (e - own.count) * int64_t(sizeof(int64_t)))
+        << dtype_name(dt) << (spec ? " MX" : "");
+    // The backward sends the same rows the other way; its counts are known already.
+    EXPECT_EQ(megamoe_last_backward().bytes, row_bytes) << dtype_name(dt) << (spec ? " MX" : "");
   }
-  // bf16 rows need MX experts (the f32 experts' kernels are f32).
-  EXPECT_THROW(megamoe_experts(x.to(DType::bf16), count, e, lw, world, {.groups = 2}), ValueError);
+  // bf16 weights need MX experts (the f32 experts' kernels are f32), and rows are f32 or bf16.
+  if (own.count > 0) {
+    LocalExpertWeights half;
+    for (size_t q = 0; q < size_t(own.count); ++q) {
+      half.gate.push_back(lw.gate[q].to(DType::bf16));
+      half.up.push_back(lw.up[q].to(DType::bf16));
+      half.down.push_back(lw.down[q].to(DType::bf16));
+    }
+    EXPECT_THROW(megamoe_experts(x, count, e, half, world, {.groups = 2}), ValueError);
+  }
+  EXPECT_THROW(megamoe_experts(x.to(DType::f16), count, e, lw, world, {.groups = 2}), ValueError);
 }
 
 }  // namespace

@@ -509,18 +509,20 @@ bool MoEBlock::megamoe_runs(const Tensor& x) const {
 Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count) const {
   const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
   const auto* mx_kernel = grouped_kernel_ ? grouped_kernel_.target<mx::MxGroupedKernel>() : nullptr;
-  // The f32 experts run in f32 inside, as run_local_experts (casts are exact to undo, so the result
-  // is the same); MX experts in the rows' and weights' own dtypes, as mx_grouped_experts.
-  const bool native = mx_kernel || (xs.dtype() == DType::f32 && opt_.dtype == DType::f32);
-  auto as_f32 = [&](const Tensor& t) { return native ? t : cast(t, DType::f32); };
+  // MX experts run in the rows' and weights' own dtypes, as mx_grouped_experts. The f32 experts
+  // take the weights through the same differentiable cast as run_local_experts (so their gradients
+  // round to the parameters' dtype as there) and f32 or bf16 rows as they are: the rows travel in
+  // their dtype and MegaMoE widens and rounds them where run_local_experts casts.
+  auto weight = [&](const Tensor& t) { return mx_kernel ? t : cast(t, DType::f32); };
   shard::LocalExpertWeights w;
   for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
-    w.gate.push_back(as_f32(experts[size_t(e)]->gate_proj->weight));
-    w.up.push_back(as_f32(experts[size_t(e)]->up_proj->weight));
-    w.down.push_back(as_f32(experts[size_t(e)]->down_proj->weight));
+    w.gate.push_back(weight(experts[size_t(e)]->gate_proj->weight));
+    w.up.push_back(weight(experts[size_t(e)]->up_proj->weight));
+    w.down.push_back(weight(experts[size_t(e)]->down_proj->weight));
   }
+  const bool native = xs.dtype() == DType::f32 || xs.dtype() == DType::bf16;
   const Tensor y =
-      shard::megamoe_experts(as_f32(xs), count, opt_.num_experts, w, ep_,
+      shard::megamoe_experts(native ? xs : cast(xs, DType::f32), count, opt_.num_experts, w, ep_,
                              {.groups = ep_kernel_.groups,
                               .mx = mx_kernel ? std::optional(mx_kernel->spec) : std::nullopt});
   return native ? y : cast(y, xs.dtype());

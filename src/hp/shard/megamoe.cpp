@@ -96,7 +96,7 @@ void run_plan(Plan& plan, const MegaMoEOptions& options, int rank, MegaMoERunSta
 
 // What the backward needs from the forward: the layout (its receive side filled by the forward
 // run), the weights and, per group, the regrouped input and the gate / up projections ([R, H],
-// [R, I], [R, I], in the rows' dtype).
+// [R, I], [R, I], in the compute dtype: f32, or the rows' with MX experts).
 struct Saved {
   MegaMoEOptions options;
   mx::ExpertDTypes dt;  // the rows' (xs) and the weights' dtypes; both f32 without options.mx
@@ -145,7 +145,9 @@ void add_expert_cube(Plan& p, const std::string& name, std::vector<BufferId> rea
 // (mx/expert_gemm.h) and the eager SwiGLU ops (silu, mul, silu_bwd) as mx_grouped_experts and
 // fusion::swiglu in the sequential path; either way bitwise its counterpart there. MX rows may be
 // bf16 (s.dt.act): the sequential path's projections, SwiGLU results and token gradients are bf16
-// tensors then, each rounded once where it is written, and so are the buffers here.
+// tensors then, each rounded once where it is written, and so are the buffers here. bf16 rows of
+// the f32 experts are widened to f32 by "regroup g" and rounded back by "unregroup g" (the
+// pipeline's Layout::compute), so everything here reads and writes f32 for them.
 
 // Elements [at, at + len) of a buffer as a flat tensor of its dtype.
 Tensor flat(const TaskContext& ctx, BufferId b, int64_t at, int64_t len) {
@@ -369,11 +371,11 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
       w.down.size() != w.gate.size())
     HP_THROW(ValueError, "megamoe", "rank ", ep->rank(), " owns ", local, " experts but got ",
              w.gate.size(), "/", w.up.size(), "/", w.down.size(), " gate/up/down weights");
-  // MX experts take f32 or bf16 rows and weights (as mx_grouped_experts), the others f32.
+  // Rows are f32 or bf16; MX experts take f32 or bf16 weights (as mx_grouped_experts), the
+  // others f32 ones (their kernels are f32; bf16 rows are widened per group inside the plan).
   auto allowed = [&](DType d) { return d == DType::f32 || (options.mx && d == DType::bf16); };
-  if (xs.dim() != 2 || !allowed(xs.dtype()))
-    HP_THROW(ValueError, "megamoe", "needs xs [rows, hidden] f32", options.mx ? " or bf16" : "",
-             ", got ", xs.desc());
+  if (xs.dim() != 2 || (xs.dtype() != DType::f32 && xs.dtype() != DType::bf16))
+    HP_THROW(ValueError, "megamoe", "needs xs [rows, hidden] f32 or bf16, got ", xs.desc());
   const int64_t H = xs.size(1);
   const int64_t I = local > 0 ? w.gate[0].size(0) : 1;
   const DType wt = local > 0 ? w.gate[0].dtype() : DType::f32;
@@ -389,7 +391,9 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
   if (int64_t(count.size()) != num_experts)
     HP_THROW(ValueError, "megamoe", "count has ", count.size(), " entries for ", num_experts,
              " experts");
-  sv->layout = make_layout(count, num_experts, ep->size(), ep->rank(), groups, H, I, xs.dtype());
+  // The f32 experts compute in f32 whatever the rows' dtype, as run_local_experts after its casts.
+  sv->layout = make_layout(count, num_experts, ep->size(), ep->rank(), groups, H, I, xs.dtype(),
+                           options.mx ? xs.dtype() : DType::f32);
   sv->dt = {xs.dtype(), wt};
   sv->ep = ep;
   sv->w = w;
@@ -409,7 +413,8 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
     for (const Tensor& t : inputs) need.push_back(t.requires_grad());
     autograd::record("MegaMoE", inputs, {y}, [sv, need](const std::vector<Tensor>& g) {
       autograd::NoGradGuard ng;
-      // The output gradient in the rows' dtype (what the sequential MX experts quantize).
+      // The output gradient in the rows' dtype (what the sequential MX experts quantize, and
+      // what the sequential exchange sends back).
       const Tensor dy = g[0].dtype() == sv->dt.act ? g[0] : g[0].to(sv->dt.act);
       std::vector<Tensor> grads = backward_plan(sv, contiguous(dy));
       for (size_t i = 0; i < grads.size(); ++i)

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "hp/core/error.h"
+#include "hp/kernels/cpu/gemm_plan.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/expert_parallel.h"
 
@@ -44,21 +46,34 @@ Shape rows_shape(int64_t rows, int64_t cols) {
   return {std::max<int64_t>(rows, 1), cols};
 }
 
-// Rows [src_row, +rows) of src → rows [dst_row, +rows) of dst, both [·, cols] of one dtype.
+// Rows [src_row, +rows) of src → rows [dst_row, +rows) of dst, both [·, cols]: a byte copy in one
+// dtype; bf16 → f32 widens (exact), f32 → bf16 rounds to nearest even (the kernels' converters,
+// the bits of Tensor::to and so of the sequential path's casts).
 void copy_rows(const TaskContext& ctx, BufferId src, int64_t src_row, BufferId dst, int64_t dst_row,
                int64_t rows, int64_t cols) {
   const Tensor &s = ctx.buffer(src), &d = ctx.buffer(dst);
-  const int64_t row = cols * int64_t(s.itemsize());
-  std::copy_n(static_cast<const char*>(s.raw_data()) + src_row * row, rows * row,
-              static_cast<char*>(d.raw_data()) + dst_row * row);
+  const char* from = static_cast<const char*>(s.raw_data()) + src_row * cols * int64_t(s.itemsize());
+  char* to = static_cast<char*>(d.raw_data()) + dst_row * cols * int64_t(d.itemsize());
+  if (s.dtype() == d.dtype()) {
+    std::copy_n(from, rows * cols * int64_t(s.itemsize()), to);
+  } else if (s.dtype() == DType::bf16 && d.dtype() == DType::f32) {
+    kernels::detail::widen_bf16(reinterpret_cast<const uint16_t*>(from), cols, rows, cols,
+                                reinterpret_cast<float*>(to));
+  } else {
+    HP_CHECK(s.dtype() == DType::f32 && d.dtype() == DType::bf16, "rows ", s.desc(), " to ",
+             d.desc());
+    kernels::detail::narrow_bf16(reinterpret_cast<const float*>(from), rows, cols,
+                                 reinterpret_cast<uint16_t*>(to), cols);
+  }
 }
 
 }  // namespace
 
 Layout make_layout(const std::vector<int64_t>& count, int64_t num_experts, int64_t n, int64_t rank,
-                   int64_t groups, int64_t hidden, int64_t inter, DType dtype) {
+                   int64_t groups, int64_t hidden, int64_t inter, DType dtype, DType compute) {
   Layout L;
   L.dtype = dtype;
+  L.compute = compute;
   L.n = n;
   L.rank = rank;
   L.hidden = hidden;
@@ -108,7 +123,7 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
                                        const std::vector<RowBuffer>& extra, const Compute& compute,
                                        const AfterCombine& after) {
   const int64_t H = L.hidden, G = int64_t(L.groups.size());
-  const DType dt = L.dtype;
+  const DType dt = L.dtype, ct = L.compute;
   const int64_t row_bytes = H * int64_t(dtype_size(dt));  // one [H] row on the wire
   struct Ids {
     BufferId send, recv, ysend, back;
@@ -122,9 +137,9 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
     Ids& d = ids[size_t(gi)];
     d.send = plan.add_buffer("send" + s, rows_of(g.S, H, dt));
     d.recv = plan.add_dynamic_buffer("recv" + s, dt);
-    d.b.x = plan.add_dynamic_buffer("x" + s, dt);
-    d.b.y = plan.add_dynamic_buffer("y" + s, dt);
-    for (const RowBuffer& r : extra) d.b.rows.push_back(plan.add_dynamic_buffer(r.name + s, dt));
+    d.b.x = plan.add_dynamic_buffer("x" + s, ct);
+    d.b.y = plan.add_dynamic_buffer("y" + s, ct);
+    for (const RowBuffer& r : extra) d.b.rows.push_back(plan.add_dynamic_buffer(r.name + s, ct));
     d.ysend = plan.add_dynamic_buffer("y send" + s, dt);
     d.back = plan.add_buffer("back" + s, rows_of(g.S, H, dt));
     d.routed = plan.add_event("routed" + s);
@@ -219,7 +234,9 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
                     {waits, d.placed});
   };
   // Source s's rows of each expert between the received order and the regrouped one (one block
-  // per source): to_regrouped copies recv → x, else y → y send.
+  // per source): to_regrouped copies recv → x, else y → y send, converting between the rows' and
+  // the compute's dtypes (bf16 rows of f32 experts: widened here, each output row rounded here
+  // where the sequential path casts y).
   auto regroup = [lp, H](size_t gi, bool to_regrouped, BufferId from, BufferId to) {
     return
         [lp, H, gi, to_regrouped, from, to](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
