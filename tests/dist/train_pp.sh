@@ -2,10 +2,11 @@
 # hp train with pipeline parallelism (parallel.pp, train/pipeline_step.h): at pp 2 with gpipe,
 # 1f1b, interleaved_1f1b (2 virtual stages), zb_h1 and zb_h2, at pp 4 with 1f1b, zb_h1 and zb_h2
 # (4 microbatches: fewer than zb_h2's 2·pp − 1, its shortened lags), an uneven cut,
-# pp 2 × dp_shard 2 (1f1b, zb_h1, zb_h2), pp 2 × tp 2 (with recompute) on 4 ranks and packed
-# documents, every step's loss equals the 1-rank run's with the same micro-batching (f32, within
-# 1e-5 relative, 10 steps); zb_h2 equals 1f1b at pp 2 × dp_shard 2 in bf16 within 2%; each step
-# logs the measured bubble beside the theory and the model at the measured costs.
+# pp 2 × dp_shard 2 (1f1b, zb_h1, zb_h2, zb_h1 with recompute), pp 2 × tp 2 (with recompute) on
+# 4 ranks and packed documents, every step's loss equals the 1-rank run's with the same
+# micro-batching (f32, within 1e-5 relative, 10 steps); zb_h2 equals 1f1b at pp 2 × dp_shard 2 in
+# bf16 within 2%; each step logs the measured bubble beside the theory and the model at the
+# measured costs.
 # (train_pp3.sh, train_pp4.sh: pp 3 and 4; train_pp_resume.sh: resume across pp, MoE, profile,
 # errors.)
 # Usage: train_pp.sh HP_BINARY REPO_ROOT
@@ -51,6 +52,9 @@ for schedule in zb_h1 zb_h2; do
   matches_ref "pp2_dp2_$schedule" 4 --set parallel.pp=2 --set parallel.pipeline.schedule=$schedule
   compare "pp 2 × dp_shard 2: $schedule vs 1f1b" "$dir/pp2_dp2" "$dir/pp2_dp2_$schedule" 1e-5 10
 done
+# With recompute: I re-runs each layer's forward (re-gathering it) before its split backward.
+matches_ref pp2_dp2_zb_h1_recompute 4 --set parallel.pp=2 --set parallel.pipeline.schedule=zb_h1 \
+  --set recompute.mode=full
 bf16=(--set parallel.pp=2 --set training.mixed_precision=bf16)
 run pp2_dp2_bf16 4 "${bf16[@]}"
 run pp2_dp2_bf16_zb_h2 4 "${bf16[@]}" --set parallel.pipeline.schedule=zb_h2
