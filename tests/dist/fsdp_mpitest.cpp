@@ -1,15 +1,18 @@
 // FSDP across ranks (run at 1-4 ranks by ctest dist_np1..4): padded all-gather / reduce-scatter
 // of uneven parameters round-trip exactly (dims 7 and 5: an empty shard at 4 ranks); N-rank
 // training of a tiny Qwen3 equals one-rank training (reshard on/off, recompute, micro-batches,
-// no prefetch, bf16 compute, HSDP on a 2×2 mesh); bytes sent equal the FSDP volume formula.
+// no prefetch, bf16 compute, HSDP on a 2×2 mesh, a zero-bubble split backward with the
+// reduction at finish_grads); bytes sent equal the FSDP volume formula.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "fsdp/tiny_model.h"
 #include "hp/core/tensor_data.h"
 #include "hp/fsdp/fsdp.h"
 #include "hp/optim/optimizer.h"
+#include "hp/pipeline/weight_grad.h"
 #include "hp/shard/mesh.h"
 #include "hp/shard/placement.h"
 
@@ -162,6 +165,9 @@ struct RunSetup {
   bool recompute = false;
   int64_t micro = 1;
   bool hsdp = false;  // 2×2 mesh (4 ranks)
+  // Zero-bubble split (pipeline/weight_grad.h): every micro-batch's backward queues its linears'
+  // weight gradients, run after the last micro-batch's backward (the latest a schedule's W runs).
+  bool split = false;
 };
 
 // This rank's slice of every step's global batch (data rank = world rank), in `micro` pieces.
@@ -180,6 +186,7 @@ TrainResult fsdp_run(const RunSetup& su) {
   }
   auto m = testing::tiny_model(42);
   if (su.recompute) testing::add_recompute(*m);
+  if (su.split) pipeline::install_deferred_linears(*m);
   FsdpModel f(*m, groups_by_glob(*m, {"model.layers.*"}), shard_comm, replicate_comm, su.fsdp);
   optim::Optimizer opt(f.sharded_parameters(), {});
   const auto mine = chunk_range(kRows, world->size(), world->rank());
@@ -187,14 +194,18 @@ TrainResult fsdp_run(const RunSetup& su) {
   for (int64_t s = 0; s < kSteps; ++s) {
     opt.zero_grad();
     double local = 0;
+    pipeline::WeightGradTasks deferred;
     for (int64_t k = 0; k < su.micro; ++k) {
       const auto piece = chunk_range(mine.length, su.micro, k);
       if (piece.length == 0) continue;
       Tensor l = testing::scaled_sum_loss(*m, step_batch(s, piece.length, mine.start + piece.start),
                                           kScale);
+      std::optional<pipeline::WeightGradCapture> capture;
+      if (su.split) capture.emplace(&deferred);
       l.backward();
       local += l.item();
     }
+    for (const auto& w : deferred) w();
     f.finish_grads();
     if (s == 0)
       for (auto& [fqn, t] : f.sharded_parameters()) r.grads0.push_back(t.grad().clone());
@@ -245,6 +256,22 @@ void expect_matches(const TrainResult& got, const TrainResult& ref, double tol, 
           << what << " " << g.fqn;
     }
   }
+}
+
+// Elements of the padded segments S (Σ ceil(n/W)·row elements over a group's parameters) of the
+// tiny model's decoder layers (summed) and of its root group, at W ranks.
+struct PaddedSegments {
+  int64_t layers = 0, root = 0;
+};
+PaddedSegments padded_segments(int64_t w) {
+  auto m = testing::tiny_model(42);
+  auto padded = [w](const Tensor& t) {
+    return shard::chunk_size(t.size(0), w) * (t.numel() / t.size(0));
+  };
+  PaddedSegments out;
+  for (auto& [fqn, t] : m->named_parameters())
+    (fqn.rfind("model.layers.", 0) == 0 ? out.layers : out.root) += padded(t);
+  return out;
 }
 
 const TrainResult& reference() {
@@ -323,25 +350,45 @@ TEST(FsdpDist, Bf16TrainingMatchesOneProcessBf16) {
     ref.shards = rows_of(f);
   }
   expect_matches(got, ref, 2e-2, 0, "bf16", false);
-  // Bytes per step = the FSDP volume: per group (W-1)·S (S = Σ ceil(n/W)·row elements, the
-  // padded segment) per all-gather — two per layer (forward, backward), one for the root — plus
-  // one reduce-scatter each.
+  // Bytes per step = the FSDP volume: per group (W-1)·S per all-gather — two per layer (forward,
+  // backward), one for the root — plus one reduce-scatter each.
   const int64_t w = dist::world()->size();
-  auto m = testing::tiny_model(42);
-  auto segment = [&](nn::Module& mod) {
-    int64_t s = 0;
-    for (auto& [name, t] : mod.named_parameters())
-      s += shard::chunk_size(t.size(0), w) * (t.numel() / t.size(0));
-    return s;
-  };
-  int64_t layers = 0;
-  for (auto& l : m->model->layers) layers += segment(*l);
-  int64_t root_padded = 0;
-  for (auto& [fqn, t] : m->named_parameters())
-    if (fqn.rfind("model.layers.", 0) != 0)
-      root_padded += shard::chunk_size(t.size(0), w) * (t.numel() / t.size(0));
-  EXPECT_EQ(got.stats.all_gather_bytes, kSteps * (w - 1) * (2 * layers + root_padded) * 2);
-  EXPECT_EQ(got.stats.reduce_scatter_bytes, kSteps * (w - 1) * (layers + root_padded) * 4);
+  const PaddedSegments seg = padded_segments(w);
+  EXPECT_EQ(got.stats.all_gather_bytes, kSteps * (w - 1) * (2 * seg.layers + seg.root) * 2);
+  EXPECT_EQ(got.stats.reduce_scatter_bytes, kSteps * (w - 1) * (seg.layers + seg.root) * 4);
+}
+
+// A zero-bubble split backward (pipeline/weight_grad.h) with reduce_at_finish: two micro-batches'
+// backwards queue their linears' weight gradients, which run only after both (where FSDP without
+// reduce_at_finish would already have reduced each group twice per micro-batch). The gradients
+// wait unsharded for finish_grads, so the run equals one rank (f32) and the same bf16 FSDP run
+// without the split, and each group is reduce-scattered once per step, not per micro-batch.
+TEST(FsdpDist, SplitBackwardReducedAtFinishMatchesOneRank) {
+  RunSetup su{f32_options(true)};
+  su.fsdp.reduce_at_finish = su.split = true;
+  su.micro = 2;
+  const TrainResult r = fsdp_run(su);
+  expect_matches(r, reference(), kTol, kTol, "split backward, reduced at finish", false);
+  const int64_t w = dist::world()->size();
+  const PaddedSegments seg = padded_segments(w);
+  EXPECT_EQ(r.stats.reduce_scatter_bytes, kSteps * (w - 1) * (seg.layers + seg.root) * 4);
+  // Gathers are unchanged by the split: forward and I's backward per micro-batch, root once.
+  EXPECT_EQ(r.stats.all_gather_bytes,
+            kSteps * (w - 1) * (2 * su.micro * seg.layers + seg.root) * 4);
+
+  RunSetup bf{FsdpOptions{}};  // bf16 params, f32 reduce
+  bf.micro = 2;
+  const TrainResult plain = fsdp_run(bf);
+  bf.fsdp.reduce_at_finish = bf.split = true;
+  const TrainResult sp = fsdp_run(bf);
+  // The same layout: this rank's shards side by side. The first step's gradients sum the same
+  // bf16 micro-batch gradients in f32, in another order across ranks (bitwise at one rank).
+  const double tol = dist::world()->size() == 1 ? 0.0 : kTol;
+  ASSERT_EQ(sp.grads0.size(), plain.grads0.size());
+  for (size_t k = 0; k < plain.grads0.size(); ++k)
+    EXPECT_LE(rel_rows_diff(sp.grads0[k], 0, plain.grads0[k]), tol) << plain.shards[k].fqn;
+  for (size_t s = 0; s < plain.losses.size(); ++s)
+    EXPECT_NEAR(sp.losses[s], plain.losses[s], 2e-2 * std::abs(plain.losses[s])) << "step " << s;
 }
 
 }  // namespace

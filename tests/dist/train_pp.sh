@@ -2,9 +2,11 @@
 # hp train with pipeline parallelism (parallel.pp, train/pipeline_step.h): at pp 2 with gpipe,
 # 1f1b, interleaved_1f1b (2 virtual stages), zb_h1 and zb_h2, at pp 4 with 1f1b, zb_h1 and zb_h2
 # (4 microbatches: fewer than zb_h2's 2·pp − 1, its shortened lags), an uneven cut,
-# pp 2 × dp_shard 2, pp 2 × tp 2 (with recompute) on 4 ranks and packed documents, every step's
-# loss equals the 1-rank run's with the same micro-batching (f32, within 1e-5 relative, 10 steps),
-# and each step logs the measured bubble beside the theory and the model at the measured costs.
+# pp 2 × dp_shard 2 (1f1b, zb_h1, zb_h2, zb_h1 with recompute), pp 2 × tp 2 (with recompute) on
+# 4 ranks and packed documents, every step's loss equals the 1-rank run's with the same
+# micro-batching (f32, within 1e-5 relative, 10 steps); zb_h2 equals 1f1b at pp 2 × dp_shard 2 in
+# bf16 within 2%; each step logs the measured bubble beside the theory and the model at the
+# measured costs.
 # (train_pp3.sh, train_pp4.sh: pp 3 and 4; train_pp_resume.sh: resume across pp, MoE, profile,
 # errors.)
 # Usage: train_pp.sh HP_BINARY REPO_ROOT
@@ -43,6 +45,20 @@ matches_ref pp2_uneven 2 --set parallel.pp=2 --set "parallel.pipeline.layers_per
 grep -q "2 stages of \[3, 1\] layers" "$dir/pp2_uneven.log"
 matches_ref pp2_dp2 4 --set parallel.pp=2
 grep -q "parallel: 4 rank(s), pp 2 × (dp_replicate 1 × dp_shard 2" "$dir/pp2_dp2.log"
+# Zero bubble with FSDP inside the stages (each stage's gradients held unsharded and reduced once,
+# after the step's last W) equals 1f1b at the same layout (and one rank) in f32, and in bf16
+# compute within 2% (as the other bf16 layout checks).
+for schedule in zb_h1 zb_h2; do
+  matches_ref "pp2_dp2_$schedule" 4 --set parallel.pp=2 --set parallel.pipeline.schedule=$schedule
+  compare "pp 2 × dp_shard 2: $schedule vs 1f1b" "$dir/pp2_dp2" "$dir/pp2_dp2_$schedule" 1e-5 10
+done
+# With recompute: I re-runs each layer's forward (re-gathering it) before its split backward.
+matches_ref pp2_dp2_zb_h1_recompute 4 --set parallel.pp=2 --set parallel.pipeline.schedule=zb_h1 \
+  --set recompute.mode=full
+bf16=(--set parallel.pp=2 --set training.mixed_precision=bf16)
+run pp2_dp2_bf16 4 "${bf16[@]}"
+run pp2_dp2_bf16_zb_h2 4 "${bf16[@]}" --set parallel.pipeline.schedule=zb_h2
+compare "pp 2 × dp_shard 2, bf16: zb_h2 vs 1f1b" "$dir/pp2_dp2_bf16" "$dir/pp2_dp2_bf16_zb_h2" 0.02 10
 matches_ref pp2_tp2 4 --set parallel.pp=2 --set parallel.tp=2 --set recompute.mode=full
 # Packed documents (a verse per document; attention within it, positions restarting): every
 # stage's layers get the micro-batch's document ids and positions.

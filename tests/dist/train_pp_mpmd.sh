@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # hp train with heterogeneous pipeline stages (parallel.pipeline.stage_ranks, MPMD): on 4 ranks,
-# stages of [1, 3] and [3, 1] ranks (FSDP over the 3, activations and gradients resharded by rows
-# between the stages) equal the 1-rank run within 1e-5 relative (f32); a [1, 3] run resumes at
-# pp 1; stage_ranks that do not fit fail naming the key and values.
+# stages of [1, 3] (1f1b and zb_h1) and [3, 1] ranks (FSDP over the 3, activations and gradients
+# resharded by rows between the stages) equal the 1-rank run within 1e-5 relative (f32); a [1, 3]
+# run resumes at pp 1; stage_ranks that do not fit fail naming the key and values.
 # Usage: train_pp_mpmd.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
 pipeline_yaml \
@@ -12,6 +12,10 @@ run ref 1
 run mpmd_13 4 --set parallel.pp=2 --set "parallel.pipeline.stage_ranks=[1, 3]"
 grep -q "on \[1, 3\] ranks (FSDP inside each, activations resharded by rows)" "$dir/mpmd_13.log"
 compare "stage_ranks [1, 3] vs 1 rank" "$dir/ref" "$dir/mpmd_13" 1e-5 6
+# Zero bubble on the same stages: the 3-rank stage's FSDP reduces its gradients after the last W.
+run mpmd_13_zb_h1 4 --set parallel.pp=2 --set "parallel.pipeline.stage_ranks=[1, 3]" \
+  --set parallel.pipeline.schedule=zb_h1
+compare "stage_ranks [1, 3] (zb_h1) vs 1 rank" "$dir/ref" "$dir/mpmd_13_zb_h1" 1e-5 6
 run mpmd_31 4 --set parallel.pp=2 --set "parallel.pipeline.stage_ranks=[3, 1]" \
   --set parallel.pipeline.schedule=gpipe
 compare "stage_ranks [3, 1] (gpipe) vs 1 rank" "$dir/ref" "$dir/mpmd_31" 1e-5 6

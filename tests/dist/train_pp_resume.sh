@@ -28,8 +28,8 @@ expect_error bad_micro 4 "parallel.pipeline.microbatches: 2 (training.grad_accum
 expect_error bad_world 3 "parallel.pp = 2 does not divide the world size 3" --set parallel.pp=2
 expect_error bad_stage 2 "parallel.dp_replicate × parallel.cp × parallel.tp = 1 × 1 × 2 does not divide the ranks of a pipeline stage, 1 (launched ranks 2 / parallel.pp 2)" \
   --set parallel.pp=2 --set parallel.tp=2
-expect_error zb_dp 4 "parallel.pipeline.schedule zb_h1 needs each stage's parameters unsharded in f32" \
-  --set parallel.pp=2 --set parallel.pipeline.schedule=zb_h1
+expect_error zb_mx 2 "parallel.pipeline.schedule: zb_h1 splits the linear layers' backward, which low_precision.recipe mxfp8" \
+  --set parallel.pp=2 --set parallel.pipeline.schedule=zb_h1 --set low_precision.recipe=mxfp8
 # A mixture-of-experts model (without the router loss, which spans all layers).
 moe=(--set model.arch=qwen3_moe --set model.experts=4 --set model.experts_per_token=2
   --set model.router_aux_loss_coef=0)

@@ -403,6 +403,15 @@ TEST(ConfigErrors, PipelineKeys) {
             "[config] --set parallel.pipeline.stage_ranks=[1, 3]: "
             "parallel.pipeline.stage_ranks: [1, 3] needs parallel.tp, cp, dp_replicate, ep and "
             "parallel.pipeline.virtual_stages 1");
+  // Zero bubble splits the linears' backward, which MX GEMM kernels do not (FSDP and bf16 do).
+  EXPECT_EQ(
+      error_of(kValid, with({"parallel.pipeline.schedule=zb_h2", "low_precision.recipe=mxfp8"})),
+      "[config] --set parallel.pipeline.schedule=zb_h2: parallel.pipeline.schedule: zb_h2 "
+      "splits the linear layers' backward, which low_precision.recipe mxfp8 (MX GEMM "
+      "kernels) does not support; use 1f1b");
+  EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.schedule=zb_h1",
+                                   "training.mixed_precision=bf16", "parallel.dp_shard=2"})),
+            "(no error)");
   // The example config loads, its microbatches setting training.grad_accum.
   const Config example = load_config(std::string(HP_TEST_DIR) + "/../../configs/pipeline.yaml");
   EXPECT_EQ(example.parallel.pp, 2);

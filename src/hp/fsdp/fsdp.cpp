@@ -109,6 +109,8 @@ class FsdpModel::Impl : public std::enable_shared_from_this<FsdpModel::Impl> {
   void post_backward(size_t g);
   void note_backward();
   void end_backward();
+  // post_backward of every group that took part in a backward since its last reduction.
+  void reduce_in_backward();
 
   nn::Module& root_;
   Groups group_modules_;
@@ -419,6 +421,16 @@ void FsdpModel::Impl::on_grad(size_t g, size_t i) {
   note_backward();
   Group& G = *groups_[g];
   G.in_backward = true;
+  if (opt_.reduce_at_finish) {
+    // Held until finish_grads: later micro-batches' gradients (param_dtype) add into f32, as the
+    // per-backward reduction's results add into the f32 masters' .grad.
+    const Tensor& h = G.flat.params()[i].handle;
+    if (h.grad().dtype() != DType::f32) {
+      const MemCategoryScope as_grads(MemCategory::grads);
+      h.set_grad(h.grad().to(DType::f32));
+    }
+    return;
+  }
   if (!G.got_grad[i]) {
     G.got_grad[i] = true;
     ++G.num_grads;
@@ -449,6 +461,16 @@ void FsdpModel::Impl::note_backward() {
 
 void FsdpModel::Impl::end_backward() {
   callback_queued_ = false;
+  if (!opt_.reduce_at_finish) {
+    reduce_in_backward();
+    return;
+  }
+  // The gradients wait for finish_grads (in_backward stays set); the parameters are freed.
+  for (auto& G : groups_)
+    if (!G->root && G->in_backward) reshard_group(*G);
+}
+
+void FsdpModel::Impl::reduce_in_backward() {
   // Groups some of whose parameters got no gradient (unused), in backward order, the root last.
   for (size_t k = groups_.size(); k-- > 0;)
     if (!groups_[k]->root && groups_[k]->in_backward) post_backward(k);
@@ -458,6 +480,7 @@ void FsdpModel::Impl::end_backward() {
 // ---------------------------------------------------------------- step boundary
 
 void FsdpModel::Impl::finish_grads() {
+  if (opt_.reduce_at_finish) reduce_in_backward();
   if (reducer_) reducer_->drain();
   reshard_all();
 }

@@ -10,6 +10,8 @@
 //             once every parameter's gradient has been accumulated, the zero-padded gradients
 //             are reduce-scattered (sum) in reduce_dtype and added into the f32 masters' .grad;
 //             with HSDP the result is then all-reduced over the replicate axis.
+//             (reduce_at_finish: gradients are kept unsharded through the step and reduced in
+//             finish_grads.)
 //   overlap:  the next group's all-gather is issued before the current group computes (forward
 //             and backward prefetch), and reductions run while backward goes on (non-blocking
 //             collectives; at most two groups' reductions in flight).
@@ -52,6 +54,14 @@ struct FsdpOptions {
   // §4c): host keeps them off the device tier; each gather then copies a group's shard up and each
   // reduction's result comes down (Stats counts those bytes). Not device → never passthrough.
   MemTier master_tier = MemTier::device, grad_tier = MemTier::device;
+  // Reduce every group's gradients once, in finish_grads, instead of each group's at the end of
+  // its backward: for split backwards (zero-bubble pipeline schedules, pipeline/weight_grad.h)
+  // whose deferred weight gradients arrive in a later backward than the group's input gradients.
+  // Gathered parameters are still freed at the end of each backward (the deferred tasks need only
+  // activations); the gradients stay unsharded, accumulated in f32 over the step's micro-batches
+  // (the group's full parameter size · 4 bytes on every rank until finish_grads), then are
+  // reduce-scattered in reduce_dtype once per group and step.
+  bool reduce_at_finish = false;
 };
 
 // One FSDP group: parameters of `module` (root FQNs "<prefix>.<name>") gathered together before

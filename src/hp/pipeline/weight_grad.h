@@ -6,7 +6,9 @@
 // WeightGradCapture it computes dX only and queues the weight (and bias) gradient as a task, which
 // the W action runs later (Megatron's WeightGradStore). Outside a capture it is an ordinary linear.
 // A queued task adds its gradients into the parameters through the autograd engine, so gradient
-// accumulation and post-accumulate hooks see them exactly as a plain backward's.
+// accumulation and post-accumulate hooks see them exactly as a plain backward's (FSDP holds a
+// split backward's gradients until finish_grads: fsdp.h, FsdpOptions::reduce_at_finish). W reads
+// no parameter, only X and dY, so FSDP may free the gathered weights at the end of I.
 //
 // Only linear GEMMs are deferred: norms, embeddings and attention give their weight gradients in I.
 #pragma once

@@ -226,7 +226,8 @@ void PipelineConfig::describe(Schema& s) {
         "pipeline schedule: gpipe (all forwards, then all backwards) | 1f1b (one forward, one "
         "backward) | interleaved_1f1b (1f1b over virtual_stages chunks per rank) | zb_h1 (zero "
         "bubble H1: linear layers' weight gradients deferred from the backward to fill the "
-        "bubble; needs unsharded f32 stages) | zb_h2 (zero bubble H2: zb_h1 with up to "
+        "bubble; FSDP reduces gradients once per step, after the last W; not with "
+        "low_precision.recipe mxfp8) | zb_h2 (zero bubble H2: zb_h1 with up to "
         "2·pp − 1 microbatches in flight and weight gradients held back for the tail: a smaller "
         "bubble when they cost less than the input gradients; more activation memory)")
       .choices({"gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zb_h2"});
@@ -458,6 +459,11 @@ void check_pipeline(const Config& c, Fail&& fail) {
     fail("parallel.pipeline.microbatches",
          str(micro) + " (training.grad_accum when 0) is fewer than parallel.pp = " + str(p.pp) +
              ": schedule " + pl.schedule + " needs at least one microbatch per stage");
+  if ((pl.schedule == "zb_h1" || pl.schedule == "zb_h2") && c.low_precision.recipe == "mxfp8")
+    fail("parallel.pipeline.schedule",
+         pl.schedule +
+             " splits the linear layers' backward, which low_precision.recipe mxfp8 "
+             "(MX GEMM kernels) does not support; use 1f1b");
   if (interleaved && pl.virtual_stages < 2)
     fail("parallel.pipeline.virtual_stages",
          "must be >= 2 with schedule interleaved_1f1b, got " + str(pl.virtual_stages));

@@ -53,6 +53,9 @@ fsdp::FsdpOptions fsdp_options(const Config& cfg) {
   o.reduce_dtype = f.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
   o.master_tier = cfg.offload.params == "host" ? MemTier::host : MemTier::device;
   o.grad_tier = cfg.offload.grads == "host" ? MemTier::host : MemTier::device;
+  // Zero-bubble schedules add a layer's weight gradients (W) after the backward that ends its
+  // input gradients (I): its gradients are reduced once, after the step's last W.
+  o.reduce_at_finish = cfg.parallel.pp > 1 && pipeline::splits_backward(pipeline_spec(cfg).kind);
   return o;
 }
 

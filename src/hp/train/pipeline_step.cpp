@@ -6,7 +6,6 @@
 
 #include "hp/core/error.h"
 #include "hp/dist/communicator.h"
-#include "hp/fsdp/fsdp.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
 #include "hp/pipeline/stage.h"
@@ -96,17 +95,10 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
                            const Config& cfg, const DocumentFlags& documents)
     : model_(model), layout_(l), documents_(documents), layers_per_stage_(par.layers_per_stage) {
   pipeline::Schedule schedule = pipeline::build_schedule(pipeline_spec(cfg));
-  if (pipeline::splits_backward(schedule.spec.kind)) {
-    // W adds the deferred weight gradients after I's backward ended, when FSDP would already have
-    // reduced (and freed) the layer: the split needs the parameters to be the masters.
-    if (!par.fsdp->passthrough())
-      HP_THROW(ValueError, "train", "parallel.pipeline.schedule ",
-               pipeline::schedule_kind_name(schedule.spec.kind), " needs each stage's ",
-               "parameters unsharded in f32 (parallel.dp_shard, dp_replicate and cp 1 per stage, ",
-               "training.mixed_precision f32); got dp_shard ", l.dp_shard, ", dp_replicate ",
-               l.dp_replicate, ", cp ", l.cp, ", mixed_precision ", cfg.training.mixed_precision);
-    pipeline::install_deferred_linears(model);
-  }
+  // Zero bubble: the linears' weight gradients wait for W. FSDP holds every stage's gradients
+  // until finish_grads (fsdp_options: reduce_at_finish), so W adds into them as a plain backward
+  // would; low_precision.recipe mxfp8 is refused by the config check.
+  if (pipeline::splits_backward(schedule.spec.kind)) pipeline::install_deferred_linears(model);
   const auto ranges = pipeline::stage_ranges(layers_per_stage_);
   const int64_t last = schedule.num_stages - 1;
   std::vector<pipeline::StageFn> fns;
