@@ -17,10 +17,12 @@
 #include "hp/models/transformer.h"
 #include "hp/nn/module.h"
 #include "hp/offload/activations.h"
+#include "hp/pipeline/schedule.h"
 #include "hp/ops/ops.h"
 #include "hp/train/activation_choice.h"
 #include "hp/train/evaluate.h"
 #include "hp/train/parallelize.h"
+#include "hp/train/pipeline_step.h"
 #include "hp/train/setup.h"
 
 namespace hp::train {
@@ -281,6 +283,15 @@ MemoryPlan plan_memory(const Config& cfg_in) {
   const int64_t f32_shard = 4 * p.parameters / ranks;
   (cfg_in.offload.params == "host" ? p.host : p.device).params = f32_shard;
   (cfg_in.offload.grads == "host" ? p.host : p.device).grads = f32_shard;
+  // Zero-bubble schedules reduce FSDP's gradients once per step (fsdp.h reduce_at_finish): unless
+  // FSDP passes the masters through, the unsharded f32 gradients stay on the device beside the
+  // reduced shard until then (the whole model's, as this plan counts every layer on every rank).
+  const bool fsdp_passthrough = p.shard_ranks == 1 && layout.dp_replicate == 1 &&
+                                compute_dtype(cfg_in) == DType::f32 &&
+                                cfg_in.offload.params != "host" && cfg_in.offload.grads != "host";
+  if (cfg_in.parallel.pp > 1 && pipeline::splits_backward(pipeline_spec(cfg_in).kind) &&
+      !fsdp_passthrough)
+    p.device.grads += 4 * p.parameters / layout.tp;
   // AdamW keeps two f32 moments, Muon one momentum buffer (its hidden matrices only).
   const int64_t state =
       cfg_in.optimizer.name == "muon" ? (8 * (p.parameters - layer_matrix) + 4 * layer_matrix) / ranks
@@ -299,7 +310,7 @@ MemoryPlan plan_memory(const Config& cfg_in) {
   // FSDP holds at its peak) and two short sequences, then extrapolated.
   Config cfg = cfg_in;
   cfg.parallel.dp_shard = cfg.parallel.dp_replicate = cfg.parallel.tp = cfg.parallel.cp = 1;
-  cfg.parallel.ep = 1;
+  cfg.parallel.ep = cfg.parallel.pp = 1;  // (with pp kept, the world of one refused the config)
   // largest | auto: measure the whole selection swapped (and, below, none of it), then choose.
   const std::string& select = cfg_in.offload.activations_select;
   const bool choose = cfg.offload.activations != "none" && select != "all";
