@@ -57,8 +57,13 @@ inline void select(float* out, const float* const* in, int64_t n) {
 // same bits as the eager f32 -> bf16 -> f32 (a bf16 region's every node rounds, so this was a
 // quarter of a bf16 SwiGLU's time). The scalar build goes through the eager converters.
 #if defined(__AVX2__) || defined(__AVX512F__)
+// Arch::to_bf16 and the shift back folded into one mask: (u + 0x7FFF + lsb) with the low half
+// cleared, a NaN its top half with the quiet bit set; one op fewer than to_bf16 then slli.
 __attribute__((always_inline)) inline V round_v(V v) {
-  return A::floats(A::slli<16>(A::to_bf16(v)));
+  const A::I u = A::bits(v);
+  const A::I r = A::add(u, A::add(A::seti(0x7FFF), A::and_(A::srli<16>(u), A::seti(1))));
+  const A::I q = A::select(A::unord(v), A::or_(u, A::seti(0x00400000)), r);
+  return A::floats(A::and_(q, A::seti(static_cast<int32_t>(0xFFFF0000u))));
 }
 #else
 inline V round_v(V v) {
@@ -238,8 +243,139 @@ __attribute__((always_inline)) inline void chain_group(float* out, void* const* 
   for (int g = 0; g < NG; ++g) A::store(out + i + g * W, acc[g]);
 }
 
+#if defined(__AVX2__) || defined(__AVX512F__)
+// ---- chains whose every memory operand is bf16 (loads, vector sources, stores; no f32 value out):
+// vectors 2k and 2k+1 of a group hold the 2W values at 2kW in load_bf16x2's lane order, as the eager
+// bf16 kernels hold them (ew_impl.h run<Op, Arity, Bf16Lanes>): one load and two unpacks widen 2W
+// values and one pack narrows them, where one vector at a time takes a zero-extend and a shift
+// per W each way and a cross-lane permute on the store. The ops are lane-wise, so the order
+// changes no value. A bf16 store after a rounded value (a bf16 node's result or a bf16 load) takes
+// the top halves: exact, without the second rounding store_bf16 would do. A function of its own,
+// so the register allocation of the general chain above is not disturbed.
+
+template <int NG, class F>
+__attribute__((always_inline)) inline void pairs_binary(fusion::ChainForm form, V* acc,
+                                                        const uint16_t* src, V s,
+                                                        const float* p) {
+  using fusion::ChainForm;
+  switch (form) {
+    case ChainForm::acc_v:
+#pragma GCC unroll 4
+      for (int g = 0; g < NG; g += 2) {
+        V x0, x1;
+        A::load_bf16x2(src + g * W, &x0, &x1);
+        acc[g] = F::template apply<A>(acc[g], x0, p);
+        acc[g + 1] = F::template apply<A>(acc[g + 1], x1, p);
+      }
+      break;
+    case ChainForm::v_acc:
+#pragma GCC unroll 4
+      for (int g = 0; g < NG; g += 2) {
+        V x0, x1;
+        A::load_bf16x2(src + g * W, &x0, &x1);
+        acc[g] = F::template apply<A>(x0, acc[g], p);
+        acc[g + 1] = F::template apply<A>(x1, acc[g + 1], p);
+      }
+      break;
+    case ChainForm::acc_s:
+#pragma GCC unroll 8
+      for (int g = 0; g < NG; ++g) acc[g] = F::template apply<A>(acc[g], s, p);
+      break;
+    default:
+#pragma GCC unroll 8
+      for (int g = 0; g < NG; ++g) acc[g] = F::template apply<A>(s, acc[g], p);
+      break;
+  }
+}
+
+// The groups of [0, n) (n a multiple of NG·W) of a chain with bf16 memory operands only. (A template
+// so that `if constexpr` discards the op cases of the other arity.)
+template <int NG>
+__attribute__((noinline)) void chain_pairs(void* const* P, int64_t n, const fusion::ChainOp* ops,
+                                           int nops) {
+  using fusion::ChainForm;
+  for (int64_t i = 0; i < n; i += NG * W) {
+    V acc[NG];
+#pragma GCC unroll 8
+    for (int g = 0; g < NG; ++g) acc[g] = A::set1(0.0f);  // ops[0] loads
+    bool rounded = false;  // every lane of acc is a bf16 value
+    for (int k = 0; k < nops; ++k) {
+      const fusion::ChainOp& c = ops[k];
+      uint16_t* q = static_cast<uint16_t*>(P[c.src]) + i;
+      if (c.form == ChainForm::store) {
+        if (rounded) {
+#pragma GCC unroll 4
+          for (int g = 0; g < NG; g += 2)
+            A::store_u16x2(q + g * W, A::srli<16>(A::bits(acc[g])),
+                           A::srli<16>(A::bits(acc[g + 1])));
+        } else {
+#pragma GCC unroll 4
+          for (int g = 0; g < NG; g += 2) A::store_bf16x2(q + g * W, acc[g], acc[g + 1]);
+        }
+        continue;
+      }
+      if (c.form == ChainForm::load) {
+#pragma GCC unroll 4
+        for (int g = 0; g < NG; g += 2) A::load_bf16x2(q + g * W, &acc[g], &acc[g + 1]);
+      } else if (c.form == ChainForm::unary) {
+        switch (static_cast<EwOp>(c.op)) {
+#define HP_CHAIN_UNARY(e, F, arity)                                 \
+  case EwOp::e:                                                     \
+    if constexpr (arity == 1) {                                     \
+      _Pragma("GCC unroll 8") for (int g = 0; g < NG; ++g) acc[g] = \
+          ew::F::template apply<A>(acc[g], c.p);                    \
+    }                                                               \
+    break;
+          HP_EW_OPS(HP_CHAIN_UNARY)
+#undef HP_CHAIN_UNARY
+          default:
+            break;
+        }
+      } else {
+        const V s = A::set1(c.s);
+        switch (static_cast<EwOp>(c.op)) {
+#define HP_CHAIN_BINARY(e, F, arity)                     \
+  case EwOp::e:                                          \
+    if constexpr (arity == 2) {                          \
+      pairs_binary<NG, ew::F>(c.form, acc, q, s, c.p);   \
+    }                                                    \
+    break;
+          HP_EW_OPS(HP_CHAIN_BINARY)
+#undef HP_CHAIN_BINARY
+          default:
+            break;
+        }
+      }
+      if (c.round) {
+#pragma GCC unroll 8
+        for (int g = 0; g < NG; ++g) acc[g] = round_v(acc[g]);
+      }
+      rounded = c.round || c.form == ChainForm::load;
+    }
+  }
+}
+
+// Whether a chain runs as pairs: no f32 destination, every memory operand bf16.
+inline bool all_bf16(const float* out, const fusion::ChainOp* ops, int nops) {
+  if (out != nullptr) return false;
+  for (int k = 0; k < nops; ++k) {
+    const fusion::ChainForm f = ops[k].form;
+    const bool mem = f == fusion::ChainForm::load || f == fusion::ChainForm::acc_v ||
+                     f == fusion::ChainForm::v_acc || f == fusion::ChainForm::store;
+    if (mem && !ops[k].bf16) return false;
+  }
+  return true;
+}
+#endif
+
 inline void chain(float* out, void* const* P, int64_t n, const fusion::ChainOp* ops, int nops) {
   int64_t i = 0;
+#if defined(__AVX2__) || defined(__AVX512F__)
+  if (all_bf16(out, ops, nops)) {
+    i = n / (kG * W) * (kG * W);
+    chain_pairs<kG>(P, i, ops, nops);
+  }
+#endif
   for (; i + kG * W <= n; i += kG * W) chain_group<kG>(out, P, i, ops, nops);
   for (; i + W <= n; i += W) chain_group<1>(out, P, i, ops, nops);
   if (i == n) return;
