@@ -276,6 +276,28 @@ TEST(FusionEqualsEager, Bf16PairChainsSpecialValues) {
   }
 }
 
+// A pass of one step and no L1 slot streams memory to memory and takes the block's row in one call
+// (compile.cpp); a pass with slots keeps its L1 tile. Both equal the eager ops bitwise, across
+// blocks and at the ragged end, and a one-step row reduction over a whole row equals the eager one.
+TEST(FusionEqualsEager, OneStepPassesTakeTheBlockRow) {
+  auto one = [](const V& v) { return V{exp(v[0])}; };
+  auto two = [](const V& v) { return V{exp(v[0]) + tanh(v[0] * v[0]), v[0] * 3.0}; };
+  auto rowmax = [](const V& v) { return V{amax(v[0])}; };
+  for_each_isa([&](Isa) {
+    const Tensor x = randn_t({100003}, DType::f32, 50);
+    const std::string d1 = describe(*fuse(one).plan({x}));
+    EXPECT_NE(d1.find("pass (tile 16384)"), std::string::npos) << d1;
+    check_bitwise(one, {x}, "one-step pass");
+    const std::string d2 = describe(*fuse(two).plan({x}));
+    EXPECT_NE(d2.find("pass (tile 1024)"), std::string::npos) << d2;
+    check_bitwise(two, {x}, "pass with slots");
+    const Tensor r = randn_t({3, 40001}, DType::f32, 51);
+    const std::string d3 = describe(*fuse(rowmax).plan({r}));
+    EXPECT_NE(d3.find("pass (tile 40064)"), std::string::npos) << d3;
+    check_bitwise(rowmax, {r}, "one-step row reduction");
+  });
+}
+
 TEST(FusionEqualsEager, SplitOnStreamBudget) {
   // 30 values live at once exceed kMaxStreams: the cluster splits, the live values are kept.
   auto fn = [](const V& v) {
