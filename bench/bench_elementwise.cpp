@@ -117,7 +117,7 @@ void BM_rms_norm_fwd_bwd(benchmark::State& state) {
 void BM_memcpy(benchmark::State& state) {
   std::vector<char> a(kBytes, 1), b(kBytes, 2);
   for (auto _ : state) {
-    std::memcpy(b.data(), a.data(), kBytes);
+    hp::bench::parallel_copy(b.data(), a.data(), kBytes);
     benchmark::DoNotOptimize(b.data());
   }
   report(state, 2.0 * kBytes, "", "", false);
@@ -177,6 +177,8 @@ HP_EW_IN_CACHE(silu)
 HP_EW_IN_CACHE(gelu)
 HP_EW_IN_CACHE(gelu_tanh)
 HP_EW_IN_CACHE(exp)
+HP_EW_IN_CACHE(silu_bwd)
+HP_EW_IN_CACHE(gelu_bwd)
 BENCHMARK(BM_rms_norm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_rms_norm_fwd_bwd)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -25,7 +25,12 @@
 // calls do, and is not counted on either side.)
 //
 // Run: build/hp launch -n 4 -- build/bench_megamoe [tokens hidden inter experts top_k groups]
-// (HP_LINK_* are ignored: the rows set the link.) HP_MC_TRACE=PREFIX also writes one overlapped
+// (HP_LINK_* are ignored: the rows set the link.) HP_MC_MX=f32|bf16 runs MXFP8 (E4M3) experts on
+// both sides (mx_grouped_experts in the sequential layer, MegaMoEOptions::mx) with the rows and
+// the weights in that dtype; unset: the f32 experts, with HP_MC_DTYPE=f32|bf16 (default f32) the
+// rows' and weights' dtype: bf16 is training.mixed_precision bf16 as MoEBlock runs it (the weights
+// cast to f32 on both sides, the sequential layer casting the rows around its f32 experts, MegaMoE
+// exchanging bf16 rows). HP_MC_TRACE=PREFIX also writes one overlapped
 // host step's Chrome traces, PREFIX.fwd.rank<r>.json and PREFIX.bwd.rank<r>.json (the forward shows
 // the "counts" and "layout g" tasks of the count exchange).
 //   per rank: tokens 32, hidden 2048, inter 1536, experts 16 (4 per rank at 4 ranks), top-8,
@@ -43,9 +48,11 @@
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
 #include "hp/dist/communicator.h"
+#include "hp/fusion/patterns.h"
 #include "hp/kernels/cpu/gemm.h"
 #include "hp/models/moe.h"
 #include "hp/multicore/link.h"
+#include "hp/mx/linear.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/expert_parallel.h"
 #include "hp/shard/megamoe.h"
@@ -75,7 +82,31 @@ struct Result {
 };
 
 std::optional<multicore::LinkModel> g_link = multicore::LinkModel{};  // no model unless set
-bool g_trace = false;  // keep the MegaMoE runs' Chrome traces (HP_MC_TRACE)
+bool g_trace = false;               // keep the MegaMoE runs' Chrome traces (HP_MC_TRACE)
+std::optional<mx::QuantSpec> g_mx;  // MX experts (HP_MC_MX)
+
+// The f32 experts' weights as MoEBlock passes them: through cast(·, f32), a no-op for f32 ones,
+// whose backward rounds the weight gradients to the parameters' dtype.
+shard::LocalExpertWeights f32_weights(const shard::LocalExpertWeights& lw) {
+  shard::LocalExpertWeights w;
+  for (const auto& [from, to] :
+       {std::pair{&lw.gate, &w.gate}, {&lw.up, &w.up}, {&lw.down, &w.down}})
+    for (const Tensor& t : *from) to->push_back(cast(t, DType::f32));
+  return w;
+}
+
+// The sequential layer's MX experts: MoEBlock::run_local_experts' grouped-kernel calls.
+Tensor mx_local_experts(const Tensor& xs, const std::vector<int64_t>& counts,
+                        const shard::LocalExpertWeights& lw) {
+  std::vector<int32_t> ends;
+  int64_t end = 0;
+  for (int64_t c : counts) ends.push_back(int32_t(end += c));
+  const Tensor group_ends = from_data<int32_t>(ends, {int64_t(ends.size())});
+  const mx::MxGroupedKernel kernel{*g_mx};
+  const Tensor g = kernel(xs, group_ends, stack(lw.gate, 0)),
+               u = kernel(xs, group_ends, stack(lw.up, 0));  // [R, inter]
+  return kernel(fusion::swiglu(g, u), group_ends, stack(lw.down, 0));
+}
 
 // kind: 0 the sequential EP layer, 1 MegaMoE task by task, 2 MegaMoE overlapped.
 Result step(const Layer& l, const dist::CommPtr& ep, int kind, int64_t groups) {
@@ -84,21 +115,23 @@ Result step(const Layer& l, const dist::CommPtr& ep, int kind, int64_t groups) {
        {std::pair{&l.local.gate, &lw.gate}, {&l.local.up, &lw.up}, {&l.local.down, &lw.down}})
     for (const Tensor& t : *from) to->push_back(t.detach().requires_grad_(true));
   shard::LocalExperts local = [&](const Tensor& xs, const std::vector<int64_t>& counts) {
-    std::vector<int64_t> id;
-    for (size_t q = 0; q < counts.size(); ++q) id.insert(id.end(), size_t(counts[q]), int64_t(q));
     const int64_t rows = xs.size(0);
     if (rows == 0) return xs;
-    return models::grouped_experts(xs, ones({rows, 1}), from_data<int64_t>(id, {rows, 1}), lw.gate,
-                                   lw.up, lw.down);
+    if (g_mx) return mx_local_experts(xs, counts, lw);
+    // MoEBlock::run_local_experts: bf16 rows cast to f32 and the outputs back.
+    std::vector<int64_t> id;
+    for (size_t q = 0; q < counts.size(); ++q) id.insert(id.end(), size_t(counts[q]), int64_t(q));
+    const shard::LocalExpertWeights w = f32_weights(lw);
+    return cast(models::grouped_experts(cast(xs, DType::f32), ones({rows, 1}),
+                                        from_data<int64_t>(id, {rows, 1}), w.gate, w.up, w.down),
+                xs.dtype());
   };
   shard::ExpertExchange exchange;
   if (kind > 0)
     exchange = [&](const Tensor& xs, const std::vector<int64_t>& count) {
-      return shard::megamoe_experts(xs, count, l.experts, lw, ep,
-                                    {.groups = groups,
-                                     .overlap = kind == 2,
-                                     .link = g_link,
-                                     .trace = g_trace});
+      return shard::megamoe_experts(
+          xs, count, l.experts, g_mx ? lw : f32_weights(lw), ep,
+          {.groups = groups, .overlap = kind == 2, .link = g_link, .mx = g_mx, .trace = g_trace});
     };
   Tensor x = l.x.detach().requires_grad_(true);
   ep->barrier();
@@ -141,6 +174,26 @@ int main(int argc, char** argv) {
   const int reps = reps_env && *reps_env ? std::atoi(reps_env) : 3;
   const int rank = ep->rank(), n = ep->size();
   const bool root = rank == 0;
+  DType dt = DType::f32;  // of the rows and the expert weights
+  const char* mx_env = std::getenv("HP_MC_MX");
+  const char* dt_env = std::getenv("HP_MC_DTYPE");
+  for (const auto& [var, v] : {std::pair{"HP_MC_MX", mx_env}, {"HP_MC_DTYPE", dt_env}}) {
+    if (!v || !*v) continue;
+    if (std::strcmp(v, "f32") != 0 && std::strcmp(v, "bf16") != 0) {
+      if (root) std::fprintf(stderr, "bench_megamoe: %s must be f32 or bf16, got '%s'\n", var, v);
+      return 2;
+    }
+    dt = std::strcmp(v, "bf16") == 0 ? DType::bf16 : DType::f32;
+  }
+  if (mx_env && *mx_env) {
+    if (dt_env && *dt_env && std::strcmp(mx_env, dt_env) != 0) {
+      if (root)
+        std::fprintf(stderr, "bench_megamoe: HP_MC_MX=%s and HP_MC_DTYPE=%s disagree\n", mx_env,
+                     dt_env);
+      return 2;
+    }
+    g_mx = mx::QuantSpec{};
+  }
   Layer l;
   l.experts = E;
   const shard::ExpertRange own = shard::local_experts(E, n, rank);
@@ -149,14 +202,14 @@ int main(int argc, char** argv) {
     Tensor g = randn({I, H}, DType::f32, 0.0, 0.02), u = randn({I, H}, DType::f32, 0.0, 0.02),
            d = randn({H, I}, DType::f32, 0.0, 0.02);
     if (e >= own.first && e < own.first + own.count) {
-      l.local.gate.push_back(g);
-      l.local.up.push_back(u);
-      l.local.down.push_back(d);
+      l.local.gate.push_back(g.to(dt));
+      l.local.up.push_back(u.to(dt));
+      l.local.down.push_back(d.to(dt));
     }
   }
   manual_seed(100 + uint64_t(rank));
-  l.x = randn({tokens, H});
-  l.wsum = randn({tokens, H});
+  l.x = randn({tokens, H}).to(dt);
+  l.wsum = randn({tokens, H}).to(dt);
   l.w = softmax(randn({tokens, k}), -1);
   std::vector<int64_t> ids;  // k distinct experts per token, uniformly
   for (int64_t t = 0; t < tokens; ++t) {
@@ -203,9 +256,12 @@ int main(int argc, char** argv) {
   if (root) {
     std::printf(
         "ranks %d, per rank: tokens %lld, hidden %lld, inter %lld, experts %lld (%lld here), "
-        "top-%lld, MegaMoE groups %lld; %d cube + 1 vector + comm worker per rank, best of %d\n",
+        "top-%lld, MegaMoE groups %lld; %d cube + 1 vector + comm worker per rank, best of %d; "
+        "experts %s\n",
         n, (long long)tokens, (long long)H, (long long)I, (long long)E, (long long)own.count,
-        (long long)k, (long long)groups, num_threads(), reps);
+        (long long)k, (long long)groups, num_threads(), reps,
+        g_mx ? (dt == DType::bf16 ? "MXFP8 E4M3, bf16 rows and weights" : "MXFP8 E4M3, f32")
+             : (dt == DType::bf16 ? "f32, bf16 rows and weights" : "f32"));
     std::printf(
         "GEMM ceiling: %.1f GFLOP/s per rank (gemm_f32 [%lld, %lld]·[%lld, %lld]ᵀ, 1 thread, "
         "all ranks at once)\n",
@@ -247,6 +303,10 @@ int main(int argc, char** argv) {
   row("host (no model)", "tbt T+1 thr", plan_seq_fair, mega,
       plan_seq_fair.comm_s / plan_seq_fair.step_s);
   const bool equal = same(seq.out, plan_seq.out);
+  if (root)
+    std::printf("MegaMoE all-to-all bytes per step (fwd + bwd, to other ranks, most of any rank): "
+                "%lld (%s rows)\n",
+                (long long)mega.bytes, std::string(dtype_name(dt)).c_str());
   for (double share : {0.17, 0.30, 0.50}) {
     // comm / (compute + comm) = share in the task-by-task run, every call's modelled transfer in
     // turn: the bandwidth that moves this rank's bytes in share / (1 − share) × compute.

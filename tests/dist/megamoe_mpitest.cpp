@@ -1,10 +1,12 @@
 // MegaMoE (shard/megamoe.h) at ep = the world size (2-4 ranks; 3 holds 8 experts as 3, 3, 2):
 // a MoE block running its expert-parallel exchange as MegaMoE equals the same block on the
-// sequential exchange bitwise in f32 — outputs, token gradients, router gradients and every local
+// sequential exchange bitwise — outputs, token gradients, router gradients and every local
 // expert's weight gradients — for G = 1, 2 and 4 expert groups, 1 and 2 GEMM workers, with routing
 // that leaves whole expert groups without a token, one token per rank (most groups empty) and
-// skewed routing. Also a direct call: the exchange alone equals shard::routed_experts' sequential
-// one, forward and backward, and bad arguments are refused naming the values.
+// skewed routing; in f32, and in bf16 (rows and parameters: the rows travel as bf16, the f32
+// experts widen them and round each output row and token gradient row where the sequential path
+// casts). Also a direct call: the exchange alone equals shard::routed_experts' sequential one,
+// forward and backward, and bad arguments are refused naming the values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,47 +26,53 @@ namespace {
 
 using hp::testing::error_of;
 
-// Bitwise equality of two f32 tensors (shape, then every bit).
+// Bitwise equality of two tensors (shape, dtype, then every bit).
 void expect_bitwise(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_TRUE(a.defined() && b.defined()) << what;
   ASSERT_EQ(a.shape(), b.shape()) << what;
+  ASSERT_EQ(a.dtype(), b.dtype()) << what;
   const Tensor ca = contiguous(a), cb = contiguous(b);
-  EXPECT_EQ(std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.numel()) * 4), 0)
+  EXPECT_EQ(std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.nbytes())), 0)
       << what << ": not bitwise equal";
 }
 
 enum class Routing { random, skewed, half_groups };
 
 // One MoE block on the sequential exchange and one on MegaMoE with `groups`, same weights and
-// tokens; forward, backward of a weighted sum, everything compared bitwise.
-void check(int64_t tokens, Routing routing, int64_t groups) {
+// tokens; forward, backward of a weighted sum, everything compared bitwise. dtype: the rows' and
+// the parameters' (training.mixed_precision).
+void check(int64_t tokens, Routing routing, int64_t groups, DType dtype = DType::f32) {
   auto world = dist::world();
   const int64_t n = world->size(), r = world->rank(), e = 8, h = 16;
   const std::string what = "tokens " + std::to_string(tokens) + " routing " +
-                           std::to_string(int(routing)) + " G " + std::to_string(groups) +
-                           " at ep " + std::to_string(n);
-  const auto opt = models::MoEOptions::qwen3_moe(h, 12, e, 2, true);
+                           std::to_string(int(routing)) + " G " + std::to_string(groups) + " " +
+                           std::string(dtype_name(dtype)) + " at ep " + std::to_string(n);
+  auto opt = models::MoEOptions::qwen3_moe(h, 12, e, 2, true);
+  opt.dtype = dtype;
   manual_seed(21);
   models::MoEBlock seq(opt);
   manual_seed(21);
   models::MoEBlock mega(opt);
   const int64_t chunk = (e + n - 1) / n;
   for (models::MoEBlock* b : {&seq, &mega}) {
-    float* p = b->gate->weight.data<float>();  // [E, hidden]
-    for (int64_t x = 0; x < e; ++x)
-      for (int64_t j = 0; j < h; ++j) {
-        // skewed: expert 0 wins every token. half_groups: only experts in the first half of
-        // every rank's slots can win (x ≥ 0.1), so the groups of the other half get no token.
-        if (routing == Routing::skewed && x == 0) p[x * h + j] = 1.0f;
-        if (routing == Routing::half_groups && x % chunk >= (chunk + 1) / 2) p[x * h + j] = -1.0f;
-      }
+    const Tensor w = b->gate->weight;  // [E, hidden]
+    for (int64_t x = 0; x < e; ++x) {
+      // skewed: expert 0 wins every token. half_groups: only experts in the first half of
+      // every rank's slots can win (x ≥ 0.1), so the groups of the other half get no token.
+      if (routing == Routing::skewed && x == 0) narrow(w, 0, x, 1).fill_(1.0);
+      if (routing == Routing::half_groups && x % chunk >= (chunk + 1) / 2)
+        narrow(w, 0, x, 1).fill_(-1.0);
+    }
   }
   seq.set_expert_parallel(world, {.megamoe = false});
   mega.set_expert_parallel(world, {.megamoe = true, .groups = groups});
   manual_seed(7 + r);
-  const Tensor x = add(abs(randn({tokens, h})), 0.1), wsum = randn({tokens, h});
+  const Tensor x = add(abs(randn({tokens, h})), 0.1).to(dtype), wsum = randn({tokens, h}).to(dtype);
   Tensor xs = x.clone().requires_grad_(true), xm = x.clone().requires_grad_(true);
-  const Tensor ys = seq.forward(xs), ym = mega.forward(xm);
+  const Tensor ys = seq.forward(xs);
+  const double before = megamoe_last_forward().wall_s;
+  const Tensor ym = mega.forward(xm);
+  EXPECT_NE(megamoe_last_forward().wall_s, before) << what << ": MegaMoE did not run";
   sum(mul(ys, wsum)).backward();
   sum(mul(ym, wsum)).backward();
   expect_bitwise(ym.detach(), ys.detach(), what + " output");
@@ -99,11 +107,18 @@ TEST(MegaMoE, EqualsTheSequentialExchangeBitwise) {
   }
   check(1, Routing::random, 2);
   check(13, Routing::skewed, 2);
+  // bf16 rows and parameters: the sequential path exchanges bf16 rows and casts around its f32
+  // experts; MegaMoE exchanges bf16 rows and converts in regroup / unregroup.
+  for (int64_t groups : {1, 2, 4}) check(13, Routing::random, groups, DType::bf16);
+  check(13, Routing::half_groups, 2, DType::bf16);
+  check(1, Routing::random, 2, DType::bf16);
+  check(13, Routing::skewed, 2, DType::bf16);
   // Two pool threads: two GEMM workers share a group's experts, the sequential layer runs its
   // GEMMs on two threads; still bitwise equal.
   const int threads = num_threads();
   set_num_threads(2);
   check(13, Routing::random, 1);
+  check(13, Routing::random, 2, DType::bf16);
   set_num_threads(threads);
 }
 

@@ -7,7 +7,8 @@
 # rounding may pick the other one, which moves the loss by ~1e-4): Qwen3-MoE at ep 2 on 2 ranks, ep 3 on 3
 # (8 experts: 3, 3, 2), ep 2 and ep 4 on 4 ranks (experts FSDP-sharded over 2 ranks, or not at all), with recompute, the DeepSeek-V3
 # fixture (MLA, sigmoid group-limited routing, shared experts, auxiliary-loss-free bias balancing),
-# ep × cp, MXFP8 grouped experts (MegaMoE = sequential bitwise there too) and bf16 (within 2%). A run saved at ep 2 resumes at ep 1 and one saved at ep 4 at ep 2 with the
+# ep × cp, MXFP8 grouped experts (MegaMoE = sequential bitwise there too, in f32 and bf16) and bf16 (within 2%;
+# MegaMoE = sequential bitwise). A run saved at ep 2 resumes at ep 1 and one saved at ep 4 at ep 2 with the
 # uninterrupted run's losses; bad degrees fail naming the numbers. The exchange runs as MegaMoE
 # (the default) except where parallel.moe.kernel=sequential; the two give bitwise-equal losses.
 # Usage: train_ep.sh HP_BINARY REPO_ROOT
@@ -54,9 +55,21 @@ compare "MXFP8 grouped experts: ep 2 vs dp_shard 2" "$dir/mx_dp2" "$dir/mx_ep2" 
 # MX experts run inside MegaMoE's plans with the sequential path's quantization points: bitwise.
 run mx_ep2_seq 2 "${mx[@]}" --set parallel.ep=2 --set parallel.moe.kernel=sequential
 compare "MXFP8 grouped experts at ep 2: megamoe vs sequential" "$dir/mx_ep2" "$dir/mx_ep2_seq" 1e-30
+# bf16 (activations and gathered parameters): MegaMoE's MX experts round where the sequential
+# exchange's do, so the losses are bitwise equal there too.
+run mx_bf16_ep2 2 "${mx[@]}" --set training.mixed_precision=bf16 --set parallel.ep=2
+run mx_bf16_ep2_seq 2 "${mx[@]}" --set training.mixed_precision=bf16 --set parallel.ep=2 \
+  --set parallel.moe.kernel=sequential
+compare "MXFP8 grouped experts in bf16 at ep 2: megamoe vs sequential" "$dir/mx_bf16_ep2" \
+  "$dir/mx_bf16_ep2_seq" 1e-30
 run bf16_dp2 2 --set training.mixed_precision=bf16
 run bf16_ep2 2 --set training.mixed_precision=bf16 --set parallel.ep=2
 compare "bf16: ep 2 vs dp_shard 2" "$dir/bf16_dp2" "$dir/bf16_ep2" 0.02
+# bf16 rows of the f32 experts travel as bf16 under MegaMoE too, widened and rounded where the
+# sequential exchange casts: bitwise-equal losses.
+run bf16_ep2_seq 2 --set training.mixed_precision=bf16 --set parallel.ep=2 \
+  --set parallel.moe.kernel=sequential
+compare "bf16 at ep 2: megamoe vs sequential" "$dir/bf16_ep2" "$dir/bf16_ep2_seq" 1e-30
 # Saved at ep 2 after step 4, resumed without EP; saved at ep 4, resumed at ep 2.
 run saved 2 --set parallel.ep=2 --stop-after 4
 grep -q "stopped at step 4" "$dir/saved.log"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # hp train with pipeline parallelism (parallel.pp, train/pipeline_step.h): at pp 2 with gpipe,
-# 1f1b, interleaved_1f1b (2 virtual stages) and zb_h1, at pp 4 with 1f1b and zb_h1, an uneven cut,
+# 1f1b, interleaved_1f1b (2 virtual stages), zb_h1 and zb_h2, at pp 4 with 1f1b, zb_h1 and zb_h2
+# (4 microbatches: fewer than zb_h2's 2·pp − 1, its shortened lags), an uneven cut,
 # pp 2 × dp_shard 2, pp 2 × tp 2 (with recompute) on 4 ranks and packed documents, every step's
 # loss equals the 1-rank run's with the same micro-batching (f32, within 1e-5 relative, 10 steps),
 # and each step logs the measured bubble beside the theory and the model at the measured costs.
@@ -12,7 +13,7 @@ pipeline_yaml \
   "{arch: qwen3, hidden: 32, layers: 4, heads: 4, kv_heads: 2, intermediate: 64, vocab: 259}" \
   "{steps: 10, batch_size: 8, seq_len: 32, seed: 3, mixed_precision: f32, grad_accum: 4}"
 run ref 1
-for schedule in gpipe 1f1b zb_h1; do
+for schedule in gpipe 1f1b zb_h1 zb_h2; do
   matches_ref "pp2_$schedule" 2 --set parallel.pp=2 --set parallel.pipeline.schedule=$schedule
   grep -q "pipeline: pp 2, schedule $schedule, 4 microbatches, 2 stages of \[2, 2\] layers" \
     "$dir/pp2_$schedule.log"
@@ -34,7 +35,7 @@ grep -q "\"pp_action_s\":\[$pos,0.0,$pos,$pos,$pos,0.0,$pos,$pos\]" "$dir/pp2_zb
 matches_ref pp2_interleaved 2 --set parallel.pp=2 \
   --set parallel.pipeline.schedule=interleaved_1f1b --set parallel.pipeline.virtual_stages=2
 grep -q "4 stages of \[1, 1, 1, 1\] layers" "$dir/pp2_interleaved.log"
-for schedule in 1f1b zb_h1; do
+for schedule in 1f1b zb_h1 zb_h2; do
   matches_ref "pp4_$schedule" 4 --set parallel.pp=4 --set parallel.pipeline.schedule=$schedule
 done
 # Uneven cut, and pp 2 × dp_shard 2 (FSDP inside each stage).

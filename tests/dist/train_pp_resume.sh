@@ -21,7 +21,7 @@ compare "saved at pp 1, resumed at pp 2" "$dir/ref" "$dir/saved_pp1" 1e-5 6
 # Bad keys: an error naming the key and the values.
 expect_error bad_sum 2 "parallel.pipeline.layers_per_stage: [3, 3] sums to 6, not model.layers = 4" \
   --set parallel.pp=2 --set "parallel.pipeline.layers_per_stage=[3, 3]"
-expect_error bad_schedule 2 "parallel.pipeline.schedule: must be one of gpipe|1f1b|interleaved_1f1b|zb_h1, got 'dualpipe'" \
+expect_error bad_schedule 2 "parallel.pipeline.schedule: must be one of gpipe|1f1b|interleaved_1f1b|zb_h1|zb_h2, got 'dualpipe'" \
   --set parallel.pp=2 --set parallel.pipeline.schedule=dualpipe
 expect_error bad_micro 4 "parallel.pipeline.microbatches: 2 (training.grad_accum when 0) is fewer than parallel.pp = 4" \
   --set parallel.pp=4 --set training.grad_accum=2

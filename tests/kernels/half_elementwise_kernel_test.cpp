@@ -1,10 +1,11 @@
-// The bf16 and f16 elementwise kernels (EwTable::bf16 / f16: widen, compute and round in registers)
-// on every ISA this CPU runs, bitwise against the widen–compute–narrow path they replace: core's
-// scalar converter to f32, the same ISA's f32 kernel, core's scalar round to nearest even. Over
-// every 16-bit pattern (±0, ±Inf, NaNs, subnormals, …) and sums that land exactly halfway between
-// two values; then through the eager driver in each form it sends to them (contiguous, row and
-// scalar broadcast, in place, rows longer than a tile) against the same op on f32 tensors rounded
-// after.
+// The bf16 and f16 elementwise kernels (EwTable::bf16 / f16: widen, compute and round in registers,
+// through f32 tiles for the long ops, or a lookup table for the long unary ones; the whole set spans
+// many tiles) on every ISA this CPU runs, bitwise against the widen–compute–narrow path they
+// replace: core's scalar converter to f32, the same ISA's f32 kernel, core's scalar round to nearest
+// even. Over every 16-bit pattern (±0, ±Inf, NaNs, subnormals, …) and sums that land exactly halfway
+// between two values; then through the eager driver in each form it sends to them (contiguous, row
+// and scalar broadcast, in place, rows longer than a tile) against the same op on f32 tensors
+// rounded after.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // The pipeline executor on one rank (pipeline/executor.h): chunks of a model handed over in memory
-// (interleaved virtual stages; zero bubble's I / W with deferred linears) give the gradients of
-// running the microbatches through the whole model one after another.
+// (interleaved virtual stages; zero bubble's I / W with deferred linears, zb_h1 and zb_h2) give
+// the gradients of running the microbatches through the whole model one after another.
 #include "hp/pipeline/executor.h"
 
 #include <gtest/gtest.h>
@@ -53,7 +53,7 @@ void run_schedule(ScheduleKind kind, int64_t virtual_stages) {
   // is kStages chunks on this rank).
   std::vector<Tensor> w2;
   for (const Tensor& t : w) w2.push_back(t.detach().clone().requires_grad_());
-  const bool split = kind == ScheduleKind::zb_h1;
+  const bool split = splits_backward(kind);
   Schedule s = build_schedule({kind, 1, kMicro, virtual_stages});
   ASSERT_EQ(s.num_stages, split ? 1 : kStages);
   std::vector<StageFn> fns;
@@ -97,6 +97,7 @@ TEST(Executor, InterleavedChunksOnOneRankHandOverInMemory) {
 
 TEST(Executor, ZeroBubbleRunsDeferredWeightGradientsInW) {
   run_schedule(ScheduleKind::zb_h1, 1);
+  run_schedule(ScheduleKind::zb_h2, 1);
 }
 
 // HP_PP_RECV_AHEAD (bench_pipeline's switch between receives posted ahead and when needed)

@@ -382,7 +382,7 @@ TEST(ConfigErrors, PipelineKeys) {
             "parallel.pipeline.virtual_stages)");
   EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.schedule=dualpipe"})),
             "[config] --set parallel.pipeline.schedule=dualpipe: parallel.pipeline.schedule: must "
-            "be one of gpipe|1f1b|interleaved_1f1b|zb_h1, got 'dualpipe'");
+            "be one of gpipe|1f1b|interleaved_1f1b|zb_h1|zb_h2, got 'dualpipe'");
   EXPECT_EQ(error_of(kValid, {"parallel.pp=2"}),
             "[config] run.yaml: parallel.pipeline.microbatches: 1 (training.grad_accum when 0) is "
             "fewer than parallel.pp = 2: schedule 1f1b needs at least one microbatch per stage");

@@ -500,28 +500,32 @@ Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>&
 
 bool MoEBlock::megamoe_runs(const Tensor& x) const {
   if (!grouped_kernel_) return true;
-  // MX experts compute in x's dtype in the sequential path; MegaMoE runs them in f32 only.
-  return grouped_kernel_.target<mx::MxGroupedKernel>() && x.dtype() == DType::f32 &&
-         opt_.dtype == DType::f32;
+  // MX experts compute in x's and the weights' dtypes (f32 or bf16) in the sequential path, and
+  // MegaMoE runs them in the same dtypes.
+  auto fits = [](DType d) { return d == DType::f32 || d == DType::bf16; };
+  return grouped_kernel_.target<mx::MxGroupedKernel>() && fits(x.dtype()) && fits(opt_.dtype);
 }
 
 Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count) const {
   const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
   const auto* mx_kernel = grouped_kernel_ ? grouped_kernel_.target<mx::MxGroupedKernel>() : nullptr;
-  // f32 inside, as run_local_experts (casts are exact to undo, so the result is the same).
-  const bool f32 = xs.dtype() == DType::f32 && opt_.dtype == DType::f32;
-  auto as_f32 = [&](const Tensor& t) { return f32 ? t : cast(t, DType::f32); };
+  // MX experts run in the rows' and weights' own dtypes, as mx_grouped_experts. The f32 experts
+  // take the weights through the same differentiable cast as run_local_experts (so their gradients
+  // round to the parameters' dtype as there) and f32 or bf16 rows as they are: the rows travel in
+  // their dtype and MegaMoE widens and rounds them where run_local_experts casts.
+  auto weight = [&](const Tensor& t) { return mx_kernel ? t : cast(t, DType::f32); };
   shard::LocalExpertWeights w;
   for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
-    w.gate.push_back(as_f32(experts[size_t(e)]->gate_proj->weight));
-    w.up.push_back(as_f32(experts[size_t(e)]->up_proj->weight));
-    w.down.push_back(as_f32(experts[size_t(e)]->down_proj->weight));
+    w.gate.push_back(weight(experts[size_t(e)]->gate_proj->weight));
+    w.up.push_back(weight(experts[size_t(e)]->up_proj->weight));
+    w.down.push_back(weight(experts[size_t(e)]->down_proj->weight));
   }
+  const bool native = xs.dtype() == DType::f32 || xs.dtype() == DType::bf16;
   const Tensor y =
-      shard::megamoe_experts(as_f32(xs), count, opt_.num_experts, w, ep_,
+      shard::megamoe_experts(native ? xs : cast(xs, DType::f32), count, opt_.num_experts, w, ep_,
                              {.groups = ep_kernel_.groups,
                               .mx = mx_kernel ? std::optional(mx_kernel->spec) : std::nullopt});
-  return f32 ? y : cast(y, xs.dtype());
+  return native ? y : cast(y, xs.dtype());
 }
 
 Tensor grouped_experts(const Tensor& x, const Tensor& weights, const Tensor& indices,

@@ -168,9 +168,9 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts, public ExpertPar
   // This rank's experts over rows sorted by them: xs [R, hidden] with counts[e] rows for each
   // (shard::LocalExperts), through grouped_kernel_ when set.
   Tensor run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const;
-  // The same experts with the exchange as MegaMoE (shard::ExpertExchange): the f32 experts, or
-  // MX ones (mx::MxGroupedKernel) when x and the block are f32; other grouped kernels and MX in
-  // bf16 keep the sequential exchange (megamoe_runs false).
+  // The same experts with the exchange as MegaMoE (shard::ExpertExchange): the f32 experts (f32
+  // or bf16 rows travel in their own dtype), or MX ones (mx::MxGroupedKernel) in x's and the block's dtypes (f32 or bf16); other grouped
+  // kernels keep the sequential exchange (megamoe_runs false).
   bool megamoe_runs(const Tensor& x) const;
   Tensor run_megamoe(const Tensor& xs, const std::vector<int64_t>& count) const;
 

@@ -44,20 +44,25 @@ constexpr std::pair<const char*, ScheduleKind> kKinds[] = {
     {"gpipe", ScheduleKind::gpipe},
     {"1f1b", ScheduleKind::one_f_one_b},
     {"interleaved_1f1b", ScheduleKind::interleaved_1f1b},
-    {"zb_h1", ScheduleKind::zb_h1}};
+    {"zb_h1", ScheduleKind::zb_h1},
+    {"zb_h2", ScheduleKind::zb_h2}};
 }  // namespace
 
 ScheduleKind schedule_kind_from_name(const std::string& name, const std::string& key) {
   for (const auto& [n, k] : kKinds)
     if (name == n) return k;
   HP_THROW(ValueError, "pipeline", key, " = '", name,
-           "' is not a schedule: use gpipe, 1f1b, interleaved_1f1b or zb_h1");
+           "' is not a schedule: use gpipe, 1f1b, interleaved_1f1b, zb_h1 or zb_h2");
 }
 
 const char* schedule_kind_name(ScheduleKind k) {
   for (const auto& [n, kind] : kKinds)
     if (kind == k) return n;
   return "?";
+}
+
+bool splits_backward(ScheduleKind k) {
+  return k == ScheduleKind::zb_h1 || k == ScheduleKind::zb_h2;
 }
 
 std::vector<int64_t> Schedule::stages_of_rank(int64_t r) const {
@@ -95,6 +100,22 @@ Order one_f_one_b_order(int64_t p, int64_t m, int64_t r, bool split) {
   }
   while (b < m) backward();
   while (split && w < m) o.push_back({Op::backward_weight, w++, r});
+  return o;
+}
+
+// ZB-H2 on rank r (schedule.h): group k is F_k, I_{k−d}, W_{k−lag}, each when its microbatch is
+// in 0..m−1. With m ≥ 2p−1 that is the paper's steady state (F_x, I_{x−2(p−1−r)}, W_{x−2(p−1)})
+// with its warm-up and cool-down; with fewer microbatches the lags shrink to m − 1, so no rank
+// holds back a W while it has nothing else to run (the unit-cost bubble stays ZB-H1's).
+Order zb_h2_order(int64_t p, int64_t m, int64_t r) {
+  const int64_t lag = std::min(2 * (p - 1), m - 1);
+  const int64_t d = std::min(2 * (p - 1 - r), lag);
+  Order o;
+  for (int64_t k = 0; k < m + lag; ++k) {
+    if (k < m) o.push_back({Op::forward, k, r});
+    if (k >= d && k - d < m) o.push_back({Op::backward_input, k - d, r});
+    if (k >= lag) o.push_back({Op::backward_weight, k - lag, r});
+  }
   return o;
 }
 
@@ -165,6 +186,9 @@ Schedule build_schedule(const ScheduleSpec& spec) {
         break;
       case ScheduleKind::zb_h1:
         order = one_f_one_b_order(p, m, r, true);
+        break;
+      case ScheduleKind::zb_h2:
+        order = zb_h2_order(p, m, r);
         break;
       case ScheduleKind::interleaved_1f1b:
         order = interleaved_order(p, m, spec.virtual_stages, r);

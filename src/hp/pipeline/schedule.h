@@ -16,6 +16,13 @@
 //   zb_h1             1f1b with the backward split into I (input gradient, on the critical path)
 //                     and W (weight gradient), rank r deferring r W's to fill its cool-down bubble
 //                     (zero-bubble H1: same activation memory as 1f1b)
+//   zb_h2             zero-bubble H2 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): rank r's
+//                     k-th group runs F_k, I_{k−d_r}, W_{k−L} (members out of 0..m−1 left out),
+//                     with L = min(2(p−1), m−1) and d_r = min(2(p−1−r), L): up to p−1−r more
+//                     warm-up forwards than 1f1b fill the start bubble, and rank r holds back
+//                     L − d_r W's (2r when m ≥ 2p−1) for its tail, so the step is a parallelogram
+//                     instead of a trapezoid; rank 0 keeps up to 2p−1 microbatches' activations
+//                     (1f1b: p)
 //
 // simulate() is the validator: it runs the lists with sends that never block (isend) and receives
 // that wait for their send, checks every dependency (a stage's input arrived, its output gradient
@@ -62,11 +69,14 @@ struct Action {
 // "F3@s1", "RECV_B0@s2".
 std::string to_string(const Action& a);
 
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b, zb_h1 };
-// The YAML names: gpipe, 1f1b, interleaved_1f1b, zb_h1. Throws ValueError naming `key` otherwise.
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b, zb_h1, zb_h2 };
+// The YAML names: gpipe, 1f1b, interleaved_1f1b, zb_h1, zb_h2. Throws ValueError naming `key`
+// otherwise.
 ScheduleKind schedule_kind_from_name(const std::string& name,
                                      const std::string& key = "parallel.pipeline.schedule");
 const char* schedule_kind_name(ScheduleKind k);
+// Whether the schedule splits the backward into I and W (the zero-bubble ones).
+bool splits_backward(ScheduleKind k);
 
 struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::one_f_one_b;
@@ -116,7 +126,11 @@ inline void validate(const Schedule& s) {
 }
 
 // The bubble of the schedule at unit costs (F = I = W = 1, B = 2, free transfers): GPipe and 1F1B
-// (p−1)/(m+p−1), interleaved (p−1)/(v·m+p−1), ZB-H1 (p−1)/(3m+p−1) when m ≥ p.
+// (p−1)/(m+p−1), interleaved (p−1)/(v·m+p−1), ZB-H1 and ZB-H2 (p−1)/(3m+p−1) when m ≥ p (a step
+// ends with a synchronization, so the last rank's (p−1)·F wait at the start is a floor; ZB-H2's
+// zero bubble needs steps that overlap). They differ when W < F: at other costs with equal stages
+// every rank idles (p−1)·x, out of (p−1)·x + m·(F+I+W), x = max(F, F+I−W) for ZB-H1 (m ≥ p) and
+// max(F, F+I−2W) for ZB-H2 (m ≥ 2p−1), against F+I+W for 1F1B.
 double theoretical_bubble(const ScheduleSpec& spec);
 
 // Every rank's list, one line each: "rank 0: F0@s0 SEND_F0@s0 F1@s0 ...".

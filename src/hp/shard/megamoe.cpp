@@ -96,9 +96,10 @@ void run_plan(Plan& plan, const MegaMoEOptions& options, int rank, MegaMoERunSta
 
 // What the backward needs from the forward: the layout (its receive side filled by the forward
 // run), the weights and, per group, the regrouped input and the gate / up projections ([R, H],
-// [R, I], [R, I]).
+// [R, I], [R, I], in the compute dtype: f32, or the rows' with MX experts).
 struct Saved {
   MegaMoEOptions options;
+  mx::ExpertDTypes dt;  // the rows' (xs) and the weights' dtypes; both f32 without options.mx
   Layout layout;
   dist::CommPtr ep;
   LocalExpertWeights w;
@@ -142,47 +143,58 @@ void add_expert_cube(Plan& p, const std::string& name, std::vector<BufferId> rea
 // One expert's math on its rows [rows, ·]: f32 GEMMs (grouped_gemm's kernels) and SwiGLU
 // (kernels/cpu/swiglu.h) as the fused grouped experts, or with options.mx the MX GEMMs
 // (mx/expert_gemm.h) and the eager SwiGLU ops (silu, mul, silu_bwd) as mx_grouped_experts and
-// fusion::swiglu in the sequential path; either way bitwise its counterpart there.
+// fusion::swiglu in the sequential path; either way bitwise its counterpart there. MX rows may be
+// bf16 (s.dt.act): the sequential path's projections, SwiGLU results and token gradients are bf16
+// tensors then, each rounded once where it is written, and so are the buffers here. bf16 rows of
+// the f32 experts are widened to f32 by "regroup g" and rounded back by "unregroup g" (the
+// pipeline's Layout::compute), so everything here reads and writes f32 for them.
 
-// y [rows, N] = x [rows, K] · w [N, K]ᵀ.
-void fprop(const Saved& s, const float* x, const Tensor& w, int32_t rows, int64_t N, int64_t K,
-           float* y) {
-  const float* wp = w.data<float>();
-  if (s.options.mx)
-    mx::expert_fprop(x, wp, rows, N, K, *s.options.mx, y);
-  else
-    kernels::grouped_gemm_f32(true, 1, &rows, N, K, x, K, &wp, K, 0.0f, y, N);
+// Elements [at, at + len) of a buffer as a flat tensor of its dtype.
+Tensor flat(const TaskContext& ctx, BufferId b, int64_t at, int64_t len) {
+  return narrow(reshape(ctx.buffer(b), {-1}), 0, at, len);
 }
 
-// dx [rows, K] (+)= dy [rows, N] · w [N, K]; accumulate: add to dx (the second projection's
-// share of the same input's gradient, one rounding as autograd's sum).
-void dgrad(const Saved& s, const float* dy, const Tensor& w, int32_t rows, int64_t N, int64_t K,
-           float* dx, bool accumulate) {
+// Row r of a [·, cols] buffer.
+void* row(const TaskContext& ctx, BufferId b, int64_t r, int64_t cols) {
+  const Tensor& t = ctx.buffer(b);
+  return static_cast<char*>(t.raw_data()) + r * cols * int64_t(t.itemsize());
+}
+
+// y [rows, N] = x [rows, K] · w [N, K]ᵀ.
+void fprop(const Saved& s, const void* x, const Tensor& w, int32_t rows, int64_t N, int64_t K,
+           void* y) {
+  if (s.options.mx) return mx::expert_fprop(x, w.raw_data(), rows, N, K, *s.options.mx, s.dt, y);
   const float* wp = w.data<float>();
+  kernels::grouped_gemm_f32(true, 1, &rows, N, K, static_cast<const float*>(x), K, &wp, K, 0.0f,
+                            static_cast<float*>(y), N);
+}
+
+// dx [rows, K] (+)= dy [rows, N] · w [N, K], dx the flat [rows · K] view of the output rows;
+// accumulate: add to dx (the second projection's share of the same input's gradient, one
+// rounding as autograd's sum, an elementwise add in dx's dtype).
+void dgrad(const Saved& s, const void* dy, const Tensor& w, int32_t rows, int64_t N, int64_t K,
+           const Tensor& dx, bool accumulate) {
   if (!s.options.mx) {
-    kernels::grouped_gemm_f32(false, 1, &rows, K, N, dy, N, &wp, K, accumulate ? 1.0f : 0.0f, dx,
-                              K);
+    const float* wp = w.data<float>();
+    kernels::grouped_gemm_f32(false, 1, &rows, K, N, static_cast<const float*>(dy), N, &wp, K,
+                              accumulate ? 1.0f : 0.0f, dx.data<float>(), K);
     return;
   }
-  if (!accumulate) return mx::expert_dgrad(dy, wp, rows, N, K, *s.options.mx, dx);
-  std::vector<float> part(size_t(rows) * size_t(K));
-  mx::expert_dgrad(dy, wp, rows, N, K, *s.options.mx, part.data());
-  for (size_t i = 0; i < part.size(); ++i) dx[i] += part[i];
+  if (!accumulate)
+    return mx::expert_dgrad(dy, w.raw_data(), rows, N, K, *s.options.mx, s.dt, dx.raw_data());
+  if (rows == 0) return;
+  const Tensor part = empty({int64_t(rows) * K}, s.dt.act);
+  mx::expert_dgrad(dy, w.raw_data(), rows, N, K, *s.options.mx, s.dt, part.raw_data());
+  kernels::elementwise_into(kernels::EwOp::add, dx, dx, part);
 }
 
 // dw [N, K] = dyᵀ · x over the expert's rows (zeros when it has none).
-void wgrad(const Saved& s, const float* dy, const float* x, int32_t rows, int64_t N, int64_t K,
+void wgrad(const Saved& s, const void* dy, const void* x, int32_t rows, int64_t N, int64_t K,
            const Tensor& dw) {
+  if (s.options.mx) return mx::expert_wgrad(dy, x, rows, N, K, *s.options.mx, s.dt, dw.raw_data());
   float* c = dw.data<float>();
-  if (s.options.mx)
-    mx::expert_wgrad(dy, x, rows, N, K, *s.options.mx, c);
-  else
-    kernels::grouped_gemm_wgrad_f32(1, &rows, N, K, dy, N, x, K, 0.0f, &c, K);
-}
-
-// Elements [at, at + len) of a group's [R, I] buffers as a flat f32 tensor.
-Tensor flat(const TaskContext& ctx, BufferId b, int64_t at, int64_t len) {
-  return narrow(reshape(ctx.buffer(b), {-1}), 0, at, len);
+  kernels::grouped_gemm_wgrad_f32(1, &rows, N, K, static_cast<const float*>(dy), N,
+                                  static_cast<const float*>(x), K, 0.0f, &c, K);
 }
 
 // act = silu(gate) · up on elements [at, at + len).
@@ -230,8 +242,8 @@ Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs,
   const int64_t H = L.hidden, I = L.inter;
   Plan plan;
   const BufferId cnt = plan.add_buffer("count", from_data<int64_t>(count, {int64_t(count.size())}));
-  const BufferId in = plan.add_buffer("xs", L.rows > 0 ? xs : rows_of(1, H));
-  Tensor y = rows_of(L.rows, H);
+  const BufferId in = plan.add_buffer("xs", L.rows > 0 ? xs : rows_of(1, H, L.dtype));
+  Tensor y = rows_of(L.rows, H, L.dtype);
   const BufferId out = plan.add_buffer("ys", y);
   const Saved* s = sv.get();
   auto compute = [s, H, I](Plan& p, size_t gi, const GroupBuffers& b, EventId ready) {
@@ -241,9 +253,9 @@ Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs,
                   e_down = p.add_event("down" + n);
     add_expert_cube(p, "up" + n, {x}, {gt, up}, s, gi, {{{ready, 1}}, e_up},
                     [s, x, gt, up, H, I](const TaskContext& ctx, ExpertRows r) {
-                      const float* a = ctx.data<float>(x) + r.r0 * H;
-                      fprop(*s, a, s->w.gate[r.e], r.end, I, H, ctx.data<float>(gt) + r.r0 * I);
-                      fprop(*s, a, s->w.up[r.e], r.end, I, H, ctx.data<float>(up) + r.r0 * I);
+                      const void* a = row(ctx, x, r.r0, H);
+                      fprop(*s, a, s->w.gate[r.e], r.end, I, H, row(ctx, gt, r.r0, I));
+                      fprop(*s, a, s->w.up[r.e], r.end, I, H, row(ctx, up, r.r0, I));
                     });
     add_per_expert(p, multicore::Role::vector, "swiglu" + n, {gt, up}, {act}, s, gi,
                    {{{e_up, 1}}, e_act}, [s, gt, up, act, I](const TaskContext& ctx, ExpertRows r) {
@@ -251,8 +263,8 @@ Tensor forward_plan(const std::shared_ptr<Saved>& sv, const Tensor& xs,
                    });
     add_expert_cube(p, "down" + n, {act}, {yb}, s, gi, {{{e_act, 1}}, e_down},
                     [s, act, yb, H, I](const TaskContext& ctx, ExpertRows r) {
-                      fprop(*s, ctx.data<float>(act) + r.r0 * I, s->w.down[r.e], r.end, H, I,
-                            ctx.data<float>(yb) + r.r0 * H);
+                      fprop(*s, row(ctx, act, r.r0, I), s->w.down[r.e], r.end, H, I,
+                            row(ctx, yb, r.r0, H));
                     });
     return e_down;
   };
@@ -273,14 +285,14 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
   Layout& L = sv->layout;
   const int64_t H = L.hidden, I = L.inter, local = int64_t(sv->w.gate.size());
   Plan plan;
-  const BufferId in = plan.add_buffer("dys", L.rows > 0 ? dy : rows_of(1, H));
-  Tensor dx = rows_of(L.rows, H);
+  const BufferId in = plan.add_buffer("dys", L.rows > 0 ? dy : rows_of(1, H, L.dtype));
+  Tensor dx = rows_of(L.rows, H, L.dtype);
   const BufferId out = plan.add_buffer("dxs", dx);
   std::vector<Tensor> dgate, dup, ddown;
   for (int64_t e = 0; e < local; ++e) {
-    dgate.push_back(empty({I, H}));
-    dup.push_back(empty({I, H}));
-    ddown.push_back(empty({H, I}));
+    dgate.push_back(empty({I, H}, sv->dt.weight));
+    dup.push_back(empty({I, H}, sv->dt.weight));
+    ddown.push_back(empty({H, I}, sv->dt.weight));
   }
   struct GroupIds {
     BufferId dy, act, dg, du;
@@ -298,8 +310,8 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
                   e_dx = p.add_event("dx" + n);
     add_expert_cube(p, "dact" + n, {dyg}, {dact}, s, gi, {{{ready, 1}}, e_dact},
                     [s, dyg, dact, H, I](const TaskContext& ctx, ExpertRows r) {
-                      dgrad(*s, ctx.data<float>(dyg) + r.r0 * H, s->w.down[r.e], r.end, H, I,
-                            ctx.data<float>(dact) + r.r0 * I, false);
+                      dgrad(*s, row(ctx, dyg, r.r0, H), s->w.down[r.e], r.end, H, I,
+                            flat(ctx, dact, r.r0 * I, r.end * I), false);
                     });
     add_per_expert(p, multicore::Role::vector, "dswiglu" + n, {gt, up, dact}, {act, dg, du}, s, gi,
                    {{{e_dact, 1}}, e_sw},
@@ -308,10 +320,9 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
                    });
     add_expert_cube(p, "dx" + n, {dg, du}, {dxg}, s, gi, {{{e_sw, 1}}, e_dx},
                     [s, dg, du, dxg, H, I](const TaskContext& ctx, ExpertRows r) {
-                      float* o = ctx.data<float>(dxg) + r.r0 * H;
-                      dgrad(*s, ctx.data<float>(dg) + r.r0 * I, s->w.gate[r.e], r.end, I, H, o,
-                            false);
-                      dgrad(*s, ctx.data<float>(du) + r.r0 * I, s->w.up[r.e], r.end, I, H, o, true);
+                      const Tensor o = flat(ctx, dxg, r.r0 * H, r.end * H);
+                      dgrad(*s, row(ctx, dg, r.r0, I), s->w.gate[r.e], r.end, I, H, o, false);
+                      dgrad(*s, row(ctx, du, r.r0, I), s->w.up[r.e], r.end, I, H, o, true);
                     });
     (*ids)[gi] = {dyg, act, dg, du, e_sw};
     return e_dx;
@@ -324,11 +335,11 @@ std::vector<Tensor> backward_plan(const std::shared_ptr<Saved>& sv, const Tensor
     add_expert_cube(p, "dW " + std::to_string(gi), {x, d.dy, d.act, d.dg, d.du}, {}, s, gi,
                     {{{d.ready, 1}}, multicore::kNoEvent},
                     [s, d, x, gd, ud, dd, H, I](const TaskContext& ctx, ExpertRows r) {
-                      const float* xr = ctx.data<float>(x) + r.r0 * H;
-                      wgrad(*s, ctx.data<float>(d.dg) + r.r0 * I, xr, r.end, I, H, (*gd)[r.e]);
-                      wgrad(*s, ctx.data<float>(d.du) + r.r0 * I, xr, r.end, I, H, (*ud)[r.e]);
-                      wgrad(*s, ctx.data<float>(d.dy) + r.r0 * H, ctx.data<float>(d.act) + r.r0 * I,
-                            r.end, H, I, (*dd)[r.e]);
+                      const void* xr = row(ctx, x, r.r0, H);
+                      wgrad(*s, row(ctx, d.dg, r.r0, I), xr, r.end, I, H, (*gd)[r.e]);
+                      wgrad(*s, row(ctx, d.du, r.r0, I), xr, r.end, I, H, (*ud)[r.e]);
+                      wgrad(*s, row(ctx, d.dy, r.r0, H), row(ctx, d.act, r.r0, I), r.end, H, I,
+                            (*dd)[r.e]);
                     });
   };
   add_pipeline(plan, L, sv->ep, multicore::kNoBuffer, in, out,
@@ -360,22 +371,30 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
       w.down.size() != w.gate.size())
     HP_THROW(ValueError, "megamoe", "rank ", ep->rank(), " owns ", local, " experts but got ",
              w.gate.size(), "/", w.up.size(), "/", w.down.size(), " gate/up/down weights");
-  if (xs.dim() != 2 || xs.dtype() != DType::f32)
-    HP_THROW(ValueError, "megamoe", "needs xs [rows, hidden] f32, got ", xs.desc());
+  // Rows are f32 or bf16; MX experts take f32 or bf16 weights (as mx_grouped_experts), the
+  // others f32 ones (their kernels are f32; bf16 rows are widened per group inside the plan).
+  auto allowed = [&](DType d) { return d == DType::f32 || (options.mx && d == DType::bf16); };
+  if (xs.dim() != 2 || (xs.dtype() != DType::f32 && xs.dtype() != DType::bf16))
+    HP_THROW(ValueError, "megamoe", "needs xs [rows, hidden] f32 or bf16, got ", xs.desc());
   const int64_t H = xs.size(1);
   const int64_t I = local > 0 ? w.gate[0].size(0) : 1;
+  const DType wt = local > 0 ? w.gate[0].dtype() : DType::f32;
   for (int64_t e = 0; e < local; ++e)
     for (const Tensor* t : {&w.gate[size_t(e)], &w.up[size_t(e)], &w.down[size_t(e)]}) {
       const Shape want = t == &w.down[size_t(e)] ? Shape{H, I} : Shape{I, H};
-      if (t->shape() != want || t->dtype() != DType::f32 || !t->is_contiguous())
+      if (t->shape() != want || t->dtype() != wt || !allowed(wt) || !t->is_contiguous())
         HP_THROW(ValueError, "megamoe", "local expert ", e, " weight ", t->desc(),
-                 " must be contiguous f32 ", shape_str(want));
+                 " must be contiguous ", shape_str(want), " in the first weight's dtype (f32",
+                 options.mx ? " or bf16" : "", ")");
     }
   auto sv = std::make_shared<Saved>();
   if (int64_t(count.size()) != num_experts)
     HP_THROW(ValueError, "megamoe", "count has ", count.size(), " entries for ", num_experts,
              " experts");
-  sv->layout = make_layout(count, num_experts, ep->size(), ep->rank(), groups, H, I);
+  // The f32 experts compute in f32 whatever the rows' dtype, as run_local_experts after its casts.
+  sv->layout = make_layout(count, num_experts, ep->size(), ep->rank(), groups, H, I, xs.dtype(),
+                           options.mx ? xs.dtype() : DType::f32);
+  sv->dt = {xs.dtype(), wt};
   sv->ep = ep;
   sv->w = w;
   sv->options = options;
@@ -394,7 +413,10 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
     for (const Tensor& t : inputs) need.push_back(t.requires_grad());
     autograd::record("MegaMoE", inputs, {y}, [sv, need](const std::vector<Tensor>& g) {
       autograd::NoGradGuard ng;
-      std::vector<Tensor> grads = backward_plan(sv, contiguous(g[0]));
+      // The output gradient in the rows' dtype (what the sequential MX experts quantize, and
+      // what the sequential exchange sends back).
+      const Tensor dy = g[0].dtype() == sv->dt.act ? g[0] : g[0].to(sv->dt.act);
+      std::vector<Tensor> grads = backward_plan(sv, contiguous(dy));
       for (size_t i = 0; i < grads.size(); ++i)
         if (!need[i]) grads[i] = Tensor();
       return grads;

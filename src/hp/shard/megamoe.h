@@ -25,7 +25,10 @@
 // Every expert multiplies exactly the rows, in the order, of the sequential path, with the same
 // kernels (one gemm_f32 per expert via grouped_gemm, kernels::swiglu_f32), and the rows only move
 // by copies, so outputs and gradients equal the sequential exchange's bitwise in f32 for any G and
-// any worker counts.
+// any worker counts. Rows may be bf16 and then travel as bf16 (2 bytes an element) in every
+// exchange: the f32 experts widen them when regrouping and round each output row to bf16 when
+// unregrouping, where the sequential path casts; MX experts (MegaMoEOptions::mx) compute in bf16
+// then, their per-group projections bf16 buffers rounded where the sequential path rounds.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +43,9 @@
 
 namespace hp::shard {
 
-// This rank's experts' SwiGLU weights (local order), f32 contiguous: gate and up [I, H], down
-// [H, I]. Gradients flow to them.
+// This rank's experts' SwiGLU weights (local order), contiguous, all f32 (or all bf16 with MX
+// experts): gate and up [I, H], down [H, I]. Gradients flow to them, in their dtype. (bf16
+// parameters of f32 experts come through a differentiable cast to f32, as in the sequential path.)
 struct LocalExpertWeights {
   std::vector<Tensor> gate, up, down;
 };
@@ -59,15 +63,17 @@ struct MegaMoEOptions {
   // Set: MX experts. Every expert GEMM is the MX GEMM of mx_grouped_experts with this spec
   // (activations and weights quantized inside the cube task, mx/expert_gemm.h) and SwiGLU the eager
   // ops of fusion::swiglu, so outputs and gradients equal the sequential exchange with
-  // mx_grouped_experts as its grouped kernel bitwise.
+  // mx_grouped_experts as its grouped kernel bitwise. The weights may then be bf16 too, and bf16
+  // rows are computed in bf16 (each GEMM writes its result in the rows' dtype, the SwiGLU ops
+  // round per op, as there).
   std::optional<mx::QuantSpec> mx = std::nullopt;
   // Keep the runs' Chrome traces (MegaMoERunStats::chrome_trace), e.g. for a benchmark's --trace.
   bool trace = false;
 };
 
-// xs [A, H] f32 sorted by expert with count[e] rows of global expert e (Σ count = A) → the experts'
-// outputs [A, H] in the same order (an ExpertExchange of shard/expert_parallel.h). Differentiable
-// w.r.t. xs and the weights. Collective over `ep`.
+// xs [A, H] (f32 or bf16) sorted by expert with count[e] rows of global expert e (Σ count = A)
+// → the experts' outputs [A, H] in the same order and dtype (an ExpertExchange of
+// shard/expert_parallel.h). Differentiable w.r.t. xs and the weights. Collective over `ep`.
 Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int64_t num_experts,
                        const LocalExpertWeights& w, const dist::CommPtr& ep,
                        const MegaMoEOptions& options = {});

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "hp/core/error.h"
+#include "hp/kernels/cpu/gemm_plan.h"
 #include "hp/ops/ops.h"
 #include "hp/shard/expert_parallel.h"
 
@@ -44,16 +46,34 @@ Shape rows_shape(int64_t rows, int64_t cols) {
   return {std::max<int64_t>(rows, 1), cols};
 }
 
-void copy_rows(const float* src, int64_t src_row, float* dst, int64_t dst_row, int64_t rows,
-               int64_t cols) {
-  std::copy_n(src + src_row * cols, rows * cols, dst + dst_row * cols);
+// Rows [src_row, +rows) of src → rows [dst_row, +rows) of dst, both [·, cols]: a byte copy in one
+// dtype; bf16 → f32 widens (exact), f32 → bf16 rounds to nearest even (the kernels' converters,
+// the bits of Tensor::to and so of the sequential path's casts).
+void copy_rows(const TaskContext& ctx, BufferId src, int64_t src_row, BufferId dst, int64_t dst_row,
+               int64_t rows, int64_t cols) {
+  const Tensor &s = ctx.buffer(src), &d = ctx.buffer(dst);
+  const char* from = static_cast<const char*>(s.raw_data()) + src_row * cols * int64_t(s.itemsize());
+  char* to = static_cast<char*>(d.raw_data()) + dst_row * cols * int64_t(d.itemsize());
+  if (s.dtype() == d.dtype()) {
+    std::copy_n(from, rows * cols * int64_t(s.itemsize()), to);
+  } else if (s.dtype() == DType::bf16 && d.dtype() == DType::f32) {
+    kernels::detail::widen_bf16(reinterpret_cast<const uint16_t*>(from), cols, rows, cols,
+                                reinterpret_cast<float*>(to));
+  } else {
+    HP_CHECK(s.dtype() == DType::f32 && d.dtype() == DType::bf16, "rows ", s.desc(), " to ",
+             d.desc());
+    kernels::detail::narrow_bf16(reinterpret_cast<const float*>(from), rows, cols,
+                                 reinterpret_cast<uint16_t*>(to), cols);
+  }
 }
 
 }  // namespace
 
 Layout make_layout(const std::vector<int64_t>& count, int64_t num_experts, int64_t n, int64_t rank,
-                   int64_t groups, int64_t hidden, int64_t inter) {
+                   int64_t groups, int64_t hidden, int64_t inter, DType dtype, DType compute) {
   Layout L;
+  L.dtype = dtype;
+  L.compute = compute;
   L.n = n;
   L.rank = rank;
   L.hidden = hidden;
@@ -94,8 +114,8 @@ std::string suffix(int64_t g) {
   return s;
 }
 
-Tensor rows_of(int64_t rows, int64_t cols) {
-  return empty({std::max<int64_t>(rows, 1), cols});
+Tensor rows_of(int64_t rows, int64_t cols, DType dtype) {
+  return empty({std::max<int64_t>(rows, 1), cols}, dtype);
 }
 
 std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPtr& comm,
@@ -103,6 +123,8 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
                                        const std::vector<RowBuffer>& extra, const Compute& compute,
                                        const AfterCombine& after) {
   const int64_t H = L.hidden, G = int64_t(L.groups.size());
+  const DType dt = L.dtype, ct = L.compute;
+  const int64_t row_bytes = H * int64_t(dtype_size(dt));  // one [H] row on the wire
   struct Ids {
     BufferId send, recv, ysend, back;
     GroupBuffers b;
@@ -113,14 +135,13 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
     const Group& g = L.groups[size_t(gi)];
     const std::string s = suffix(int64_t(gi));
     Ids& d = ids[size_t(gi)];
-    d.send = plan.add_buffer("send" + s, rows_of(g.S, H));
-    d.recv = plan.add_dynamic_buffer("recv" + s, DType::f32);
-    d.b.x = plan.add_dynamic_buffer("x" + s, DType::f32);
-    d.b.y = plan.add_dynamic_buffer("y" + s, DType::f32);
-    for (const RowBuffer& r : extra)
-      d.b.rows.push_back(plan.add_dynamic_buffer(r.name + s, DType::f32));
-    d.ysend = plan.add_dynamic_buffer("y send" + s, DType::f32);
-    d.back = plan.add_buffer("back" + s, rows_of(g.S, H));
+    d.send = plan.add_buffer("send" + s, rows_of(g.S, H, dt));
+    d.recv = plan.add_dynamic_buffer("recv" + s, dt);
+    d.b.x = plan.add_dynamic_buffer("x" + s, ct);
+    d.b.y = plan.add_dynamic_buffer("y" + s, ct);
+    for (const RowBuffer& r : extra) d.b.rows.push_back(plan.add_dynamic_buffer(r.name + s, ct));
+    d.ysend = plan.add_dynamic_buffer("y send" + s, dt);
+    d.back = plan.add_buffer("back" + s, rows_of(g.S, H, dt));
     d.routed = plan.add_event("routed" + s);
     d.laid_out = plan.add_event("laid out" + s);
     d.dispatched = plan.add_event("dispatched" + s);
@@ -156,8 +177,8 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
                     [lp, gi, in, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
                       const Group& g = lp->groups[size_t(gi)];
                       for (int64_t r = b; r < e; ++r)
-                        copy_rows(ctx.data<float>(in), g.home[size_t(r)], ctx.data<float>(d.send),
-                                  g.send_at[size_t(r)], g.send[size_t(r)], H);
+                        copy_rows(ctx, in, g.home[size_t(r)], d.send, g.send_at[size_t(r)],
+                                  g.send[size_t(r)], H);
                     },
                     {{}, d.routed});
   }
@@ -196,7 +217,7 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
     };
     plan.add_comm(
         "dispatch " + std::to_string(gi), {d.send}, {},
-        {.post = post, .result_into = d.recv, .bytes = (g.S - g.send[size_t(L.rank)]) * H * 4},
+        {.post = post, .result_into = d.recv, .bytes = (g.S - g.send[size_t(L.rank)]) * row_bytes},
         {{{d.routed, 1}, {d.laid_out, 1}}, d.dispatched});
   };
   auto place = [&](int64_t gi) {  // back rows → `out` at the rows they left; chained (one `out`)
@@ -207,13 +228,15 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
                     [lp, gi, out, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
                       const Group& g = lp->groups[size_t(gi)];
                       for (int64_t r = b; r < e; ++r)
-                        copy_rows(ctx.data<float>(d.back), g.send_at[size_t(r)],
-                                  ctx.data<float>(out), g.home[size_t(r)], g.send[size_t(r)], H);
+                        copy_rows(ctx, d.back, g.send_at[size_t(r)], out, g.home[size_t(r)],
+                                  g.send[size_t(r)], H);
                     },
                     {waits, d.placed});
   };
   // Source s's rows of each expert between the received order and the regrouped one (one block
-  // per source): to_regrouped copies recv → x, else y → y send.
+  // per source): to_regrouped copies recv → x, else y → y send, converting between the rows' and
+  // the compute's dtypes (bf16 rows of f32 experts: widened here, each output row rounded here
+  // where the sequential path casts y).
   auto regroup = [lp, H](size_t gi, bool to_regrouped, BufferId from, BufferId to) {
     return
         [lp, H, gi, to_regrouped, from, to](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
@@ -224,7 +247,7 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
               const size_t k = s * ne + j;
               const int64_t src = to_regrouped ? g.block_at[k] : g.regroup_at[k];
               const int64_t dst = to_regrouped ? g.regroup_at[k] : g.block_at[k];
-              copy_rows(ctx.data<float>(from), src, ctx.data<float>(to), dst, g.block_rows[k], H);
+              copy_rows(ctx, from, src, to, dst, g.block_rows[k], H);
             }
         };
   };
@@ -244,9 +267,9 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
       const Group& gg = lp->groups[size_t(gi)];
       return comm->iall_to_all_v(narrow(ctx.buffer(ysend), 0, 0, gg.R), gg.recv, gg.send);
     };
-    auto bytes = [lp, gi, rank, H](const TaskContext&) {
+    auto bytes = [lp, gi, rank, row_bytes](const TaskContext&) {
       const Group& gg = lp->groups[size_t(gi)];
-      return (gg.R - gg.recv[size_t(rank)]) * H * 4;
+      return (gg.R - gg.recv[size_t(rank)]) * row_bytes;
     };
     plan.add_comm("combine" + s, {d.ysend}, {},
                   {.post = post, .result_into = d.back, .bytes_fn = bytes},

@@ -40,19 +40,24 @@ struct Group {
 
 struct Layout {
   int64_t n = 0, rank = 0, hidden = 0, inter = 0, rows = 0, local = 0;
+  // dtype: the rows' (in, out and every exchange buffer: send, recv, y send, back); compute: the
+  // experts' (the regrouped x, y and the extra row buffers). "regroup g" widens recv → x and
+  // "unregroup g" rounds y → y send (nearest even) when they differ, e.g. bf16 rows of f32 experts.
+  DType dtype = DType::f32, compute = DType::f32;
   std::vector<Group> groups;  // the groups with at least one expert slot
 };
 
 // The send side of every group, from this rank's counts alone (no communication).
 Layout make_layout(const std::vector<int64_t>& count, int64_t num_experts, int64_t n, int64_t rank,
-                   int64_t groups, int64_t hidden, int64_t inter);
+                   int64_t groups, int64_t hidden, int64_t inter, DType dtype, DType compute);
 
 // " g": task, buffer and event names of group g.
 std::string suffix(int64_t g);
-// [max(rows, 1), cols] f32: buffers get at least one row so that no tensor is empty.
-Tensor rows_of(int64_t rows, int64_t cols);
+// [max(rows, 1), cols]: buffers get at least one row so that no tensor is empty.
+Tensor rows_of(int64_t rows, int64_t cols, DType dtype);
 
-// A group's buffers of [R, cols] rows beside the pipeline's own (sized when the counts are known).
+// A group's buffers of [R, cols] rows in L.compute beside the pipeline's own (sized when the
+// counts are known).
 struct RowBuffer {
   std::string name;
   int64_t cols = 0;
@@ -71,7 +76,8 @@ using Compute = std::function<EventId(Plan&, size_t g, const GroupBuffers& b, Ev
 // Tasks after group g's return all-to-all is in the comm order (the weight gradients).
 using AfterCombine = std::function<void(Plan&, size_t g)>;
 
-// The exchange pipeline over every group (megamoe.h): rows of `in` [A, H] to their owners, through
+// The exchange pipeline over every group (megamoe.h): rows of `in` [A, H] (L.dtype, as `out` and
+// the exchange buffers; the compute's buffers in L.compute) to their owners, through
 // `compute`, back into `out` [A, H] at the same rows. `count` (an i64 [E] buffer of this rank's
 // rows per expert): the counts are exchanged first, inside the plan, and "layout g" fills group
 // g's receive side and sizes its buffers once they arrived; kNoBuffer: L's receive side is known

@@ -226,8 +226,10 @@ void PipelineConfig::describe(Schema& s) {
         "pipeline schedule: gpipe (all forwards, then all backwards) | 1f1b (one forward, one "
         "backward) | interleaved_1f1b (1f1b over virtual_stages chunks per rank) | zb_h1 (zero "
         "bubble H1: linear layers' weight gradients deferred from the backward to fill the "
-        "bubble; needs unsharded f32 stages)")
-      .choices({"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"});
+        "bubble; needs unsharded f32 stages) | zb_h2 (zero bubble H2: zb_h1 with up to "
+        "2·pp − 1 microbatches in flight and weight gradients held back for the tail: a smaller "
+        "bubble when they cost less than the input gradients; more activation memory)")
+      .choices({"gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zb_h2"});
   s.add("microbatches", &microbatches,
         "microbatches per step (the batch splits as with training.grad_accum, which this sets; "
         "0 = training.grad_accum); >= parallel.pp except for gpipe")

@@ -154,8 +154,9 @@ struct PlanEntryConfig {
 
 // parallel.pipeline: how the model is cut into stages and the schedule that runs them (pp > 1).
 struct PipelineConfig {
-  std::string schedule = "1f1b";  // gpipe | 1f1b | interleaved_1f1b | zb_h1 (pipeline/schedule.h)
-  int64_t microbatches = 0;       // per step; 0 = training.grad_accum (sets it when given)
+  // gpipe | 1f1b | interleaved_1f1b | zb_h1 | zb_h2 (pipeline/schedule.h)
+  std::string schedule = "1f1b";
+  int64_t microbatches = 0;              // per step; 0 = training.grad_accum (sets it when given)
   std::vector<double> layers_per_stage;  // decoder layers of each stage; [] = balanced by cost
   int64_t virtual_stages = 1;            // model chunks per rank (interleaved_1f1b)
   std::vector<double> stage_ranks;       // ranks of each stage (MPMD); [] = world / pp each

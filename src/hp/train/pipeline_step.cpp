@@ -96,11 +96,12 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
                            const Config& cfg, const DocumentFlags& documents)
     : model_(model), layout_(l), documents_(documents), layers_per_stage_(par.layers_per_stage) {
   pipeline::Schedule schedule = pipeline::build_schedule(pipeline_spec(cfg));
-  if (schedule.spec.kind == pipeline::ScheduleKind::zb_h1) {
+  if (pipeline::splits_backward(schedule.spec.kind)) {
     // W adds the deferred weight gradients after I's backward ended, when FSDP would already have
     // reduced (and freed) the layer: the split needs the parameters to be the masters.
     if (!par.fsdp->passthrough())
-      HP_THROW(ValueError, "train", "parallel.pipeline.schedule zb_h1 needs each stage's ",
+      HP_THROW(ValueError, "train", "parallel.pipeline.schedule ",
+               pipeline::schedule_kind_name(schedule.spec.kind), " needs each stage's ",
                "parameters unsharded in f32 (parallel.dp_shard, dp_replicate and cp 1 per stage, ",
                "training.mixed_precision f32); got dp_shard ", l.dp_shard, ", dp_replicate ",
                l.dp_replicate, ", cp ", l.cp, ", mixed_precision ", cfg.training.mixed_precision);
