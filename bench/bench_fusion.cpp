@@ -262,7 +262,7 @@ void BM_fwd_bwd(benchmark::State& state) {
 }
 
 // The models' patterns (fusion/patterns.h) forward + backward at configs/bench_5m.yaml's shapes
-// (8 × 256 tokens): SwiGLU on [2048, 688] fused (bf16: mode lazy, f32: mode auto; both fuse it)
+// (8 × 256 tokens): SwiGLU on [2048, 688] fused (bf16: mode lazy, f32: mode auto, which fuses it)
 // against none (eager silu then mul), RMSNorm·w bf16 on [2048, 256] in mode lazy against none
 // (the hand kernel). What training.fusion changes per call in that run.
 void BM_model_patterns(benchmark::State& state) {

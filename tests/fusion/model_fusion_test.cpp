@@ -98,8 +98,9 @@ TEST(FusionPatterns, SwigluBitwiseEqualsEagerForwardAndBackward) {
       expect_all_bitwise(run_with_grads(f, {g, u}), ref, mode_name(m));
       autograd::NoGradGuard no_grad;  // the forward-only region
       expect_bitwise(swiglu(g, u), ref[0], std::string(mode_name(m)) + " without grad");
-      // auto and lazy fuse both calls (with and without gradients, f32 and bf16).
-      EXPECT_EQ(pattern_calls().swiglu - before, 2) << mode_name(m);
+      // lazy fuses both calls; auto both in f32 (with and without gradients), none in bf16.
+      const int64_t fused = m == Mode::lazy || dt == DType::f32 ? 2 : 0;
+      EXPECT_EQ(pattern_calls().swiglu - before, fused) << mode_name(m);
     }
   }
 }
@@ -331,10 +332,13 @@ TEST(FusionTraining, AutoAndLazyEqualNoneBitwise) {
     const std::vector<double> lazy = losses_of("lazy", "lazy", 2, "llama", precision);
     const PatternCalls c3 = pattern_calls();
     ASSERT_EQ(none.size(), 4u);
-    // What each mode fused: none nothing; auto SwiGLU only (measured faster, also while
-    // training); lazy also both norms.
+    // What each mode fused: none nothing; auto SwiGLU in f32 only (measured faster, also while
+    // training; bf16 compute stays eager); lazy also both norms.
     EXPECT_EQ(c1.swiglu + c1.rms_norm + c1.add_rms_norm, c0.swiglu + c0.rms_norm + c0.add_rms_norm);
-    EXPECT_GT(c2.swiglu, c1.swiglu);
+    if (precision == "f32")
+      EXPECT_GT(c2.swiglu, c1.swiglu);
+    else
+      EXPECT_EQ(c2.swiglu, c1.swiglu);
     EXPECT_EQ(c2.rms_norm, c1.rms_norm);
     EXPECT_EQ(c2.add_rms_norm, c1.add_rms_norm);
     EXPECT_GT(c3.swiglu, c2.swiglu);

@@ -71,9 +71,10 @@ Tensor swiglu(const Tensor& g, const Tensor& u) {
       g.shape() != u.shape() || g.dtype() != u.dtype())
     return hp::mul(hp::silu(g), u);
   const bool grad = autograd::needs_grad({g, u});
-  // auto fuses SwiGLU in f32 and bf16, with and without gradients: interleaved A/Bs at the
-  // model's shape measured every case faster than the eager silu + mul (docs/FUSION.md "Modes";
-  // bf16 forward + backward 0.90-0.94x once bf16 chains ran as vector pairs).
+  // auto fuses SwiGLU in f32, with and without gradients (measured 0.66-0.84x the eager silu +
+  // mul at the model's shape); bf16 stays eager: its eager silu is a table lookup and silu_bwd
+  // runs through tiles, and the bf16 regions measured 1.11-1.26x (docs/FUSION.md "Modes").
+  if (mode() == Mode::auto_ && g.dtype() != DType::f32) return hp::mul(hp::silu(g), u);
   g_swiglu.fetch_add(1, std::memory_order_relaxed);
   if (!grad) {
     static const Fused region =

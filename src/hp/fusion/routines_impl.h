@@ -290,6 +290,32 @@ __attribute__((always_inline)) inline void pairs_binary(fusion::ChainForm form, 
   }
 }
 
+// A long unary op without parameters (ew_impl.h table_op: exp, log, tanh, sigmoid, silu, gelu,
+// gelu_tanh) applied to the bf16 values the chain has just loaded from x, rounded to bf16: the
+// eager bf16 kernel's table of its own results (lookup_table: the same bits as computing and
+// rounding here), one lookup per element of x, as the eager kernel does; the results are widened
+// back into the group in its pair order. Returns false for the other ops.
+template <int NG>
+__attribute__((always_inline)) inline bool table_unary(uint8_t op, const uint16_t* x, V* acc) {
+  const uint16_t* table = nullptr;
+  switch (static_cast<EwOp>(op)) {
+#define HP_TABLE_CASE(e, F, arity)                                                       \
+  case EwOp::e:                                                                          \
+    if constexpr (arity == 1 && table_op<ew::F>()) table = lookup_table<ew::F, Bf16Lanes>(); \
+    break;
+    HP_EW_OPS(HP_TABLE_CASE)
+#undef HP_TABLE_CASE
+    default:
+      break;
+  }
+  if (table == nullptr) return false;
+  alignas(64) uint16_t r[NG * W];
+  for (int j = 0; j < NG * W; ++j) r[j] = table[x[j]];
+#pragma GCC unroll 4
+  for (int g = 0; g < NG; g += 2) A::load_bf16x2(r + g * W, &acc[g], &acc[g + 1]);
+  return true;
+}
+
 // The groups of [0, n) (n a multiple of NG·W) of a chain with bf16 memory operands only. (A template
 // so that `if constexpr` discards the op cases of the other arity.)
 template <int NG>
@@ -300,7 +326,8 @@ __attribute__((noinline)) void chain_pairs(void* const* P, int64_t n, const fusi
     V acc[NG];
 #pragma GCC unroll 8
     for (int g = 0; g < NG; ++g) acc[g] = A::set1(0.0f);  // ops[0] loads
-    bool rounded = false;  // every lane of acc is a bf16 value
+    bool rounded = false;                // every lane of acc is a bf16 value
+    const uint16_t* loaded = nullptr;  // acc is exactly the bf16 values here (the op before loaded)
     for (int k = 0; k < nops; ++k) {
       const fusion::ChainOp& c = ops[k];
       uint16_t* q = static_cast<uint16_t*>(P[c.src]) + i;
@@ -316,9 +343,16 @@ __attribute__((noinline)) void chain_pairs(void* const* P, int64_t n, const fusi
         }
         continue;
       }
+      const uint16_t* x = loaded;
+      loaded = nullptr;
       if (c.form == ChainForm::load) {
 #pragma GCC unroll 4
         for (int g = 0; g < NG; g += 2) A::load_bf16x2(q + g * W, &acc[g], &acc[g + 1]);
+        loaded = q;
+      } else if (x != nullptr && c.form == ChainForm::unary && c.round &&
+                 table_unary<NG>(c.op, x, acc)) {
+        rounded = true;
+        continue;
       } else {
 #define HP_CHAIN_BINARY_CALL(F) pairs_binary<NG, F>(c.form, acc, q, s, c.p)
         HP_CHAIN_APPLY(c)
