@@ -262,9 +262,9 @@ void BM_fwd_bwd(benchmark::State& state) {
 }
 
 // The models' patterns (fusion/patterns.h) forward + backward at configs/bench_5m.yaml's shapes
-// (8 × 256 tokens): SwiGLU on [2048, 688] fused (bf16: mode lazy, f32: mode auto) against none
-// (eager silu then mul), RMSNorm·w bf16 on [2048, 256] in mode lazy against none (the hand
-// kernel). What training.fusion changes per call in that run.
+// (8 × 256 tokens): SwiGLU on [2048, 688] fused (bf16: mode lazy, f32: mode auto, which fuses it)
+// against none (eager silu then mul), RMSNorm·w bf16 on [2048, 256] in mode lazy against none
+// (the hand kernel). What training.fusion changes per call in that run.
 void BM_model_patterns(benchmark::State& state) {
   const int v = static_cast<int>(state.range(0));
   const char* names[] = {"model_swiglu_bf16/fused",   "model_swiglu_bf16/none",

@@ -238,6 +238,66 @@ TEST(FusionEqualsEager, Bf16ChainsWithMemoryOperands) {
   });
 }
 
+// A chain whose every memory operand is bf16 runs its groups as pairs of vectors in the unpack
+// order of the eager bf16 kernels, and stores a rounded value by its top halves (routines_impl.h
+// chain_pairs): every chain form (load, unary, acc_v, v_acc, acc_s, s_acc, stores mid-chain and at
+// the end) on special values — NaNs (quiet and signalling, both signs, payloads), ±Inf, ±0, bf16
+// subnormals, the largest bf16 (whose doubling overflows) — beside random values whose products
+// round at ties; lengths with group tails and a vector tail; 1 and 2 threads.
+TEST(FusionEqualsEager, Bf16PairChainsSpecialValues) {
+  auto fn = [](const V& v) {
+    const Var s = silu(v[0]);
+    const Var y = s * v[1];             // acc_v, stored and continued
+    const Var z = v[0] - y * 2.0;       // acc_s, then v_acc
+    return V{y, s, 3.0 - tanh(z) * v[1]};  // s_acc at the end
+  };
+  const uint16_t special[] = {0x7FC0, 0xFFC1, 0x7F81, 0xFF80, 0x7F80, 0x0000, 0x8000,
+                              0x0001, 0x807F, 0x7F7F, 0xFF7F, 0x3F81, 0xC2B2, 0x42B2};
+  for (int64_t n : {int64_t{100003}, int64_t{1000}, int64_t{77}}) {
+    SCOPED_TRACE(n);
+    Tensor g = randn_t({n}, DType::bf16, 40, 4.0), u = randn_t({n}, DType::bf16, 41);
+    uint16_t* pg = static_cast<uint16_t*>(g.raw_data());
+    uint16_t* pu = static_cast<uint16_t*>(u.raw_data());
+    for (int64_t i = 0; i < n; i += 5) {
+      const uint16_t b = special[static_cast<size_t>(i / 5) % std::size(special)];
+      (i % 2 ? pg : pu)[i] = b;
+    }
+    Fused f = fuse(fn, "pairs", /*patterns=*/false);
+    const std::string d = describe(*f.plan({g, u}));
+    EXPECT_NE(d.find("chain - [load_bf16 in0"), std::string::npos) << d;
+    for_each_isa([&](Isa) { check_bitwise(fn, {g, u}, "bf16 pairs chain"); });
+    const int saved = num_threads();
+    set_num_threads(1);
+    const std::vector<Tensor> one = f({g, u});
+    set_num_threads(2);
+    const std::vector<Tensor> two = f({g, u});
+    set_num_threads(saved);
+    expect_all_bitwise(two, one, "bf16 pairs chain, 2 threads vs 1");
+  }
+}
+
+// A pass of one step and no L1 slot streams memory to memory and takes the block's row in one call
+// (compile.cpp); a pass with slots keeps its L1 tile. Both equal the eager ops bitwise, across
+// blocks and at the ragged end, and a one-step row reduction over a whole row equals the eager one.
+TEST(FusionEqualsEager, OneStepPassesTakeTheBlockRow) {
+  auto one = [](const V& v) { return V{exp(v[0])}; };
+  auto two = [](const V& v) { return V{exp(v[0]) + tanh(v[0] * v[0]), v[0] * 3.0}; };
+  auto rowmax = [](const V& v) { return V{amax(v[0])}; };
+  for_each_isa([&](Isa) {
+    const Tensor x = randn_t({100003}, DType::f32, 50);
+    const std::string d1 = describe(*fuse(one).plan({x}));
+    EXPECT_NE(d1.find("pass (tile 16384)"), std::string::npos) << d1;
+    check_bitwise(one, {x}, "one-step pass");
+    const std::string d2 = describe(*fuse(two).plan({x}));
+    EXPECT_NE(d2.find("pass (tile 1024)"), std::string::npos) << d2;
+    check_bitwise(two, {x}, "pass with slots");
+    const Tensor r = randn_t({3, 40001}, DType::f32, 51);
+    const std::string d3 = describe(*fuse(rowmax).plan({r}));
+    EXPECT_NE(d3.find("pass (tile 40064)"), std::string::npos) << d3;
+    check_bitwise(rowmax, {r}, "one-step row reduction");
+  });
+}
+
 TEST(FusionEqualsEager, SplitOnStreamBudget) {
   // 30 values live at once exceed kMaxStreams: the cluster splits, the live values are kept.
   auto fn = [](const V& v) {

@@ -98,8 +98,8 @@ TEST(FusionPatterns, SwigluBitwiseEqualsEagerForwardAndBackward) {
       expect_all_bitwise(run_with_grads(f, {g, u}), ref, mode_name(m));
       autograd::NoGradGuard no_grad;  // the forward-only region
       expect_bitwise(swiglu(g, u), ref[0], std::string(mode_name(m)) + " without grad");
-      // lazy fuses both calls; auto only f32 without gradients.
-      const int64_t fused = m == Mode::lazy ? 2 : dt == DType::f32 ? 1 : 0;
+      // lazy fuses both calls; auto both in f32 (with and without gradients), none in bf16.
+      const int64_t fused = m == Mode::lazy || dt == DType::f32 ? 2 : 0;
       EXPECT_EQ(pattern_calls().swiglu - before, fused) << mode_name(m);
     }
   }
@@ -332,16 +332,19 @@ TEST(FusionTraining, AutoAndLazyEqualNoneBitwise) {
     const std::vector<double> lazy = losses_of("lazy", "lazy", 2, "llama", precision);
     const PatternCalls c3 = pattern_calls();
     ASSERT_EQ(none.size(), 4u);
-    // What each mode fused: none nothing; auto SwiGLU only; lazy also both norms.
+    // What each mode fused: none nothing; auto SwiGLU in f32 only (measured faster, also while
+    // training; bf16 compute stays eager); lazy also both norms.
     EXPECT_EQ(c1.swiglu + c1.rms_norm + c1.add_rms_norm, c0.swiglu + c0.rms_norm + c0.add_rms_norm);
-    // auto fuses SwiGLU only without gradients (measured faster), so not while training.
-    EXPECT_EQ(c2.swiglu, c1.swiglu);
+    if (precision == "f32")
+      EXPECT_GT(c2.swiglu, c1.swiglu);
+    else
+      EXPECT_EQ(c2.swiglu, c1.swiglu);
     EXPECT_EQ(c2.rms_norm, c1.rms_norm);
     EXPECT_EQ(c2.add_rms_norm, c1.add_rms_norm);
     EXPECT_GT(c3.swiglu, c2.swiglu);
     EXPECT_GT(c3.rms_norm, c2.rms_norm);
     EXPECT_GT(c3.add_rms_norm, c2.add_rms_norm);
-    // auto: the eager ops here (and where it fuses, the regions are the eager ops: bitwise).
+    // auto: SwiGLU's regions are the eager ops (bitwise), the norms the hand kernels.
     EXPECT_EQ(autom, none);
     // lazy also fuses the norms, whose regions match the stencils (the hand kernels), and
     // SwiGLU's regions are the eager ops: bitwise none.

@@ -6,6 +6,8 @@
 // read in a later one (or a later stage) is kept in the block scratch, everything else lives in an
 // L1 tile slot from its producing step to its last use. Per-row values (reductions and what is
 // computed from them) become col registers, computed between stages.
+#include <algorithm>
+
 #include "hp/fusion/compile_impl.h"
 
 namespace hp::fusion {
@@ -217,6 +219,16 @@ std::shared_ptr<const Program> Compiler::build() {
     prog.cols_per_block = kBlockElems;  // a multiple of kTileMax
     prog.rows_per_block = 1;
   }
+  // A pass of one step and no L1 slot streams memory to memory: its tile bounds no working set, so
+  // it takes the block's row in one call. Per 1024-element tile, the composed SiLU on 64 MiB (one
+  // `ew silu` step) ran 1.10-1.14x the same kernel called per tile by a plain loop (1 thread).
+  const int64_t row = (prog.cols_per_block + 63) / 64 * 64;
+  for (Stage& st : prog.stages)
+    for (Pass& ps : st.passes)
+      if (ps.steps.size() == 1 &&
+          std::none_of(ps.locs.begin(), ps.locs.end(),
+                       [](const Loc& l) { return l.kind == LocKind::slot; }))
+        ps.tile = std::max(ps.tile, row);
   return std::make_shared<const Program>(std::move(prog));
 }
 

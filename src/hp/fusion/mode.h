@@ -3,7 +3,7 @@
 //
 //   none  every op eager, as written (silu, mul, add, rms_norm: one kernel and one tensor each)
 //   auto  the patterns measured faster than their eager ops on this machine and bitwise equal to
-//         them: SwiGLU `silu(g)·u` in f32 without gradients (inference); everything else eager
+//         them: SwiGLU `silu(g)·u` in f32 (forward and backward); bf16 and the norms eager
 //   lazy  every vector chain between two materialization points of a block (a GEMM, a module
 //         boundary with a wrapper) as one region: SwiGLU, RMSNorm·w, residual add + RMSNorm·w.
 //         Equal to eager within rounding (the norms compute `x · rsqrt(mean(x²) + eps) · w`,

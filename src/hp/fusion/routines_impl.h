@@ -57,8 +57,13 @@ inline void select(float* out, const float* const* in, int64_t n) {
 // same bits as the eager f32 -> bf16 -> f32 (a bf16 region's every node rounds, so this was a
 // quarter of a bf16 SwiGLU's time). The scalar build goes through the eager converters.
 #if defined(__AVX2__) || defined(__AVX512F__)
+// Arch::to_bf16 and the shift back folded into one mask: (u + 0x7FFF + lsb) with the low half
+// cleared, a NaN its top half with the quiet bit set; one op fewer than to_bf16 then slli.
 __attribute__((always_inline)) inline V round_v(V v) {
-  return A::floats(A::slli<16>(A::to_bf16(v)));
+  const A::I u = A::bits(v);
+  const A::I r = A::add(u, A::add(A::seti(0x7FFF), A::and_(A::srli<16>(u), A::seti(1))));
+  const A::I q = A::select(A::unord(v), A::or_(u, A::seti(0x00400000)), r);
+  return A::floats(A::and_(q, A::seti(static_cast<int32_t>(0xFFFF0000u))));
 }
 #else
 inline V round_v(V v) {
@@ -152,6 +157,38 @@ __attribute__((always_inline)) inline void store_dst(void* p, int64_t off, V v, 
 #endif
 }
 
+// Applies chain op c (unary, or binary in any form; not load / store) to the group `acc` of NG
+// vectors: the unary functors here, the binary ones through HP_CHAIN_BINARY_CALL(Functor), which
+// each group layout defines around its use (chain_group: vector operands one vector at a time;
+// chain_pairs: in pairs). A macro rather than a helper taking a callback: as a function the
+// compiler allocated the pairs chain's registers worse (bf16 silu chain 51 -> 56 us in cache).
+#define HP_CHAIN_UNARY(e, F, arity)                                 \
+  case EwOp::e:                                                     \
+    if constexpr (arity == 1) {                                     \
+      _Pragma("GCC unroll 8") for (int g = 0; g < NG; ++g) acc[g] = \
+          ew::F::template apply<A>(acc[g], c.p);                    \
+    }                                                               \
+    break;
+#define HP_CHAIN_BINARY(e, F, arity)                           \
+  case EwOp::e:                                                \
+    if constexpr (arity == 2) HP_CHAIN_BINARY_CALL(ew::F);     \
+    break;
+#define HP_CHAIN_APPLY(c)                                       \
+  if ((c).form == fusion::ChainForm::unary) {                   \
+    switch (static_cast<EwOp>((c).op)) {                        \
+      HP_EW_OPS(HP_CHAIN_UNARY)                                 \
+      default:                                                  \
+        break;                                                  \
+    }                                                           \
+  } else {                                                      \
+    const V s = A::set1((c).s);                                 \
+    switch (static_cast<EwOp>((c).op)) {                        \
+      HP_EW_OPS(HP_CHAIN_BINARY)                                \
+      default:                                                  \
+        break;                                                  \
+    }                                                           \
+  }
+
 template <int NG, class F>
 __attribute__((always_inline)) inline void chain_binary(fusion::ChainForm form, V* acc,
                                                         const void* src, bool bf16, V s,
@@ -180,7 +217,6 @@ __attribute__((always_inline)) inline void chain_binary(fusion::ChainForm form, 
   }
 }
 
-
 template <int NG>
 __attribute__((always_inline)) inline void chain_group(float* out, void* const* P, int64_t i,
                                                        const fusion::ChainOp* ops, int nops) {
@@ -199,34 +235,10 @@ __attribute__((always_inline)) inline void chain_group(float* out, void* const* 
     } else if (c.form == ChainForm::load) {
 #pragma GCC unroll 8
       for (int g = 0; g < NG; ++g) acc[g] = load_src(src, g * W, c.bf16);
-    } else if (c.form == ChainForm::unary) {
-      switch (static_cast<EwOp>(c.op)) {
-#define HP_CHAIN_UNARY(e, F, arity)                                 \
-  case EwOp::e:                                                     \
-    if constexpr (arity == 1) {                                     \
-      _Pragma("GCC unroll 8") for (int g = 0; g < NG; ++g) acc[g] = \
-          ew::F::template apply<A>(acc[g], c.p);                    \
-    }                                                               \
-    break;
-        HP_EW_OPS(HP_CHAIN_UNARY)
-#undef HP_CHAIN_UNARY
-        default:
-          break;
-      }
     } else {
-      const V s = A::set1(c.s);
-      switch (static_cast<EwOp>(c.op)) {
-#define HP_CHAIN_BINARY(e, F, arity)                             \
-  case EwOp::e:                                                  \
-    if constexpr (arity == 2) {                                  \
-      chain_binary<NG, ew::F>(c.form, acc, src, c.bf16, s, c.p); \
-    }                                                            \
-    break;
-        HP_EW_OPS(HP_CHAIN_BINARY)
-#undef HP_CHAIN_BINARY
-        default:
-          break;
-      }
+#define HP_CHAIN_BINARY_CALL(F) chain_binary<NG, F>(c.form, acc, src, c.bf16, s, c.p)
+      HP_CHAIN_APPLY(c)
+#undef HP_CHAIN_BINARY_CALL
     }
     if (c.round) {
 #pragma GCC unroll 8
@@ -238,8 +250,148 @@ __attribute__((always_inline)) inline void chain_group(float* out, void* const* 
   for (int g = 0; g < NG; ++g) A::store(out + i + g * W, acc[g]);
 }
 
+#if defined(__AVX2__) || defined(__AVX512F__)
+// ---- chains whose every memory operand is bf16 (loads, vector sources, stores; no f32 value out):
+// vectors 2k and 2k+1 of a group hold the 2W values at 2kW in load_bf16x2's lane order, as the eager
+// bf16 kernels hold them (ew_impl.h run<Op, Arity, Bf16Lanes>): one load and two unpacks widen 2W
+// values and one pack narrows them, where one vector at a time takes a zero-extend and a shift
+// per W each way and a cross-lane permute on the store. The ops are lane-wise, so the order
+// changes no value. A bf16 store after a rounded value (a bf16 node's result or a bf16 load) takes
+// the top halves: exact, without the second rounding store_bf16 would do. A function of its own,
+// so the register allocation of the general chain above is not disturbed.
+
+template <int NG, class F>
+__attribute__((always_inline)) inline void pairs_binary(fusion::ChainForm form, V* acc,
+                                                        const uint16_t* src, V s,
+                                                        const float* p) {
+  using fusion::ChainForm;
+  switch (form) {
+    case ChainForm::acc_v:
+#pragma GCC unroll 4
+      for (int g = 0; g < NG; g += 2) {
+        V x0, x1;
+        A::load_bf16x2(src + g * W, &x0, &x1);
+        acc[g] = F::template apply<A>(acc[g], x0, p);
+        acc[g + 1] = F::template apply<A>(acc[g + 1], x1, p);
+      }
+      break;
+    case ChainForm::v_acc:
+#pragma GCC unroll 4
+      for (int g = 0; g < NG; g += 2) {
+        V x0, x1;
+        A::load_bf16x2(src + g * W, &x0, &x1);
+        acc[g] = F::template apply<A>(x0, acc[g], p);
+        acc[g + 1] = F::template apply<A>(x1, acc[g + 1], p);
+      }
+      break;
+    default:  // acc_s, s_acc: no vector operand, as in the general chain
+      chain_binary<NG, F>(form, acc, nullptr, false, s, p);
+      break;
+  }
+}
+
+// A long unary op without parameters (ew_impl.h table_op: exp, log, tanh, sigmoid, silu, gelu,
+// gelu_tanh) applied to the bf16 values the chain has just loaded from x, rounded to bf16: the
+// eager bf16 kernel's table of its own results (lookup_table: the same bits as computing and
+// rounding here), one lookup per element of x, as the eager kernel does; the results are widened
+// back into the group in its pair order. Returns false for the other ops.
+template <int NG>
+__attribute__((always_inline)) inline bool table_unary(uint8_t op, const uint16_t* x, V* acc) {
+  const uint16_t* table = nullptr;
+  switch (static_cast<EwOp>(op)) {
+#define HP_TABLE_CASE(e, F, arity)                                                       \
+  case EwOp::e:                                                                          \
+    if constexpr (arity == 1 && table_op<ew::F>()) table = lookup_table<ew::F, Bf16Lanes>(); \
+    break;
+    HP_EW_OPS(HP_TABLE_CASE)
+#undef HP_TABLE_CASE
+    default:
+      break;
+  }
+  if (table == nullptr) return false;
+  alignas(64) uint16_t r[NG * W];
+  for (int j = 0; j < NG * W; ++j) r[j] = table[x[j]];
+#pragma GCC unroll 4
+  for (int g = 0; g < NG; g += 2) A::load_bf16x2(r + g * W, &acc[g], &acc[g + 1]);
+  return true;
+}
+
+// The groups of [0, n) (n a multiple of NG·W) of a chain with bf16 memory operands only. (A template
+// so that `if constexpr` discards the op cases of the other arity.)
+template <int NG>
+__attribute__((noinline)) void chain_pairs(void* const* P, int64_t n, const fusion::ChainOp* ops,
+                                           int nops) {
+  using fusion::ChainForm;
+  for (int64_t i = 0; i < n; i += NG * W) {
+    V acc[NG];
+#pragma GCC unroll 8
+    for (int g = 0; g < NG; ++g) acc[g] = A::set1(0.0f);  // ops[0] loads
+    bool rounded = false;                // every lane of acc is a bf16 value
+    const uint16_t* loaded = nullptr;  // acc is exactly the bf16 values here (the op before loaded)
+    for (int k = 0; k < nops; ++k) {
+      const fusion::ChainOp& c = ops[k];
+      uint16_t* q = static_cast<uint16_t*>(P[c.src]) + i;
+      if (c.form == ChainForm::store) {
+        if (rounded) {
+#pragma GCC unroll 4
+          for (int g = 0; g < NG; g += 2)
+            A::store_u16x2(q + g * W, A::srli<16>(A::bits(acc[g])),
+                           A::srli<16>(A::bits(acc[g + 1])));
+        } else {
+#pragma GCC unroll 4
+          for (int g = 0; g < NG; g += 2) A::store_bf16x2(q + g * W, acc[g], acc[g + 1]);
+        }
+        continue;
+      }
+      const uint16_t* x = loaded;
+      loaded = nullptr;
+      if (c.form == ChainForm::load) {
+#pragma GCC unroll 4
+        for (int g = 0; g < NG; g += 2) A::load_bf16x2(q + g * W, &acc[g], &acc[g + 1]);
+        loaded = q;
+      } else if (x != nullptr && c.form == ChainForm::unary && c.round &&
+                 table_unary<NG>(c.op, x, acc)) {
+        rounded = true;
+        continue;
+      } else {
+#define HP_CHAIN_BINARY_CALL(F) pairs_binary<NG, F>(c.form, acc, q, s, c.p)
+        HP_CHAIN_APPLY(c)
+#undef HP_CHAIN_BINARY_CALL
+      }
+      if (c.round) {
+#pragma GCC unroll 8
+        for (int g = 0; g < NG; ++g) acc[g] = round_v(acc[g]);
+      }
+      rounded = c.round || c.form == ChainForm::load;
+    }
+  }
+}
+
+#undef HP_CHAIN_APPLY
+#undef HP_CHAIN_BINARY
+#undef HP_CHAIN_UNARY
+
+// Whether a chain runs as pairs: no f32 destination, every memory operand bf16.
+inline bool all_bf16(const float* out, const fusion::ChainOp* ops, int nops) {
+  if (out != nullptr) return false;
+  for (int k = 0; k < nops; ++k) {
+    const fusion::ChainForm f = ops[k].form;
+    const bool mem = f == fusion::ChainForm::load || f == fusion::ChainForm::acc_v ||
+                     f == fusion::ChainForm::v_acc || f == fusion::ChainForm::store;
+    if (mem && !ops[k].bf16) return false;
+  }
+  return true;
+}
+#endif
+
 inline void chain(float* out, void* const* P, int64_t n, const fusion::ChainOp* ops, int nops) {
   int64_t i = 0;
+#if defined(__AVX2__) || defined(__AVX512F__)
+  if (all_bf16(out, ops, nops)) {
+    i = n / (kG * W) * (kG * W);
+    chain_pairs<kG>(P, i, ops, nops);
+  }
+#endif
   for (; i + kG * W <= n; i += kG * W) chain_group<kG>(out, P, i, ops, nops);
   for (; i + W <= n; i += W) chain_group<1>(out, P, i, ops, nops);
   if (i == n) return;
