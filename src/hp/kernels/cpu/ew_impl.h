@@ -31,8 +31,12 @@ struct F32Lanes {
 struct Bf16Lanes {
   using T = uint16_t;
 #if defined(__AVX2__)
-  static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) { Arch::load_bf16x2(p, a, b); }
-  static void store2(uint16_t* p, Arch::V a, Arch::V b) { Arch::store_bf16x2(p, a, b); }
+  static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) {
+    Arch::load_bf16x2(p, a, b);
+  }
+  static void store2(uint16_t* p, Arch::V a, Arch::V b) {
+    Arch::store_bf16x2(p, a, b);
+  }
 #else
   static void load2(const uint16_t* p, float* a, float* b) {
     *a = hp::bf16_to_f32(p[0]);
@@ -49,8 +53,12 @@ struct Bf16Lanes {
 struct F16Lanes {
   using T = uint16_t;
 #if defined(__AVX2__)
-  static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) { Arch::load_f16x2(p, a, b); }
-  static void store2(uint16_t* p, Arch::V a, Arch::V b) { Arch::store_f16x2(p, a, b); }
+  static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) {
+    Arch::load_f16x2(p, a, b);
+  }
+  static void store2(uint16_t* p, Arch::V a, Arch::V b) {
+    Arch::store_f16x2(p, a, b);
+  }
 #else
   static void load2(const uint16_t* p, float* a, float* b) {
     *a = hp::f16_to_f32(p[0]);
@@ -149,12 +157,12 @@ void run_tiled(typename S::T* out, const typename S::T* const* in, int64_t n, co
 // The unary ones among them without parameters take the lookup table below instead (~0.41).
 template <class Op>
 constexpr bool long_op() {
-  return std::is_same_v<Op, ew::Exp> || std::is_same_v<Op, ew::Log> || std::is_same_v<Op, ew::Tanh> ||
-         std::is_same_v<Op, ew::Sigmoid> || std::is_same_v<Op, ew::Silu> ||
-         std::is_same_v<Op, ew::Gelu> || std::is_same_v<Op, ew::GeluTanh> ||
-         std::is_same_v<Op, ew::PowScalar> || std::is_same_v<Op, ew::SiluBwd> ||
-         std::is_same_v<Op, ew::GeluBwd> || std::is_same_v<Op, ew::GeluTanhBwd> ||
-         std::is_same_v<Op, ew::PowScalarBwd>;
+  return std::is_same_v<Op, ew::Exp> || std::is_same_v<Op, ew::Log> ||
+         std::is_same_v<Op, ew::Tanh> || std::is_same_v<Op, ew::Sigmoid> ||
+         std::is_same_v<Op, ew::Silu> || std::is_same_v<Op, ew::Gelu> ||
+         std::is_same_v<Op, ew::GeluTanh> || std::is_same_v<Op, ew::PowScalar> ||
+         std::is_same_v<Op, ew::SiluBwd> || std::is_same_v<Op, ew::GeluBwd> ||
+         std::is_same_v<Op, ew::GeluTanhBwd> || std::is_same_v<Op, ew::PowScalarBwd>;
 }
 
 // A long unary op without parameters has only 65536 inputs in a 16-bit type: its table holds the
@@ -217,10 +225,12 @@ inline void convert_n(const In* in, Out* out, int64_t n, Step step) {
 
 #if defined(__AVX2__)
 inline void bf16_to_f32(const uint16_t* in, float* out, int64_t n) {
-  convert_n<Arch::W>(in, out, n, [](const uint16_t* a, float* o) { Arch::store(o, Arch::load_bf16(a)); });
+  convert_n<Arch::W>(in, out, n,
+                     [](const uint16_t* a, float* o) { Arch::store(o, Arch::load_bf16(a)); });
 }
 inline void f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
-  convert_n<Arch::W>(in, out, n, [](const float* a, uint16_t* o) { Arch::store_bf16(o, Arch::load(a)); });
+  convert_n<Arch::W>(in, out, n,
+                     [](const float* a, uint16_t* o) { Arch::store_bf16(o, Arch::load(a)); });
 }
 #else
 inline void bf16_to_f32(const uint16_t* in, float* out, int64_t n) {
@@ -233,7 +243,8 @@ inline void f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
 
 #if defined(__AVX2__)
 // f16 through F16C, 8 values per step. (No calls to core's inline scalar converters in vector code:
-// an out-of-line copy compiled for this ISA could be chosen by the linker for callers on other CPUs.)
+// an out-of-line copy compiled for this ISA could be chosen by the linker for callers on other
+// CPUs.)
 inline void f16_to_f32(const uint16_t* in, float* out, int64_t n) {
   convert_n<8>(in, out, n, [](const uint16_t* a, float* o) {
     _mm256_storeu_ps(o, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))));
@@ -260,7 +271,8 @@ template <class Combine, class Load>
 inline typename Arch::V reduce_vec(int64_t n, float identity, Combine combine, Load load) {
   using A = Arch;
   constexpr int W = A::W;
-  typename A::V acc[4] = {A::set1(identity), A::set1(identity), A::set1(identity), A::set1(identity)};
+  typename A::V acc[4] = {A::set1(identity), A::set1(identity), A::set1(identity),
+                          A::set1(identity)};
   int64_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W)
     for (int k = 0; k < 4; ++k) acc[k] = combine(acc[k], load(i + k * W));
@@ -272,8 +284,9 @@ inline float sum_f32(const float* x, int64_t n) {
   using A = Arch;
   const int64_t main = n - n % A::W;
   float lanes[A::W];
-  A::store(lanes, reduce_vec(main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
-                             [x](int64_t i) { return A::load(x + i); }));
+  A::store(lanes, reduce_vec(
+                      main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
+                      [x](int64_t i) { return A::load(x + i); }));
   float r = 0;
   for (int k = 0; k < A::W; ++k) r += lanes[k];
   for (int64_t i = main; i < n; ++i) r += x[i];
@@ -285,11 +298,12 @@ inline float max_f32(const float* x, int64_t n) {
   const int64_t main = n - n % A::W;
   float lanes[A::W];
   // A NaN on either side wins (x86 max alone would drop one of them).
-  A::store(lanes, reduce_vec(main, -__builtin_inff(),
-                             [](A::V a, A::V b) {
-                               return A::select(A::isnan(a), a, A::select(A::isnan(b), b, A::max(a, b)));
-                             },
-                             [x](int64_t i) { return A::load(x + i); }));
+  A::store(lanes, reduce_vec(
+                      main, -__builtin_inff(),
+                      [](A::V a, A::V b) {
+                        return A::select(A::isnan(a), a, A::select(A::isnan(b), b, A::max(a, b)));
+                      },
+                      [x](int64_t i) { return A::load(x + i); }));
   float r = -__builtin_inff();
   bool nan = false;
   for (int k = 0; k < A::W; ++k) nan |= lanes[k] != lanes[k], r = lanes[k] > r ? lanes[k] : r;
@@ -301,8 +315,9 @@ inline float dot_f32(const float* x, const float* y, int64_t n) {
   using A = Arch;
   const int64_t main = n - n % A::W;
   float lanes[A::W];
-  A::store(lanes, reduce_vec(main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
-                             [x, y](int64_t i) { return A::mul(A::load(x + i), A::load(y + i)); }));
+  A::store(lanes, reduce_vec(
+                      main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
+                      [x, y](int64_t i) { return A::mul(A::load(x + i), A::load(y + i)); }));
   float r = 0;
   for (int k = 0; k < A::W; ++k) r += lanes[k];
   for (int64_t i = main; i < n; ++i) r += x[i] * y[i];
@@ -310,23 +325,28 @@ inline float dot_f32(const float* x, const float* y, int64_t n) {
 }
 
 inline const EwTable& table() {
-  static const EwTable t = {
-      {
+  static const EwTable t = {{
 #define HP_EW_ENTRY(e, F, arity) &run_f32<ew::F, arity>,
-          HP_EW_OPS(HP_EW_ENTRY)
+                                HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
-      },
-      {
+                            },
+                            {
 #define HP_EW_ENTRY(e, F, arity) &run_bf16<ew::F, arity>,
-          HP_EW_OPS(HP_EW_ENTRY)
+                                HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
-      },
-      {
+                            },
+                            {
 #define HP_EW_ENTRY(e, F, arity) &run_f16<ew::F, arity>,
-          HP_EW_OPS(HP_EW_ENTRY)
+                                HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
-      },
-      &bf16_to_f32, &f32_to_bf16, &f16_to_f32, &f32_to_f16, &sum_f32, &max_f32, &dot_f32};
+                            },
+                            &bf16_to_f32,
+                            &f32_to_bf16,
+                            &f16_to_f32,
+                            &f32_to_f16,
+                            &sum_f32,
+                            &max_f32,
+                            &dot_f32};
   return t;
 }
 
