@@ -46,10 +46,8 @@ inline double memcpy_gbps(size_t bytes = size_t(64) << 20, int reps = 5) {
 inline double run_peer(const std::string& script, const std::string& args) {
   const char* py = std::getenv("HP_PEER_PYTHON");
   const char* root = std::getenv("HP_SOURCE_DIR");
-  std::string dir =
-      root ? std::string(root) + "/bench/peers/" : std::string(HP_BENCH_PEERS_DIR "/");
-  std::string cmd =
-      std::string(py ? py : "python3") + " " + dir + script + " " + args + " 2>/dev/null";
+  std::string dir = root ? std::string(root) + "/bench/peers/" : std::string(HP_BENCH_PEERS_DIR "/");
+  std::string cmd = std::string(py ? py : "python3") + " " + dir + script + " " + args + " 2>/dev/null";
   FILE* f = popen(cmd.c_str(), "r");
   if (!f) return std::nan("");
   char line[512];
@@ -73,8 +71,7 @@ inline double sgemm_attention_gflops(int reps) {
     auto t0 = std::chrono::steady_clock::now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k,
                 0.0f, c.data(), n);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return 2.0 * m * n * k / best / 1e9;
 }

@@ -24,9 +24,9 @@ training: {steps: 2, batch_size: 4, seq_len: 32, seed: 5}
 parallel: {pp: 2, pipeline: {microbatches: 2}}
 metrics: {progress: none}
 )";
-  return plan_memory(parse_config(
-      yaml, "plan.yaml",
-      {"parallel.pipeline.schedule=" + schedule, "training.mixed_precision=" + precision}));
+  return plan_memory(parse_config(yaml, "plan.yaml",
+                                  {"parallel.pipeline.schedule=" + schedule,
+                                   "training.mixed_precision=" + precision}));
 }
 
 TEST(MemoryPlan, ZeroBubbleCountsTheGradientsFsdpHoldsThroughTheStep) {

@@ -211,14 +211,17 @@ std::string MemoryPlan::to_text() const {
   s += "activations: measured on the model at 2 and 3 layers with the micro-batch and half of it, "
        "extrapolated to its depth; they include FSDP's gathered compute copies and the step's "
        "transient buffers, as the trainer's act_mem_bytes\n";
-  std::snprintf(
-      line, sizeof line,
-      "measured   at %lld and %lld layers x %lld and %lld tokens: %lld %lld / %lld %lld "
-      "bytes\n",
-      static_cast<long long>(measured_layers[0]), static_cast<long long>(measured_layers[1]),
-      static_cast<long long>(measured_tokens[0]), static_cast<long long>(measured_tokens[1]),
-      static_cast<long long>(act_measured[0][0]), static_cast<long long>(act_measured[0][1]),
-      static_cast<long long>(act_measured[1][0]), static_cast<long long>(act_measured[1][1]));
+  std::snprintf(line, sizeof line,
+                "measured   at %lld and %lld layers x %lld and %lld tokens: %lld %lld / %lld %lld "
+                "bytes\n",
+                static_cast<long long>(measured_layers[0]),
+                static_cast<long long>(measured_layers[1]),
+                static_cast<long long>(measured_tokens[0]),
+                static_cast<long long>(measured_tokens[1]),
+                static_cast<long long>(act_measured[0][0]),
+                static_cast<long long>(act_measured[0][1]),
+                static_cast<long long>(act_measured[1][0]),
+                static_cast<long long>(act_measured[1][1]));
   s += line;
   s += activation_blocks_text(*this);
   if (budget == 0) {
@@ -273,8 +276,8 @@ MemoryPlan plan_memory(const Config& cfg_in) {
         if (t.dim() >= 2) layer_matrix += t.numel();
     }
   }
-  const int64_t io_params =
-      c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) + c.hidden_size;
+  const int64_t io_params = c.vocab_size * c.hidden_size * (c.tie_word_embeddings ? 1 : 2) +
+                            c.hidden_size;
   p.parameters = io_params + layer_params;
   const int64_t ranks = p.shard_ranks * layout.tp;
   const int64_t f32_shard = 4 * p.parameters / ranks;
@@ -290,9 +293,9 @@ MemoryPlan plan_memory(const Config& cfg_in) {
       !fsdp_passthrough)
     p.device.grads += 4 * p.parameters / layout.tp;
   // AdamW keeps two f32 moments, Muon one momentum buffer (its hidden matrices only).
-  const int64_t state = cfg_in.optimizer.name == "muon"
-                            ? (8 * (p.parameters - layer_matrix) + 4 * layer_matrix) / ranks
-                            : 8 * p.parameters / ranks;
+  const int64_t state =
+      cfg_in.optimizer.name == "muon" ? (8 * (p.parameters - layer_matrix) + 4 * layer_matrix) / ranks
+                                      : 8 * p.parameters / ranks;
   if (cfg_in.offload.optimizer == "none") {
     p.device.optimizer = state;
   } else if (cfg_in.offload.optimizer == "host") {

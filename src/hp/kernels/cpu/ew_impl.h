@@ -31,12 +31,8 @@ struct F32Lanes {
 struct Bf16Lanes {
   using T = uint16_t;
 #if defined(__AVX2__)
-  static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) {
-    Arch::load_bf16x2(p, a, b);
-  }
-  static void store2(uint16_t* p, Arch::V a, Arch::V b) {
-    Arch::store_bf16x2(p, a, b);
-  }
+  static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) { Arch::load_bf16x2(p, a, b); }
+  static void store2(uint16_t* p, Arch::V a, Arch::V b) { Arch::store_bf16x2(p, a, b); }
 #else
   static void load2(const uint16_t* p, float* a, float* b) {
     *a = hp::bf16_to_f32(p[0]);
@@ -53,12 +49,8 @@ struct Bf16Lanes {
 struct F16Lanes {
   using T = uint16_t;
 #if defined(__AVX2__)
-  static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) {
-    Arch::load_f16x2(p, a, b);
-  }
-  static void store2(uint16_t* p, Arch::V a, Arch::V b) {
-    Arch::store_f16x2(p, a, b);
-  }
+  static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) { Arch::load_f16x2(p, a, b); }
+  static void store2(uint16_t* p, Arch::V a, Arch::V b) { Arch::store_f16x2(p, a, b); }
 #else
   static void load2(const uint16_t* p, float* a, float* b) {
     *a = hp::f16_to_f32(p[0]);
@@ -118,9 +110,8 @@ void run_f32(float* out, const float* const* in, int64_t n, const float* p) {
 // 16-bit storage through L1-resident f32 tiles: widen kTile elements of each operand (load2's lane
 // order, which store2 undoes), run the f32 loop on them, narrow the result; the last partial tile
 // runs the in-register loop above. The same bits as run<Op, Arity, S> (the conversions are exact
-// and the f32 code is the same), but a transcendental op's code no longer carries the conversions
-// between its two dependency chains: silu bf16 in cache took 0.92 ns per element in registers
-// against 0.53 for f32 on Zen 3.
+// and the f32 code is the same), but a long op's code no longer carries the conversions between
+// its two dependency chains (figures at long_op below).
 template <class Op, int Arity, class S>
 void run_tiled(typename S::T* out, const typename S::T* const* in, int64_t n, const float* p) {
 #if defined(__AVX2__)
@@ -225,12 +216,10 @@ inline void convert_n(const In* in, Out* out, int64_t n, Step step) {
 
 #if defined(__AVX2__)
 inline void bf16_to_f32(const uint16_t* in, float* out, int64_t n) {
-  convert_n<Arch::W>(in, out, n,
-                     [](const uint16_t* a, float* o) { Arch::store(o, Arch::load_bf16(a)); });
+  convert_n<Arch::W>(in, out, n, [](const uint16_t* a, float* o) { Arch::store(o, Arch::load_bf16(a)); });
 }
 inline void f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
-  convert_n<Arch::W>(in, out, n,
-                     [](const float* a, uint16_t* o) { Arch::store_bf16(o, Arch::load(a)); });
+  convert_n<Arch::W>(in, out, n, [](const float* a, uint16_t* o) { Arch::store_bf16(o, Arch::load(a)); });
 }
 #else
 inline void bf16_to_f32(const uint16_t* in, float* out, int64_t n) {
@@ -243,8 +232,7 @@ inline void f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
 
 #if defined(__AVX2__)
 // f16 through F16C, 8 values per step. (No calls to core's inline scalar converters in vector code:
-// an out-of-line copy compiled for this ISA could be chosen by the linker for callers on other
-// CPUs.)
+// an out-of-line copy compiled for this ISA could be chosen by the linker for callers on other CPUs.)
 inline void f16_to_f32(const uint16_t* in, float* out, int64_t n) {
   convert_n<8>(in, out, n, [](const uint16_t* a, float* o) {
     _mm256_storeu_ps(o, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))));
@@ -271,8 +259,7 @@ template <class Combine, class Load>
 inline typename Arch::V reduce_vec(int64_t n, float identity, Combine combine, Load load) {
   using A = Arch;
   constexpr int W = A::W;
-  typename A::V acc[4] = {A::set1(identity), A::set1(identity), A::set1(identity),
-                          A::set1(identity)};
+  typename A::V acc[4] = {A::set1(identity), A::set1(identity), A::set1(identity), A::set1(identity)};
   int64_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W)
     for (int k = 0; k < 4; ++k) acc[k] = combine(acc[k], load(i + k * W));
@@ -284,9 +271,8 @@ inline float sum_f32(const float* x, int64_t n) {
   using A = Arch;
   const int64_t main = n - n % A::W;
   float lanes[A::W];
-  A::store(lanes, reduce_vec(
-                      main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
-                      [x](int64_t i) { return A::load(x + i); }));
+  A::store(lanes, reduce_vec(main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
+                             [x](int64_t i) { return A::load(x + i); }));
   float r = 0;
   for (int k = 0; k < A::W; ++k) r += lanes[k];
   for (int64_t i = main; i < n; ++i) r += x[i];
@@ -298,12 +284,11 @@ inline float max_f32(const float* x, int64_t n) {
   const int64_t main = n - n % A::W;
   float lanes[A::W];
   // A NaN on either side wins (x86 max alone would drop one of them).
-  A::store(lanes, reduce_vec(
-                      main, -__builtin_inff(),
-                      [](A::V a, A::V b) {
-                        return A::select(A::isnan(a), a, A::select(A::isnan(b), b, A::max(a, b)));
-                      },
-                      [x](int64_t i) { return A::load(x + i); }));
+  A::store(lanes, reduce_vec(main, -__builtin_inff(),
+                             [](A::V a, A::V b) {
+                               return A::select(A::isnan(a), a, A::select(A::isnan(b), b, A::max(a, b)));
+                             },
+                             [x](int64_t i) { return A::load(x + i); }));
   float r = -__builtin_inff();
   bool nan = false;
   for (int k = 0; k < A::W; ++k) nan |= lanes[k] != lanes[k], r = lanes[k] > r ? lanes[k] : r;
@@ -315,9 +300,8 @@ inline float dot_f32(const float* x, const float* y, int64_t n) {
   using A = Arch;
   const int64_t main = n - n % A::W;
   float lanes[A::W];
-  A::store(lanes, reduce_vec(
-                      main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
-                      [x, y](int64_t i) { return A::mul(A::load(x + i), A::load(y + i)); }));
+  A::store(lanes, reduce_vec(main, 0.0f, [](A::V a, A::V b) { return A::add(a, b); },
+                             [x, y](int64_t i) { return A::mul(A::load(x + i), A::load(y + i)); }));
   float r = 0;
   for (int k = 0; k < A::W; ++k) r += lanes[k];
   for (int64_t i = main; i < n; ++i) r += x[i] * y[i];
@@ -325,28 +309,23 @@ inline float dot_f32(const float* x, const float* y, int64_t n) {
 }
 
 inline const EwTable& table() {
-  static const EwTable t = {{
+  static const EwTable t = {
+      {
 #define HP_EW_ENTRY(e, F, arity) &run_f32<ew::F, arity>,
-                                HP_EW_OPS(HP_EW_ENTRY)
+          HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
-                            },
-                            {
+      },
+      {
 #define HP_EW_ENTRY(e, F, arity) &run_bf16<ew::F, arity>,
-                                HP_EW_OPS(HP_EW_ENTRY)
+          HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
-                            },
-                            {
+      },
+      {
 #define HP_EW_ENTRY(e, F, arity) &run_f16<ew::F, arity>,
-                                HP_EW_OPS(HP_EW_ENTRY)
+          HP_EW_OPS(HP_EW_ENTRY)
 #undef HP_EW_ENTRY
-                            },
-                            &bf16_to_f32,
-                            &f32_to_bf16,
-                            &f16_to_f32,
-                            &f32_to_f16,
-                            &sum_f32,
-                            &max_f32,
-                            &dot_f32};
+      },
+      &bf16_to_f32, &f32_to_bf16, &f16_to_f32, &f32_to_f16, &sum_f32, &max_f32, &dot_f32};
   return t;
 }
 
