@@ -21,9 +21,9 @@ Isa detect() {
 Isa from_env() {
   const Isa best = detect();
   const char* env = std::getenv("HP_ISA");
-  // AVX-512 kernels compile and share their source with the AVX2 ones, but have not yet run on
-  // AVX-512 hardware: until they have, they are used only when asked for by name.
-  if (!env || !*env) return best == Isa::avx512 ? Isa::avx2 : best;
+  // The best ISA the CPU has. The AVX-512 tables pass the whole suite on AVX-512 hardware (Zen 4,
+  // and Intel Emerald Rapids with AVX512_BF16; docs/PERFORMANCE.md "ISA").
+  if (!env || !*env) return best;
   std::string s(env);
   const Isa want = isa_from_name(s);
   if (!isa_supported(want))

@@ -1,9 +1,8 @@
 // Which SIMD instruction set the kernels run with.
 //
-// By default AVX2 (with FMA) where the CPU has it, else the portable path. HP_ISA=scalar|avx2|avx512
-// selects one by name (tests and benchmarks compare paths that way); AVX-512 is used only when
-// named, because it has not yet been validated on AVX-512 hardware. Asking for an ISA the CPU
-// lacks is an error.
+// By default the best the CPU has: AVX-512 (F, BW, VL, DQ), else AVX2 with FMA, else the portable
+// path. HP_ISA=scalar|avx2|avx512 selects one by name (tests and benchmarks compare paths that
+// way). Asking for an ISA the CPU lacks is an error.
 #pragma once
 
 #include <string>
