@@ -13,7 +13,8 @@ namespace hp::kernels::detail {
 // is avx512, so HP_ISA=avx2 keeps the widening path (and tests compare the two).
 bool native_bf16_gemm();
 
-// For the kernel summary: "bf16 GEMM oneDNN native (gemm:jit)" or "bf16 GEMM widened to f32 sgemm".
+// For the kernel summary: "bf16 GEMM oneDNN native per tile (gemm:jit)" or "bf16 GEMM widened to
+// f32 sgemm".
 std::string bf16_gemm_summary();
 
 // One C tile: C [mt, nt] (row stride ldc, f32 or bf16) = alpha·op(A)·op(B) + beta·C, with A
