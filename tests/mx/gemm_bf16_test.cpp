@@ -55,6 +55,8 @@ TEST_F(MxGemmBf16, MatchesF32DecodePath) {
           out16[path] = c0_16;
           mx_gemm(A, B, M, N, K, out16[path].data(), DType::bf16, 1.5f, -0.5f);
         }
+        // Different kernels sum in different orders: identical bits would mean one path ran twice.
+        EXPECT_NE(out[0], out[1]) << "la " << int(la) << " lb " << int(lb);
         for (size_t i = 0; i < ref.size(); ++i) {
           const double want = 1.5 * ref[i] - 0.5 * c0[i];
           ASSERT_NEAR(out[0][i], want, 2e-6 * mag[i] + 1e-6) << "la " << int(la) << " i " << i;
