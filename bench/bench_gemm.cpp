@@ -2,15 +2,18 @@
 //
 // Each row reports, from the same run:
 //   GFLOPs       hp's best-of GFLOP/s (2·M·N·K per call)
-//   ceil_GFLOPs  the ceiling: OpenBLAS sgemm called directly on the same shape with its own
-//                threads (= hp threads). For bf16 rows it is the same f32 sgemm: oneDNN 2.6 has no
-//                bf16 matmul on AVX2, so the best the libraries reach for this math is f32 sgemm.
-//   vs_ceil      GFLOPs / ceil_GFLOPs
+//   ceil_GFLOPs  OpenBLAS sgemm called directly on the same shape with its own threads (= hp
+//                threads), and vs_ceil = GFLOPs / ceil_GFLOPs
 //   cpu_GFLOPs, ceil_cpu_GFLOPs   the same per CPU-second of the process (all threads): steadier
 //                than wall time when other processes share the cores
-//   dnnl_GFLOPs  oneDNN matmul called directly (f32 rows; OpenMP, OMP_NUM_THREADS = hp threads)
+//   dnnl_GFLOPs  oneDNN matmul called directly on the whole problem with its own OpenMP threads
+//                (= hp threads), in the row's dtype (bf16 rows: bf16 × bf16 → f32; only where
+//                oneDNN has a native bf16 kernel), and vs_dnnl = GFLOPs / dnnl_GFLOPs
+//   f32_GFLOPs   bf16 rows: hp's gemm_f32 on the same shape, and bf16_vs_f32 = GFLOPs / f32_GFLOPs
 //   peer_GFLOPs  torch.matmul, same shape/dtype/threads (bench/peers/gemm.py), and vs_peer
-// Shapes: square NN, and LLM linears Y[M, N] = X[M, K]·W[N, K]ᵀ (trans_b).
+//                (rows without trans_a; the peer has no transposed A)
+// Shapes: square NN, and LLM linears: forward Y[T, N] = X[T, K]·W[N, K]ᵀ (trans_b), dgrad
+// dX[T, K] = dY[T, N]·W[N, K] (NN) and wgrad dW[N, K] = dYᵀ·X (trans_a, M = N, K = T).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -32,10 +35,12 @@ namespace {
 
 struct Shape {
   int64_t M, N, K;
-  bool trans_b;
+  bool trans_a, trans_b;
+  int64_t lda() const { return trans_a ? M : K; }
+  int64_t ldb() const { return trans_b ? K : N; }
 };
 
-// Operands for one shape: A [M, K], B [K, N] or [N, K], C [M, N]; f32 and bf16 copies.
+// Operands for one shape: A [M, K] or [K, M], B [K, N] or [N, K], C [M, N]; f32 and bf16 copies.
 struct Operands {
   std::vector<float> a, b, c;
   std::vector<uint16_t> a16, b16;
@@ -76,32 +81,42 @@ Timing time_of(const auto& fn) {
   return t;
 }
 
+CBLAS_TRANSPOSE cblas_op(bool trans) {
+  return trans ? CblasTrans : CblasNoTrans;
+}
+
 // OpenBLAS sgemm on the shape with its own threads (= hp threads): the ceiling.
 void openblas_sgemm(const Shape& s, Operands& o) {
   openblas_set_num_threads(hp::num_threads());
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.M, s.N, s.K,
-              1.0f, o.a.data(), s.K, o.b.data(), s.trans_b ? s.K : s.N, 0.0f, o.c.data(), s.N);
+  cblas_sgemm(CblasRowMajor, cblas_op(s.trans_a), cblas_op(s.trans_b), s.M, s.N, s.K, 1.0f,
+              o.a.data(), s.lda(), o.b.data(), s.ldb(), 0.0f, o.c.data(), s.N);
   openblas_set_num_threads(1);
 }
 
-// oneDNN f32 matmul on the shape (primitive created once per row, outside the timing).
-class DnnlF32 {
+// oneDNN matmul on the whole shape with its own OpenMP threads (primitive created once per row,
+// outside the timing): f32, or bf16 × bf16 → f32. Throws dnnl::error where oneDNN has no such
+// matmul; `native` is false where it has only its reference kernel.
+class DnnlMatmul {
  public:
-  DnnlF32(const Shape& s, Operands& o) : strm_(engine()) {
+  DnnlMatmul(const Shape& s, Operands& o, bool bf16) : strm_(engine()) {
     using namespace dnnl;
-    const auto f32 = memory::data_type::f32;
-    memory::desc ad({s.M, s.K}, f32, memory::format_tag::ab);
-    memory::desc bd({s.K, s.N}, f32, s.trans_b ? memory::format_tag::ba : memory::format_tag::ab);
-    memory::desc cd({s.M, s.N}, f32, memory::format_tag::ab);
-    prim_ = matmul(matmul::primitive_desc(matmul::desc(ad, bd, cd), engine()));
-    a_ = memory(ad, engine(), o.a.data());
-    b_ = memory(bd, engine(), o.b.data());
+    const auto in = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+    const auto ab = memory::format_tag::ab, ba = memory::format_tag::ba;
+    memory::desc ad({s.M, s.K}, in, s.trans_a ? ba : ab);
+    memory::desc bd({s.K, s.N}, in, s.trans_b ? ba : ab);
+    memory::desc cd({s.M, s.N}, memory::data_type::f32, ab);
+    const matmul::primitive_desc pd(matmul::desc(ad, bd, cd), engine());
+    native = std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
+    prim_ = matmul(pd);
+    a_ = memory(ad, engine(), bf16 ? static_cast<void*>(o.a16.data()) : o.a.data());
+    b_ = memory(bd, engine(), bf16 ? static_cast<void*>(o.b16.data()) : o.b.data());
     c_ = memory(cd, engine(), o.c.data());
   }
   void run() {
     prim_.execute(strm_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_}});
     strm_.wait();
   }
+  bool native = false;
 
  private:
   static dnnl::engine& engine() {
@@ -113,31 +128,43 @@ class DnnlF32 {
   dnnl::memory a_, b_, c_;
 };
 
+std::unique_ptr<DnnlMatmul> make_dnnl(const Shape& s, Operands& o, bool bf16) {
+  try {
+    auto d = std::make_unique<DnnlMatmul>(s, o, bf16);
+    if (d->native) return d;
+  } catch (const dnnl::error&) {
+  }
+  return nullptr;  // no native oneDNN matmul for this dtype here (bf16 on AVX2)
+}
+
 // The machine is shared, so the load changes from second to second: hp, the ceiling and oneDNN
 // are timed in turn within every iteration and each keeps its best time, so the ratios compare
 // runs made under the same conditions.
 void bm_gemm(benchmark::State& state, Shape s, hp::DType dt) {
   Operands o(s);
   const bool f32 = dt == hp::DType::f32;
-  const int64_t ldb = s.trans_b ? s.K : s.N;
+  auto run_f32 = [&] {
+    hp::kernels::gemm_f32(s.trans_a, s.trans_b, s.M, s.N, s.K, 1.0f, o.a.data(), s.lda(),
+                          o.b.data(), s.ldb(), 0.0f, o.c.data(), s.N);
+  };
   auto run = [&] {
     if (f32)
-      hp::kernels::gemm_f32(false, s.trans_b, s.M, s.N, s.K, 1.0f, o.a.data(), s.K, o.b.data(), ldb,
-                            0.0f, o.c.data(), s.N);
+      run_f32();
     else
-      hp::kernels::gemm_bf16(false, s.trans_b, s.M, s.N, s.K, 1.0f, o.a16.data(), s.K, o.b16.data(),
-                             ldb, 0.0f, o.c.data(), hp::DType::f32, s.N);
+      hp::kernels::gemm_bf16(s.trans_a, s.trans_b, s.M, s.N, s.K, 1.0f, o.a16.data(), s.lda(),
+                             o.b16.data(), s.ldb(), 0.0f, o.c.data(), hp::DType::f32, s.N);
   };
-  std::unique_ptr<DnnlF32> dnnl;
-  if (f32) dnnl = std::make_unique<DnnlF32>(s, o);
+  std::unique_ptr<DnnlMatmul> dnnl = make_dnnl(s, o, !f32);
   run();
+  if (!f32) run_f32();
   openblas_sgemm(s, o);
   if (dnnl) dnnl->run();
-  Timing best, best_ceil, best_dnnl;
+  Timing best, best_f32, best_ceil, best_dnnl;
   for (auto _ : state) {
     const Timing t = time_of(run);
     state.SetIterationTime(t.wall);
     best.keep_best(t);
+    if (!f32) best_f32.keep_best(time_of(run_f32));
     best_ceil.keep_best(time_of([&] { openblas_sgemm(s, o); }));
     if (dnnl) best_dnnl.keep_best(time_of([&] { dnnl->run(); }));
   }
@@ -146,30 +173,45 @@ void bm_gemm(benchmark::State& state, Shape s, hp::DType dt) {
   const std::string args = std::to_string(s.M) + " " + std::to_string(s.N) + " " +
                            std::to_string(s.K) + (f32 ? " f32 " : " bf16 ") +
                            std::to_string(hp::num_threads()) + (s.trans_b ? " 1" : " 0");
-  const double peer = hp::bench::run_peer("gemm.py", args);
+  const double peer = s.trans_a ? NAN : hp::bench::run_peer("gemm.py", args);
   state.counters["GFLOPs"] = ours;
   state.counters["ceil_GFLOPs"] = ceil;
   state.counters["vs_ceil"] = ours / ceil;
   state.counters["cpu_GFLOPs"] = gflop / best.cpu;
   state.counters["ceil_cpu_GFLOPs"] = gflop / best_ceil.cpu;
-  if (dnnl) state.counters["dnnl_GFLOPs"] = gflop / best_dnnl.wall;
+  std::string label = std::string(f32 ? "f32" : "bf16->f32") + (s.trans_a ? " T" : " N") +
+                      (s.trans_b ? "T" : "N") + " threads=" + std::to_string(hp::num_threads());
+  if (dnnl) {
+    const double d = gflop / best_dnnl.wall;
+    state.counters["dnnl_GFLOPs"] = d;
+    state.counters["vs_dnnl"] = ours / d;
+    label += " dnnl=" + hp::bench::ratio_str(ours, d);
+  }
+  if (!f32) {
+    const double ours_f32 = gflop / best_f32.wall;
+    state.counters["f32_GFLOPs"] = ours_f32;
+    state.counters["bf16_vs_f32"] = ours / ours_f32;
+    label += " f32=" + hp::bench::ratio_str(ours, ours_f32);
+  }
   state.counters["peer_GFLOPs"] = std::isnan(peer) ? 0.0 : peer;
   state.counters["vs_peer"] = std::isnan(peer) ? 0.0 : ours / peer;
-  state.SetLabel(std::string(f32 ? "f32" : "bf16->f32") + (s.trans_b ? " NT" : " NN") +
-                 " threads=" + std::to_string(hp::num_threads()) +
-                 " peer=" + hp::bench::ratio_str(ours, peer));
+  state.SetLabel(label + " peer=" + hp::bench::ratio_str(ours, peer));
 }
 
 void register_all() {
-  const Shape shapes[] = {{512, 512, 512, false},    {1024, 1024, 1024, false},
-                          {2048, 2048, 2048, false}, {4096, 4096, 4096, false},
-                          {2048, 4096, 1024, true},  {2048, 1024, 4096, true},
-                          {8192, 4096, 1024, true},  {8192, 1024, 4096, true}};
+  // The LLM rows: 8192 tokens through a 1024 -> 4096 linear (forward, dgrad, wgrad) and the
+  // 4096 -> 1024 one back.
+  const Shape shapes[] = {{512, 512, 512, false, false},    {1024, 1024, 1024, false, false},
+                          {2048, 2048, 2048, false, false}, {4096, 4096, 4096, false, false},
+                          {2048, 4096, 1024, false, true},  {2048, 1024, 4096, false, true},
+                          {8192, 4096, 1024, false, true},  {8192, 1024, 4096, false, false},
+                          {4096, 1024, 8192, true, false},  {8192, 1024, 4096, false, true}};
   for (hp::DType dt : {hp::DType::f32, hp::DType::bf16})
     for (const Shape& s : shapes) {
       const std::string name = std::string("gemm_") + (dt == hp::DType::f32 ? "f32" : "bf16") +
                                "/" + std::to_string(s.M) + "x" + std::to_string(s.N) + "x" +
-                               std::to_string(s.K) + (s.trans_b ? "_nt" : "_nn");
+                               std::to_string(s.K) + (s.trans_a ? "_t" : "_n") +
+                               (s.trans_b ? "t" : "n");
       benchmark::RegisterBenchmark(name.c_str(), bm_gemm, s, dt)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)

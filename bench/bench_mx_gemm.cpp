@@ -2,16 +2,22 @@
 //
 // Rows (every ratio is from one run: the variants are timed in turn within each iteration and
 // each keeps its best wall time, so they are compared under the same machine load):
-//   mx_gemm/M        Y [M, 4096] = X [M, 4096]·W [4096, 4096]ᵀ, bf16 output.
-//                    bf16_GFLOPs  kernels::gemm_bf16 on bf16 operands (the target's reference)
+//   mx_gemm/MxNxK_l  C [M, N] = A [M, K]·B [N, K]ᵀ, bf16 output, operand layouts l (r rowwise_k,
+//                    c colwise_k): 2048^3, M x 4096 x 4096 (rr), and 8192 tokens through a
+//                    1024 -> 4096 linear: forward 8192x4096x1024 (rr), dgrad 8192x1024x4096 (rc),
+//                    wgrad 4096x1024x8192 (cc).
+//                    bf16_GFLOPs  kernels::gemm_bf16 on the same bf16 operands as stored (the
+//                                 target's reference)
 //                    mx_GFLOPs    mx::mx_gemm on pre-quantized E4M3 operands; mx_vs_bf16
-//                    chain_GFLOPs quantize X and W row-wise from bf16, then mx_gemm; chain_vs_bf16
+//                    chain_GFLOPs quantize A and B from bf16, then mx_gemm; chain_vs_bf16
 //                    cpu_*_vs_bf16 the same ratios from process CPU time (steadier under load)
+//                    label: "bf16 panels" (native bf16 tile kernel) or "f32 panels" (sgemm)
 //   grouped/T        8 experts, skewed token counts (T tokens), per-expert W [1024, 2048]:
 //                    mx_grouped_gemm vs a loop of mx_gemm per expert vs a loop of gemm_bf16.
 //   mx_linear/M      forward + backward of mx::mx_linear vs ops::linear, both on bf16 x [M, 4096]
 //                    and bf16 weight [4096, 4096] (3 GEMMs each; MX includes all quantization).
-// The ceiling both are bounded by is f32 sgemm (bench_gemm: the bf16 path is widen + sgemm).
+// Without native bf16 the ceiling both are bounded by is f32 sgemm (bench_gemm: the bf16 path is
+// widen + sgemm); with it, oneDNN's bf16 matmul (bench_gemm's dnnl_GFLOPs on bf16 rows).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -62,26 +68,40 @@ std::vector<uint16_t> bf16_data(int64_t n, int salt) {
   return v;
 }
 
-// A row-wise quantized [rows, K] matrix.
+// A [rows, K] operand quantized row-wise, or (colwise) stored [K, rows] and quantized column-wise.
 struct Q {
   std::vector<uint8_t> codes, scales;
-  Q(int64_t rows, int64_t K) : codes(size_t(rows * K)), scales(size_t(rows * ((K + 31) / 32))) {}
+  bool colwise = false;
+  Q(int64_t rows, int64_t K, bool col = false)
+      : codes(size_t(rows * K)), scales(size_t(rows * ((K + 31) / 32))), colwise(col) {}
+  // x as stored: [rows, K], or [K, rows] when colwise.
   void quantize(const std::vector<uint16_t>& x, int64_t rows, int64_t K) {
-    hp::mx::quantize_rowwise(x.data(), hp::DType::bf16, rows, K, {}, codes.data(), scales.data());
+    if (colwise)
+      hp::mx::quantize_colwise(x.data(), hp::DType::bf16, K, rows, {}, codes.data(), scales.data());
+    else
+      hp::mx::quantize_rowwise(x.data(), hp::DType::bf16, rows, K, {}, codes.data(), scales.data());
   }
-  MxOperand op() const { return {codes.data(), scales.data(), {}, MxLayout::rowwise_k}; }
+  MxOperand op() const {
+    return {codes.data(), scales.data(), {}, colwise ? MxLayout::colwise_k : MxLayout::rowwise_k};
+  }
 };
 
-void bm_mx_gemm(benchmark::State& state, int64_t M) {
-  const int64_t N = 4096, K = 4096;
+struct MxShape {
+  int64_t M, N, K;
+  bool a_col, b_col;
+};
+
+void bm_mx_gemm(benchmark::State& state, MxShape s) {
+  const int64_t M = s.M, N = s.N, K = s.K;
   const auto a = bf16_data(M * K, 1), b = bf16_data(N * K, 2);
   std::vector<uint16_t> c(size_t(M * N));
-  Q qa(M, K), qb(N, K);
+  Q qa(M, K, s.a_col), qb(N, K, s.b_col);
   qa.quantize(a, M, K);
   qb.quantize(b, N, K);
+  // The bf16 GEMM on the operands as stored: A [M, K] or [K, M]; B [N, K] or [K, N].
   auto bf16 = [&] {
-    hp::kernels::gemm_bf16(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, c.data(),
-                           hp::DType::bf16, N);
+    hp::kernels::gemm_bf16(s.a_col, !s.b_col, M, N, K, 1.0f, a.data(), s.a_col ? M : K, b.data(),
+                           s.b_col ? N : K, 0.0f, c.data(), hp::DType::bf16, N);
   };
   auto mx = [&] { hp::mx::mx_gemm(qa.op(), qb.op(), M, N, K, c.data(), hp::DType::bf16); };
   auto chain = [&] {
@@ -109,7 +129,10 @@ void bm_mx_gemm(benchmark::State& state, int64_t M) {
   state.counters["chain_GFLOPs"] = gflop / t_chain;
   state.counters["mx_vs_bf16"] = t_bf16 / t_mx;
   state.counters["chain_vs_bf16"] = t_bf16 / t_chain;
-  state.SetLabel("threads=" + std::to_string(hp::num_threads()));
+  const bool bf16_panels = hp::mx::mx_gemm_uses_bf16(qa.op(), qb.op(), M, N, K);
+  state.SetLabel(std::string(bf16_panels ? "bf16" : "f32") + " panels threads=" +
+                 std::to_string(hp::num_threads()) +
+                 " mx/bf16=" + hp::bench::ratio_str(1 / t_mx, 1 / t_bf16));
 }
 
 void bm_grouped(benchmark::State& state, int64_t T) {
@@ -199,11 +222,18 @@ void bm_linear(benchmark::State& state, int64_t M) {
 
 int main(int argc, char** argv) {
   openblas_set_num_threads(1);
-  for (int64_t M : {2048, 8192})
-    benchmark::RegisterBenchmark(("mx_gemm/" + std::to_string(M)).c_str(), bm_mx_gemm, M)
+  const MxShape shapes[] = {{2048, 2048, 2048, false, false}, {2048, 4096, 4096, false, false},
+                            {8192, 4096, 4096, false, false}, {8192, 4096, 1024, false, false},
+                            {8192, 1024, 4096, false, true},  {4096, 1024, 8192, true, true}};
+  for (const MxShape& s : shapes) {
+    const std::string name = "mx_gemm/" + std::to_string(s.M) + "x" + std::to_string(s.N) + "x" +
+                             std::to_string(s.K) + "_" + (s.a_col ? "c" : "r") +
+                             (s.b_col ? "c" : "r");
+    benchmark::RegisterBenchmark(name.c_str(), bm_mx_gemm, s)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
-        ->Iterations(M > 4096 ? 2 : 3);
+        ->Iterations(2.0 * s.M * s.N * s.K > 1e11 ? 2 : 3);
+  }
   benchmark::RegisterBenchmark("grouped/8192", bm_grouped, int64_t(8192))
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond)

@@ -16,11 +16,13 @@
 // The result equals "dequantize both operands to f32, then an f32 GEMM" up to the f32 summation
 // order (exactly so when all partial sums are exact). Scale byte 0xFF (a NaN block) gives NaN.
 //
-// This CPU (AVX2, no FP8 arithmetic) decodes codes × 2^scale into f32 panels while packing and runs
-// OpenBLAS sgemm on them, one single-threaded call per C tile and K chunk, with the tiles spread
-// over hp::parallel_for; the tile grid and K chunks depend on the shape only, so results are
-// bitwise identical for any thread count. The interface carries no CPU assumption: FP8 hardware
-// consumes the same codes and scales directly.
+// On CPUs without FP8 arithmetic codes × 2^scale are decoded into panels while packing: bf16
+// panels for the native bf16 tile kernel where the bf16 GEMM is native (AVX512_BF16 / AMX with
+// the avx512 ISA) and every block of both operands decodes to a bf16 normal (mx_gemm_uses_bf16),
+// else f32 panels for OpenBLAS sgemm (exact decode, any scale). One single-threaded call per C
+// tile and K chunk, with the tiles spread over hp::parallel_for; the tile grid and K chunks depend
+// on the shape only, so results are bitwise identical for any thread count. The interface carries
+// no CPU assumption: FP8 hardware consumes the same codes and scales directly.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,11 @@ struct MxOperand {
 // beta == 0 means C is not read. bf16 output is rounded once (nearest even) from the f32 result.
 void mx_gemm(const MxOperand& a, const MxOperand& b, int64_t M, int64_t N, int64_t K, void* c,
              DType c_dtype, float alpha = 1.0f, float beta = 0.0f);
+
+// True where mx_gemm(a, b, M, N, K, ...) decodes to bf16 panels and runs the native bf16 tile
+// kernel; false where it takes the f32 path (no native bf16, or a scale byte of either operand
+// whose blocks could leave bf16's normal range). The grouped forms decide the same way.
+bool mx_gemm_uses_bf16(const MxOperand& a, const MxOperand& b, int64_t M, int64_t N, int64_t K);
 
 // Grouped GEMM over token groups with per-group weights (MoE fprop and dgrad). Groups are row
 // ranges of A given by END offsets group_ends[G] (non-decreasing, last <= M; group g = rows

@@ -1,18 +1,23 @@
-// GEMM backend. Measured on the development machine (AMD EPYC Zen3, 2 cores, AVX2+FMA, no
+// GEMM backend. Measured on the first development machine (AMD EPYC Zen3, 2 cores, AVX2+FMA, no
 // AVX-512), quiet machine, 2 threads, best of 5, square 1024 f32:
 //   OpenBLAS 0.3.21 sgemm (own pthreads)   140.8 GFLOP/s   (1 thread: 68.6)
 //   oneDNN 2.6 matmul f32 (gemm:jit, OMP)  128.6 GFLOP/s
 //   oneDNN 2.6 matmul bf16 (any dst)       unimplemented: its bf16 kernels need AVX-512
 //   torch 2.15 matmul bf16                 0.3-0.8 GFLOP/s (no fast bf16 path on AVX2)
-// So f32 goes to OpenBLAS, and bf16 widens panels to f32 (a shift, memory-bound, O((M+N)·K) per
-// tile against O(M·N·K) multiply-adds) and goes to the same sgemm. bench_gemm on the shared
-// (loaded) machine, GFLOP per CPU-second relative to OpenBLAS with its own 2 threads: f32 0.96-0.98
-// at 2048^3/4096^3, 0.78-0.88 at 1024^3 and 8192-row linears; bf16 0.82-0.93 of f32 sgemm.
-// Per-shape figures: docs/PERFORMANCE.md.
+// So f32 goes to OpenBLAS, and without native bf16 the bf16 GEMM widens panels to f32 (a shift,
+// memory-bound, O((M+N)·K) per tile against O(M·N·K) multiply-adds) and goes to the same sgemm.
 //
-// Threads: OpenBLAS is forced to one thread and hp::parallel_for spreads the shape-only tile grid
-// (gemm_plan.h); each output element is produced by one sgemm call with a fixed K order, so 1 and
-// 2 threads give bitwise identical results and the library never oversubscribes the pool.
+// Where the CPU multiplies bf16 natively (AVX512_BF16 or AMX) and the avx512 ISA is active, each
+// bf16 tile is instead one single-threaded oneDNN matmul over the whole K (gemm_native.h), reading
+// bf16 in place with f32 accumulation. On an Intel Xeon (Emerald Rapids, AVX512_BF16, no AMX,
+// 2 cores, loaded) that reached 0.99-1.10x oneDNN's own whole-problem 2-thread bf16 matmul and
+// 2.5-3.0x our f32 GEMM at 2048^3 and the 8192-token LLM shapes. Per-shape figures:
+// docs/PERFORMANCE.md.
+//
+// Threads: OpenBLAS and oneDNN run one thread per tile and hp::parallel_for spreads the shape-only
+// tile grid (gemm_plan.h); each output element is produced by one library call (per K chunk, in a
+// fixed order) so 1 and 2 threads give bitwise identical results and no library oversubscribes
+// the pool.
 #include "hp/kernels/cpu/gemm.h"
 
 #include <cblas.h>
@@ -22,6 +27,7 @@
 
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/gemm_native.h"
 #include "hp/kernels/cpu/gemm_plan.h"
 
 namespace hp::kernels {
@@ -134,6 +140,18 @@ void bf16_tile(const Bf16Problem& p, int64_t i, int64_t m0, int64_t n0, int64_t 
   if (c_bf16) narrow_bf16(c_out, mt, nt, c_bits, p.ldc);
 }
 
+// One C tile of the bf16 problem on the native kernel: one oneDNN call over the whole K, reading
+// the operands in place (strides and transposes in its memory descriptors) and writing C directly.
+void native_bf16_tile(const Bf16Problem& p, int64_t i, int64_t m0, int64_t n0, int64_t mt,
+                      int64_t nt) {
+  const Bf16Tile t{p.trans_a, p.trans_b, mt,        nt,      p.K,     p.lda,
+                   p.ldb,     p.ldc,     p.c_dtype, p.alpha, p.beta};
+  const size_t c_off = size_t(i * p.stride_c + m0 * p.ldc + n0) * dtype_size(p.c_dtype);
+  bf16_tile_gemm(t, p.A + i * p.stride_a + a_offset(p.trans_a, p.lda, m0, 0),
+                 p.B + i * p.stride_b + b_offset(p.trans_b, p.ldb, 0, n0),
+                 static_cast<char*>(p.C) + c_off);
+}
+
 // Runs tile_fn(batch_index, m0, n0, mt, nt) over batch × tile grid, spread over the pool.
 template <class TileFn>
 void run_tiles(int64_t batch, int64_t M, int64_t N, int64_t K, const TileFn& tile_fn) {
@@ -189,8 +207,12 @@ void gemm_bf16_batched(bool trans_a, bool trans_b, int64_t batch, int64_t M, int
   }
   const detail::Bf16Problem p{trans_a, trans_b, M,        N,    K, alpha,   A,   lda,     stride_a,
                               B,       ldb,     stride_b, beta, C, c_dtype, ldc, stride_c};
+  const bool native = detail::native_bf16_gemm();
   detail::run_tiles(batch, M, N, K, [&](int64_t i, int64_t m0, int64_t n0, int64_t mt, int64_t nt) {
-    detail::bf16_tile(p, i, m0, n0, mt, nt);
+    if (native)
+      detail::native_bf16_tile(p, i, m0, n0, mt, nt);
+    else
+      detail::bf16_tile(p, i, m0, n0, mt, nt);
   });
 }
 

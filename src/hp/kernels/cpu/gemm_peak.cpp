@@ -3,7 +3,6 @@
 #include "hp/kernels/cpu/gemm_peak.h"
 
 #include <cblas.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +17,7 @@
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/gemm.h"
+#include "hp/kernels/cpu/omp_threads.h"
 
 namespace hp::kernels {
 namespace detail {
@@ -77,29 +77,6 @@ double openblas_sgemm_gflops(PeakOperands& o, int threads, double min_s) {
   openblas_set_num_threads(1);
   return g;
 }
-
-// Debian's oneDNN threads with OpenMP, whose thread count is libgomp's (loaded with oneDNN): set
-// through dlsym so this library needs no OpenMP flags of its own. Restores the old count.
-class OmpThreads {
- public:
-  explicit OmpThreads(int n) {
-    set_ = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-    auto get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
-    if (set_ && get) {
-      old_ = get();
-      set_(n);
-    }
-  }
-  ~OmpThreads() {
-    if (set_ && old_ > 0) set_(old_);
-  }
-  OmpThreads(const OmpThreads&) = delete;
-  OmpThreads& operator=(const OmpThreads&) = delete;
-
- private:
-  void (*set_)(int) = nullptr;
-  int old_ = 0;
-};
 
 struct DnnlBf16 {
   double gflops = 0;  // 0: no native kernel

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "hp/core/error.h"
+#include "hp/kernels/cpu/gemm_native.h"
 
 namespace hp::kernels {
 namespace {
@@ -67,7 +68,8 @@ bool native_bf16() {
 
 std::string isa_summary() {
   return std::string("kernels ") + isa_name(active_isa()) + " (CPU best " + isa_name(detect()) +
-         ", native bf16 " + (native_bf16() ? "yes" : "no") + ")";
+         ", native bf16 " + (native_bf16() ? "yes" : "no") + "; " + detail::bf16_gemm_summary() +
+         ")";
 }
 
 void reset_active_isa() { active().store(static_cast<int>(from_env())); }

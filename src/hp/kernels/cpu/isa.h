@@ -25,7 +25,8 @@ Isa isa_from_name(std::string_view name);
 // True where the CPU multiplies bf16 natively (AVX512_BF16 or AMX-BF16): where bf16 compute can
 // beat f32 (training.mixed_precision auto picks bf16 only then).
 bool native_bf16();
-// For `hp --version` and the run log: "kernels avx2 (CPU best avx2, native bf16 no)".
+// For `hp --version` and the run log:
+// "kernels avx2 (CPU best avx2, native bf16 no; bf16 GEMM widened to f32 sgemm)".
 std::string isa_summary();
 
 }  // namespace hp::kernels
