@@ -10,6 +10,10 @@
 // `docs256` rows pack 8 documents of 256 tokens (data.document_mask: attention within each): the
 // kernel skips the key blocks of other documents, so best_ms drops by about the 8× less work; its
 // FLOP figures still count the whole causal row (compare best_ms with the plain row's).
+//
+// Every row runs once per SIMD ISA the CPU has (the ISA is in the row name, `attention_fwd_bwd/
+// avx512/Hq8_Hkv8`), each ISA's row right after the other's, and the end prints the avx512 / avx2
+// speed ratio of each shape from this one run.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -24,6 +28,7 @@
 #include "bench_common.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/attention.h"
+#include "hp/kernels/cpu/isa.h"
 
 namespace {
 
@@ -68,10 +73,19 @@ struct Buffers {
   }
 };
 
-// mode 0: fwd+bwd, 1: fwd only, 2: bwd only; range(3): document length (0: one document).
-void BM_Attention(benchmark::State& state) {
+// Best seconds per row (the name without its ISA) and ISA, for the ratio table at the end.
+std::map<std::string, std::map<Isa, double>>& best_seconds() {
+  static std::map<std::string, std::map<Isa, double>> m;
+  return m;
+}
+
+// mode 0: fwd+bwd, 1: fwd only, 2: bwd only; range(3): document length (0: one document);
+// range(4): the Isa (cast) whose kernels run.
+void BM_Attention(benchmark::State& state, const std::string& row) {
   const int64_t hq = state.range(0), hkv = state.range(1), mode = state.range(2);
   const int64_t doc_len = state.range(3);
+  const Isa isa = static_cast<Isa>(state.range(4));
+  set_active_isa(isa);
   const int64_t T = 2048, D = 64;
   Buffers buf(hq, hkv, T, D);
   const AttentionShape shape{1, hq, hkv, T, T, D};
@@ -100,6 +114,8 @@ void BM_Attention(benchmark::State& state) {
     best = std::min(best,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  reset_active_isa();
+  best_seconds()[row][isa] = best;
   const double fwd_flops = 2.0 * double(T) * T * D * hq;
   const double flops = fwd_flops * (mode == 0 ? 3.5 : mode == 1 ? 1.0 : 2.5);
   const double gflops = flops / best / 1e9;
@@ -123,27 +139,37 @@ int main(int argc, char** argv) {
   const double gemm = sgemm_gflops();
   std::printf("f32 GEMM ceiling (OpenBLAS sgemm 2048x2048x64, %d threads): %.1f GFLOP/s at start\n",
               hp::num_threads(), gemm);
-  benchmark::RegisterBenchmark("attention_fwd_bwd/Hq8_Hkv8", BM_Attention)
-      ->Args({8, 8, 0, 0})
-      ->UseRealTime()
-      ->Iterations(5);
-  benchmark::RegisterBenchmark("attention_fwd_bwd/Hq8_Hkv2", BM_Attention)
-      ->Args({8, 2, 0, 0})
-      ->UseRealTime()
-      ->Iterations(5);
-  benchmark::RegisterBenchmark("attention_fwd_bwd/Hq8_Hkv8_docs256", BM_Attention)
-      ->Args({8, 8, 0, 256})
-      ->UseRealTime()
-      ->Iterations(5);
-  benchmark::RegisterBenchmark("attention_fwd/Hq8_Hkv8", BM_Attention)
-      ->Args({8, 8, 1, 0})
-      ->UseRealTime()
-      ->Iterations(12);
-  benchmark::RegisterBenchmark("attention_bwd/Hq8_Hkv8", BM_Attention)
-      ->Args({8, 8, 2, 0})
-      ->UseRealTime()
-      ->Iterations(5);
+  struct Row {
+    const char* name;
+    int64_t hq, hkv, mode, doc_len, iterations;
+  };
+  const Row rows[] = {{"attention_fwd_bwd/%s/Hq8_Hkv8", 8, 8, 0, 0, 5},
+                      {"attention_fwd_bwd/%s/Hq8_Hkv2", 8, 2, 0, 0, 5},
+                      {"attention_fwd_bwd/%s/Hq8_Hkv8_docs256", 8, 8, 0, 256, 5},
+                      {"attention_fwd/%s/Hq8_Hkv8", 8, 8, 1, 0, 12},
+                      {"attention_bwd/%s/Hq8_Hkv8", 8, 8, 2, 0, 5}};
+  const Isa isas[] = {Isa::avx512, Isa::avx2};
+  for (const Row& r : rows)
+    for (Isa isa : isas) {
+      if (!isa_supported(isa)) continue;
+      char name[96];
+      std::snprintf(name, sizeof name, r.name, isa_name(isa));
+      char row[96];
+      std::snprintf(row, sizeof row, r.name, "*");
+      benchmark::RegisterBenchmark(name, BM_Attention, std::string(row))
+          ->Args({r.hq, r.hkv, r.mode, r.doc_len, static_cast<int64_t>(isa)})
+          ->UseRealTime()
+          ->Iterations(r.iterations);
+    }
   benchmark::RunSpecifiedBenchmarks();
+  // Speed ratio (avx2 time / avx512 time: > 1 means AVX-512 is faster) of the rows that ran both.
+  for (const auto& [row, by_isa] : best_seconds()) {
+    const auto a512 = by_isa.find(Isa::avx512), a2 = by_isa.find(Isa::avx2);
+    if (a512 == by_isa.end() || a2 == by_isa.end()) continue;
+    std::printf("avx512 vs avx2 %-36s %s (%.1f ms vs %.1f ms)\n", row.c_str(),
+                hp::bench::ratio_str(a2->second, a512->second).c_str(), a512->second * 1e3,
+                a2->second * 1e3);
+  }
   benchmark::Shutdown();
   return 0;
 }
