@@ -78,7 +78,8 @@ void strips(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsa, int64_
   for (; n0 + NV * W <= N; n0 += NV * W)
     strip<MR, NV, kATrans>(M, K, a, rsa, csa, b + n0, ldb, c + n0, ldc, acc);
   if constexpr (NV > 1)
-    if (n0 < N) strips<MR, NV - 1, kATrans>(M, N - n0, K, a, rsa, csa, b + n0, ldb, c + n0, ldc, acc);
+    if (n0 < N)
+      strips<MR, NV - 1, kATrans>(M, N - n0, K, a, rsa, csa, b + n0, ldb, c + n0, ldc, acc);
 }
 
 template <int MR, int NV>
