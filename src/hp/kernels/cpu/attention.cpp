@@ -1,5 +1,5 @@
-// Attention entry points: check → resolve options → dtype dispatch → ISA dispatch (AVX2+FMA or the
-// scalar fallback, both instantiations of attention_impl.h).
+// Attention entry points: check → resolve options → dtype dispatch → ISA dispatch (AVX-512,
+// AVX2+FMA or the scalar fallback, all instantiations of attention_impl.h).
 #include "hp/kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -14,9 +14,12 @@ namespace hp::kernels {
 namespace detail {
 namespace {
 
-// Portable primitives: the same contract as the AVX2 ones, plain loops (the compiler may still
-// vectorize them for the baseline ISA).
+// Portable primitives: the same contract as the SIMD ones, plain loops (the compiler may still
+// vectorize them for the baseline ISA). Any width would do; 8 keeps the padded widths of the
+// AVX2 kernel.
 struct ScalarOps {
+  static constexpr int64_t kLanes = 8;
+
   static void gemm(int64_t M, int64_t N, int64_t K, const float* a, int64_t rsa, int64_t csa,
                    const float* b, int64_t ldb, float* c, int64_t ldc, bool acc) {
     for (int64_t i = 0; i < M; ++i) {
@@ -45,9 +48,17 @@ struct ScalarOps {
   }
 };
 
-// The one ISA registry decides (HP_ISA included); the AVX2 kernel also serves AVX-512 CPUs.
-bool use_avx2() {
-  return active_isa() != Isa::scalar;
+// The kernels of the ISA the one registry chose (HP_ISA included); null: the scalar fallback.
+const AttentionKernels* simd_kernels() {
+  switch (active_isa()) {
+    case Isa::avx512:
+      return &attention_kernels_avx512();
+    case Isa::avx2:
+      return &attention_kernels_avx2();
+    case Isa::scalar:
+      break;
+  }
+  return nullptr;
 }
 
 void check_strides(const char* name, AttentionStrides s) {
@@ -126,7 +137,7 @@ HeadsView<float> out_f32(const AttentionOutput& x) {
 }  // namespace
 
 void attention_exp2(const float* x, float* y, int64_t n) {
-  if (use_avx2()) return attention_exp2_avx2(x, y, n);
+  if (const AttentionKernels* k = simd_kernels()) return k->exp2(x, y, n);
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp2(x[i]);
 }
 
@@ -170,8 +181,8 @@ void attention_forward(const AttentionShape& shape, const AttentionOptions& opti
   detail::AttentionF32Args a = detail::common_args(shape, options, q, k, v);
   a.out = detail::out_f32(o);
   a.lse_out = lse;
-  if (detail::use_avx2())
-    detail::attention_forward_f32_avx2(a);
+  if (const detail::AttentionKernels* k = detail::simd_kernels())
+    k->forward(a);
   else
     detail::FlashAttention<detail::ScalarOps>::forward(a);
 }
@@ -201,8 +212,8 @@ void attention_backward(const AttentionShape& shape, const AttentionOptions& opt
   a.lse = lse;
   a.dlse = dlse;
   a.dsinks = options.sinks ? dsinks : nullptr;
-  if (detail::use_avx2())
-    detail::attention_backward_f32_avx2(a);
+  if (const detail::AttentionKernels* k = detail::simd_kernels())
+    k->backward(a);
   else
     detail::FlashAttention<detail::ScalarOps>::backward(a);
 }

@@ -34,10 +34,12 @@
 // enters as ds_ij = p_ij (dp_ij − δ_i), δ_i = do_i·o_i − dlse_i.
 //
 // Memory: no [T, T_kv] score matrix; forward needs O(block) scratch per work item; backward adds
-// two [B, Hq, T] f32 buffers and C partial dq sums [C, B, Hq, T, round8(D)] f32, with
-// C = min(ceil(16 / (B·Hkv)), ceil(T_kv / 64)) (1 once B·Hkv >= 16). Results do not depend on the
-// thread count: every output element is produced by one work item in a fixed order, and the dq
-// partials are summed in chunk order; no atomics.
+// two [B, Hq, T] f32 buffers and C partial dq sums [C, B, Hq, T, Dp] f32 (Dp: D rounded up to
+// the kernel's vector width, 8 or 16 floats), with C = min(ceil(16 / (B·Hkv)), ceil(T_kv / 64))
+// (1 once B·Hkv >= 16). Results do not depend on the thread count: every output element is
+// produced by one work item in a fixed order, and the dq partials are summed in chunk order; no
+// atomics. They do depend on the ISA (kernels/cpu/isa.h): AVX-512, AVX2 and the scalar path
+// round differently.
 #pragma once
 
 #include <cstdint>

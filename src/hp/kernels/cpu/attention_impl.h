@@ -1,7 +1,8 @@
 // FlashAttention-2 style blocked forward and backward, written once over an `Ops` policy that
 // supplies the two hot primitives (a small GEMM and a tile exp2). attention.cpp instantiates it
-// with scalar Ops, attention_avx2.cpp with AVX2/FMA Ops; everything here is a member of a class
-// template, so the two instantiations (compiled with different ISA flags) never share a symbol.
+// with scalar Ops, attention_avx2.cpp / attention_avx512.cpp with the SIMD Ops of
+// attention_simd.h; everything here is a member of a class template whose Ops type has internal
+// linkage, so the instantiations (compiled with different ISA flags) never share a symbol.
 //
 // Blocking: 64 queries × 64 keys. Scores are kept in base-2 units (scale · log2 e folded in) so the
 // softmax needs exp2 only. Orientation is chosen so that every operand a block product reads is
@@ -12,18 +13,20 @@
 //   backward:  S[q, kv] = Q · Kᵀ, dP = dO · Vᵀ (Kᵀ, Vᵀ packed once per kv block), then
 //              dV += Pᵀ·dO, dK += dSᵀ·Q, dQ += dS·K, reading P and dS in place (transposed
 //              where needed)
-// Ops contract:
+// Ops contract (L = Ops::kLanes, the vector width in floats: 8 for AVX2 and the scalar Ops,
+// 16 for AVX-512; a divisor of the 64-wide block):
 //   gemm(M, N, K, a, rsa, csa, b, ldb, c, ldc, acc): C[M,N] (+)= A[M,K] · B[K,N], A[i,k] at
-//     a[i·rsa + k·csa], B row-major (ldb), C row-major (ldc), N a multiple of 8.
+//     a[i·rsa + k·csa], B row-major (ldb), C row-major (ldc), N a multiple of L.
 //   exp2_tile(s, ld, M, N, mul, row_sub, col_sub, col_sum): s[r,c] = exp2(mul·s[r,c] - row_sub[r]
-//     - col_sub[c]) (null subtrahends are 0); if col_sum, col_sum[c] = Σ_r s[r,c]. N % 8 == 0.
+//     - col_sub[c]) (null subtrahends are 0); if col_sum, col_sum[c] = Σ_r s[r,c]. N % L == 0.
+// Every GEMM width the template passes (query / key counts of a block, the head dim) is padded
+// to a multiple of L with zero columns, so the kernels never handle a partial vector.
 #pragma once
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/attention.h"
@@ -53,9 +56,14 @@ struct AttentionF32Args {
   float* dsinks;                            // [Hq], backward with sinks, else null
 };
 
-void attention_forward_f32_avx2(const AttentionF32Args& a);
-void attention_backward_f32_avx2(const AttentionF32Args& a);
-void attention_exp2_avx2(const float* x, float* y, int64_t n);
+// The entry points of one ISA's kernels (attention_simd.h builds them; attention.cpp picks).
+struct AttentionKernels {
+  void (*forward)(const AttentionF32Args& a);
+  void (*backward)(const AttentionF32Args& a);
+  void (*exp2)(const float* x, float* y, int64_t n);  // the softmax's exp2, for its accuracy test
+};
+const AttentionKernels& attention_kernels_avx2();
+const AttentionKernels& attention_kernels_avx512();
 
 template <class Ops>
 struct FlashAttention {
@@ -63,7 +71,28 @@ struct FlashAttention {
   static constexpr float kLog2e = 1.44269504088896340736f;
   static constexpr float kLn2 = 0.69314718055994530942f;
 
-  static int64_t round8(int64_t n) { return (n + 7) & ~int64_t{7}; }
+  // n zeroed T of scratch. Not std::vector: its inline members, instantiated in an ISA TU, can be
+  // emitted there as weak symbols compiled with that TU's flags (AVX-512 in attention_avx512.cpp),
+  // and the linker may pick that copy for every caller, on CPUs without the ISA too. A member
+  // class of FlashAttention<Ops> has the internal linkage of its TU's Ops.
+  template <class T>
+  class Zeroed {
+   public:
+    explicit Zeroed(int64_t n) : p_(new T[static_cast<size_t>(n)]()) {}
+    ~Zeroed() { delete[] p_; }
+    Zeroed(const Zeroed&) = delete;
+    Zeroed& operator=(const Zeroed&) = delete;
+    T* data() const { return p_; }
+    T& operator[](int64_t i) const { return p_[i]; }
+
+   private:
+    T* p_;
+  };
+
+  static constexpr int64_t kLanes = Ops::kLanes;
+  static_assert(kLanes > 0 && kBlock % kLanes == 0, "the block must be whole vectors");
+  // n rounded up to whole vectors (the padded GEMM widths, see the Ops contract).
+  static int64_t pad(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
   static int64_t blocks(int64_t n) { return (n + kBlock - 1) / kBlock; }
 
   // dst[d, c] = mul · src[c, d] for c < n ([D, 64]); columns >= n stay as they are (zero).
@@ -73,15 +102,15 @@ struct FlashAttention {
       for (int64_t d = 0; d < D; ++d) dst[d * kBlock + c] = mul * src[c * ld + d];
   }
 
-  // A row-major [n, D] operand as a GEMM B operand with its width padded to Dp = round8(D): in
-  // place when D % 8 == 0, else copied into `pack` ([64, Dp], padding zero).
+  // A row-major [n, D] operand as a GEMM B operand with its width padded to Dp = pad(D): in
+  // place when D is whole vectors, else copied into `pack` ([64, Dp], padding zero).
   static const float* rows_b(const float* src, int64_t ld, int64_t n, int64_t D, float* pack,
                              int64_t& ldb) {
-    if (D % 8 == 0) {
+    if (D % kLanes == 0) {
       ldb = ld;
       return src;
     }
-    const int64_t Dp = round8(D);
+    const int64_t Dp = pad(D);
     for (int64_t r = 0; r < n; ++r) std::copy(src + r * ld, src + r * ld + D, pack + r * Dp);
     ldb = Dp;
     return pack;
@@ -135,7 +164,7 @@ struct FlashAttention {
 
   static void forward(const AttentionF32Args& a) {
     const AttentionShape& sh = a.shape;
-    const int64_t D = sh.head_dim, Dp = round8(D), group = sh.heads_q / sh.heads_kv;
+    const int64_t D = sh.head_dim, Dp = pad(D), group = sh.heads_q / sh.heads_kv;
     const int64_t T = sh.seq_q, Tkv = sh.seq_kv, nqb = blocks(T), bh = sh.batch * sh.heads_q;
     const float c2 = a.scale * kLog2e;
     // Items in descending q-block order: under the causal mask the last blocks cost the most, and
@@ -143,12 +172,12 @@ struct FlashAttention {
     parallel_blocks(nqb * bh, 1, [&](int64_t item, int64_t, int64_t) {
       const int64_t qb = nqb - 1 - item / bh, b = (item % bh) / sh.heads_q;
       const int64_t h = item % sh.heads_q, hk = h / group;
-      const int64_t q0 = qb * kBlock, nq = std::min(kBlock, T - q0), nqp = round8(nq);
-      std::vector<float> buf(D * kBlock + kBlock * kBlock + 2 * kBlock * Dp + 4 * kBlock);
+      const int64_t q0 = qb * kBlock, nq = std::min(kBlock, T - q0), nqp = pad(nq);
+      Zeroed<float> buf(D * kBlock + kBlock * kBlock + 2 * kBlock * Dp + 4 * kBlock);
       float* qt = buf.data();            // [D, 64]: c2 · qᵀ
       float* s = qt + D * kBlock;        // [64 kv, 64 q]: scores, then probabilities
       float* acc = s + kBlock * kBlock;  // [64 q, Dp]: unnormalized output
-      float* vpack = acc + kBlock * Dp;  // [64 kv, Dp]: v when D % 8 != 0
+      float* vpack = acc + kBlock * Dp;  // [64 kv, Dp]: v when D % L != 0
       float* m = vpack + kBlock * Dp;    // [64]: running column max (base 2)
       float* l = m + kBlock;             // [64]: running column sum
       float* alpha = l + kBlock;         // [64]: rescale of the previous sum
@@ -214,8 +243,8 @@ struct FlashAttention {
     const int64_t B = sh.batch, Hq = sh.heads_q, T = sh.seq_q, D = sh.head_dim;
     // delta[b, h, t] = Σ_d do·o − dlse and lse2 = lse · log2 e, both [B, Hq, T]; with sinks,
     // sink_part[b, h] = −Σ_t e^{z_h − lse} · delta (summed over b in order below).
-    std::vector<float> delta(B * Hq * T), lse2(B * Hq * T);
-    std::vector<double> sink_part(a.dsinks ? B * Hq : 0);
+    Zeroed<float> delta(B * Hq * T), lse2(B * Hq * T);
+    Zeroed<double> sink_part(a.dsinks ? B * Hq : 0);
     parallel_blocks(B * Hq, 1, [&](int64_t bh, int64_t, int64_t) {
       const int64_t b = bh / Hq, h = bh % Hq;
       for (int64_t t = 0; t < T; ++t) {
@@ -256,25 +285,25 @@ struct FlashAttention {
   static void fused_pass(const AttentionF32Args& a, const float* delta, const float* lse2) {
     const AttentionShape& sh = a.shape;
     const int64_t Hq = sh.heads_q, Hkv = sh.heads_kv, group = Hq / Hkv;
-    const int64_t T = sh.seq_q, Tkv = sh.seq_kv, D = sh.head_dim, Dp = round8(D);
+    const int64_t T = sh.seq_q, Tkv = sh.seq_kv, D = sh.head_dim, Dp = pad(D);
     const int64_t nqb = blocks(T), nkb = blocks(Tkv), C = dq_chunks(sh);
     const int64_t head_stride = T * Dp, chunk_stride = sh.batch * Hq * head_stride;
     const float c2 = a.scale * kLog2e;
-    std::vector<float> part(C * chunk_stride);
+    Zeroed<float> part(C * chunk_stride);
     parallel_blocks(C * sh.batch * Hkv, 1, [&](int64_t item, int64_t, int64_t) {
       const int64_t c = item % C, b = item / C / Hkv, hk = item / C % Hkv;
-      std::vector<float> buf(2 * D * kBlock + 2 * kBlock * kBlock + 5 * kBlock * Dp);
+      Zeroed<float> buf(2 * D * kBlock + 2 * kBlock * kBlock + 5 * kBlock * Dp);
       float* kt = buf.data();              // [D, 64]: kᵀ
       float* vt = kt + D * kBlock;         // [D, 64]: vᵀ
       float* p = vt + D * kBlock;          // [64 q, 64 kv]: scores, then probabilities
       float* ds = p + kBlock * kBlock;     // [64 q, 64 kv]: dP, then dS
       float* dk = ds + kBlock * kBlock;    // [64 kv, Dp]
       float* dv = dk + kBlock * Dp;        // [64 kv, Dp]
-      float* qpack = dv + kBlock * Dp;     // [64 q, Dp]: q when D % 8 != 0
-      float* gpack = qpack + kBlock * Dp;  // [64 q, Dp]: do when D % 8 != 0
-      float* kpack = gpack + kBlock * Dp;  // [64 kv, Dp]: k when D % 8 != 0
+      float* qpack = dv + kBlock * Dp;     // [64 q, Dp]: q when D % L != 0
+      float* gpack = qpack + kBlock * Dp;  // [64 q, Dp]: do when D % L != 0
+      float* kpack = gpack + kBlock * Dp;  // [64 kv, Dp]: k when D % L != 0
       for (int64_t kb = c; kb < nkb; kb += C) {
-        const int64_t k0 = kb * kBlock, nk = std::min(kBlock, Tkv - k0), nkp = round8(nk);
+        const int64_t k0 = kb * kBlock, nk = std::min(kBlock, Tkv - k0), nkp = pad(nk);
         const float* k = a.k.row(b, hk, k0);
         std::fill(kt, kt + 2 * D * kBlock, 0.0f);
         std::fill(dk, dk + 2 * kBlock * Dp, 0.0f);

@@ -1,0 +1,15 @@
+// AVX-512 attention kernels: attention_simd.h's Ops with 6×(4·16) register tiles (24
+// accumulators, 4 rows of B and a broadcast of the 32 zmm registers; a 64-wide block is one
+// strip). Measured on a 2-core Emerald Rapids Xeon (bench_attention, T = 2048, D = 64, 1 thread,
+// CPU time, loaded machine): 6×4 and 4×4 were fastest and within noise of each other; 8×3,
+// 12×2 and 14×2 were 3–10% slower (more broadcasts per FMA, or a 64-wide block split 3 + 1).
+// Compiled with -mavx512f (and bw/vl/dq); called only when the ISA registry selects AVX-512
+// (attention.cpp).
+#define HP_ISA avx512
+#include "hp/kernels/cpu/simd_arch.h"
+
+#include "hp/kernels/cpu/attention_simd.h"
+
+const hp::kernels::detail::AttentionKernels& hp::kernels::detail::attention_kernels_avx512() {
+  return avx512::attention_kernels<6, 4>();
+}
