@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/kernels/cpu/bf16_rate.h"
 #include "hp/kernels/cpu/gemm.h"
 #include "hp/kernels/cpu/gemm_native.h"
 #include "hp/kernels/cpu/gemm_plan.h"
@@ -30,9 +33,14 @@ class NativeBf16Gemm : public ::testing::Test {
     if (!native_bf16()) GTEST_SKIP() << "CPU has neither AVX512_BF16 nor AMX-BF16";
     if (!isa_supported(Isa::avx512)) GTEST_SKIP() << "CPU has no AVX-512";
     set_active_isa(Isa::avx512);
+    // Native even where widening is the faster bf16 GEMM (bf16_compute_pays() false).
+    detail::force_native_bf16_gemm(1);
     ASSERT_TRUE(detail::native_bf16_gemm());
   }
-  void TearDown() override { reset_active_isa(); }
+  void TearDown() override {
+    detail::force_native_bf16_gemm(-1);
+    reset_active_isa();
+  }
 };
 
 // cases() plus shapes that the plan cuts into several tiles, with edge tiles in M and N.
@@ -196,6 +204,50 @@ TEST_F(NativeBf16Gemm, CachesNativePrimitives) {
   EXPECT_NE(impl.rfind("ref", 0), 0u) << impl;
   EXPECT_EQ(detail::bf16_tile_cache_size(), cached) << "the tile's primitive was not cached";
   EXPECT_NE(isa_summary().find("oneDNN native"), std::string::npos) << isa_summary();
+}
+
+}  // namespace
+}  // namespace hp::kernels
+
+namespace hp::kernels {
+namespace {
+
+// The probe that decides whether native bf16 pays: 0 without AVX512_BF16, else a plausible flop
+// ratio (measured ~0.5 on Emerald Rapids, ~2 where vdpbf16ps issues at the FMA's rate); the GEMM
+// runs natively by default exactly where it pays, and the override switches only the speed test.
+TEST(Bf16Probe, DecidesTheNativePath) {
+  const double rate = measure_bf16_dot_rate();
+  if (!__builtin_cpu_supports("avx512bf16")) {
+    EXPECT_EQ(rate, 0.0);
+    EXPECT_FALSE(bf16_compute_pays());
+  } else {
+    EXPECT_GT(rate, 0.1);
+    EXPECT_LT(rate, 8.0);
+  }
+  if (!native_bf16()) {
+    EXPECT_FALSE(bf16_compute_pays());
+  }
+  const bool hw = native_bf16() && isa_supported(Isa::avx512);
+  if (hw) set_active_isa(Isa::avx512);
+  EXPECT_EQ(detail::native_bf16_gemm(), hw && bf16_compute_pays()) << isa_summary();
+  detail::force_native_bf16_gemm(0);
+  EXPECT_FALSE(detail::native_bf16_gemm());
+  detail::force_native_bf16_gemm(1);
+  EXPECT_EQ(detail::native_bf16_gemm(), hw);
+  detail::force_native_bf16_gemm(-1);
+  reset_active_isa();
+}
+
+TEST(Bf16Probe, BadOverrideNamesTheVariable) {
+  setenv("HP_BF16_GEMM", "fast", 1);
+  try {
+    detail::force_native_bf16_gemm(-1);
+    ADD_FAILURE() << "HP_BF16_GEMM=fast was accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("HP_BF16_GEMM='fast'"), std::string::npos) << e.what();
+  }
+  unsetenv("HP_BF16_GEMM");
+  detail::force_native_bf16_gemm(-1);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/gemm_plan.h"
+#include "isa_test.h"
 #include "kernels/gemm_test_util.h"
 
 namespace hp::kernels {
@@ -19,7 +20,12 @@ namespace {
 
 using namespace test;
 
-TEST(Gemm, F32MatchesReference) {
+// Every f32 / widened-bf16 test runs once per ISA: the ISA picks the tile's sgemm library
+// (OpenBLAS on AVX2, oneDNN's sgemm on AVX-512, gemm_plan.h sgemm_tile).
+class Gemm : public hp::test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(Gemm);
+
+TEST_P(Gemm, F32MatchesReference) {
   for (const Case& c : cases()) {
     const Layout l(c);
     auto A = random_vec(size_t(l.a_rows * l.lda), 1);
@@ -43,7 +49,7 @@ TEST(Gemm, F32MatchesReference) {
   }
 }
 
-TEST(Gemm, Bf16MatchesReferenceF32AndBf16Out) {
+TEST_P(Gemm, Bf16MatchesReferenceF32AndBf16Out) {
   for (const Case& c : cases()) {
     const Layout l(c);
     auto A16 = to_bf16(random_vec(size_t(l.a_rows * l.lda), 4));
@@ -76,7 +82,7 @@ TEST(Gemm, Bf16MatchesReferenceF32AndBf16Out) {
 }
 
 // K longer than one widening chunk: the bf16 path accumulates chunk by chunk.
-TEST(Gemm, Bf16SeveralKChunks) {
+TEST_P(Gemm, Bf16SeveralKChunks) {
   for (int t = 0; t < 4; ++t) {
     const Case c{9, 17, 2100, bool(t & 1), bool(t & 2), 1};
     const Layout l(c);
@@ -96,7 +102,7 @@ TEST(Gemm, Bf16SeveralKChunks) {
   }
 }
 
-TEST(Gemm, BetaZeroIgnoresNaNInC) {
+TEST_P(Gemm, BetaZeroIgnoresNaNInC) {
   const Case c{33, 65, 130, false, true};
   const Layout l(c);
   auto A = random_vec(size_t(l.a_rows * l.lda), 7);
@@ -111,7 +117,7 @@ TEST(Gemm, BetaZeroIgnoresNaNInC) {
   for (uint16_t v : C16) ASSERT_FALSE(std::isnan(bf16_to_f32(v)));
 }
 
-TEST(Gemm, KZeroScalesC) {
+TEST_P(Gemm, KZeroScalesC) {
   std::vector<float> C = {1, -2, 3, 4, 5, 6};
   gemm_f32(false, false, 2, 3, 0, 1.0f, nullptr, 1, nullptr, 3, 0.5f, C.data(), 3);
   EXPECT_EQ(C, (std::vector<float>{0.5f, -1, 1.5f, 2, 2.5f, 3}));
@@ -124,7 +130,7 @@ TEST(Gemm, KZeroScalesC) {
   gemm_f32(false, false, 0, 3, 4, 1.0f, nullptr, 4, nullptr, 3, 0.0f, nullptr, 3);  // M = 0
 }
 
-TEST(Gemm, BatchedMatchesPerEntry) {
+TEST_P(Gemm, BatchedMatchesPerEntry) {
   const Case c{17, 40, 70, true, false, 3};
   const Layout l(c);
   const int64_t batch = 3;
@@ -158,7 +164,7 @@ TEST(Gemm, BatchedMatchesPerEntry) {
 
 // Results must not depend on the thread count: same bits with 1 and 2 threads, on a shape that
 // is cut into several tiles and (bf16) several K chunks.
-TEST(Gemm, BitwiseIdenticalAcrossThreadCounts) {
+TEST_P(Gemm, BitwiseIdenticalAcrossThreadCounts) {
   const int64_t M = 300, N = 1100, K = 1300;
   ASSERT_GT(detail::plan_tiles(M, N, K).count(), 1);
   auto A = random_vec(size_t(M * K), 12);
@@ -193,7 +199,7 @@ void expect_value_error(Fn fn, const std::string& needle) {
   }
 }
 
-TEST(Gemm, RejectsBadArguments) {
+TEST(GemmArgs, RejectsBadArguments) {
   std::vector<float> buf(64);
   float* p = buf.data();
   expect_value_error([&] { gemm_f32(false, false, -1, 2, 2, 1, p, 2, p, 2, 0, p, 2); }, "M=-1");

@@ -10,9 +10,14 @@
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/gemm.h"
+#include "isa_test.h"
 
 namespace hp::kernels {
 namespace {
+
+// Once per ISA: the ISA picks the tile's sgemm library (gemm_plan.h sgemm_tile).
+class GroupedGemm : public hp::test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(GroupedGemm);
 
 std::vector<float> random_vec(size_t n, std::mt19937& rng) {
   std::normal_distribution<float> d;
@@ -24,7 +29,7 @@ std::vector<float> random_vec(size_t n, std::mt19937& rng) {
 // Groups of 3, 0 (empty), 5 and 1 rows.
 const std::vector<int32_t> kEnds{3, 3, 8, 9};
 
-TEST(GroupedGemm, ForwardMatchesPerGroupLoops) {
+TEST_P(GroupedGemm, ForwardMatchesPerGroupLoops) {
   std::mt19937 rng(1);
   const int64_t total = 9, n = 6, k = 7, g = 4;
   auto a = random_vec(total * k, rng);
@@ -52,7 +57,7 @@ TEST(GroupedGemm, ForwardMatchesPerGroupLoops) {
   }
 }
 
-TEST(GroupedGemm, WgradReducesOverGroupRowsAndZeroesEmptyGroups) {
+TEST_P(GroupedGemm, WgradReducesOverGroupRowsAndZeroesEmptyGroups) {
   std::mt19937 rng(2);
   const int64_t total = 9, m = 4, n = 5, g = 4;
   auto a = random_vec(total * m, rng), b = random_vec(total * n, rng);
@@ -72,7 +77,7 @@ TEST(GroupedGemm, WgradReducesOverGroupRowsAndZeroesEmptyGroups) {
   }
 }
 
-TEST(GroupedGemm, RejectsDecreasingOffsets) {
+TEST(GroupedGemmArgs, RejectsDecreasingOffsets) {
   std::vector<int32_t> bad{3, 2};
   float a[4] = {}, c[4] = {};
   const float* w[2] = {a, a};
@@ -82,7 +87,7 @@ TEST(GroupedGemm, RejectsDecreasingOffsets) {
 // A group large enough to be cut into tiles (1100 rows: > 2^27 multiply-adds) beside whole-group
 // tiles and an empty group, all scheduled as one list: the bits do not depend on the thread count,
 // and every group equals its own gemm_f32 (within rounding: the tiles differ).
-TEST(GroupedGemm, MixedTilingIsThreadInvariantAndMatchesPerGroupGemm) {
+TEST_P(GroupedGemm, MixedTilingIsThreadInvariantAndMatchesPerGroupGemm) {
   std::mt19937 rng(3);
   const std::vector<int32_t> ends{0, 1100, 1105, 1235};
   const int64_t g = 4, total = 1235, n = 256, k = 512;

@@ -9,6 +9,7 @@
 
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/gemm.h"
+#include "hp/kernels/cpu/gemm_native.h"
 #include "hp/kernels/cpu/isa.h"
 #include "hp/mx/gemm.h"
 #include "mx/gemm_test_util.h"
@@ -25,8 +26,13 @@ class MxGemmBf16 : public ::testing::Test {
     if (!kernels::native_bf16()) GTEST_SKIP() << "CPU has neither AVX512_BF16 nor AMX-BF16";
     if (!kernels::isa_supported(Isa::avx512)) GTEST_SKIP() << "CPU has no AVX-512";
     kernels::set_active_isa(Isa::avx512);
+    // Native even where widening is the faster bf16 GEMM (bf16_compute_pays() false).
+    kernels::detail::force_native_bf16_gemm(1);
   }
-  void TearDown() override { kernels::reset_active_isa(); }
+  void TearDown() override {
+    kernels::detail::force_native_bf16_gemm(-1);
+    kernels::reset_active_isa();
+  }
 };
 
 // Every layout pair and element format, f32 and bf16 output with alpha/beta, several K chunks of

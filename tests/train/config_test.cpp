@@ -212,7 +212,7 @@ TEST(Config, SchemaListsEveryFieldWithTypeDefaultAndDoc) {
 // are taken as written.
 TEST(Config, MixedPrecisionAutoFollowsNativeBf16) {
   const Config a = parse_config(kValid, "run.yaml", {"training.mixed_precision=auto"});
-  EXPECT_EQ(compute_dtype(a), kernels::native_bf16() ? DType::bf16 : DType::f32)
+  EXPECT_EQ(compute_dtype(a), kernels::bf16_compute_pays() ? DType::bf16 : DType::f32)
       << kernels::isa_summary();
   EXPECT_EQ(compute_dtype(parse_config(kValid, "run.yaml", {"training.mixed_precision=f32"})),
             DType::f32);

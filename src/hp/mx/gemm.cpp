@@ -1,6 +1,6 @@
 // MX GEMM on this CPU: decode-in-pack to bf16 or f32 panels, then one library call per C tile and
-// K chunk: the native bf16 tile kernel (kernels/cpu/gemm_native.h, oneDNN on AVX512_BF16) or
-// OpenBLAS sgemm.
+// K chunk: the native bf16 tile kernel (kernels/cpu/gemm_native.h, oneDNN on AVX512_BF16) or the
+// f32 one (sgemm_tile: OpenBLAS, or oneDNN's sgemm on AVX-512).
 //
 // bf16 panels where the bf16 GEMM is native (docs/ARCHITECTURE.md §4): an E4M3/E5M2 value (3 or 2
 // mantissa bits) times a power-of-two E8M0 scale is exact in bf16 (7 mantissa bits, f32's
@@ -11,15 +11,13 @@
 //
 // f32 panels otherwise: an FP8 value times any E8M0 scale is exact in f32 except where it falls
 // into the f32 subnormal range, exactly as dequantize_* computes it, with the same SIMD decode
-// kernel (kernels.h `dequant`), and OpenBLAS keeps subnormals.
+// kernel (kernels.h `dequant`), and both sgemm libraries keep subnormals.
 //
 // Work per C tile [mt, nt]: for each K chunk, decode the A panel ([mt, kc] for rowwise_k,
 // [kc, mt] for colwise_k) and the B panel ([nt, kc] / [kc, nt]) and accumulate with one call whose
 // transpose flags match the panel layouts, so colwise operands need no transpose either. Tiles and
 // chunks depend on (M, N, K) only: bitwise identical results for any thread count.
 #include "hp/mx/gemm.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <atomic>
@@ -123,9 +121,9 @@ void panel_product(bool native, const Tile& t, int64_t kc, bool a_col, bool b_co
                                     reinterpret_cast<const uint16_t*>(b_panel), c_out);
     return;
   }
-  cblas_sgemm(CblasRowMajor, a_col ? CblasTrans : CblasNoTrans, b_col ? CblasNoTrans : CblasTrans,
-              t.mt, t.nt, kc, alpha, reinterpret_cast<const float*>(a_panel), lda,
-              reinterpret_cast<const float*>(b_panel), ldb, beta, c_out, ldc);
+  kernels::detail::sgemm_tile(a_col, !b_col, t.mt, t.nt, kc, alpha,
+                              reinterpret_cast<const float*>(a_panel), lda,
+                              reinterpret_cast<const float*>(b_panel), ldb, beta, c_out, ldc);
 }
 
 void run_tile(const detail::Kernels& k, const Job& j, const Tile& t, DType c_dtype, float alpha,

@@ -1,26 +1,23 @@
-// GEMM backend. Measured on the first development machine (AMD EPYC Zen3, 2 cores, AVX2+FMA, no
-// AVX-512), quiet machine, 2 threads, best of 5, square 1024 f32:
-//   OpenBLAS 0.3.21 sgemm (own pthreads)   140.8 GFLOP/s   (1 thread: 68.6)
-//   oneDNN 2.6 matmul f32 (gemm:jit, OMP)  128.6 GFLOP/s
-//   oneDNN 2.6 matmul bf16 (any dst)       unimplemented: its bf16 kernels need AVX-512
-//   torch 2.15 matmul bf16                 0.3-0.8 GFLOP/s (no fast bf16 path on AVX2)
-// So f32 goes to OpenBLAS, and without native bf16 the bf16 GEMM widens panels to f32 (a shift,
-// memory-bound, O((M+N)·K) per tile against O(M·N·K) multiply-adds) and goes to the same sgemm.
+// GEMM backend: a shape-only tile plan (gemm_plan.h) spread over the pool, each tile one
+// single-threaded library call.
 //
-// Where the CPU multiplies bf16 natively (AVX512_BF16 or AMX) and the avx512 ISA is active, each
-// bf16 tile is instead one single-threaded oneDNN matmul over the whole K (gemm_native.h), reading
-// bf16 in place with f32 accumulation. On an Intel Xeon (Emerald Rapids, AVX512_BF16, no AMX,
-// 2 cores, loaded) that reached 0.99-1.10x oneDNN's own whole-problem 2-thread bf16 matmul and
-// 2.5-3.0x our f32 GEMM at 2048^3 and the 8192-token LLM shapes. Per-shape figures:
-// docs/PERFORMANCE.md.
+// f32 tiles: sgemm_tile — OpenBLAS on AVX2 CPUs (Zen 3, quiet, 2 threads, 1024^3: 140.8 GFLOP/s
+// against oneDNN 2.6's 128.6), oneDNN's sgemm where the ISA is AVX-512 (Debian's OpenBLAS 0.3.21
+// runs its SSE3 fallback on CPUs newer than itself: 27 against 146-156 GFLOP/s on one Emerald
+// Rapids core).
 //
-// Threads: OpenBLAS and oneDNN run one thread per tile and hp::parallel_for spreads the shape-only
-// tile grid (gemm_plan.h); each output element is produced by one library call (per K chunk, in a
-// fixed order) so 1 and 2 threads give bitwise identical results and no library oversubscribes
-// the pool.
+// bf16 tiles: where native bf16 multiplies pay (bf16_compute_pays(): AMX, or AVX512_BF16 as fast
+// as on Zen 4) and the ISA is avx512, one single-threaded oneDNN matmul over the whole K
+// (gemm_native.h), bf16 read in place with f32 accumulation: 0.98-1.17x oneDNN's own
+// whole-problem 2-thread bf16 matmul on Emerald Rapids (loaded). Elsewhere the panels widen to f32
+// per K chunk (a shift, memory-bound, O((M+N)·K) per tile against O(M·N·K) multiply-adds) and go
+// to sgemm_tile — on Emerald Rapids without AMX that is the faster bf16 GEMM, because its
+// vdpbf16ps issues at a third of the FMA's rate. Per-shape figures: docs/PERFORMANCE.md.
+//
+// Threads: every library runs one thread per tile and hp::parallel_for spreads the tiles; each
+// output element is produced by one library call (per K chunk, in a fixed order) so 1 and 2
+// threads give bitwise identical results and no library oversubscribes the pool.
 #include "hp/kernels/cpu/gemm.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <vector>
@@ -39,10 +36,6 @@ namespace {
 // per CPU-second, bf16 reached 0.82-0.92 of f32 with chunks of 384 or 512 (extra passes over C and
 // OpenBLAS splitting K unevenly) and 0.92-0.97 with 1024; 2048 was no better.
 constexpr int64_t kKChunk = 1024;
-
-CBLAS_TRANSPOSE cblas_op(bool trans) {
-  return trans ? CblasTrans : CblasNoTrans;
-}
 
 // Offsets of tile (m0, n0, k0) inside the stored A [M, K] / [K, M] and B [K, N] / [N, K].
 int64_t a_offset(bool trans_a, int64_t lda, int64_t m0, int64_t k0) {
@@ -93,8 +86,7 @@ void f32_tile(const F32Problem& p, int64_t i, int64_t m0, int64_t n0, int64_t mt
   const float* A = p.A + i * p.stride_a + a_offset(p.trans_a, p.lda, m0, 0);
   const float* B = p.B + i * p.stride_b + b_offset(p.trans_b, p.ldb, 0, n0);
   float* C = p.C + i * p.stride_c + m0 * p.ldc + n0;
-  cblas_sgemm(CblasRowMajor, cblas_op(p.trans_a), cblas_op(p.trans_b), mt, nt, p.K, p.alpha, A,
-              p.lda, B, p.ldb, p.beta, C, p.ldc);
+  sgemm_tile(p.trans_a, p.trans_b, mt, nt, p.K, p.alpha, A, p.lda, B, p.ldb, p.beta, C, p.ldc);
 }
 
 // One C tile of the bf16 problem: per K chunk, widen the A panel ([mt, kc] or [kc, mt] when
@@ -134,8 +126,8 @@ void bf16_tile(const Bf16Problem& p, int64_t i, int64_t m0, int64_t n0, int64_t 
     else
       widen_bf16(b_src, p.ldb, kc, nt, b_panel);
     const float beta = k0 == 0 ? p.beta : 1.0f;
-    cblas_sgemm(CblasRowMajor, cblas_op(p.trans_a), cblas_op(p.trans_b), mt, nt, kc, p.alpha,
-                a_panel, p.trans_a ? mt : kc, b_panel, p.trans_b ? kc : nt, beta, c_out, ldc_out);
+    sgemm_tile(p.trans_a, p.trans_b, mt, nt, kc, p.alpha, a_panel, p.trans_a ? mt : kc, b_panel,
+               p.trans_b ? kc : nt, beta, c_out, ldc_out);
   }
   if (c_bf16) narrow_bf16(c_out, mt, nt, c_bits, p.ldc);
 }

@@ -11,15 +11,19 @@
 // one per thread, so one primitive runs concurrently on several pool threads.
 #include "hp/kernels/cpu/gemm_native.h"
 
+#include <atomic>
 #include <bit>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <vector>
 
 #include "hp/core/error.h"
+#include "hp/kernels/cpu/gemm_plan.h"
 #include "hp/kernels/cpu/isa.h"
 #include "hp/kernels/cpu/omp_threads.h"
 
@@ -109,12 +113,37 @@ std::shared_ptr<const Primitive> lookup(const Bf16Tile& t) {
 
 }  // namespace
 
+namespace {
+
+// -1: the CPU's choice; 0: widen; 1: native where the hardware has it.
+int mode_from_env() {
+  const char* env = std::getenv("HP_BF16_GEMM");
+  if (!env || !*env) return -1;
+  const std::string s(env);
+  if (s == "native") return 1;
+  if (s == "widen") return 0;
+  HP_THROW(ValueError, "gemm", "HP_BF16_GEMM='", s, "' must be native or widen");
+}
+
+std::atomic<int>& forced_mode() {
+  static std::atomic<int> mode{mode_from_env()};
+  return mode;
+}
+
+}  // namespace
+
 bool native_bf16_gemm() {
-  return native_bf16() && active_isa() == Isa::avx512;
+  if (!native_bf16() || active_isa() != Isa::avx512) return false;
+  const int mode = forced_mode().load(std::memory_order_relaxed);
+  return mode < 0 ? bf16_compute_pays() : mode == 1;
+}
+
+void force_native_bf16_gemm(int mode) {
+  forced_mode().store(mode < 0 ? mode_from_env() : mode);
 }
 
 std::string bf16_gemm_summary() {
-  if (!native_bf16_gemm()) return "bf16 GEMM widened to f32 sgemm";
+  if (!native_bf16_gemm()) return "bf16 GEMM widened to f32, " + sgemm_library();
   // A 1024^2 tile of a 2048-wide problem: strided, as most tiles are (dense operands may get
   // another implementation, e.g. brgemm).
   const Bf16Tile probe{false, true, 1024, 1024, 1024, 2048, 2048, 2048, DType::f32, 1.0f, 0.0f};

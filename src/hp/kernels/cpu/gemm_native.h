@@ -9,9 +9,14 @@
 
 namespace hp::kernels::detail {
 
-// True where bf16 GEMMs run natively: the CPU multiplies bf16 (native_bf16()) and the active ISA
-// is avx512, so HP_ISA=avx2 keeps the widening path (and tests compare the two).
+// True where bf16 GEMMs run natively: the CPU multiplies bf16 natively and faster than f32
+// (bf16_compute_pays(): on Emerald Rapids without AMX, widening to f32 is faster) and the active
+// ISA is avx512, so HP_ISA=avx2 keeps the widening path. HP_BF16_GEMM=native|widen (or
+// force_native_bf16_gemm) overrides the speed test, never the hardware test.
 bool native_bf16_gemm();
+// Tests and benchmarks: 1 runs the native path wherever the hardware has it, 0 never, -1 back to
+// HP_BF16_GEMM / the CPU's choice.
+void force_native_bf16_gemm(int mode);
 
 // For the kernel summary: "bf16 GEMM oneDNN native per tile (gemm:jit)" or "bf16 GEMM widened to
 // f32 sgemm".

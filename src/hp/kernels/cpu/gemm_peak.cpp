@@ -10,6 +10,7 @@
 #include <ctime>
 #include <map>
 #include <mutex>
+#include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
 #include <vector>
@@ -76,6 +77,18 @@ double openblas_sgemm_gflops(PeakOperands& o, int threads, double min_s) {
       5, min_s);
   openblas_set_num_threads(1);
   return g;
+}
+
+// oneDNN's sgemm with as many OpenMP threads as hp's pool: on CPUs newer than Debian's OpenBLAS
+// 0.3.21 (which then runs its SSE3 kernels) it is the f32 ceiling.
+double dnnl_sgemm_gflops(PeakOperands& o, int threads, double min_s) {
+  const OmpThreads omp(threads);
+  return best_gflops(
+      [&] {
+        dnnl_sgemm('N', 'N', kPeakDim, kPeakDim, kPeakDim, 1.0f, o.a.data(), kPeakDim, o.b.data(),
+                   kPeakDim, 0.0f, o.c.data(), kPeakDim);
+      },
+      5, min_s);
 }
 
 struct DnnlBf16 {
@@ -164,9 +177,12 @@ GemmPeak measure_gemm_peak(DType dt, double min_seconds) {
   p.load_average = load_average();
   p.measured_at = detail::utc_now();
   detail::PeakOperands o;
-  const double f32 = detail::openblas_sgemm_gflops(o, p.key.threads, min_seconds);
+  // The faster f32 library is the f32 ceiling (sgemm_tile uses oneDNN's on AVX-512).
+  const double openblas = detail::openblas_sgemm_gflops(o, p.key.threads, min_seconds);
+  const double dnnl = detail::dnnl_sgemm_gflops(o, p.key.threads, min_seconds);
+  const double f32 = std::max(openblas, dnnl);
   p.gflops = f32;
-  p.library = "OpenBLAS sgemm";
+  p.library = dnnl > openblas ? "oneDNN sgemm" : "OpenBLAS sgemm";
   if (dt == DType::bf16) {
     const detail::DnnlBf16 bf16 = detail::dnnl_bf16_gflops(o, p.key.threads, min_seconds);
     if (bf16.gflops >= f32) {

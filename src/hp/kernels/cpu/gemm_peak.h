@@ -1,6 +1,6 @@
 // The MFU denominator (docs/ARCHITECTURE.md §4 "Metrics"): the GEMM ceiling of the compute dtype on
-// this machine, measured once by the library GEMM of that dtype — OpenBLAS sgemm for f32, oneDNN's
-// bf16 matmul for bf16 — and cached per machine in $XDG_CACHE_HOME/hp/peak.json (default
+// this machine, measured once by the library GEMM of that dtype — the faster of OpenBLAS's and
+// oneDNN's sgemm for f32, oneDNN's bf16 matmul for bf16 — and cached per machine in $XDG_CACHE_HOME/hp/peak.json (default
 // ~/.cache/hp/peak.json), keyed by CPU model, ISA flags, thread count and dtype.
 //
 // (gemm.h's gemm_peak_gflops is a different figure: what this build's own gemm_f32 / gemm_bf16
@@ -26,7 +26,7 @@ PeakKey peak_key(DType dt);
 struct GemmPeak {
   PeakKey key;
   double gflops = 0;
-  std::string library;       // "OpenBLAS sgemm", "oneDNN bf16 matmul (brg:avx512_core_amx)"
+  std::string library;       // "OpenBLAS sgemm", "oneDNN sgemm", "oneDNN bf16 matmul (brg:avx512_core_amx)"
   std::string note;          // why the figure is not the dtype's own library GEMM, else ""
   std::string measured_at;   // UTC, "2026-12-01T10:22:03Z"
   double load_average = -1;  // 1-minute load average when measured (-1: unknown)

@@ -1,11 +1,14 @@
 #include "hp/kernels/cpu/gemm_plan.h"
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 
 #include "hp/core/error.h"
 #include "hp/kernels/cpu/ew_table.h"
+#include "hp/kernels/cpu/isa.h"
+#include "hp/kernels/cpu/omp_threads.h"
 
 namespace hp::kernels::detail {
 namespace {
@@ -88,6 +91,26 @@ void check_gemm_args(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64
   if (!empty && C == nullptr) HP_THROW(ValueError, "gemm", "C is null for M=", M, " N=", N);
   if (!empty && K > 0 && (A == nullptr || B == nullptr))
     HP_THROW(ValueError, "gemm", "A or B is null for M=", M, " N=", N, " K=", K);
+}
+
+void sgemm_tile(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc) {
+  if (active_isa() == Isa::avx512) {
+    const OmpThreads one(1);
+    const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
+                                        lda, B, ldb, beta, C, ldc);
+    HP_CHECK(st == dnnl_success, "oneDNN sgemm ", M, "x", N, "x", K, " failed with status ",
+             int(st));
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+std::string sgemm_library() {
+  if (active_isa() == Isa::avx512) return "oneDNN sgemm";
+  return std::string("OpenBLAS sgemm (") + openblas_get_corename() + ")";
 }
 
 void blas_single_threaded() {

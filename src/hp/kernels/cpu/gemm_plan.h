@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "hp/core/dtype.h"
 
@@ -25,6 +26,18 @@ TilePlan plan_tiles(int64_t M, int64_t N, int64_t K);
 void check_gemm_args(bool trans_a, bool trans_b, int64_t batch, int64_t M, int64_t N, int64_t K,
                      const void* A, int64_t lda, int64_t stride_a, const void* B, int64_t ldb,
                      int64_t stride_b, const void* C, int64_t ldc, int64_t stride_c);
+
+// The one f32 BLAS call of every tile (gemm.cpp, grouped_gemm.cpp, mx/gemm.cpp), on the calling
+// thread, row-major as cblas_sgemm: C [M, N] = alpha·op(A)·op(B) + beta·C (beta 0 does not read C).
+// Where the active ISA is AVX-512 it is oneDNN's sgemm with one OpenMP thread: oneDNN JITs for the
+// CPU it finds, while Debian's OpenBLAS 0.3.21 falls back to its SSE3 ("Prescott") kernels on CPUs
+// newer than itself (Emerald Rapids, one core: 27 GFLOP/s against oneDNN's 146-156). Elsewhere
+// OpenBLAS (single-threaded, blas_single_threaded()).
+void sgemm_tile(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                int64_t ldc);
+// "oneDNN sgemm" or "OpenBLAS sgemm (Haswell)": the library sgemm_tile calls now.
+std::string sgemm_library();
 
 // OpenBLAS keeps one global thread count that anyone (a benchmark, numpy) may have raised; every
 // library call here runs single-threaded inside one tile and the pool provides the parallelism.

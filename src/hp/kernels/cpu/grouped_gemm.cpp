@@ -12,7 +12,6 @@
 // docs/PERFORMANCE.md.
 #include "hp/kernels/cpu/grouped_gemm.h"
 
-#include <cblas.h>
 
 #include <algorithm>
 #include <vector>
@@ -96,12 +95,11 @@ void grouped_gemm_f32(bool trans_b, int64_t groups, const int32_t* group_end, in
     for (int64_t r = 0; r < total; ++r)
       for (int64_t j = 0; j < N; ++j) C[r * ldc + j] = beta == 0.0f ? 0.0f : beta * C[r * ldc + j];
   }
-  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   run_tiles(tiles, [&](const Tile& t) {
     // A_g rows [begin + m0, +mt); B_g columns [n0, +nt): row n0 of [N, K] or column n0 of [K, N].
     const float* bt = b[t.g] + (trans_b ? t.n0 * ldb : t.n0);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, t.mt, t.nt, K, 1.0f, A + (t.begin + t.m0) * lda,
-                lda, bt, ldb, beta, C + (t.begin + t.m0) * ldc + t.n0, ldc);
+    detail::sgemm_tile(false, trans_b, t.mt, t.nt, K, 1.0f, A + (t.begin + t.m0) * lda, lda, bt,
+                       ldb, beta, C + (t.begin + t.m0) * ldc + t.n0, ldc);
   });
 }
 
@@ -123,9 +121,8 @@ void grouped_gemm_wgrad_f32(int64_t groups, const int32_t* group_end, int64_t M,
   }
   run_tiles(tiles, [&](const Tile& t) {
     // A_g stored [rows, M] (its transpose is op(A)), B_g [rows, N]; tile (m0, n0) of c[g].
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t.mt, t.nt, t.end - t.begin, 1.0f,
-                A + t.begin * lda + t.m0, lda, B + t.begin * ldb + t.n0, ldb, beta,
-                c[t.g] + t.m0 * ldc + t.n0, ldc);
+    detail::sgemm_tile(true, false, t.mt, t.nt, t.end - t.begin, 1.0f, A + t.begin * lda + t.m0,
+                       lda, B + t.begin * ldb + t.n0, ldb, beta, c[t.g] + t.m0 * ldc + t.n0, ldc);
   });
 }
 

@@ -1,10 +1,12 @@
 #include "hp/kernels/cpu/isa.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "hp/core/error.h"
+#include "hp/kernels/cpu/bf16_rate.h"
 #include "hp/kernels/cpu/gemm_native.h"
 
 namespace hp::kernels {
@@ -66,10 +68,35 @@ bool native_bf16() {
   return yes;
 }
 
+namespace {
+
+bool amx_bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("amx-bf16");
+}
+
+double bf16_dot_rate() {
+  static const double rate = native_bf16() ? measure_bf16_dot_rate() : 0.0;
+  return rate;
+}
+
+}  // namespace
+
+bool bf16_compute_pays() {
+  // The threshold sits far from both measured regimes (2 and 0.5), so load cannot flip it.
+  return native_bf16() && (amx_bf16() || bf16_dot_rate() >= 1.2);
+}
+
 std::string isa_summary() {
+  std::string dot;
+  if (native_bf16() && !amx_bf16()) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, ", bf16 dot %.2fx f32 FMA", bf16_dot_rate());
+    dot = buf;
+  }
   return std::string("kernels ") + isa_name(active_isa()) + " (CPU best " + isa_name(detect()) +
-         ", native bf16 " + (native_bf16() ? "yes" : "no") + "; " + detail::bf16_gemm_summary() +
-         ")";
+         ", native bf16 " + (native_bf16() ? "yes" : "no") + dot + "; " +
+         detail::bf16_gemm_summary() + ")";
 }
 
 void reset_active_isa() { active().store(static_cast<int>(from_env())); }

@@ -22,11 +22,15 @@ void set_active_isa(Isa isa);
 void reset_active_isa();
 // "scalar" | "avx2" | "avx512"; throws ValueError "[isa] unknown ISA '…'" otherwise.
 Isa isa_from_name(std::string_view name);
-// True where the CPU multiplies bf16 natively (AVX512_BF16 or AMX-BF16): where bf16 compute can
-// beat f32 (training.mixed_precision auto picks bf16 only then).
+// True where the CPU multiplies bf16 natively (AVX512_BF16 or AMX-BF16).
 bool native_bf16();
-// For `hp --version` and the run log:
-// "kernels avx2 (CPU best avx2, native bf16 no; bf16 GEMM widened to f32 sgemm)".
+// True where native bf16 multiplies beat f32 ones: AMX-BF16, or AVX512_BF16 whose dot product
+// measures at least 1.2× the f32 FMA's flop rate (bf16_rate.h; ~2 on Zen 4, ~0.5 on Intel Emerald
+// Rapids without AMX). Probed once per process. The bf16 GEMM runs natively and
+// training.mixed_precision auto picks bf16 only here.
+bool bf16_compute_pays();
+// For `hp --version` and the run log: "kernels avx512 (CPU best avx512, native bf16 yes, bf16 dot
+// 0.48x f32 FMA; bf16 GEMM widened to f32, oneDNN sgemm)".
 std::string isa_summary();
 
 }  // namespace hp::kernels
