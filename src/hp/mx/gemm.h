@@ -17,9 +17,9 @@
 // order (exactly so when all partial sums are exact). Scale byte 0xFF (a NaN block) gives NaN.
 //
 // On CPUs without FP8 arithmetic codes × 2^scale are decoded into panels while packing: bf16
-// panels for the native bf16 tile kernel where the bf16 GEMM is native (AVX512_BF16 / AMX with
-// the avx512 ISA) and every block of both operands decodes to a bf16 normal (mx_gemm_uses_bf16),
-// else f32 panels for OpenBLAS sgemm (exact decode, any scale). One single-threaded call per C
+// panels for the native bf16 tile kernel where the bf16 GEMM is native (gemm_native.h
+// native_bf16_gemm) and every block of both operands decodes to a bf16 normal (mx_gemm_uses_bf16),
+// else f32 panels for the library sgemm (exact decode, any scale). One single-threaded call per C
 // tile and K chunk, with the tiles spread over hp::parallel_for; the tile grid and K chunks depend
 // on the shape only, so results are bitwise identical for any thread count. The interface carries
 // no CPU assumption: FP8 hardware consumes the same codes and scales directly.

@@ -5,12 +5,13 @@
 // N). Every ld must also be >= 1. As in BLAS, beta == 0 means C is not read (NaNs there are
 // overwritten) and alpha == 0 or K == 0 means A and B are not read.
 //
-// Backend, chosen by measurement: OpenBLAS sgemm, run single-threaded per C tile with the tiles
-// spread over hp::parallel_for. The tile grid depends only on the shape, so results are bitwise
-// identical for any thread count. bf16 tiles run on oneDNN's native bf16 matmul where the CPU has
-// AVX512_BF16 or AMX and the avx512 ISA is active (gemm_native.h); elsewhere bf16 inputs are
-// widened to f32 panel by panel and fed to the same sgemm (oneDNN 2.6 has no bf16 matmul without
-// AVX-512). The figures behind this choice are in gemm.cpp and docs/PERFORMANCE.md.
+// Backend, chosen by measurement: a library sgemm (OpenBLAS on AVX2, oneDNN's on AVX-512), run
+// single-threaded per C tile with the tiles spread over hp::parallel_for. The tile grid depends
+// only on the shape, so results are bitwise identical for any thread count. bf16 tiles run on
+// oneDNN's native bf16 matmul where native bf16 beats f32 (AMX, or AVX512_BF16 at the FMA's rate:
+// bf16_compute_pays()) and the avx512 ISA is active (gemm_native.h); elsewhere bf16 inputs are
+// widened to f32 panel by panel and fed to the same sgemm. The figures behind this choice are in
+// gemm.cpp and docs/PERFORMANCE.md.
 #pragma once
 
 #include <cstdint>
