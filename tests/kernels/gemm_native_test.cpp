@@ -215,7 +215,35 @@ namespace {
 // The probe that decides whether native bf16 pays: 0 without AVX512_BF16, else a plausible flop
 // ratio (measured ~0.5 on Emerald Rapids, ~2 where vdpbf16ps issues at the FMA's rate); the GEMM
 // runs natively by default exactly where it pays, and the override switches only the speed test.
+// HP_BF16_GEMM set to `value` (unset if null) for one test, whatever the suite runs under.
+class Bf16GemmEnv {
+ public:
+  explicit Bf16GemmEnv(const char* value) {
+    const char* env = std::getenv("HP_BF16_GEMM");
+    had_ = env != nullptr;
+    if (had_) saved_ = env;
+    if (value)
+      setenv("HP_BF16_GEMM", value, 1);
+    else
+      unsetenv("HP_BF16_GEMM");
+  }
+  ~Bf16GemmEnv() {
+    if (had_)
+      setenv("HP_BF16_GEMM", saved_.c_str(), 1);
+    else
+      unsetenv("HP_BF16_GEMM");
+    detail::force_native_bf16_gemm(-1);
+    reset_active_isa();
+  }
+
+ private:
+  bool had_ = false;
+  std::string saved_;
+};
+
 TEST(Bf16Probe, DecidesTheNativePath) {
+  const Bf16GemmEnv env(nullptr);  // the CPU's own choice
+  detail::force_native_bf16_gemm(-1);
   const double rate = measure_bf16_dot_rate();
   if (!__builtin_cpu_supports("avx512bf16")) {
     EXPECT_EQ(rate, 0.0);
@@ -234,20 +262,16 @@ TEST(Bf16Probe, DecidesTheNativePath) {
   EXPECT_FALSE(detail::native_bf16_gemm());
   detail::force_native_bf16_gemm(1);
   EXPECT_EQ(detail::native_bf16_gemm(), hw);
-  detail::force_native_bf16_gemm(-1);
-  reset_active_isa();
 }
 
 TEST(Bf16Probe, BadOverrideNamesTheVariable) {
-  setenv("HP_BF16_GEMM", "fast", 1);
+  const Bf16GemmEnv env("fast");
   try {
     detail::force_native_bf16_gemm(-1);
     ADD_FAILURE() << "HP_BF16_GEMM=fast was accepted";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("HP_BF16_GEMM='fast'"), std::string::npos) << e.what();
   }
-  unsetenv("HP_BF16_GEMM");
-  detail::force_native_bf16_gemm(-1);
 }
 
 }  // namespace
