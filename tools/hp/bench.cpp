@@ -261,8 +261,8 @@ int run_bench(const Args& in) {
     return run_bench_offload(Args(in.begin() + 1, in.end()));
   if (in.empty() || in.front() != "train")
     throw UsageError{
-        "expected 'train [CONFIG] [--steps N] [--set key=value ...] [--no-peer]' or "
-        "'peak [--remeasure]' or 'offload [CONFIG] [--budget SIZE]'"};
+        "expected 'train [CONFIG] [--steps N] [--set key=value ...] [--no-peer | --peer-dtype "
+        "bf16|f32|both]' or 'peak [--remeasure]' or 'offload [CONFIG] [--budget SIZE]'"};
   return run_bench_train(Args(in.begin() + 1, in.end()));
 }
 

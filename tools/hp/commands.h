@@ -83,10 +83,10 @@ inline const std::vector<Command>& commands() {
        "linear weights with a scale per 128x128 block, DeepSeek-V3's format)",
        run_ckpt},
       {"bench",
-       "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer]: training tokens/s and MFU beside "
-       "PyTorch | peak [--remeasure] [--seconds S]: the GEMM peaks MFU divides by (--remeasure keeps "
-       "the best of 3 new and the cached one) | offload [CONFIG] [--budget "
-       "SIZE]: tokens/s with state on the host / disk tier against an unlimited budget",
+       "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer | --peer-dtype bf16|f32|both]: "
+       "training tokens/s and MFU beside PyTorch | peak [--remeasure] [--seconds S]: the GEMM peaks "
+       "MFU divides by (--remeasure keeps the best of 3 new and the cached one) | offload [CONFIG] "
+       "[--budget SIZE]: tokens/s with state on the host / disk tier against an unlimited budget",
        run_bench},
   };
   return k;
