@@ -17,8 +17,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -110,10 +110,6 @@ std::shared_ptr<const Primitive> lookup(const Bf16Tile& t) {
   last = it->second;
   return last;
 }
-
-}  // namespace
-
-namespace {
 
 // -1: the CPU's choice; 0: widen; 1: native where the hardware has it.
 int mode_from_env() {
