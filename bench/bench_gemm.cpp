@@ -3,7 +3,10 @@
 // Each row reports, from the same run:
 //   GFLOPs       hp's best-of GFLOP/s (2·M·N·K per call)
 //   ceil_GFLOPs  OpenBLAS sgemm called directly on the same shape with its own threads (= hp
-//                threads), and vs_ceil = GFLOPs / ceil_GFLOPs
+//                threads), and vs_ceil = GFLOPs / ceil_GFLOPs. On a CPU newer than the
+//                OpenBLAS build (it names its core "Prescott", the SSE3 fallback: Emerald Rapids
+//                with Debian's 0.3.21) this is no ceiling; read vs_dnnl there, or run with
+//                OPENBLAS_CORETYPE=SkylakeX
 //   cpu_GFLOPs, ceil_cpu_GFLOPs   the same per CPU-second of the process (all threads): steadier
 //                than wall time when other processes share the cores
 //   dnnl_GFLOPs  oneDNN matmul called directly on the whole problem with its own OpenMP threads
