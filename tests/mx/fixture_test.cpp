@@ -68,16 +68,7 @@ class Reader {
   size_t pos_ = 0;
 };
 
-// The MX kernels run their AVX2 table on AVX-512 CPUs (mx/driver.cpp says why): an avx512 run
-// would test the avx2 kernels again, so it is reported as skipped.
-class MxFixturesIsa : public ::hp::test::IsaTest {
- protected:
-  void SetUp() override {
-    IsaTest::SetUp();
-    if (isa() == kernels::Isa::avx512 && !IsSkipped())
-      GTEST_SKIP() << "MX kernels run their AVX2 table on AVX-512 CPUs (mx/driver.cpp)";
-  }
-};
+class MxFixturesIsa : public ::hp::test::IsaTest {};
 HP_INSTANTIATE_ISA_TESTS(MxFixturesIsa);
 
 TEST_P(MxFixturesIsa, CodesAndScalesMatchIndependentReference) {

@@ -15,12 +15,9 @@ namespace detail {
 namespace {
 
 // The kernel set of the process-wide ISA (kernels/cpu/isa.h): one switch for every SIMD kernel.
-// AVX-512 CPUs run the AVX2 table: on the first AVX-512 machine (Emerald Rapids) the AVX-512
-// table passed every test in the release build but gave wrong dual-axis row codes in the
-// AddressSanitizer build (-O1; rows after the first of a 32-row panel read an amax of 0), a sign
-// of undefined behaviour not yet found. avx512::kernels() stays built for that investigation.
 const Kernels* table_for(kernels::Isa isa) {
-  if (isa == kernels::Isa::avx512 || isa == kernels::Isa::avx2) return &avx2::kernels();
+  if (isa == kernels::Isa::avx512) return &avx512::kernels();
+  if (isa == kernels::Isa::avx2) return &avx2::kernels();
   return &scalar_kernels();
 }
 

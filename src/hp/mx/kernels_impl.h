@@ -75,11 +75,18 @@ inline I abs_bits(F v) {
   return A::and_(A::bits(v), A::seti(0x7FFFFFFF));
 }
 
-// Per-lane block scale from amax bits.
+// Lanes whose block holds NaN or Inf (amax bits above the largest finite f32).
+inline M bad_lanes(I amax_bits) {
+  return A::gt(amax_bits, A::seti(0x7F7FFFFF));
+}
+
+// Per-lane block scale from amax bits. The bad-lane mask is not a member: g++ 12.2 at -O1 with
+// -fsanitize=signed-integer-overflow,null,pointer-overflow miscompiled a __mmask16 member beside
+// the two zmm members (reading it returned the first lane of `inv`, 0x43000000), which marked
+// every dual-axis row block bad in the sanitizer build. Callers take bad_lanes() directly.
 struct Scale {
   I byte;  // E8M0 byte, 0xFF for bad lanes
   F inv;   // 1 / scale
-  M bad;   // NaN or Inf in the block
 };
 
 template <class Fm, bool kRceil>
@@ -91,8 +98,7 @@ inline Scale make_scale(I amax_bits) {
   }
   biased = A::min(A::max(biased, A::seti(0)), A::seti(254));
   Scale s;
-  s.bad = A::gt(amax_bits, A::seti(0x7F7FFFFF));
-  s.byte = A::select(s.bad, A::seti(0xFF), biased);
+  s.byte = A::select(bad_lanes(amax_bits), A::seti(0xFF), biased);
   s.inv = A::floats(A::slli<23>(A::sub(A::seti(254), biased)));
   return s;
 }
@@ -153,20 +159,22 @@ void row_blocks(const void* x, int64_t nblocks, uint8_t* codes, uint8_t* scales,
   for (; b + A::W <= nblocks; b += A::W) {
     I m[A::W];
     for (int j = 0; j < A::W; ++j) m[j] = block_amax<kBf16>(x, (b + j) * 32);
-    const Scale s = make_scale<Fm, kRceil>(A::reduce_lanes(m));
+    const I amax = A::reduce_lanes(m);
+    const Scale s = make_scale<Fm, kRceil>(amax);
     A::store_u8(scales + b, s.byte);
     alignas(64) float inv[A::W];
     A::store(inv, s.inv);
     for (int j = 0; j < A::W; ++j)
       encode_block<Fm, kSat, kBf16>(x, (b + j) * 32, A::set1(inv[j]), codes + (b + j) * 32, nt);
-    if (const int bad = A::mask_bits(s.bad))
+    if (const int bad = A::mask_bits(bad_lanes(amax)))
       for (int j = 0; j < A::W; ++j)
         if (bad >> j & 1) fill_nan(codes + (b + j) * 32);
   }
   for (; b < nblocks; ++b) {
-    const Scale s = make_scale<Fm, kRceil>(A::seti(A::hmax(block_amax<kBf16>(x, b * 32))));
+    const I amax = A::seti(A::hmax(block_amax<kBf16>(x, b * 32)));
+    const Scale s = make_scale<Fm, kRceil>(amax);
     scales[b] = static_cast<uint8_t>(A::first(s.byte));
-    if (A::mask_bits(s.bad))
+    if (A::mask_bits(bad_lanes(amax)))
       fill_nan(codes + b * 32);
     else
       encode_block<Fm, kSat, kBf16>(x, b * 32, s.inv, codes + b * 32, nt);
@@ -184,8 +192,8 @@ inline bool panel_col_scales(const I* m, int64_t ncols, F* inv, M* bad, uint8_t*
       const int64_t v = c0 / A::W + i;
       const Scale s = make_scale<Fm, kRceil>(m[v]);
       inv[v] = s.inv;
-      bad[v] = s.bad;
-      any_bad |= A::mask_bits(s.bad);
+      bad[v] = bad_lanes(m[v]);
+      any_bad |= A::mask_bits(bad[v]);
       bytes[i] = s.byte;
     }
     A::store_bytes32(scales + c0, bytes);
@@ -247,17 +255,20 @@ inline bool dual_row_scales(const int32_t* row_amax, int64_t nb, float* row_inv,
   for (int64_t r = 0; r < 32; ++r) {
     int64_t b = 0;
     for (; b + A::W <= nb; b += A::W) {
-      const Scale s = make_scale<Fm, kRceil>(A::load_i32(row_amax + r * nb + b));
+      const I amax = A::load_i32(row_amax + r * nb + b);
+      const Scale s = make_scale<Fm, kRceil>(amax);
+      const M bad = bad_lanes(amax);
       A::store_u8(row_scales + r * lds + b, s.byte);
       A::store(row_inv + r * nb + b, s.inv);
-      A::store_i32(row_bad + r * nb + b, A::select(s.bad, A::seti(-1), A::seti(0)));
-      any_bad |= A::mask_bits(s.bad);
+      A::store_i32(row_bad + r * nb + b, A::select(bad, A::seti(-1), A::seti(0)));
+      any_bad |= A::mask_bits(bad);
     }
     for (; b < nb; ++b) {
-      const Scale s = make_scale<Fm, kRceil>(A::seti(row_amax[r * nb + b]));
+      const I amax = A::seti(row_amax[r * nb + b]);
+      const Scale s = make_scale<Fm, kRceil>(amax);
       row_scales[r * lds + b] = static_cast<uint8_t>(A::first(s.byte));
       row_inv[r * nb + b] = A::first(s.inv);
-      row_bad[r * nb + b] = A::mask_bits(s.bad) ? -1 : 0;
+      row_bad[r * nb + b] = A::mask_bits(bad_lanes(amax)) ? -1 : 0;
       any_bad |= row_bad[r * nb + b];
     }
   }

@@ -141,8 +141,7 @@ struct Prims {
   static I select(MI m, I a, I b) { return _mm512_mask_blend_epi32(m, b, a); }  // m ? a : b
   static int mask_bits(MI m) { return static_cast<int>(m); }  // one bit per lane
   static int32_t hmax(I v) { return _mm512_reduce_max_epi32(v); }
-  // Lane j of the result = max over the lanes of v[j] (W vectors). Plain per-vector reductions:
-  // simple and obviously right, as this path has not run on AVX-512 hardware yet.
+  // Lane j of the result = max over the lanes of v[j] (W vectors), by per-vector reductions.
   static I reduce_lanes(const I* v) {
     alignas(64) int32_t out[16];
     for (int j = 0; j < 16; ++j) out[j] = _mm512_reduce_max_epi32(v[j]);
