@@ -4,7 +4,6 @@
 #pragma once
 
 #include <type_traits>
-#include <vector>
 
 #include "hp/core/dtype.h"
 #include "hp/kernels/cpu/ew_table.h"
@@ -165,16 +164,22 @@ constexpr bool table_op() {
   return long_op<Op>() && !std::is_same_v<Op, ew::PowScalar>;
 }
 
+// Plain arrays, not std::vector: a std template instantiated in an ISA translation unit is a weak
+// symbol the linker may share with non-ISA code (tests/kernels/isa_symbols.sh).
 template <class Op, class S>
 const uint16_t* lookup_table() {
-  static const std::vector<uint16_t> table = [] {
-    std::vector<uint16_t> all(65536), result(65536);
-    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
-    const uint16_t* in[1] = {all.data()};
-    run<Op, 1, S>(result.data(), in, 65536, nullptr);
-    return result;
+  struct Table {
+    uint16_t v[65536];
+  };
+  static const Table* table = [] {
+    auto* all = new Table, *result = new Table;
+    for (int i = 0; i < 65536; ++i) all->v[i] = static_cast<uint16_t>(i);
+    const uint16_t* in[1] = {all->v};
+    run<Op, 1, S>(result->v, in, 65536, nullptr);
+    delete all;
+    return result;  // lives for the process, like a function-local static
   }();
-  return table.data();
+  return table->v;
 }
 
 template <class Op, int Arity, class S>
