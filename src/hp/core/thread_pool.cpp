@@ -47,7 +47,7 @@ class Pool {
     start(n);
   }
 
-  void run(int64_t num_chunks, const std::function<void(int64_t)>& chunk_fn) {
+  void run(int64_t num_chunks, FunctionRef<void(int64_t)> chunk_fn) {
     if (size_ == 1 || num_chunks == 1 || t_in_parallel) {
       for (int64_t c = 0; c < num_chunks; ++c) chunk_fn(c);
       return;
@@ -126,7 +126,7 @@ class Pool {
   std::mutex job_mutex_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t)>* job_ = nullptr;
+  const FunctionRef<void(int64_t)>* job_ = nullptr;
   int64_t num_chunks_ = 0;
   std::atomic<int64_t> next_{0};
   int pending_ = 0;
@@ -150,7 +150,7 @@ void set_num_threads(int n) {
 }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn) {
+                  FunctionRef<void(int64_t, int64_t)> fn) {
   const int64_t n = end - begin;
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
@@ -174,7 +174,7 @@ int64_t num_blocks(int64_t n, int64_t block) {
 }
 
 void parallel_blocks(int64_t n, int64_t block,
-                     const std::function<void(int64_t, int64_t, int64_t)>& fn) {
+                     FunctionRef<void(int64_t, int64_t, int64_t)> fn) {
   const int64_t nb = num_blocks(n, block);
   if (nb == 0) return;
   if (nb == 1) {

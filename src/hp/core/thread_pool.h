@@ -8,7 +8,8 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+
+#include "hp/core/function_ref.h"
 
 namespace hp {
 
@@ -18,13 +19,13 @@ void set_num_threads(int n);
 
 // fn(chunk_begin, chunk_end) over [begin, end); runs inline for small ranges or nested calls.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn);
+                  FunctionRef<void(int64_t, int64_t)> fn);
 
 // Splits [0, n) into fixed blocks of `block` elements (the last may be short) and calls
 // fn(block_index, block_begin, block_end) for each, in parallel. The split does not depend on the
 // thread count, so per-block partials combined in index order give identical results.
 int64_t num_blocks(int64_t n, int64_t block);
 void parallel_blocks(int64_t n, int64_t block,
-                     const std::function<void(int64_t, int64_t, int64_t)>& fn);
+                     FunctionRef<void(int64_t, int64_t, int64_t)> fn);
 
 }  // namespace hp
