@@ -168,6 +168,8 @@ HP_EW_BENCH(BM_binary, add, add)
 HP_EW_BENCH(BM_binary, mul, mul)
 HP_EW_BENCH(BM_unary, silu, silu)
 HP_EW_BENCH(BM_unary, gelu, gelu)
+HP_EW_BENCH(BM_binary, silu_bwd, silu_bwd)  // (x, dy) -> dx
+HP_EW_BENCH(BM_binary, gelu_bwd, gelu_bwd)
 #define HP_EW_IN_CACHE(op)                                                             \
   BENCHMARK_CAPTURE(BM_in_cache, op##_f32, EwOp::op, DType::f32);                     \
   BENCHMARK_CAPTURE(BM_in_cache, op##_bf16, EwOp::op, DType::bf16);

@@ -2,7 +2,8 @@
 of one op on the same shapes and thread count.
 
 usage: elementwise.py OP DTYPE THREADS
-  OP: add mul silu gelu (64 MiB tensors) | rms_norm rms_norm_fb ([16384, 1024] f32)
+  OP: add mul silu gelu silu_bwd gelu_bwd (64 MiB tensors) | rms_norm rms_norm_fb ([16384, 1024] f32)
+  (silu_bwd / gelu_bwd: the autograd kernels aten.silu_backward / gelu_backward on (dy, x).)
 """
 import sys
 
@@ -17,13 +18,15 @@ def main():
     op, dtype_name, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
     torch.set_num_threads(threads)
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
-    if op in ("add", "mul", "silu", "gelu"):
+    if op in ("add", "mul", "silu", "gelu", "silu_bwd", "gelu_bwd"):
         n = (64 << 20) // torch.tensor([], dtype=dt).element_size()
         a = torch.randn(n).to(dt)
         b = torch.randn(n).to(dt)
         fns = {"add": lambda: a + b, "mul": lambda: a * b,
-               "silu": lambda: torch.nn.functional.silu(a), "gelu": lambda: torch.nn.functional.gelu(a)}
-        tensors = 3 if op in ("add", "mul") else 2
+               "silu": lambda: torch.nn.functional.silu(a), "gelu": lambda: torch.nn.functional.gelu(a),
+               "silu_bwd": lambda: torch.ops.aten.silu_backward(b, a),
+               "gelu_bwd": lambda: torch.ops.aten.gelu_backward(b, a)}
+        tensors = 2 if op in ("silu", "gelu") else 3
         nbytes = tensors * n * a.element_size()
         fn = fns[op]
     else:

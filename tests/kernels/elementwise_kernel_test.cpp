@@ -293,5 +293,25 @@ TEST_P(ElementwiseKernels, ExpFastPathEqualsGeneralPathBitwise) {
   }
 }
 
+// GELU's negative tail x·Φ(x) (simd_math.h vec_norm_cdf): Φ there is erfc's own approximation,
+// not 1 + erf, so it stays within a few percent where the erf form rounded to 0 (x < -5.7); far
+// out it underflows to at most 1e-37 in magnitude, never NaN (only -Inf gives NaN, as x·0).
+TEST_P(ElementwiseKernels, GeluKeepsItsNegativeTail) {
+  const Isa isa = GetParam();
+  const EwTable& tab = ew_table(isa);
+  std::vector<float> x = {-5.0f, -6.0f, -8.0f, -10.0f, -12.0f, -13.0f, -14.0f, -20.0f,
+                          -1e4f, -1e30f, -FLT_MAX};
+  std::vector<float> y(x.size());
+  const float* in[1] = {x.data()};
+  tab.f32[static_cast<int>(EwOp::gelu)](y.data(), in, static_cast<int64_t>(x.size()), nullptr);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double ref = 0.5 * x[i] * std::erfc(-static_cast<double>(x[i]) / std::sqrt(2.0));
+    if (x[i] >= -13.0f)
+      EXPECT_LT(std::fabs(y[i] - ref), 0.05 * std::fabs(ref)) << isa_name(isa) << " gelu(" << x[i] << ")";
+    else
+      EXPECT_LT(std::fabs(y[i]), 1e-37) << isa_name(isa) << " gelu(" << x[i] << ") = " << y[i];
+  }
+}
+
 }  // namespace
 }  // namespace hp::kernels

@@ -293,7 +293,7 @@ __attribute__((always_inline)) inline void pairs_binary(fusion::ChainForm form, 
 // A long unary op without parameters (ew_impl.h table_op: exp, log, tanh, sigmoid, silu, gelu,
 // gelu_tanh) applied to the bf16 values the chain has just loaded from x, rounded to bf16: the
 // eager bf16 kernel's table of its own results (lookup_table: the same bits as computing and
-// rounding here), one lookup per element of x, as the eager kernel does; the results are widened
+// rounding here), looked up as the eager kernel does (table_lookup); the results are widened
 // back into the group in its pair order. Returns false for the other ops.
 template <int NG>
 __attribute__((always_inline)) inline bool table_unary(uint8_t op, const uint16_t* x, V* acc) {
@@ -310,7 +310,7 @@ __attribute__((always_inline)) inline bool table_unary(uint8_t op, const uint16_
   }
   if (table == nullptr) return false;
   alignas(64) uint16_t r[NG * W];
-  for (int j = 0; j < NG * W; ++j) r[j] = table[x[j]];
+  table_lookup(table, x, r, NG * W);
 #pragma GCC unroll 4
   for (int g = 0; g < NG; g += 2) A::load_bf16x2(r + g * W, &acc[g], &acc[g + 1]);
   return true;

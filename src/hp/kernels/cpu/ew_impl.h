@@ -11,6 +11,10 @@
 
 namespace hp::kernels::HP_ISA {
 
+// The widening converters (defined with the others below), for the Lanes' widen.
+inline void bf16_to_f32(const uint16_t* in, float* out, int64_t n);
+inline void f16_to_f32(const uint16_t* in, float* out, int64_t n);
+
 // How a kernel's operands and result are stored: 2W lanes read into two f32 vectors, and written
 // back from two. The order of the lanes inside the pair is the storage type's own (store2 undoes
 // load2); elementwise code does not depend on it.
@@ -29,6 +33,7 @@ struct F32Lanes {
 // converting to an f32 buffer, computing there and converting back.
 struct Bf16Lanes {
   using T = uint16_t;
+  static void widen(const uint16_t* in, float* out, int64_t n) { bf16_to_f32(in, out, n); }
 #if defined(__AVX2__)
   static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) { Arch::load_bf16x2(p, a, b); }
   static void store2(uint16_t* p, Arch::V a, Arch::V b) { Arch::store_bf16x2(p, a, b); }
@@ -47,6 +52,7 @@ struct Bf16Lanes {
 // f16 the same way, through F16C's conversions (the converters' instructions, so the same bits).
 struct F16Lanes {
   using T = uint16_t;
+  static void widen(const uint16_t* in, float* out, int64_t n) { f16_to_f32(in, out, n); }
 #if defined(__AVX2__)
   static void load2(const uint16_t* p, Arch::V* a, Arch::V* b) { Arch::load_f16x2(p, a, b); }
   static void store2(uint16_t* p, Arch::V a, Arch::V b) { Arch::store_f16x2(p, a, b); }
@@ -62,6 +68,25 @@ struct F16Lanes {
 #endif
 };
 
+// out[0, n) from in[0..Arity)[0, n) by step(in0, in1, out) over N elements at a time. The tail goes
+// through the same step on a zero-padded copy, so element results never depend on where a chunk
+// boundary falls (thread-count independence).
+template <int N, int Arity, class T, class Step>
+inline void run_steps(T* out, const T* const* in, int64_t n, Step step) {
+  int64_t i = 0;
+  for (; i + N <= n; i += N) step(in[0] + i, Arity == 2 ? in[1] + i : nullptr, out + i);
+  if (i < n) {
+    T a[N] = {}, b[N] = {};
+    T o[N];
+    const int64_t r = n - i;
+    for (int64_t k = 0; k < r; ++k) a[k] = in[0][i + k];
+    if constexpr (Arity == 2)
+      for (int64_t k = 0; k < r; ++k) b[k] = in[1][i + k];
+    step(a, b, o);
+    for (int64_t k = 0; k < r; ++k) out[i + k] = o[k];
+  }
+}
+
 // out[0, n) = Op(in[0][i][, in[1][i]]) over operands and result stored as S, f32 compute: the one
 // loop of every elementwise kernel of this ISA.
 //
@@ -73,8 +98,8 @@ template <class Op, int Arity, class S>
 void run(typename S::T* out, const typename S::T* const* in, int64_t n, const float* p) {
   using A = Arch;
   using V = typename A::V;
-  constexpr int W = A::W;
-  const auto step = [p](const typename S::T* a, const typename S::T* b, typename S::T* o) {
+  using T = typename S::T;
+  run_steps<2 * A::W, Arity>(out, in, n, [p](const T* a, const T* b, T* o) {
     V x0, x1;
     S::load2(a, &x0, &x1);
     if constexpr (Arity == 1) {
@@ -84,21 +109,7 @@ void run(typename S::T* out, const typename S::T* const* in, int64_t n, const fl
       S::load2(b, &y0, &y1);
       S::store2(o, Op::template apply<A>(x0, y0, p), Op::template apply<A>(x1, y1, p));
     }
-  };
-  int64_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) step(in[0] + i, Arity == 2 ? in[1] + i : nullptr, out + i);
-  if (i < n) {
-    // Tail through the same vector code on a zero-padded copy, so element results never depend on
-    // where a chunk boundary falls (thread-count independence).
-    typename S::T a[2 * W] = {}, b[2 * W] = {};
-    typename S::T o[2 * W];
-    const int64_t r = n - i;
-    for (int64_t k = 0; k < r; ++k) a[k] = in[0][i + k];
-    if constexpr (Arity == 2)
-      for (int64_t k = 0; k < r; ++k) b[k] = in[1][i + k];
-    step(a, b, o);
-    for (int64_t k = 0; k < r; ++k) out[i + k] = o[k];
-  }
+  });
 }
 
 template <class Op, int Arity>
@@ -144,7 +155,8 @@ void run_tiled(typename S::T* out, const typename S::T* const* in, int64_t n, co
 // Zen 3, bf16 ns per element in registers → tiles: silu 0.92 → 0.69, exp 0.75 → 0.61, gelu 1.34 →
 // 1.21, gelu_tanh 1.74 → 1.58, silu_bwd 1.19 → 0.98, gelu_bwd 1.94 → 1.85). A short op stays in
 // registers, where the tiles' extra round trip through L1 costs more than the op (add 0.17 → 0.29).
-// The unary ones among them without parameters take the lookup table below instead (~0.41).
+// The unary ones among them without parameters take the lookup table below instead (~0.41), and
+// on AVX-512 the backward ones g · h(x) a table of h (grad_table).
 template <class Op>
 constexpr bool long_op() {
   return std::is_same_v<Op, ew::Exp> || std::is_same_v<Op, ew::Log> ||
@@ -157,8 +169,9 @@ constexpr bool long_op() {
 
 // A long unary op without parameters has only 65536 inputs in a 16-bit type: its table holds the
 // kernel's own result for each (run<Op, 1, S> over every pattern, so the same bits), and a call is
-// one lookup per element (llama.cpp's f16 GELU table). 128 KiB per op and type, built on first use
-// (~0.1 ms); the inputs of one tensor touch a small, cache-resident part of it.
+// one lookup per element (llama.cpp's f16 GELU table). 128 KiB per op and type (+ one padding
+// element for gather_u16), built on first use (~0.1 ms); the inputs of one tensor touch a small,
+// cache-resident part of it.
 template <class Op>
 constexpr bool table_op() {
   return long_op<Op>() && !std::is_same_v<Op, ew::PowScalar>;
@@ -169,25 +182,99 @@ constexpr bool table_op() {
 template <class Op, class S>
 const uint16_t* lookup_table() {
   struct Table {
-    uint16_t v[65536];
+    uint16_t v[65536 + 1];  // + one padding entry: gather_u16 reads 4 bytes
   };
   static const Table* table = [] {
     auto* all = new Table, *result = new Table;
     for (int i = 0; i < 65536; ++i) all->v[i] = static_cast<uint16_t>(i);
     const uint16_t* in[1] = {all->v};
     run<Op, 1, S>(result->v, in, 65536, nullptr);
+    result->v[65536] = 0;
     delete all;
     return result;  // lives for the process, like a function-local static
   }();
   return table->v;
 }
 
+// The backward ops g · h(x) of the long activations (ew::GradTimes): a table of the f32 h(x) for
+// every 16-bit x (run over the widened patterns: the kernel's own bits), 256 KiB per op and type.
+template <class Op>
+constexpr bool grad_table_op() {
+  return requires { typename Op::Grad; };
+}
+
+template <class Op, class S>
+const float* grad_table() {
+  struct Table {
+    float v[65536];
+  };
+  static const Table* table = [] {
+    auto* x = new Table, *h = new Table;
+    for (int base = 0; base < 65536; base += 256) {
+      uint16_t bits[256];
+      for (int k = 0; k < 256; ++k) bits[k] = static_cast<uint16_t>(base + k);
+      S::widen(bits, x->v + base, 256);
+    }
+    const float* in[1] = {x->v};
+    run<typename Op::Grad, 1, F32Lanes>(h->v, in, 65536, nullptr);
+    delete x;
+    return h;  // lives for the process
+  }();
+  return table->v;
+}
+
+// out[i] = table[x[i]] over [0, n) (a lookup_table). AVX-512 gathers W entries per instruction:
+// 0.19 ns per element in cache against 0.36 one load at a time (silu bf16, Emerald Rapids). AVX2
+// keeps the loads as tuned on Zen 3 (0.41 there; an 8-entry gather took 0.67, docs/PERFORMANCE.md),
+// unrolled: the 4-instruction loop took 0.36 or 0.63 ns on Emerald Rapids by where it landed in
+// the code (the same instructions), 0.29 unrolled.
+inline void table_lookup(const uint16_t* table, const uint16_t* x, uint16_t* out, int64_t n) {
+#if defined(__AVX512F__)
+  using A = Arch;
+  const uint16_t* in[1] = {x};
+  run_steps<2 * A::W, 1>(out, in, n, [table](const uint16_t* a, const uint16_t*, uint16_t* o) {
+    A::I i0, i1;
+    A::load_u16x2(a, &i0, &i1);
+    A::store_u16x2(o, A::gather_u16(table, i0), A::gather_u16(table, i1));
+  });
+#else
+#pragma GCC unroll 4
+  for (int64_t i = 0; i < n; ++i) out[i] = table[x[i]];
+#endif
+}
+
+#if defined(__AVX512F__)
+// out = g · h(x) with h gathered from grad_table and g widened, rounded as S: the f32 kernel's
+// multiply on the f32 h it computes, so the same bits. In cache on Emerald Rapids, bf16 ns per
+// element computed through tiles → gathered: silu_bwd 0.55 → 0.25, gelu_bwd 1.0 → 0.25. (AVX2
+// keeps the tiles: not measured on Zen 3, whose gathers were slow for the unary table above.)
+template <class Op, class S>
+void run_grad_table(uint16_t* out, const uint16_t* const* in, int64_t n) {
+  using A = Arch;
+  const float* table = grad_table<Op, S>();
+  run_steps<2 * A::W, 2>(out, in, n, [table](const uint16_t* x, const uint16_t* g, uint16_t* o) {
+    A::I i0, i1;  // the patterns of x in S::load2's lane order, as g's
+    if constexpr (std::is_same_v<S, F16Lanes>) {
+      i0 = A::load_u16(x), i1 = A::load_u16(x + A::W);
+    } else {
+      A::load_u16x2(x, &i0, &i1);
+    }
+    A::V g0, g1;
+    S::load2(g, &g0, &g1);
+    S::store2(o, Op::template times<A>(A::gather(table, i0), g0),
+              Op::template times<A>(A::gather(table, i1), g1));
+  });
+}
+#endif
+
 template <class Op, int Arity, class S>
 void run_16bit(uint16_t* out, const uint16_t* const* in, int64_t n, const float* p) {
   if constexpr (Arity == 1 && table_op<Op>()) {
-    const uint16_t* table = lookup_table<Op, S>();
-    const uint16_t* x = in[0];
-    for (int64_t i = 0; i < n; ++i) out[i] = table[x[i]];
+    table_lookup(lookup_table<Op, S>(), in[0], out, n);
+#if defined(__AVX512F__)
+  } else if constexpr (grad_table_op<Op>()) {
+    run_grad_table<Op, S>(out, in, n);
+#endif
   } else if constexpr (long_op<Op>()) {
     run_tiled<Op, Arity, S>(out, in, n, p);
   } else {

@@ -66,8 +66,8 @@ HP_EW_UNARY(Tanh, A::tanh(x))
 // 1 / (1 + e^-x): exact limits at ±Inf.
 HP_EW_UNARY(Sigmoid, A::div(C(1), A::add(C(1), A::exp(A::neg(x)))))
 HP_EW_UNARY(Silu, A::div(x, A::add(C(1), A::exp(A::neg(x)))))
-// x * Φ(x) = 0.5 x (1 + erf(x / sqrt 2))
-HP_EW_UNARY(Gelu, A::mul(A::mul(C(0.5), x), A::add(C(1), A::erf(A::mul(x, C(0.70710678118654752))))))
+// x Φ(x) = 0.5 x (1 + erf(x / sqrt 2)), Φ the standard normal CDF
+HP_EW_UNARY(Gelu, A::mul(x, A::norm_cdf(x)))
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 HP_EW_UNARY(GeluTanh,
             A::mul(A::mul(C(0.5), x),
@@ -97,29 +97,44 @@ HP_EW_BINARY(Div, A::div(x, y))
 HP_EW_BINARY(Maximum, A::select(A::isnan(x), x, A::max(x, y)))
 HP_EW_BINARY(Minimum, A::select(A::isnan(x), x, A::min(x, y)))
 
-// d silu = s (1 + x (1 - s)), s = sigmoid(x)
-struct SiluBwd {
+// The backward ops g · h(x) of the long activations, h their derivative: h is a functor of its
+// own so that the 16-bit kernels can tabulate it (ew_impl.h grad_table: the f32 h of every 16-bit
+// x, then one f32 multiply per element, the same bits as computing h).
+template <class H>
+struct GradTimes {
+  using Grad = H;
   template <class A>
-  static typename A::V apply(typename A::V x, typename A::V g, const float*) {
+  static typename A::V times(typename A::V h, typename A::V g) {
+    return A::mul(g, h);
+  }
+  template <class A>
+  static typename A::V apply(typename A::V x, typename A::V g, const float* p) {
+    return times<A>(H::template apply<A>(x, p), g);
+  }
+};
+// d silu = s (1 + x (1 - s)), s = sigmoid(x)
+struct SiluGrad {
+  template <class A>
+  static typename A::V apply(typename A::V x, const float*) {
     auto s = Sigmoid::apply<A>(x, nullptr);
-    return A::mul(g, A::mul(s, A::add(C(1), A::mul(x, A::sub(C(1), s)))));
+    return A::mul(s, A::add(C(1), A::mul(x, A::sub(C(1), s))));
   }
 };
 // d gelu = Φ(x) + x φ(x)
-struct GeluBwd {
+struct GeluGrad {
   template <class A>
-  static typename A::V apply(typename A::V x, typename A::V g, const float*) {
-    auto cdf = A::mul(C(0.5), A::add(C(1), A::erf(A::mul(x, C(0.70710678118654752)))));
+  static typename A::V apply(typename A::V x, const float*) {
+    auto cdf = A::norm_cdf(x);
     auto pdf = A::mul(C(0.39894228040143268), A::exp(A::mul(C(-0.5), A::mul(x, x))));
-    return A::mul(g, A::fma(x, pdf, cdf));
+    return A::fma(x, pdf, cdf);
   }
 };
 // d/dx 0.5 x (1 + tanh u), u = k (x + c x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
 // x is clamped to [-10, 10] first: beyond, t = ±1 exactly, the derivative is 1 or 0, and the
 // unclamped x² would overflow to Inf and make (1 - t²)·du = 0·Inf = NaN for |x| > ~1.8e19.
-struct GeluTanhBwd {
+struct GeluTanhGrad {
   template <class A>
-  static typename A::V apply(typename A::V x_in, typename A::V g, const float*) {
+  static typename A::V apply(typename A::V x_in, const float*) {
     using T = decltype(A::hsum(x_in));
     auto x = A::min(A::set1(T(10)), A::max(A::set1(T(-10)), x_in));  // operand order keeps NaN
     auto x2 = A::mul(x, x);
@@ -128,9 +143,12 @@ struct GeluTanhBwd {
     auto du = A::mul(C(0.79788456080286536), A::fma(C(3 * 0.044715), x2, C(1)));
     auto left = A::mul(C(0.5), A::add(C(1), t));
     auto right = A::mul(A::mul(C(0.5), x), A::mul(A::sub(C(1), A::mul(t, t)), du));
-    return A::mul(g, A::add(left, right));
+    return A::add(left, right);
   }
 };
+using SiluBwd = GradTimes<SiluGrad>;
+using GeluBwd = GradTimes<GeluGrad>;
+using GeluTanhBwd = GradTimes<GeluTanhGrad>;
 // from the output y: sigmoid' = y (1 - y), tanh' = 1 - y^2
 HP_EW_BINARY(SigmoidBwd, A::mul(y, A::mul(x, A::sub(C(1), x))))
 HP_EW_BINARY(TanhBwd, A::mul(y, A::sub(C(1), A::mul(x, x))))

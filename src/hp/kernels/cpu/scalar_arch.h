@@ -37,7 +37,7 @@ struct ScalarArch {
   static V exp(V x) { return std::exp(x); }
   static V log(V x) { return std::log(x); }
   static V tanh(V x) { return std::tanh(x); }
-  static V erf(V x) { return std::erf(x); }
+  static V norm_cdf(V x) { return T(0.5) * std::erfc(-x * T(0.70710678118654752440)); }  // Φ(x)
   static T hsum(V v) { return v; }
   static T hmax(V v) { return v; }
 };

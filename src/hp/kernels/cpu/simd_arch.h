@@ -59,6 +59,8 @@ struct Prims {
     __m512i i = _mm512_cvtps_epi32(n);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(i, _mm512_set1_epi32(127)), 23));
   }
+  // p · 2^n for integral-valued n: one instruction (vscalefps); exact where the result is normal.
+  static V ldexp(V p, V n) { return _mm512_scalef_ps(p, n); }
   // x = m * 2^e with m in [1, 2): returns m, sets e (as float). x > 0, normal.
   static V frexp1(V x, V* e) {
     __m512i b = _mm512_castps_si512(x);
@@ -96,6 +98,21 @@ struct Prims {
   }
   static void store_u16x2(uint16_t* p, I a, I b) {  // low halves (0..65535), load_bf16x2's order
     _mm512_storeu_si512(p, _mm512_packus_epi32(a, b));
+  }
+  // 2W 16-bit values zero-extended to i32 lanes in load_bf16x2's order (store_u16x2 packs them back).
+  static void load_u16x2(const uint16_t* p, I* a, I* b) {
+    const I v = _mm512_loadu_si512(p), z = _mm512_setzero_si512();
+    *a = _mm512_unpacklo_epi16(v, z);
+    *b = _mm512_unpackhi_epi16(v, z);
+  }
+  static I load_u16(const uint16_t* p) {  // W 16-bit values → i32 lanes, in order
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  // Table lookups, one instruction per W lanes: t[idx] (f32), and the 16-bit t[idx] as i32 lanes
+  // (it reads t[idx + 1] too: the table needs one element of padding).
+  static V gather(const float* t, I idx) { return _mm512_i32gather_ps(idx, t, 4); }
+  static I gather_u16(const uint16_t* t, I idx) {
+    return _mm512_and_si512(_mm512_i32gather_epi32(idx, t, 2), _mm512_set1_epi32(0xFFFF));
   }
   static MI unord(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }  // NaN lanes
   // 2W f16 values as two f32 vectors (exact) and back, rounded to nearest even (F16C), in order.
@@ -179,6 +196,7 @@ struct Prims {
     __m256i i = _mm256_cvtps_epi32(n);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(i, _mm256_set1_epi32(127)), 23));
   }
+  static V ldexp(V p, V n) { return _mm256_mul_ps(p, pow2i(n)); }  // n in [-126, 127]
   static V frexp1(V x, V* e) {
     __m256i b = _mm256_castps_si256(x);
     *e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 23), _mm256_set1_epi32(127)));
@@ -302,13 +320,15 @@ struct Prims {
 #endif
 
 #if defined(__AVX2__) || defined(__AVX512F__)
-// Vector math (exp, log, tanh, erf) built from the primitives; see simd_math.h for accuracy.
+// Vector math (exp, log, tanh, Φ) built from the primitives; see simd_math.h for accuracy.
 struct Arch : Prims {
   static constexpr bool kExactMath = false;
-  static V exp(V x) { return vec_exp<Prims>(x); }
-  static V log(V x) { return vec_log<Prims>(x); }
-  static V tanh(V x) { return vec_tanh<Prims>(x); }
-  static V erf(V x) { return vec_erf<Prims>(x); }
+  // Always inlined, as the functions themselves (simd_math.h): GCC otherwise called exp out of
+  // line from the AVX2 f32 silu loop once the loop body became a lambda (run_steps), 17% slower.
+  HP_MATH_INLINE static V exp(V x) { return vec_exp<Prims>(x); }
+  HP_MATH_INLINE static V log(V x) { return vec_log<Prims>(x); }
+  HP_MATH_INLINE static V tanh(V x) { return vec_tanh<Prims>(x); }
+  HP_MATH_INLINE static V norm_cdf(V x) { return vec_norm_cdf<Prims>(x); }
 
   // f32 lanes → bf16 bits in the low half of each i32 lane: round to nearest even (add 0x7FFF +
   // the lsb of the kept half), a NaN keeps its top bits with the quiet bit set — hp::f32_to_bf16

@@ -7,7 +7,8 @@
 //   tanh — odd Taylor polynomial for |x| < 0.4, (1 - e)/(1 + e) with e = exp(-2|x|) above, ≤ 4 ulp.
 //   exp2 — Cephes exp2f polynomial on [-127, 127], relative error ~2e-7, flushes below 2^-126
 //          (the attention softmax's base-2 exponent).
-//   erf  — Abramowitz & Stegun 7.1.26, absolute error ≤ 1.5e-7 (used by the erf form of GELU).
+//   Φ    — the normal CDF from Abramowitz & Stegun 7.1.26 (erfc), absolute error ≤ 0.75e-7,
+//          relative on the negative side (the erf form of GELU and its derivative).
 // These are templates on P, so each ISA TU instantiates its own copy (distinct mangled names).
 #pragma once
 
@@ -49,7 +50,7 @@ HP_MATH_INLINE typename P::V vec_exp(typename P::V x) {
       kAll) {
     V n;
     const V p = exp_reduced<P>(x, &n);
-    return P::mul(p, P::pow2i(n));
+    return P::ldexp(p, n);
   }
   const V hi = P::set1(88.72283935546875f), lo = P::set1(-104.0f);
   V xc = P::min(hi, P::max(lo, x));  // operand order keeps NaN
@@ -121,26 +122,28 @@ HP_MATH_INLINE typename P::V vec_tanh(typename P::V x) {
   return P::select(P::isnan(x), x, r);
 }
 
+// Φ(x) = erfc(-x/√2) / 2, the standard normal CDF (GELU's x·Φ(x) and its derivative), from A&S
+// 7.1.26: erfc(a) = t·P(t)·e^(-a²), t = 1 / (1 + 0.3275911·a), a = |x|/√2, absolute error ≤ 1.5e-7.
+// With h = erfc(a) / 2, Φ = h for x < 0 and 1 - h above: no cancellation against 1 on the negative
+// side (the erf form 1 + erf(x/√2) rounded to 0 below x ≈ -5.7; h is within 4% down to x = -13),
+// and no sign or NaN fix-up (NaN propagates; x·Φ(x) is NaN at -Inf, as 0.5·x·(1 + erf) was).
+// -a² is clamped to -87: e^(-87) = 2^-125.5, so n ≥ -126 and 2^n is a normal factor (pow2i's
+// range); below x ≈ -13.2, |x·Φ(x)| < 1e-37 (measured over x in [-1e30, -13]).
 template <class P>
-HP_MATH_INLINE typename P::V vec_erf(typename P::V x) {
+HP_MATH_INLINE typename P::V vec_norm_cdf(typename P::V x) {
   using V = typename P::V;
-  // |x| is clamped to 4 (NaN stays NaN, operand order): from there on p·e^(-a²) < 2.98e-8, half an
-  // ulp below 1, so y rounds to exactly 1 — the bits erf gave unclamped — and -a² stays in
-  // [-16, 0], where exp's reduced polynomial times 2^n is exact (vec_exp's fast path, the same
-  // bits) with no range check: GELU in bf16 is compute-bound on this function.
-  V a = P::min(P::set1(4.0f), P::abs(x));
-  V t = P::div(P::set1(1.0f), P::fma(a, P::set1(0.3275911f), P::set1(1.0f)));
-  V p = P::set1(1.061405429f);
-  p = P::fma(p, t, P::set1(-1.453152027f));
-  p = P::fma(p, t, P::set1(1.421413741f));
-  p = P::fma(p, t, P::set1(-0.284496736f));
-  p = P::fma(p, t, P::set1(0.254829592f));
+  const V a = P::abs(P::mul(x, P::set1(0.70710678118654752f)));
+  const V t = P::div(P::set1(1.0f), P::fma(a, P::set1(0.3275911f), P::set1(1.0f)));
+  V p = P::set1(0.5f * 1.061405429f);  // A&S's coefficients halved (exact): p·t = P(t)·t / 2
+  p = P::fma(p, t, P::set1(0.5f * -1.453152027f));
+  p = P::fma(p, t, P::set1(0.5f * 1.421413741f));
+  p = P::fma(p, t, P::set1(0.5f * -0.284496736f));
+  p = P::fma(p, t, P::set1(0.5f * 0.254829592f));
   p = P::mul(p, t);
   V n;
-  const V e = exp_reduced<P>(P::neg(P::mul(a, a)), &n);
-  V y = P::sub(P::set1(1.0f), P::mul(p, P::mul(e, P::pow2i(n))));
-  V r = P::select(P::lt(x, P::set1(0.0f)), P::neg(y), y);
-  return P::select(P::isnan(x), x, r);
+  const V e = exp_reduced<P>(P::max(P::set1(-87.0f), P::neg(P::mul(a, a))), &n);  // keeps NaN
+  const V h = P::mul(p, P::ldexp(e, n));
+  return P::select(P::lt(x, P::set1(0.0f)), h, P::sub(P::set1(1.0f), h));
 }
 
 // exp2 for the attention softmax (scores kept in base-2 units) on [-127, 127], NaN propagating:
