@@ -1,4 +1,4 @@
-// Body of an ISA translation unit for the AdamW update (optim/kernels.h). Included once per ISA
+// Body of an ISA translation unit for the AdamW update (optim/adamw.h). Included once per ISA
 // after defining HP_ISA; adamw_{scalar,avx2,avx512}.cpp export it as adamw_update_<isa>.
 //
 // Every lane runs the scalar formula's operations one for one — sub, mul, add, sqrt, div, no FMA
