@@ -7,10 +7,11 @@
 // each on every SIMD ISA the CPU has (the AdamW kernel is per ISA, bitwise the same on all).
 // Ceiling: the fused path's 32 bytes per parameter at the memcpy rate of the same threads
 // (bench_common.h). Peer: PyTorch clip_grad_norm_ + AdamW(fused=True) on the same shapes and
-// thread count (bench/peers/optimizer.py, warm caches). Best of 20 calls each, every call after
-// 512 MiB of other writes (as a training step's activations evict the 84 MB of parameters,
-// gradients and moments from this CPU's 260 MiB L3), and `warm` rows without them; the gradients
-// are clipped every call (norm ~2300 > 1), as in the first steps of a run.
+// thread count (bench/peers/optimizer.py: warm caches, so only the warm rows get a ratio to it).
+// Best of 20 calls each, every call after 512 MiB of other writes (as a training step's
+// activations evict the 84 MB of parameters, gradients and moments from this CPU's 260 MiB L3),
+// and `warm` rows without them; the gradients are clipped every call (norm ~2300 > 1), as in the
+// first steps of a run.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -119,7 +120,7 @@ int main() {
                   : fused ? "fused"
                           : "in_place",
                   s * 1e3, bench::ratio_str(ceiling_ms / 1e3, s).c_str(),
-                  bench::ratio_str(peer_s, s).c_str());
+                  warm ? bench::ratio_str(peer_s, s).c_str() : "-");
     }
   }
   kernels::reset_active_isa();
