@@ -60,7 +60,7 @@ void block_sums(const float* x, int64_t n, int64_t b0, int64_t b1, double* out) 
     }
     // Only a buffer's last block is short: the group runs to its shortest block side by side.
     const int64_t common = len[lanes - 1];
-    if (lanes == kLanes) {
+    if (lanes == kLanes) {  // a constant count: the 8 chains stay in registers
       for (int64_t i = 0; i < common; ++i)
         for (int j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(row[j][i]) * row[j][i];
     } else {
