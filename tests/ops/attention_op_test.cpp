@@ -52,6 +52,34 @@ TEST(AttentionOp, FlashKernelMatchesComposite) {
   }
 }
 
+// q, k, v viewed per head from [B, T, H, D] buffers (as the models make them): the output and the
+// gradients come in that layout — transposing them back needs no copy — with the values, bitwise,
+// of the same problem on contiguous [B, H, T, D] inputs.
+TEST(AttentionOp, HeadViewsGetOutputAndGradientsInTheirLayout) {
+  manual_seed(5);
+  const int64_t B = 2, T = 40, D = 16;
+  std::vector<Tensor> rows = {randn({B, T, 4, D}), randn({B, T, 2, D}), randn({B, T, 2, D})};
+  std::vector<Tensor> heads;  // the same values as contiguous [B, H, T, D] leaves
+  for (Tensor& x : rows) {
+    heads.push_back(contiguous(transpose(x, 1, 2)));
+    x.requires_grad_();
+    heads.back().requires_grad_();
+  }
+  const Tensor g = randn({B, 4, T, D});
+  const Tensor o_rows = scaled_dot_product_attention(
+      transpose(rows[0], 1, 2), transpose(rows[1], 1, 2), transpose(rows[2], 1, 2), true);
+  const Tensor o_heads = scaled_dot_product_attention(heads[0], heads[1], heads[2], true);
+  EXPECT_TRUE(transpose(o_rows, 1, 2).is_contiguous());
+  EXPECT_TRUE(o_heads.is_contiguous());
+  EXPECT_EQ(o_rows.to_vector(), o_heads.to_vector());
+  o_rows.backward(g);
+  o_heads.backward(g);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_TRUE(rows[i].grad().is_contiguous()) << i;
+    EXPECT_EQ(transpose(rows[i].grad(), 1, 2).to_vector(), heads[i].grad().to_vector()) << i;
+  }
+}
+
 // Sliding window, sinks and the lse output: gradcheck of the f64 composite (through o and lse,
 // sinks included), then the f32 kernel against it.
 TEST(AttentionOp, WindowSinksAndLseMatchComposite) {

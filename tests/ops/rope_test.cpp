@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "gradcheck.h"
+#include "isa_test.h"
 
 namespace hp {
 namespace {
@@ -114,6 +115,53 @@ TEST(Rope, CosSinTable) {
   EXPECT_THROW(rope_cos_sin(8, 15, 10000.0, DType::f32), ValueError);
   EXPECT_THROW(rotary_embedding(zeros({1, 2, 7, 16}), c, s), ValueError);  // T = 7 vs 8
 }
+
+}  // namespace
+}  // namespace hp
+
+namespace hp {
+namespace {
+
+class RopeIsa : public test::IsaTest {};
+
+// Every ISA's f32 rows, forward and inverse (backward), against the formula in f32 written out
+// per element (separate roundings, as the kernels compute it): bitwise, for halves with vector
+// tails (3, 10, 37) and whole vectors (8, 32), both pair layouts.
+TEST_P(RopeIsa, F32RowsBitwiseTheFormula) {
+  for (int64_t d : {6, 16, 20, 64, 74}) {
+    for (bool interleaved : {false, true}) {
+      const int64_t B = 2, T = 5, H = 3, half = d / 2;
+      manual_seed(d);
+      const Tensor x = randn({B, T, H, d});
+      auto [c, s] = rope_cos_sin(T, d, 1000.0, DType::f32);
+      const Tensor xr = rotary_embedding(x, c, s, interleaved, 1);
+      const Tensor back = rotary_embedding(xr, c, neg(s), interleaved, 1);  // the inverse
+      const std::vector<float> xv = x.to_vector_as<float>(), cv = c.to_vector_as<float>(),
+                               sv = s.to_vector_as<float>();
+      std::vector<float> want(xv.size()), want_back(xv.size());
+      auto rotate = [&](const std::vector<float>& in, std::vector<float>& out, float sign) {
+        for (int64_t r = 0; r < B * T * H; ++r) {
+          const int64_t t = r / H % T;
+          for (int64_t i = 0; i < half; ++i) {
+            const int64_t ia = r * d + (interleaved ? 2 * i : i);
+            const int64_t ib = r * d + (interleaved ? 2 * i + 1 : i + half);
+            const float cc = cv[t * half + i], ss = sign * sv[t * half + i];
+            const float p = in[ia] * cc, q = in[ib] * ss, u = in[ib] * cc, w = in[ia] * ss;
+            out[ia] = p - q;
+            out[ib] = u + w;
+          }
+        }
+      };
+      rotate(xv, want, 1.0f);
+      rotate(want, want_back, -1.0f);
+      EXPECT_EQ(xr.to_vector_as<float>(), want) << isa_label() << " d " << d << " " << interleaved;
+      EXPECT_EQ(back.to_vector_as<float>(), want_back) << isa_label() << " d " << d;
+      EXPECT_NE(want, xv);  // the rotation moved the values
+    }
+  }
+}
+
+HP_INSTANTIATE_ISA_TESTS(RopeIsa);
 
 }  // namespace
 }  // namespace hp

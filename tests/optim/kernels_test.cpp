@@ -10,6 +10,7 @@
 #include "hp/ops/ops.h"
 #include "hp/optim/grad.h"
 #include "hp/optim/optimizer.h"
+#include "isa_test.h"
 
 namespace hp::optim {
 namespace {
@@ -123,6 +124,107 @@ TEST(Optimizer, BitwiseIdenticalWithOneAndTwoThreads) {
   set_num_threads(saved);
   ASSERT_EQ(one.size(), two.size());
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(one[i] == two[i]) << "tensor " << i;
+}
+
+// The AdamW formula of adamw.h written out per element: the reference every ISA's kernel must
+// equal bitwise (no FMA: each product and sum rounded on its own).
+void adamw_reference(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * s.grad_scale;
+    const float mi = m[i] + (1.0f - s.beta1) * (gi - m[i]);
+    const float vi = s.beta2 * v[i] + (1.0f - s.beta2) * (gi * gi);
+    m[i] = mi;
+    v[i] = vi;
+    const float denom = std::sqrt(vi) * (1.0f / s.bias_correction2_sqrt) + s.eps;
+    p[i] = p[i] * (1.0f - s.lr * s.weight_decay) - s.step_size * (mi / denom);
+  }
+}
+
+class AdamWKernel : public test::IsaTest {};
+
+TEST_P(AdamWKernel, BitwiseTheReferenceOnEveryLengthAndSplit) {
+  // Lengths around the vector widths (tails of every size) and a long one; state from earlier
+  // steps (m, v nonzero), clipped (scale < 1) and unclipped gradients, weight decay on and off.
+  for (int64_t n : {1, 7, 15, 16, 17, 31, 33, 100, 4099}) {
+    for (double scale : {1.0, 0.3173}) {
+      for (double wd : {0.0, 0.1}) {
+        const AdamWStep s = adamw_scalars(1e-3, 0.9, 0.95, 1e-8, wd, 3, scale);
+        const std::vector<float> g = gaussian(n, 11), p0 = gaussian(n, 12), m0 = gaussian(n, 13);
+        std::vector<float> v0 = gaussian(n, 14);
+        for (float& x : v0) x = x * x;  // a second moment is >= 0
+        std::vector<float> p = p0, m = m0, v = v0, rp = p0, rm = m0, rv = v0;
+        adamw_reference(rp.data(), g.data(), rm.data(), rv.data(), n, s);
+        // Split the range at an odd point, as the optimizer's chunks may: no effect on results.
+        const int64_t half = n / 2 | 1;
+        const int64_t cut = std::min(n, half);
+        adamw_update(p.data(), g.data(), m.data(), v.data(), cut, s);
+        adamw_update(p.data() + cut, g.data() + cut, m.data() + cut, v.data() + cut, n - cut, s);
+        EXPECT_TRUE(p == rp && m == rm && v == rv)
+            << isa_label() << " n " << n << " scale " << scale << " wd " << wd;
+        EXPECT_NE(p, p0);  // the update moved every parameter
+      }
+    }
+  }
+}
+
+HP_INSTANTIATE_ISA_TESTS(AdamWKernel);
+
+TEST(SumOfSquares, BlockOrderOfTheSequentialSumAnyThreadCount) {
+  // Buffers with 0, 1, 8, 9 and 17 blocks (short last blocks): the value is the blocks' sequential
+  // sums added in buffer and block order, whatever the thread count.
+  const std::vector<int64_t> sizes = {0, 5, kSumSquaresBlock * 8, kSumSquaresBlock * 8 + 3,
+                                      kSumSquaresBlock * 16 + 100};
+  std::vector<std::vector<float>> data;
+  std::vector<std::span<const float>> spans;
+  double expect = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    data.push_back(gaussian(sizes[k], 20 + k));
+    for (int64_t b = 0; b < sizes[k]; b += kSumSquaresBlock) {
+      double acc = 0;
+      for (int64_t i = b; i < std::min(sizes[k], b + kSumSquaresBlock); ++i)
+        acc += double(data[k][static_cast<size_t>(i)]) * data[k][static_cast<size_t>(i)];
+      expect += acc;
+    }
+  }
+  for (const auto& d : data) spans.emplace_back(d.data(), d.size());
+  const int saved = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    EXPECT_EQ(sum_of_squares(spans), expect) << threads << " threads";
+  }
+  set_num_threads(saved);
+  EXPECT_GT(expect, 0.0);
+}
+
+TEST(ClipGradNorm, FactorIsTheInPlaceClipsScale) {
+  // Optimizer::step(lr, clip_factor(norm, max)) equals clip_grad_norm then step(lr), bitwise.
+  auto make = [] {
+    return std::vector<NamedTensor>{{"w", from_data(gaussian(3000, 31), {30, 100})},
+                                    {"b", from_data(gaussian(100, 32), {100})}};
+  };
+  for (Algorithm algo : {Algorithm::adamw, Algorithm::muon}) {
+    OptimizerOptions o;
+    o.default_algorithm = algo;
+    o.groups.push_back({"b", {"b"}, Algorithm::adamw, 1.0, std::nullopt});
+    auto a = make(), b = make();
+    Optimizer oa(a, o), ob(b, o);
+    for (int s = 0; s < 2; ++s) {
+      for (size_t i = 0; i < a.size(); ++i) {
+        const auto g = gaussian(a[i].second.numel(), 40 + 10 * s + i);
+        a[i].second.set_grad(from_data(g, a[i].second.shape()));
+        b[i].second.set_grad(from_data(g, b[i].second.shape()));
+      }
+      const double norm = clip_grad_norm(oa.parameters(), 0.5);
+      EXPECT_GT(norm, 5.0);  // clipped by a factor below 0.1
+      oa.step(1e-2);
+      ob.step(1e-2, clip_factor(norm, 0.5));
+    }
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(a[i].second.to_vector(), b[i].second.to_vector()) << a[i].first;
+  }
+  EXPECT_EQ(clip_factor(0.4, 0.5), 1.0);
+  EXPECT_EQ(clip_factor(std::nan(""), 0.5), 1.0);
+  EXPECT_EQ(clip_factor(3.0, 0.0), 1.0);
 }
 
 TEST(ClipGradNorm, ScalesOnlyAboveTheLimitAndSkipsMissingGrads) {

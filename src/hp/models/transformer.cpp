@@ -429,9 +429,13 @@ Tensor CausalLM::loss_from_hidden(const Tensor& h, const Tensor& ids, const Tens
   const int64_t b = ids.size(0), t = ids.size(1);
   HP_CHECK(model->norm != nullptr, "the head is on another pipeline stage");
   const Tensor logits = head(final_norm(h));  // [B, T, V_local]
-  Tensor shifted = flat_f32(narrow(logits, 1, 0, t - 1));
-  Tensor targets = reshape(narrow(lab, 1, 1, t - 1), {b * (t - 1)});
-  return add_aux_losses(mean_cross_entropy(shifted, targets), nullptr);
+  // Position i predicts token i + 1, so the last position has no target: it gets ignore_index
+  // instead of being cut off the logits. The loss and every gradient are bitwise those of the
+  // [B, T - 1] rows (an ignored row adds 0 to the loss and has a zero gradient), without copying
+  // the [B, T - 1, V] slice forward and scattering its gradient back into zeros in backward.
+  const Tensor targets =  // [B·T]
+      reshape(cat({narrow(lab, 1, 1, t - 1), full({b, 1}, -100.0, lab.dtype())}, 1), {b * t});
+  return add_aux_losses(mean_cross_entropy(flat_f32(logits), targets), nullptr);
 }
 
 void CausalLM::keep_pipeline_stages(const std::function<bool(int64_t)>& keep_layer, bool embedding,

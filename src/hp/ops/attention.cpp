@@ -16,6 +16,20 @@ namespace {
 // Kernel view of a [B, H, T, D] tensor whose last dim is unit-stride (copied otherwise).
 Tensor unit_last(const Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
 
+// An uninitialized f32 tensor of t's [B, H, T, D] shape laid out as t is when t is a [B, T, H, D]
+// buffer seen through transpose(1, 2) — the models' q, k, v, per-head views of a projection —
+// else contiguous. The kernels write through strides, so the values are the same either way; the
+// models' transpose back of the output is then contiguous (no copy before o_proj), and so are the
+// q, k, v gradients after their transpose backward (no copy in the rotary and view backward).
+Tensor empty_heads_like(const Tensor& t) {
+  const Shape& s = t.shape();
+  const bool heads_inner = t.stride(3) == 1 && t.stride(1) == s[3] && t.stride(2) == s[1] * s[3] &&
+                           t.stride(0) == s[1] * s[2] * s[3];
+  if (!heads_inner || t.is_contiguous()) return empty(s, DType::f32);
+  return empty({s[0], s[2], s[1], s[3]}, DType::f32)
+      .as_strided(s, {s[1] * s[2] * s[3], s[3], s[1] * s[3], 1}, 0);
+}
+
 kernels::AttentionStrides strides_of(const Tensor& t) {
   return {t.stride(0), t.stride(1), t.stride(2)};
 }
@@ -128,7 +142,7 @@ AttentionOut scaled_dot_product_attention_lse(const Tensor& q, const Tensor& k, 
   if (seg.defined())
     opts.segments = {seg.data<int32_t>(), shape.seq_q, seg.data<int32_t>(), shape.seq_kv};
   Tensor qu = unit_last(q), ku = unit_last(k), vu = unit_last(v);
-  Tensor o = empty(q.shape(), DType::f32);
+  Tensor o = empty_heads_like(qu);  // [B, Hq, T, D]
   Tensor lse = empty({shape.batch, shape.heads_q, shape.seq_q}, DType::f32);
   if (o.numel() > 0)
     kernels::attention_forward(shape, opts, {qu.raw_data(), strides_of(qu)},
@@ -151,8 +165,7 @@ AttentionOut scaled_dot_product_attention_lse(const Tensor& q, const Tensor& k, 
       bo.sinks = has_sinks ? sk_now.data<float>() : nullptr;
       Tensor qq = sq.unpack(), kk = sk.unpack(), vv = sv.unpack(), oo = so.unpack();
       Tensor dout = unit_last(g[0]), dlse = g[1].contiguous();
-      Tensor dq = empty(qq.shape(), DType::f32), dk = empty(kk.shape(), DType::f32),
-             dv = empty(vv.shape(), DType::f32);
+      Tensor dq = empty_heads_like(qq), dk = empty_heads_like(kk), dv = empty_heads_like(vv);
       Tensor dz = has_sinks ? zeros({shape.heads_q}, DType::f32) : Tensor();
       if (dq.numel() > 0)
         kernels::attention_backward(

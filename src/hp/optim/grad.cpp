@@ -1,8 +1,10 @@
 #include "hp/optim/grad.h"
 
 #include <cmath>
+#include <span>
 
 #include "hp/core/thread_pool.h"
+#include "hp/optim/kernels.h"
 
 namespace hp::optim {
 
@@ -16,24 +18,18 @@ Tensor f32_grad(const Tensor& p) {
   return g;
 }
 
-// Σ g² over every defined grad, in double: fixed blocks per tensor combined in parameter order.
-double sum_of_squares(const std::vector<Tensor>& params) {
-  constexpr int64_t kBlock = 1 << 14;
-  double total = 0;
+// Σ g² over every defined grad, in double (kernels.h sum_of_squares: fixed blocks per tensor,
+// combined in parameter order).
+double grad_sum_of_squares(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;  // keeps converted grads alive while the spans point into them
+  std::vector<std::span<const float>> spans;
   for (const auto& p : params) {
     Tensor g = f32_grad(p);
     if (!g.defined()) continue;
-    const float* x = g.data<float>();
-    const int64_t n = g.numel();
-    std::vector<double> partial(static_cast<size_t>(num_blocks(n, kBlock)), 0.0);
-    parallel_blocks(n, kBlock, [&](int64_t b, int64_t lo, int64_t hi) {
-      double acc = 0;
-      for (int64_t i = lo; i < hi; ++i) acc += static_cast<double>(x[i]) * x[i];
-      partial[static_cast<size_t>(b)] = acc;
-    });
-    for (double v : partial) total += v;
+    spans.emplace_back(g.data<float>(), static_cast<size_t>(g.numel()));
+    grads.push_back(std::move(g));
   }
-  return total;
+  return optim::sum_of_squares(spans);
 }
 
 // Multiplies every defined .grad by `factor` in place.
@@ -49,27 +45,36 @@ void scale_grads(const std::vector<Tensor>& params, double factor) {
   }
 }
 
-// Scales when the norm is finite and above max_norm (> 0), as torch's clip_grad_norm_.
+// Scales by clip_factor unless it is 1.
 void clip_to(const std::vector<Tensor>& params, double norm, double max_norm) {
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm)
-    scale_grads(params, max_norm / (norm + 1e-6));
+  const double factor = clip_factor(norm, max_norm);
+  if (factor != 1.0) scale_grads(params, factor);
 }
 }  // namespace
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  const double norm = std::sqrt(sum_of_squares(params));
+  const double norm = std::sqrt(grad_sum_of_squares(params));
   clip_to(params, norm, max_norm);
   return norm;
+}
+
+double clip_factor(double norm, double max_norm) {
+  return max_norm > 0 && std::isfinite(norm) && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+}
+
+double global_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
+                        dist::Communicator& comm) {
+  const Tensor sums =  // [size]: every rank's shard sum, added in rank order below
+      comm.all_gather(from_data<double>({grad_sum_of_squares(sharded)}, {1}));
+  double total = 0;
+  for (int r = 0; r < comm.size(); ++r) total += sums.data<double>()[r];
+  return std::sqrt(total + grad_sum_of_squares(replicated));
 }
 
 double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
                       double max_norm, dist::Communicator& comm,
                       const std::vector<Tensor>& uncounted) {
-  const Tensor sums =  // [size]: every rank's shard sum, added in rank order below
-      comm.all_gather(from_data<double>({sum_of_squares(sharded)}, {1}));
-  double total = 0;
-  for (int r = 0; r < comm.size(); ++r) total += sums.data<double>()[r];
-  const double norm = std::sqrt(total + sum_of_squares(replicated));
+  const double norm = global_grad_norm(sharded, replicated, comm);
   clip_to(sharded, norm, max_norm);
   clip_to(replicated, norm, max_norm);
   clip_to(uncounted, norm, max_norm);

@@ -28,4 +28,13 @@ double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tens
                       double max_norm, dist::Communicator& comm,
                       const std::vector<Tensor>& uncounted = {});
 
+// The factor clip_grad_norm scales the gradients by: max_norm / (norm + 1e-6) when max_norm > 0
+// and the norm is finite and above it, else 1. Optimizer::step takes it as its grad_scale, so a
+// trainer clips inside the update pass instead of rewriting every gradient first.
+double clip_factor(double norm, double max_norm);
+
+// The norm the sharded clip_grad_norm measures, without scaling anything (collective over comm).
+double global_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
+                        dist::Communicator& comm);
+
 }  // namespace hp::optim

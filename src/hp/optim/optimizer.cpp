@@ -119,12 +119,14 @@ TransferStats Optimizer::transfer_stats() const {
 
 MemTier Optimizer::state_tier() const { return offload_ ? offload_->tier() : MemTier::device; }
 
-void Optimizer::step(double lr) {
+void Optimizer::step(double lr, double grad_scale) {
   if (!std::isfinite(lr) || lr < 0) HP_THROW(ValueError, "optim", "step: bad lr ", lr);
+  if (!std::isfinite(grad_scale))
+    HP_THROW(ValueError, "optim", "step: bad grad_scale ", grad_scale);
   if (!offload_) {
     std::vector<size_t> all(entries_.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    step_entries(all, lr);
+    step_entries(all, lr, grad_scale);
     return;
   }
   // Group by group: the next group's state is read while this one steps (offload.optimizer disk).
@@ -133,7 +135,7 @@ void Optimizer::step(double lr) {
   for (size_t g = 0; g < groups.size(); ++g) {
     offload_->acquire(g, entries_);
     offload_->prefetch(g + 1, entries_);
-    step_entries(groups[g], lr);
+    step_entries(groups[g], lr, grad_scale);
     offload_->release(g, entries_, /*dirty=*/true);
   }
   offload_->flush();
@@ -142,7 +144,7 @@ void Optimizer::step(double lr) {
   offload_->count_step(grad_bytes, grad_bytes);
 }
 
-void Optimizer::step_entries(const std::vector<size_t>& entry_ids, double lr) {
+void Optimizer::step_entries(const std::vector<size_t>& entry_ids, double lr, double grad_scale) {
   std::vector<size_t> adamw_ids, muon_ids;
   std::vector<Tensor> adamw_grads, muon_grads;
   for (size_t i : entry_ids) {
@@ -157,12 +159,12 @@ void Optimizer::step_entries(const std::vector<size_t>& entry_ids, double lr) {
     (muon ? muon_ids : adamw_ids).push_back(i);
     (muon ? muon_grads : adamw_grads).push_back(g);
   }
-  step_muon(muon_ids, muon_grads, lr);
-  step_adamw(adamw_ids, adamw_grads, lr);
+  step_muon(muon_ids, muon_grads, lr, grad_scale);
+  step_adamw(adamw_ids, adamw_grads, lr, grad_scale);
 }
 
 void Optimizer::step_adamw(const std::vector<size_t>& ids, const std::vector<Tensor>& grads,
-                           double lr) {
+                           double lr, double grad_scale) {
   // One parallel pass over fixed-size chunks of every parameter: many small tensors (norms,
   // biases) share the threads instead of each paying a parallel_for.
   constexpr int64_t kChunk = 1 << 14;
@@ -181,8 +183,8 @@ void Optimizer::step_adamw(const std::vector<size_t>& ids, const std::vector<Ten
       e.exp_avg_sq = zeros(e.param.shape(), DType::f32, state_tier());
     }
     ++e.step;
-    scalars.push_back(
-        adamw_scalars(lr * e.lr_scale, o.beta1, o.beta2, o.eps, e.weight_decay, e.step));
+    scalars.push_back(adamw_scalars(lr * e.lr_scale, o.beta1, o.beta2, o.eps, e.weight_decay,
+                                    e.step, grad_scale));
     const int64_t n = e.param.numel();
     for (int64_t b = 0; b < n; b += kChunk) chunks.push_back({k, b, std::min(n, b + kChunk)});
   }
@@ -198,11 +200,11 @@ void Optimizer::step_adamw(const std::vector<size_t>& ids, const std::vector<Ten
 }
 
 void Optimizer::step_muon(const std::vector<size_t>& ids, const std::vector<Tensor>& grads,
-                          double lr) {
+                          double lr, double grad_scale) {
   // Momentum, then every Newton–Schulz at once (sharded matrices share their exchanges), then the
   // updates. u and ortho have each parameter's local shape.
   const MuonOptions& o = options_.muon;
-  const float mu = static_cast<float>(o.momentum);
+  const float mu = static_cast<float>(o.momentum), scale = static_cast<float>(grad_scale);
   constexpr int64_t kGrain = 1 << 14;
   std::vector<std::vector<float>> u(ids.size()), ortho(ids.size());
   std::vector<OrthoTask> tasks;
@@ -221,8 +223,9 @@ void Optimizer::step_muon(const std::vector<size_t>& ids, const std::vector<Tens
     float* uk = u[k].data();
     parallel_for(0, n, kGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        buf[i] = mu * buf[i] + g[i];
-        uk[i] = o.nesterov ? g[i] + mu * buf[i] : buf[i];
+        const float gi = g[i] * scale;
+        buf[i] = mu * buf[i] + gi;
+        uk[i] = o.nesterov ? gi + mu * buf[i] : buf[i];
       }
     });
     tasks.push_back({&e, u[k].data(), ortho[k].data()});

@@ -143,7 +143,9 @@ class Optimizer {
   // One update of every parameter that has a gradient; `lr` is the scheduled peak-group lr.
   // With Muon matrices split across ranks, collective over their shard groups: every rank steps,
   // with gradients for the same sharded parameters (checked: ValueError on every rank).
-  void step(double lr);
+  // Every gradient element is first multiplied by grad_scale in float (clip_factor in grad.h:
+  // the same values as clipping the .grad tensors in place, without a pass of its own; 1 is exact).
+  void step(double lr, double grad_scale = 1.0);
   // Drops every gradient (set to undefined, so unused parameters are skipped next step).
   void zero_grad();
 
@@ -173,13 +175,15 @@ class Optimizer {
   const OptimizerOptions& options() const { return options_; }
 
  private:
-  void step_adamw(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr);
-  void step_muon(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr);
+  void step_adamw(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr,
+                  double grad_scale);
+  void step_muon(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr,
+                 double grad_scale);
   void attach_shards(std::map<std::string, ShardSpec> shards);  // shard_spec.cpp
   // state_dict.cpp: e's entries, copies or the tensors themselves.
   void append_state(const Entry& e, bool copy, std::vector<NamedTensor>* out) const;
   // Steps the entries `ids` that have a gradient.
-  void step_entries(const std::vector<size_t>& ids, double lr);
+  void step_entries(const std::vector<size_t>& ids, double lr, double grad_scale);
 
   OptimizerOptions options_;
   std::vector<Entry> entries_;

@@ -464,7 +464,9 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
 
   StopSignals signals;
   const std::vector<Tensor> shard_params = opt.parameters();
-  const auto [counted, uncounted] = par.norm_parameters(layout);
+  // The gradients the norm counts (the others, tp copies, are clipped alike: the optimizer scales
+  // every gradient it reads).
+  const std::vector<Tensor> counted = par.norm_parameters(layout).first;
   // The f32 gradients every step allocates on the device tier; excluded from the activation
   // figure (none there with offload.grads host).
   int64_t grad_bytes = 0;
@@ -542,10 +544,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     double grad_norm = 0;
     {
       const profiler::Scope phase(profiler::Phase::optimizer);
-      grad_norm =
-          optim::clip_grad_norm(counted, {}, cfg.training.grad_clip, *layout.norm_comm, uncounted);
+      // The clip is the update's gradient scale (the same values as clip_grad_norm's in-place
+      // scaling, one pass over the gradients fewer).
+      grad_norm = optim::global_grad_norm(counted, {}, *layout.norm_comm);
       if (std::isfinite(grad_norm)) {
-        opt.step(lr);
+        opt.step(lr, optim::clip_factor(grad_norm, cfg.training.grad_clip));
         balancer.step();
       }
     }

@@ -71,14 +71,19 @@ struct FlashAttention {
   static constexpr float kLog2e = 1.44269504088896340736f;
   static constexpr float kLn2 = 0.69314718055994530942f;
 
-  // n zeroed T of scratch. Not std::vector: its inline members, instantiated in an ISA TU, can be
-  // emitted there as weak symbols compiled with that TU's flags (AVX-512 in attention_avx512.cpp),
-  // and the linker may pick that copy for every caller, on CPUs without the ISA too. A member
-  // class of FlashAttention<Ops> has the internal linkage of its TU's Ops.
+  // n T of scratch, the first `zeroed` of them zero (all by default; the rest uninitialized: the
+  // work items' block buffers are written before they are read, and zeroing 66–150 KB per item
+  // cost ~4% of a short-sequence attention). Not std::vector: its inline members, instantiated in
+  // an ISA TU, can be emitted there as weak symbols compiled with that TU's flags (AVX-512 in
+  // attention_avx512.cpp), and the linker may pick that copy for every caller, on CPUs without
+  // the ISA too. A member class of FlashAttention<Ops> has the internal linkage of its TU's Ops.
   template <class T>
   class Zeroed {
    public:
     explicit Zeroed(int64_t n) : p_(new T[static_cast<size_t>(n)]()) {}
+    Zeroed(int64_t n, int64_t zeroed) : p_(new T[static_cast<size_t>(n)]) {
+      std::fill(p_, p_ + zeroed, T(0));
+    }
     ~Zeroed() { delete[] p_; }
     Zeroed(const Zeroed&) = delete;
     Zeroed& operator=(const Zeroed&) = delete;
@@ -173,14 +178,16 @@ struct FlashAttention {
       const int64_t qb = nqb - 1 - item / bh, b = (item % bh) / sh.heads_q;
       const int64_t h = item % sh.heads_q, hk = h / group;
       const int64_t q0 = qb * kBlock, nq = std::min(kBlock, T - q0), nqp = pad(nq);
-      Zeroed<float> buf(D * kBlock + kBlock * kBlock + 2 * kBlock * Dp + 4 * kBlock);
+      // Zero: qt (its padding columns), acc and l (accumulated), vpack when used (its padding).
+      const int64_t zeroed = D * kBlock + kBlock * Dp + kBlock + (D % kLanes ? kBlock * Dp : 0);
+      Zeroed<float> buf(D * kBlock + kBlock * kBlock + 2 * kBlock * Dp + 4 * kBlock, zeroed);
       float* qt = buf.data();            // [D, 64]: c2 · qᵀ
-      float* s = qt + D * kBlock;        // [64 kv, 64 q]: scores, then probabilities
-      float* acc = s + kBlock * kBlock;  // [64 q, Dp]: unnormalized output
-      float* vpack = acc + kBlock * Dp;  // [64 kv, Dp]: v when D % L != 0
-      float* m = vpack + kBlock * Dp;    // [64]: running column max (base 2)
-      float* l = m + kBlock;             // [64]: running column sum
-      float* alpha = l + kBlock;         // [64]: rescale of the previous sum
+      float* acc = qt + D * kBlock;      // [64 q, Dp]: unnormalized output
+      float* l = acc + kBlock * Dp;      // [64]: running column sum
+      float* vpack = l + kBlock;         // [64 kv, Dp]: v when D % L != 0
+      float* s = vpack + kBlock * Dp;    // [64 kv, 64 q]: scores, then probabilities
+      float* m = s + kBlock * kBlock;    // [64]: running column max (base 2)
+      float* alpha = m + kBlock;         // [64]: rescale of the previous sum
       float* csum = alpha + kBlock;      // [64]: this block's column sum
       pack_transposed(a.q.row(b, h, q0), a.q.s.t, nq, D, c2, qt);
       std::fill(m, m + kBlock, -FLT_MAX);
@@ -247,11 +254,25 @@ struct FlashAttention {
     Zeroed<double> sink_part(a.dsinks ? B * Hq : 0);
     parallel_blocks(B * Hq, 1, [&](int64_t bh, int64_t, int64_t) {
       const int64_t b = bh / Hq, h = bh % Hq;
+      // Σ_d in double in d order per row, kRows rows side by side: each row's sum is a chain of
+      // dependent adds (latency-bound alone); independent chains overlap, each in its own order.
+      constexpr int64_t kRows = 8;
+      double row_sum[kRows];
       for (int64_t t = 0; t < T; ++t) {
-        const float* o = a.o.row(b, h, t);
-        const float* g = a.dout.row(b, h, t);
-        double sum = 0;
-        for (int64_t d = 0; d < D; ++d) sum += static_cast<double>(o[d]) * g[d];
+        const int64_t j = t % kRows;
+        if (j == 0) {
+          const int64_t rows = std::min(kRows, T - t);
+          const float* o[kRows];
+          const float* g[kRows];
+          for (int64_t r = 0; r < rows; ++r) {
+            o[r] = a.o.row(b, h, t + r);
+            g[r] = a.dout.row(b, h, t + r);
+            row_sum[r] = 0;
+          }
+          for (int64_t d = 0; d < D; ++d)
+            for (int64_t r = 0; r < rows; ++r) row_sum[r] += static_cast<double>(o[r][d]) * g[r][d];
+        }
+        double sum = row_sum[j];
         if (a.dlse) sum -= a.dlse[bh * T + t];
         delta[bh * T + t] = static_cast<float>(sum);
         lse2[bh * T + t] = a.lse[bh * T + t] * kLog2e;
@@ -292,16 +313,18 @@ struct FlashAttention {
     Zeroed<float> part(C * chunk_stride);
     parallel_blocks(C * sh.batch * Hkv, 1, [&](int64_t item, int64_t, int64_t) {
       const int64_t c = item % C, b = item / C / Hkv, hk = item / C % Hkv;
-      Zeroed<float> buf(2 * D * kBlock + 2 * kBlock * kBlock + 5 * kBlock * Dp);
-      float* kt = buf.data();              // [D, 64]: kᵀ
-      float* vt = kt + D * kBlock;         // [D, 64]: vᵀ
-      float* p = vt + D * kBlock;          // [64 q, 64 kv]: scores, then probabilities
-      float* ds = p + kBlock * kBlock;     // [64 q, 64 kv]: dP, then dS
-      float* dk = ds + kBlock * kBlock;    // [64 kv, Dp]
-      float* dv = dk + kBlock * Dp;        // [64 kv, Dp]
-      float* qpack = dv + kBlock * Dp;     // [64 q, Dp]: q when D % L != 0
+      // Zero: the packs when used (their padding columns); kt, vt, dk, dv are zeroed per kv block.
+      Zeroed<float> buf(2 * D * kBlock + 2 * kBlock * kBlock + 5 * kBlock * Dp,
+                        D % kLanes ? 3 * kBlock * Dp : 0);
+      float* qpack = buf.data();           // [64 q, Dp]: q when D % L != 0
       float* gpack = qpack + kBlock * Dp;  // [64 q, Dp]: do when D % L != 0
       float* kpack = gpack + kBlock * Dp;  // [64 kv, Dp]: k when D % L != 0
+      float* kt = kpack + kBlock * Dp;     // [D, 64]: kᵀ
+      float* vt = kt + D * kBlock;         // [D, 64]: vᵀ
+      float* dk = vt + D * kBlock;         // [64 kv, Dp]
+      float* dv = dk + kBlock * Dp;        // [64 kv, Dp]
+      float* p = dv + kBlock * Dp;         // [64 q, 64 kv]: scores, then probabilities
+      float* ds = p + kBlock * kBlock;     // [64 q, 64 kv]: dP, then dS
       for (int64_t kb = c; kb < nkb; kb += C) {
         const int64_t k0 = kb * kBlock, nk = std::min(kBlock, Tkv - k0), nkp = pad(nk);
         const float* k = a.k.row(b, hk, k0);

@@ -6,27 +6,33 @@
 
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/ew_table.h"
+#include "hp/kernels/cpu/rope_row.h"
 
 namespace hp::kernels {
 namespace {
 
-// One row: y = rotate(x) with c, s the row's [D/2] cos / sin (s already negated for inverse).
-// Plain loops over contiguous T: the compiler vectorizes them; the op is memory-bound.
-template <class T>
-void rotate_row(const T* x, const T* c, const T* s, T* y, int64_t half, bool interleaved) {
-  if (!interleaved) {
-    for (int64_t i = 0; i < half; ++i) {
-      const T a = x[i], b = x[i + half];
-      y[i] = a * c[i] - b * s[i];
-      y[i + half] = b * c[i] + a * s[i];
-    }
-  } else {
-    for (int64_t i = 0; i < half; ++i) {
-      const T a = x[2 * i], b = x[2 * i + 1];
-      y[2 * i] = a * c[i] - b * s[i];
-      y[2 * i + 1] = b * c[i] + a * s[i];
-    }
+// One f64 row (gradient checks): the f32 rows run the ISA kernels of rope_impl.h.
+void rotate_row(const double* x, const double* c, const double* s, double* y, int64_t half,
+                bool interleaved) {
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
+    const double a = x[ia], b = x[ib];
+    y[ia] = a * c[i] - b * s[i];
+    y[ib] = b * c[i] + a * s[i];
   }
+}
+
+using RowFn = void (*)(const float*, const float*, const float*, float*, int64_t, bool);
+RowFn rope_row(Isa isa) {
+  switch (isa) {
+    case Isa::avx512:
+      return &detail::rope_row_avx512;
+    case Isa::avx2:
+      return &detail::rope_row_avx2;
+    case Isa::scalar:
+      break;
+  }
+  return &detail::rope_row_scalar;
 }
 
 template <class T>
@@ -46,6 +52,7 @@ void rope_impl(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tens
     for (T& v : sv) v = -v;
   const bool narrow = x.dtype() != dtype_of<T>();
   const EwTable& tab = ew_table(active_isa());
+  const RowFn row_f32 = rope_row(active_isa());
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)),
                [&](int64_t r0, int64_t r1) {
                  std::vector<float> xb(narrow ? d : 0), yb(narrow ? d : 0);
@@ -62,7 +69,7 @@ void rope_impl(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tens
                          tab.bf16_to_f32(src, xb.data(), d);
                        else
                          tab.f16_to_f32(src, xb.data(), d);
-                       rotate_row(xb.data(), c, s, yb.data(), half, interleaved);
+                       row_f32(xb.data(), c, s, yb.data(), half, interleaved);
                        if (x.dtype() == DType::bf16)
                          tab.f32_to_bf16(yb.data(), dst, d);
                        else
@@ -70,8 +77,12 @@ void rope_impl(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tens
                        continue;
                      }
                    }
-                   rotate_row(static_cast<const T*>(x.raw_data()) + r * d, c, s,
-                              static_cast<T*>(out.raw_data()) + r * d, half, interleaved);
+                   const T* xr = static_cast<const T*>(x.raw_data()) + r * d;
+                   T* yr = static_cast<T*>(out.raw_data()) + r * d;
+                   if constexpr (std::is_same_v<T, float>)
+                     row_f32(xr, c, s, yr, half, interleaved);
+                   else
+                     rotate_row(xr, c, s, yr, half, interleaved);
                  }
                });
 }
