@@ -255,6 +255,9 @@ TEST(Bf16Probe, DecidesTheNativePath) {
   if (!native_bf16()) {
     EXPECT_FALSE(bf16_compute_pays());
   }
+  // The CPU decides, not the probe: the same answer under any load.
+  EXPECT_EQ(bf16_compute_pays(), native_bf16() && (__builtin_cpu_supports("amx-bf16") ||
+                                                   __builtin_cpu_is("amd")));
   const bool hw = native_bf16() && isa_supported(Isa::avx512);
   if (hw) set_active_isa(Isa::avx512);
   EXPECT_EQ(detail::native_bf16_gemm(), hw && bf16_compute_pays()) << isa_summary();

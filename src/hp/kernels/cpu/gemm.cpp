@@ -6,8 +6,8 @@
 // runs its SSE3 fallback on CPUs newer than itself: 27 against 146-156 GFLOP/s on one Emerald
 // Rapids core).
 //
-// bf16 tiles: where native bf16 multiplies pay (bf16_compute_pays(): AMX, or AVX512_BF16 as fast
-// as on Zen 4) and the ISA is avx512, one single-threaded oneDNN matmul over the whole K
+// bf16 tiles: where native bf16 multiplies pay (bf16_compute_pays(): AMX, or AMD's AVX512_BF16,
+// Zen 4 on) and the ISA is avx512, one single-threaded oneDNN matmul over the whole K
 // (gemm_native.h), bf16 read in place with f32 accumulation: 0.98-1.17x oneDNN's own
 // whole-problem 2-thread bf16 matmul on Emerald Rapids (loaded). Elsewhere the panels widen to f32
 // per K chunk (a shift, memory-bound, O((M+N)·K) per tile against O(M·N·K) multiply-adds) and go

@@ -24,10 +24,11 @@ void reset_active_isa();
 Isa isa_from_name(std::string_view name);
 // True where the CPU multiplies bf16 natively (AVX512_BF16 or AMX-BF16).
 bool native_bf16();
-// True where native bf16 multiplies beat f32 ones: AMX-BF16, or AVX512_BF16 whose dot product
-// measures at least 1.2× the f32 FMA's flop rate (bf16_rate.h; ~2 on Zen 4, ~0.5 on Intel Emerald
-// Rapids without AMX). Probed once per process. The bf16 GEMM runs natively and
-// training.mixed_precision auto picks bf16 only here.
+// True where native bf16 multiplies beat f32 ones: AMX-BF16, or AMD's AVX512_BF16 (Zen 4 and
+// later: the dot product at ~2× the f32 FMA's flop rate, against ~0.5 on Intel without AMX;
+// bf16_rate.h measures it for the log). Decided by the CPU alone, never by a timing, because it
+// changes results: the bf16 GEMM runs natively and training.mixed_precision auto picks bf16 only
+// here (HP_BF16_GEMM=native|widen overrides the GEMM's choice).
 bool bf16_compute_pays();
 // For `hp --version` and the run log: "kernels avx512 (CPU best avx512, native bf16 yes, bf16 dot
 // 0.48x f32 FMA; bf16 GEMM widened to f32, oneDNN sgemm)".
