@@ -203,12 +203,17 @@ void bm_gemm(benchmark::State& state, Shape s, hp::DType dt) {
 
 void register_all() {
   // The LLM rows: 8192 tokens through a 1024 -> 4096 linear (forward, dgrad, wgrad) and the
-  // 4096 -> 1024 one back.
+  // 4096 -> 1024 one back; then the small-K linears of configs/bench_5m.yaml.
   const Shape shapes[] = {{512, 512, 512, false, false},    {1024, 1024, 1024, false, false},
                           {2048, 2048, 2048, false, false}, {4096, 4096, 4096, false, false},
                           {2048, 4096, 1024, false, true},  {2048, 1024, 4096, false, true},
                           {8192, 4096, 1024, false, true},  {8192, 1024, 4096, false, false},
-                          {4096, 1024, 8192, true, false},  {8192, 1024, 4096, false, true}};
+                          {4096, 1024, 8192, true, false},  {8192, 1024, 4096, false, true},
+                          // bench_5m's linears (2048 tokens, hidden 256, intermediate 688, vocab
+                          // 4096): projections, gate/up, down, and the head forward/dgrad/wgrad.
+                          {2048, 256, 256, false, true},    {2048, 688, 256, false, true},
+                          {2048, 256, 688, false, true},    {2048, 4096, 256, false, true},
+                          {2048, 256, 4096, false, false},  {4096, 256, 2048, true, false}};
   for (hp::DType dt : {hp::DType::f32, hp::DType::bf16})
     for (const Shape& s : shapes) {
       const std::string name = std::string("gemm_") + (dt == hp::DType::f32 ? "f32" : "bf16") +
