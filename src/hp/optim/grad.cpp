@@ -72,12 +72,10 @@ double global_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Te
 }
 
 double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
-                      double max_norm, dist::Communicator& comm,
-                      const std::vector<Tensor>& uncounted) {
+                      double max_norm, dist::Communicator& comm) {
   const double norm = global_grad_norm(sharded, replicated, comm);
   clip_to(sharded, norm, max_norm);
   clip_to(replicated, norm, max_norm);
-  clip_to(uncounted, norm, max_norm);
   return norm;
 }
 

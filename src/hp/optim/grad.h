@@ -21,12 +21,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 // `replicated` parameters whose gradients are the same on every rank, counted once. Each rank's
 // sum of squares (double) is all-gathered and added in rank order, so every rank gets the same
 // norm and clips alike; it equals the unsharded norm up to the association of the double sums
-// (relative error ~1e-15). `uncounted` are clipped alike but not counted: this rank's copies of
-// elements another rank of comm counts (a tensor-parallel rank's replicated parameters, counted
-// by tp rank 0). Collective over comm.
+// (relative error ~1e-15). Collective over comm.
 double clip_grad_norm(const std::vector<Tensor>& sharded, const std::vector<Tensor>& replicated,
-                      double max_norm, dist::Communicator& comm,
-                      const std::vector<Tensor>& uncounted = {});
+                      double max_norm, dist::Communicator& comm);
 
 // The factor clip_grad_norm scales the gradients by: max_norm / (norm + 1e-6) when max_norm > 0
 // and the norm is finite and above it, else 1. Optimizer::step takes it as its grad_scale, so a

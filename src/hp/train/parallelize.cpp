@@ -528,12 +528,11 @@ std::map<std::string, optim::ShardSpec> Parallelized::shard_specs(const Layout& 
   return specs;
 }
 
-std::pair<std::vector<Tensor>, std::vector<Tensor>> Parallelized::norm_parameters(
-    const Layout& l) const {
-  std::pair<std::vector<Tensor>, std::vector<Tensor>> out;
+std::vector<Tensor> Parallelized::norm_parameters(const Layout& l) const {
+  std::vector<Tensor> out;
   const bool tp_lead = l.tp_comm->rank() == 0;
   for (const auto& [fqn, t] : params)
-    (tp_lead || split_over_tp(t) ? out.first : out.second).push_back(t.local());
+    if (tp_lead || split_over_tp(t)) out.push_back(t.local());
   return out;
 }
 

@@ -144,9 +144,9 @@ struct Parallelized {
   // Parameters split across ranks (Muon gathers each whole matrix over `comm`).
   std::map<std::string, optim::ShardSpec> shard_specs(const Layout& layout) const;
   // The parameters this rank counts in the global gradient norm over layout.model_comm (every
-  // element of the model once: parameters replicated over tp count on tp rank 0 only), and those
-  // it clips without counting.
-  std::pair<std::vector<Tensor>, std::vector<Tensor>> norm_parameters(const Layout& layout) const;
+  // element of the model once: parameters replicated over tp count on tp rank 0 only; the others
+  // are clipped alike, since the clip is the optimizer's gradient scale).
+  std::vector<Tensor> norm_parameters(const Layout& layout) const;
   // This rank's checkpoint pieces of the parameters and of the optimizer state (moments share
   // their parameter's box; step counters are 0-d tensors written once). Pieces replicated over a
   // mesh axis are written by its coordinate 0 only (`for_save`); loading lists every piece.

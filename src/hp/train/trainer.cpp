@@ -466,7 +466,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   const std::vector<Tensor> shard_params = opt.parameters();
   // The gradients the norm counts (the others, tp copies, are clipped alike: the optimizer scales
   // every gradient it reads).
-  const std::vector<Tensor> counted = par.norm_parameters(layout).first;
+  const std::vector<Tensor> counted = par.norm_parameters(layout);
   // The f32 gradients every step allocates on the device tier; excluded from the activation
   // figure (none there with offload.grads host).
   int64_t grad_bytes = 0;

@@ -30,8 +30,8 @@ Isa from_env() {
   std::string s(env);
   const Isa want = isa_from_name(s);
   if (!isa_supported(want))
-    HP_THROW(ValueError, "isa", "HP_ISA='", s,
-             "' is not supported by this CPU (best: ", isa_name(best), ")");
+    HP_THROW(ValueError, "isa", "HP_ISA='", s, "' is not supported by this CPU (best: ",
+             isa_name(best), ")");
   return want;
 }
 
@@ -44,23 +44,16 @@ std::atomic<int>& active() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::scalar:
-      return "scalar";
-    case Isa::avx2:
-      return "avx2";
-    case Isa::avx512:
-      return "avx512";
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
   }
   return "?";
 }
 
-bool isa_supported(Isa isa) {
-  return static_cast<int>(isa) <= static_cast<int>(detect());
-}
+bool isa_supported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(detect()); }
 
-Isa active_isa() {
-  return static_cast<Isa>(active().load());
-}
+Isa active_isa() { return static_cast<Isa>(active().load()); }
 
 Isa isa_from_name(std::string_view name) {
   if (name == "scalar") return Isa::scalar;
@@ -71,8 +64,7 @@ Isa isa_from_name(std::string_view name) {
 
 bool native_bf16() {
   __builtin_cpu_init();
-  static const bool yes =
-      __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  static const bool yes = __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
   return yes;
 }
 
@@ -114,9 +106,7 @@ std::string isa_summary() {
          detail::bf16_gemm_summary() + ")";
 }
 
-void reset_active_isa() {
-  active().store(static_cast<int>(from_env()));
-}
+void reset_active_isa() { active().store(static_cast<int>(from_env())); }
 
 void set_active_isa(Isa isa) {
   if (!isa_supported(isa))
