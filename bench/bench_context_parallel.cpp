@@ -1,4 +1,4 @@
-// Context-parallel attention (shard/context_parallel.h), causal f32 forward + backward over one
+// Context-parallel attention (parallel/context_parallel.h), causal f32 forward + backward over one
 // sequence of L tokens split over the launched ranks (cp = world size):
 //   - time per step and tokens/s for ring and Ulysses, beside one rank running the whole sequence
 //     with as many threads as there are cp ranks (the same cores), and PyTorch's
@@ -22,7 +22,7 @@
 #include "hp/core/thread_pool.h"
 #include "hp/dist/communicator.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/context_parallel.h"
+#include "hp/parallel/context_parallel.h"
 
 namespace {
 
@@ -92,19 +92,19 @@ int main(int argc, char** argv) {
   auto slowest = [&](double x) {
     return world->all_reduce(from_data<double>({x}, {1}), dist::ReduceOp::max).to_vector()[0];
   };
-  auto attend_with = [&](shard::ContextMethod method) {
+  auto attend_with = [&](parallel::ContextMethod method) {
     return [&, method](const Tensor& q, const Tensor& k, const Tensor& v) {
-      return shard::context_attention(q, k, v, 0.0, method, world);
+      return parallel::context_attention(q, k, v, 0.0, method, world);
     };
   };
   double ring_s = 0;
-  for (auto method : {shard::ContextMethod::ring, shard::ContextMethod::alltoall}) {
-    const bool ring = method == shard::ContextMethod::ring;
+  for (auto method : {parallel::ContextMethod::ring, parallel::ContextMethod::alltoall}) {
+    const bool ring = method == parallel::ContextMethod::ring;
     if (!ring && s.hq % n != 0) continue;
-    const shard::RingStats before = shard::ring_stats();
+    const parallel::RingStats before = parallel::ring_stats();
     world->barrier();
     const double sec = slowest(time_fwd_bwd(s, t, attend_with(method)));
-    const double blocked = (shard::ring_stats().exposed_s - before.exposed_s) / 3.0;
+    const double blocked = (parallel::ring_stats().exposed_s - before.exposed_s) / 3.0;
     if (ring) ring_s = sec;
     if (rank == 0)
       std::printf("%-8s %8.1f ms  %8.0f tokens/s  %6.1f GFLOP/s per rank (%.2fx the core's GEMM)\n",
@@ -113,10 +113,10 @@ int main(int argc, char** argv) {
     if (!ring) continue;
     // Exposed communication = the ring's step − the same blocks computed without sending
     // anything; its communication time = the same hops sent alone, back to back.
-    const bool was = shard::detail::ring_skip_communication(true);
+    const bool was = parallel::detail::ring_skip_communication(true);
     world->barrier();
     const double compute_only = slowest(time_fwd_bwd(s, t, attend_with(method)));
-    shard::detail::ring_skip_communication(was);
+    parallel::detail::ring_skip_communication(was);
     const double hops = slowest(time_ring_hops(s, t, world));
     // Blocked time in the ring's waits counts a slower neighbour too; the least-blocked rank is
     // the one its neighbours wait for, so its blocked time is the communication left exposed on

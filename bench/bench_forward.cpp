@@ -16,7 +16,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/ops/ops.h"
 
 using namespace hp;

@@ -10,7 +10,7 @@
 
 #include "hp/dist/communicator.h"
 #include "hp/fsdp/fsdp.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/ops/ops.h"
 #include "hp/optim/optimizer.h"
 #include "hp/shard/placement.h"

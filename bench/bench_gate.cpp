@@ -1,4 +1,4 @@
-// MegaGate (models/gate.h): the fused router against the chain of ops it replaced
+// MegaGate (moe/gate.h): the fused router against the chain of ops it replaced
 // (composed_gate), forward + backward w.r.t. the logits, on router shapes of Qwen3-MoE (softmax
 // top-8 of 64, normalized) and DeepSeek-V3 (sigmoid, bias, 8 groups keep 4, top-8 of 256, scaled):
 //   - ms per forward + backward, fused and composed (best of 7, the two alternating), and the
@@ -26,8 +26,8 @@
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/ew_table.h"
 #include "hp/kernels/cpu/isa.h"
-#include "hp/models/gate.h"
-#include "hp/models/gate_topk.h"
+#include "hp/moe/gate.h"
+#include "hp/kernels/cpu/gate_topk.h"
 #include "hp/ops/ops.h"
 
 namespace {
@@ -37,12 +37,12 @@ using namespace hp;
 struct Case {
   const char* name;
   int64_t experts;
-  models::GateSpec spec;
+  moe::GateSpec spec;
   bool bias;
   const char* peer;  // bench/peers/gate.py mode
 };
 
-using Gate = std::function<models::GateOutput(const Tensor&)>;
+using Gate = std::function<moe::GateOutput(const Tensor&)>;
 
 // Best-of-reps seconds of one forward + backward of `fused` and of `composed` on logits [n, e],
 // the two alternating rep by rep so that both see the same load on a shared machine.
@@ -76,14 +76,14 @@ double best_ms(const std::function<void()>& f) {
 }
 
 // The fused gate's phases on logits [n, e] (see the header comment).
-void print_phases(int64_t n, int64_t e, const Tensor& bias, const models::GateSpec& g) {
+void print_phases(int64_t n, int64_t e, const Tensor& bias, const moe::GateSpec& g) {
   manual_seed(1);
   const Tensor logits = randn({n, e});
   const double fwd = best_ms([&] {
     autograd::NoGradGuard ng;
-    models::fused_gate(logits, bias, g);
+    moe::fused_gate(logits, bias, g);
   });
-  const bool sig = g.score == models::GateScore::sigmoid;
+  const bool sig = g.score == moe::GateScore::sigmoid;
   const kernels::EwTable& ew = kernels::ew_table(kernels::active_isa());
   const auto score = ew.f32[int(sig ? kernels::EwOp::sigmoid : kernels::EwOp::exp)];
   Tensor p = empty({n, e});
@@ -97,15 +97,15 @@ void print_phases(int64_t n, int64_t e, const Tensor& bias, const models::GateSp
   });
   // What the fused gate selects on: softmax without bias or groups selects on the logits.
   const Tensor c = sig ? (bias.defined() ? add(sigmoid(logits), bias) : sigmoid(logits)) : logits;
-  const models::GateTopKFn topk = models::gate_topk_fn(kernels::active_isa());
-  const models::GateTopKShape shape{e, g.top_k, g.n_group, g.topk_group};
+  const kernels::GateTopKFn topk = kernels::gate_topk_fn(kernels::active_isa());
+  const kernels::GateTopKShape shape{e, g.top_k, g.n_group, g.topk_group};
   const double select = best_ms([&] {
     parallel_for(0, n, 16, [&](int64_t lo, int64_t hi) {
       const auto k = size_t(g.top_k), ng = size_t(g.n_group);
       std::vector<int64_t> idx(k), gidx(ng);
       std::vector<float> val(k), gval(ng), top2(2 * ng), kept2(2 * ng);
       std::vector<char> keep(ng);
-      const models::GateTopKScratch w{idx.data(),  val.data(),   gidx.data(), gval.data(),
+      const kernels::GateTopKScratch w{idx.data(),  val.data(),   gidx.data(), gval.data(),
                                       top2.data(), kept2.data(), keep.data()};
       for (int64_t t = lo; t < hi; ++t) topk(c.data<float>() + t * e, shape, w);
     });
@@ -118,11 +118,11 @@ void print_phases(int64_t n, int64_t e, const Tensor& bias, const models::GateSp
 
 int main(int argc, char** argv) {
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 16384;
-  models::GateSpec qwen;
+  moe::GateSpec qwen;
   qwen.top_k = 8;
   qwen.norm_topk_prob = true;
-  models::GateSpec deepseek;
-  deepseek.score = models::GateScore::sigmoid;
+  moe::GateSpec deepseek;
+  deepseek.score = moe::GateScore::sigmoid;
   deepseek.top_k = 8;
   deepseek.n_group = 8;
   deepseek.topk_group = 4;
@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
     const Tensor bias = c.bias ? mul(randn({c.experts}), 0.1) : Tensor();
     const int64_t k = c.spec.top_k;
     const auto [fused, composed] = time_gates(
-        n, c.experts, k, [&](const Tensor& l) { return models::fused_gate(l, bias, c.spec); },
-        [&](const Tensor& l) { return models::composed_gate(l, bias, c.spec); });
+        n, c.experts, k, [&](const Tensor& l) { return moe::fused_gate(l, bias, c.spec); },
+        [&](const Tensor& l) { return moe::composed_gate(l, bias, c.spec); });
     // Logits read in forward and again in backward, d logits written, weights + indices written.
     const double bytes = double(n) * (3.0 * double(c.experts) * 4 + double(k) * 12);
     const double peer =

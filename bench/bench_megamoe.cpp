@@ -1,11 +1,11 @@
-// MegaMoE (shard/megamoe.h) vs the sequential expert-parallel MoE layer, forward + backward of the
+// MegaMoE (moe/megamoe.h) vs the sequential expert-parallel MoE layer, forward + backward of the
 // routed experts (sort, exchange, SwiGLU experts, exchange back, weighted combine) at the
 // release's MoE-module shape scaled down in tokens and experts (hidden 2048, expert intermediate
 // 1536, top-8 by default).
 //
 // Rows, per link:
 //   - "host": no link model (shared memory). The baseline is the sequential EP layer
-//     (shard::routed_experts with blocking all_to_all_v) and, as a second peer, the MegaMoE plan
+//     (moe::routed_experts with blocking all_to_all_v) and, as a second peer, the MegaMoE plan
 //     run task by task (multicore::run_sequential: the same work, each call waited for).
 //   - "model f%": the link model (multicore/link.h) set so that all-to-all is f of the
 //     sequential step (f = 17%, the release cluster's share, and 30%, 50%). The blocking
@@ -56,8 +56,8 @@
 #include "hp/multicore/link.h"
 #include "hp/mx/linear.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/expert_parallel.h"
-#include "hp/shard/megamoe.h"
+#include "hp/moe/expert_parallel.h"
+#include "hp/moe/megamoe.h"
 
 namespace {
 
@@ -74,7 +74,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 struct Layer {
   Tensor x, w, ids, wsum;
   int64_t experts = 0;
-  shard::LocalExpertWeights local;
+  moe::LocalExpertWeights local;
 };
 
 struct Result {
@@ -89,8 +89,8 @@ std::optional<mx::QuantSpec> g_mx;  // MX experts (HP_MC_MX)
 
 // The f32 experts' weights as MoEBlock passes them: through cast(·, f32), a no-op for f32 ones,
 // whose backward rounds the weight gradients to the parameters' dtype.
-shard::LocalExpertWeights f32_weights(const shard::LocalExpertWeights& lw) {
-  shard::LocalExpertWeights w;
+moe::LocalExpertWeights f32_weights(const moe::LocalExpertWeights& lw) {
+  moe::LocalExpertWeights w;
   for (const auto& [from, to] :
        {std::pair{&lw.gate, &w.gate}, {&lw.up, &w.up}, {&lw.down, &w.down}})
     for (const Tensor& t : *from) to->push_back(cast(t, DType::f32));
@@ -99,7 +99,7 @@ shard::LocalExpertWeights f32_weights(const shard::LocalExpertWeights& lw) {
 
 // The sequential layer's MX experts: MoEBlock::run_local_experts' grouped-kernel calls.
 Tensor mx_local_experts(const Tensor& xs, const std::vector<int64_t>& counts,
-                        const shard::LocalExpertWeights& lw) {
+                        const moe::LocalExpertWeights& lw) {
   std::vector<int32_t> ends;
   int64_t end = 0;
   for (int64_t c : counts) ends.push_back(int32_t(end += c));
@@ -112,38 +112,38 @@ Tensor mx_local_experts(const Tensor& xs, const std::vector<int64_t>& counts,
 
 // kind: 0 the sequential EP layer, 1 MegaMoE task by task, 2 MegaMoE overlapped.
 Result step(const Layer& l, const dist::CommPtr& ep, int kind, int64_t groups) {
-  shard::LocalExpertWeights lw;
+  moe::LocalExpertWeights lw;
   for (const auto& [from, to] :
        {std::pair{&l.local.gate, &lw.gate}, {&l.local.up, &lw.up}, {&l.local.down, &lw.down}})
     for (const Tensor& t : *from) to->push_back(t.detach().requires_grad_(true));
-  shard::LocalExperts local = [&](const Tensor& xs, const std::vector<int64_t>& counts) {
+  moe::LocalExperts local = [&](const Tensor& xs, const std::vector<int64_t>& counts) {
     const int64_t rows = xs.size(0);
     if (rows == 0) return xs;
     if (g_mx) return mx_local_experts(xs, counts, lw);
     // MoEBlock::run_local_experts: bf16 rows cast to f32 and the outputs back.
     std::vector<int64_t> id;
     for (size_t q = 0; q < counts.size(); ++q) id.insert(id.end(), size_t(counts[q]), int64_t(q));
-    const shard::LocalExpertWeights w = f32_weights(lw);
+    const moe::LocalExpertWeights w = f32_weights(lw);
     return cast(models::grouped_experts(cast(xs, DType::f32), ones({rows, 1}),
                                         from_data<int64_t>(id, {rows, 1}), w.gate, w.up, w.down),
                 xs.dtype());
   };
-  shard::ExpertExchange exchange;
+  moe::ExpertExchange exchange;
   if (kind > 0)
     exchange = [&](const Tensor& xs, const std::vector<int64_t>& count) {
-      return shard::megamoe_experts(
+      return moe::megamoe_experts(
           xs, count, l.experts, g_mx ? lw : f32_weights(lw), ep,
           {.groups = groups, .overlap = kind == 2, .link = g_link, .mx = g_mx, .trace = g_trace});
     };
   Tensor x = l.x.detach().requires_grad_(true);
   ep->barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  const Tensor y = shard::routed_experts(x, l.w, l.ids, l.experts, local, ep, exchange);
+  const Tensor y = moe::routed_experts(x, l.w, l.ids, l.experts, local, ep, exchange);
   sum(mul(y, l.wsum)).backward();
   Result r;
   r.step_s = seconds_since(t0);
   if (kind > 0) {
-    const auto f = shard::megamoe_last_forward(), b = shard::megamoe_last_backward();
+    const auto f = moe::megamoe_last_forward(), b = moe::megamoe_last_backward();
     r.exposed_s = f.wall_s - f.compute_s + b.wall_s - b.compute_s;
     r.comm_s = f.comm_s + b.comm_s;
     r.compute_s = f.compute_s + b.compute_s;
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   }
   Layer l;
   l.experts = E;
-  const shard::ExpertRange own = shard::local_experts(E, n, rank);
+  const moe::ExpertRange own = moe::local_experts(E, n, rank);
   manual_seed(1);
   for (int64_t e = 0; e < E; ++e) {  // every rank draws all, keeps its own: the same model
     Tensor g = randn({I, H}, DType::f32, 0.0, 0.02), u = randn({I, H}, DType::f32, 0.0, 0.02),
@@ -331,8 +331,8 @@ int main(int argc, char** argv) {
     g_trace = true;
     step(l, ep, 2, groups);
     g_trace = false;
-    for (const auto& [dir, stats] : {std::pair{"fwd", shard::megamoe_last_forward()},
-                                     std::pair{"bwd", shard::megamoe_last_backward()}}) {
+    for (const auto& [dir, stats] : {std::pair{"fwd", moe::megamoe_last_forward()},
+                                     std::pair{"bwd", moe::megamoe_last_backward()}}) {
       const std::string path =
           std::string(prefix) + "." + dir + ".rank" + std::to_string(rank) + ".json";
       if (FILE* f = std::fopen(path.c_str(), "w")) {

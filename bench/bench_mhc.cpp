@@ -1,4 +1,4 @@
-// MegaMHC (models/mhc_fused.h): the fused mHC block against the composed ops it replaced
+// MegaMHC (ops/mhc_fused.h): the fused mHC block against the composed ops it replaced
 // (HyperConnection::mix_composed / fold_composed), forward + backward, on DeepSeek-V4-like shapes
 // (hc_mult 4, 20 Sinkhorn iterations, hidden 1024 and 2048, several thousand tokens):
 //   - ms per forward + backward of mix (with the adjacent RMSNorm) and fold, fused and composed,

@@ -28,8 +28,8 @@
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
 #include "hp/io/json.h"
-#include "hp/models/config.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/config.h"
+#include "hp/models/hf/registry.h"
 #include "hp/ops/ops.h"
 
 namespace {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages HyperParallel needs (tools/debian-packages.txt, when missing) and
-# builds it into ./build. Usage: bash tools/setup.sh [extra cmake args]
+# builds the `hp` CLI into ./build (the library and the CLI only: the README's test command builds
+# the tests, `-DHP_BUILD_BENCH=ON` adds the benchmarks). Usage: bash tools/setup.sh [extra cmake args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,4 +20,4 @@ fi
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
-ninja -C build
+ninja -C build hp_cli

@@ -13,7 +13,7 @@
 #include "hp/data/indexed.h"
 #include "hp/data/loader.h"
 #include "hp/data/prepare.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
 #include "models/tiny_models.h"

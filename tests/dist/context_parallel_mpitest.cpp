@@ -15,16 +15,16 @@
 #include "expect_close.h"
 #include "hp/core/random.h"
 #include "hp/dist/communicator.h"
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 #include "hp/models/moe.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/context_parallel.h"
+#include "hp/parallel/context_parallel.h"
 #include "test_dir.h"
 #include "models/tiny_models.h"
 
-namespace hp::shard {
+namespace hp::parallel {
 namespace {
 
 using hp::testing::error_of;
@@ -265,4 +265,4 @@ TEST(ContextParallel, RouterLossSharesSumToTheWholeLoss) {
 }
 
 }  // namespace
-}  // namespace hp::shard
+}  // namespace hp::parallel

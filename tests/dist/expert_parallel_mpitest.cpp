@@ -18,9 +18,9 @@
 #include "hp/models/moe.h"
 #include "hp/mx/linear.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/expert_parallel.h"
+#include "hp/moe/expert_parallel.h"
 
-namespace hp::shard {
+namespace hp::moe {
 namespace {
 
 using hp::testing::error_of;
@@ -115,4 +115,4 @@ TEST(ExpertParallel, BlockEqualsOneRankOverAllTokens) {
 }
 
 }  // namespace
-}  // namespace hp::shard
+}  // namespace hp::moe

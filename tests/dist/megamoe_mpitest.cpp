@@ -1,11 +1,11 @@
-// MegaMoE (shard/megamoe.h) at ep = the world size (2-4 ranks; 3 holds 8 experts as 3, 3, 2):
+// MegaMoE (moe/megamoe.h) at ep = the world size (2-4 ranks; 3 holds 8 experts as 3, 3, 2):
 // a MoE block running its expert-parallel exchange as MegaMoE equals the same block on the
 // sequential exchange bitwise — outputs, token gradients, router gradients and every local
 // expert's weight gradients — for G = 1, 2 and 4 expert groups, 1 and 2 GEMM workers, with routing
 // that leaves whole expert groups without a token, one token per rank (most groups empty) and
 // skewed routing; in f32, and in bf16 (rows and parameters: the rows travel as bf16, the f32
 // experts widen them and round each output row and token gradient row where the sequential path
-// casts). Also a direct call: the exchange alone equals shard::routed_experts' sequential one,
+// casts). Also a direct call: the exchange alone equals moe::routed_experts' sequential one,
 // forward and backward, and bad arguments are refused naming the values.
 #include <gtest/gtest.h>
 
@@ -18,10 +18,10 @@
 #include "hp/dist/communicator.h"
 #include "hp/models/moe.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/expert_parallel.h"
-#include "hp/shard/megamoe.h"
+#include "hp/moe/expert_parallel.h"
+#include "hp/moe/megamoe.h"
 
-namespace hp::shard {
+namespace hp::moe {
 namespace {
 
 using hp::testing::error_of;
@@ -198,4 +198,4 @@ TEST(MegaMoE, ExchangeAloneEqualsRoutedExpertsAndRefusesBadInput) {
 }
 
 }  // namespace
-}  // namespace hp::shard
+}  // namespace hp::moe

@@ -1,4 +1,4 @@
-// MegaMoE with MX experts (shard/megamoe.h MegaMoEOptions::mx) at ep = the world size (2-4 ranks;
+// MegaMoE with MX experts (moe/megamoe.h MegaMoEOptions::mx) at ep = the world size (2-4 ranks;
 // 3 holds 8 experts as 3, 3, 2): a MoE block whose experts run as mx_grouped_experts
 // (mx::MxGroupedKernel, what mx/convert.h installs) equals the same block on the sequential
 // exchange bitwise — outputs, token gradients, router gradients and every local expert's weight
@@ -20,10 +20,10 @@
 #include "hp/models/moe.h"
 #include "hp/mx/linear.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/expert_parallel.h"
-#include "hp/shard/megamoe.h"
+#include "hp/moe/expert_parallel.h"
+#include "hp/moe/megamoe.h"
 
-namespace hp::shard {
+namespace hp::moe {
 namespace {
 
 void expect_bitwise(const Tensor& a, const Tensor& b, const std::string& what) {
@@ -185,4 +185,4 @@ TEST(MegaMoEMx, CountsTravelInsideThePlan) {
 }
 
 }  // namespace
-}  // namespace hp::shard
+}  // namespace hp::moe

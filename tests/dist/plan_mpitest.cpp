@@ -7,7 +7,7 @@
 
 #include "error_of.h"
 #include "hp/autograd/grad_mode.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"

@@ -11,9 +11,9 @@
 
 #include "error_of.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/vocab_parallel.h"
+#include "hp/parallel/vocab_parallel.h"
 
-namespace hp::shard {
+namespace hp::parallel {
 namespace {
 
 // Within rel · max|b| (normwise relative): the sharded logsumexp is combined from per-slice ones,
@@ -244,4 +244,4 @@ TEST(VocabParallel, CrossEntropyErrorsOnEveryRank) {
 }
 
 }  // namespace
-}  // namespace hp::shard
+}  // namespace hp::parallel

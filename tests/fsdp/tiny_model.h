@@ -6,7 +6,7 @@
 
 #include "hp/autograd/checkpoint.h"
 #include "hp/core/random.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/ops/ops.h"
 
 namespace hp::fsdp::testing {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/mx/convert.h"
 #include "hp/ops/ops.h"
 #include "models/tiny_models.h"

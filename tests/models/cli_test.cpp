@@ -14,8 +14,8 @@
 #include "cli_run.h"
 #include "hp/io/safetensors.h"
 #include "hp/io/tokenizer.h"
-#include "hp/models/registry.h"
-#include "hp/models/weights.h"
+#include "hp/models/hf/registry.h"
+#include "hp/models/hf/weights.h"
 #include "test_dir.h"
 
 namespace hp::models {

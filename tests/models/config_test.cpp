@@ -9,9 +9,9 @@
 #include "hp/io/json.h"
 #include "hp/io/safetensors.h"
 #include "hp/models/generate.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/models/rope.h"
-#include "hp/models/weights.h"
+#include "hp/models/hf/weights.h"
 #include "hp/ops/ops.h"
 #include "test_dir.h"
 
@@ -115,7 +115,7 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(rope_frequencies(r, r.head_dim).inv_freq, rope_frequencies(c, c.head_dim).inv_freq);
 }
 
-// Sliding windows of the Llama family (models/sliding_window.cpp), as transformers derives them:
+// Sliding windows of the Llama family (models/hf/sliding_window.cpp), as transformers derives them:
 // Mistral's default 4096 and null; Qwen's use_sliding_window gate, max_window_layers and
 // layer_types; the export round trip; bad values naming the key.
 TEST(Config, SlidingWindowKeys) {

@@ -9,7 +9,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/io/safetensors.h"
 #include "hp/models/generate.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/ops/ops.h"
 #include "models/compare.h"
 #include "test_dir.h"

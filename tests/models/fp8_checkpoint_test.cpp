@@ -17,8 +17,8 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/io/safetensors.h"
-#include "hp/models/registry.h"
-#include "hp/models/weights.h"
+#include "hp/models/hf/registry.h"
+#include "hp/models/hf/weights.h"
 #include "models/compare.h"
 #include "test_dir.h"
 

@@ -1,10 +1,10 @@
-// MegaGate (models/gate.h) against the chain of ops it replaced: the same experts, weights within
+// MegaGate (moe/gate.h) against the chain of ops it replaced: the same experts, weights within
 // float rounding, and gradients w.r.t. the logits equal to what autograd derives through the chain
 // — for softmax top-k (Qwen3-MoE, Mixtral), DeepSeek-V3's sigmoid group-limited selection with a
 // correction bias, scaling and eps-normalization, and sqrt-softplus scores; plus the counts, thread
 // independence and the errors.
-#include "hp/models/gate.h"
-#include "hp/models/gate_topk.h"
+#include "hp/moe/gate.h"
+#include "hp/kernels/cpu/gate_topk.h"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +22,7 @@
 #include "hp/kernels/cpu/isa.h"
 #include "hp/ops/ops.h"
 
-namespace hp::models {
+namespace hp::moe {
 namespace {
 
 void expect_near_all(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
@@ -407,4 +407,4 @@ TEST(MegaGate, BadShapesAndSpecsNameTheValue) {
 }
 
 }  // namespace
-}  // namespace hp::models
+}  // namespace hp::moe

@@ -1,4 +1,4 @@
-// MegaMHC (models/mhc_fused.h) against the composed mHC ops it replaced (HyperConnection::
+// MegaMHC (ops/mhc_fused.h) against the composed mHC ops it replaced (HyperConnection::
 // mix_composed / fold_composed): one full block — mix with the adjacent RMSNorm, a block output
 // that depends on the normed input, and the fold — forward and every gradient (streams, fn, base,
 // scale, norm weight), f32 and bf16, hc_mult 2 and 4, several hidden sizes; bitwise independent of
@@ -10,7 +10,7 @@
 // order); bf16 2e-2 forward and gradients, a few bf16 ulps (2^-8 each) — the fused passes compute
 // in f32 and round once, so they land closer to the f32 reference than the composed bf16 ops (which
 // round after every op: up to 0.1 on d scale at N=2, D=96).
-#include "hp/models/mhc_fused.h"
+#include "hp/ops/mhc_fused.h"
 
 #include <gtest/gtest.h>
 

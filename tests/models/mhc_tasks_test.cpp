@@ -1,7 +1,7 @@
-// MegaMHC as Multicore tasks (models/mhc_tasks.h): a plan of the mix, its backward, the fold and
+// MegaMHC as Multicore tasks (multicore/mhc_tasks.h): a plan of the mix, its backward, the fold and
 // its backward gives the autograd ops' outputs and gradients bitwise, run task by task and on a
 // runtime with several vector workers (parts run in any order); buffers that do not fit are named.
-#include "hp/models/mhc_tasks.h"
+#include "hp/multicore/mhc_tasks.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "hp/multicore/runtime.h"
 #include "hp/ops/ops.h"
 
-namespace hp::models {
+namespace hp::multicore {
 namespace {
 
 using multicore::BufferId;
@@ -149,4 +149,4 @@ TEST(MegaMHCTasks, BuffersThatDoNotFitAreNamed) {
 }
 
 }  // namespace
-}  // namespace hp::models
+}  // namespace hp::multicore

@@ -8,8 +8,8 @@
 
 #include "hp/io/safetensors.h"
 #include "models/compare.h"
-#include "hp/models/registry.h"
-#include "hp/models/weights.h"
+#include "hp/models/hf/registry.h"
+#include "hp/models/hf/weights.h"
 #include "hp/ops/ops.h"
 #include "test_dir.h"
 

@@ -9,7 +9,7 @@
 
 #include "hp/core/allocator.h"
 #include "hp/core/error.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/mx/convert.h"
 #include "hp/ops/ops.h"
 #include "models/tiny_models.h"

@@ -1,6 +1,6 @@
-// The architecture table (models/registry.h): its rows, lookups, run-time registration, and the
+// The architecture table (models/hf/registry.h): its rows, lookups, run-time registration, and the
 // per-family config.json facts that config.json parsing and writing derive from it.
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 
 #include <gtest/gtest.h>
 

@@ -13,8 +13,8 @@
 
 #include "error_of.h"
 #include "hp/io/json.h"
-#include "hp/models/registry.h"
-#include "hp/models/weights.h"
+#include "hp/models/hf/registry.h"
+#include "hp/models/hf/weights.h"
 #include "test_dir.h"
 
 namespace hp::models {

@@ -9,7 +9,7 @@
 
 #include "hp/core/error.h"
 #include "hp/models/moe.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/mx/linear.h"
 #include "hp/ops/ops.h"
 #include "models/compare.h"

@@ -12,8 +12,8 @@
 #include "cli_run.h"
 #include "hp/autograd/grad_mode.h"
 #include "hp/io/tokenizer.h"
-#include "hp/models/registry.h"
-#include "hp/models/weights.h"
+#include "hp/models/hf/registry.h"
+#include "hp/models/hf/weights.h"
 #include "hp/ops/ops.h"
 #include "test_dir.h"
 

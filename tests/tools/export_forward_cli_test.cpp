@@ -18,8 +18,8 @@
 #include "hp/checkpoint/dcp.h"
 #include "hp/core/random.h"
 #include "hp/io/tokenizer.h"
-#include "hp/models/config.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/config.h"
+#include "hp/models/hf/registry.h"
 #include "hp/ops/ops.h"
 #include "test_dir.h"
 

@@ -5,7 +5,7 @@
 
 #include "hp/core/error.h"
 #include "hp/kernels/cpu/isa.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/schema.h"
 #include "test_dir.h"
@@ -273,7 +273,7 @@ TEST(Config, MixedPrecisionAndItsDeprecatedAlias) {
   EXPECT_NE(s.find("# deprecated: use training.mixed_precision"), std::string::npos) << s;
 }
 
-// model.arch offers the architecture table's rows buildable from sizes (models/registry.h), read
+// model.arch offers the architecture table's rows buildable from sizes (models/hf/registry.h), read
 // when the config is parsed: a registered architecture is accepted, DeepSeek-V3 (MLA, built from a
 // config.json) is refused by the table's flag, and the MoE checks follow the rows' expert keys.
 TEST(Config, ArchChoicesComeFromTheArchitectureTable) {

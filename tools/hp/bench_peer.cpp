@@ -13,7 +13,7 @@
 #include "commands.h"
 #include "hp/core/error.h"
 #include "hp/io/json.h"
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 #include "hp/train/setup.h"
 
 namespace hp::cli {

@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/checkpoint/export.h"
-#include "hp/models/weights.h"
+#include "hp/models/hf/weights.h"
 
 namespace hp::cli {
 

@@ -14,7 +14,7 @@
 #include "hp/io/safetensors.h"
 #include "hp/io/tokenizer.h"
 #include "hp/models/generate.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/mx/fp8_blocks.h"
 #include "hp/nn/module.h"
 #include "hp/ops/ops.h"

@@ -46,7 +46,7 @@
 #include <string>
 #include <vector>
 
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 #include "hp/models/moe.h"
 #include "hp/models/rope.h"
 #include "hp/models/transformer.h"
@@ -165,7 +165,7 @@ class DeepseekV4Attention : public AttentionBlock {
 // Routed experts: without expert parallelism the fused f32 grouped GEMM (grouped_experts,
 // models/moe.h, clamp fused) or, once a grouped kernel is set (nn::GroupedExperts; MXFP8's
 // mx/convert.h), three kernel calls over the experts' stacked weights with the clamp and SwiGLU as
-// ops; under expert parallelism shard::routed_experts (sorted by expert, combined by index_add)
+// ops; under expert parallelism moe::routed_experts (sorted by expert, combined by index_add)
 // with its sequential exchange (MegaMoE's fused experts have no SwiGLU clamp), the local experts
 // through the grouped kernel when one is set, else one at a time.
 // Built with initialization (not loaded), a hash layer's tid2eid gives each token id k distinct
@@ -199,7 +199,7 @@ class DeepseekV4MoE : public FeedForward, public nn::GroupedExperts, public Expe
  private:
   // m's SwiGLU with the swiglu_limit clamp (gate ≤ limit, |up| ≤ limit): x [N, D] → [N, D].
   Tensor swiglu(const SwiGLUMLP& m, const Tensor& x) const;
-  // This rank's experts over rows sorted by them (shard::LocalExperts): xs [R, D] with counts[e]
+  // This rank's experts over rows sorted by them (moe::LocalExperts): xs [R, D] with counts[e]
   // rows of local expert e → [R, D].
   Tensor run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const;
   ModelConfig c_;

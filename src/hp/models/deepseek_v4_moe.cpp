@@ -6,7 +6,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/models/deepseek_v4.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/expert_parallel.h"
+#include "hp/moe/expert_parallel.h"
 
 namespace hp::models {
 
@@ -119,8 +119,8 @@ Tensor DeepseekV4MoE::forward_tokens(const Tensor& x, const AttentionContext& ct
 
   Tensor out;
   if (grouped_kernel_ || ep_) {
-    // Rows sorted by expert and exchanged under EP (shard/expert_parallel.h).
-    out = shard::routed_experts(
+    // Rows sorted by expert and exchanged under EP (moe/expert_parallel.h).
+    out = moe::routed_experts(
         flat, weights, index, e_count,
         [this](const Tensor& xs, const std::vector<int64_t>& counts) {
           return run_local_experts(xs, counts);
@@ -146,9 +146,9 @@ Tensor DeepseekV4MoE::forward_tokens(const Tensor& x, const AttentionContext& ct
 
 Tensor DeepseekV4MoE::run_local_experts(const Tensor& xs,
                                         const std::vector<int64_t>& counts) const {
-  const shard::ExpertRange mine =
-      ep_ ? shard::local_experts(c_.num_experts, ep_->size(), ep_->rank())
-          : shard::ExpertRange{0, c_.num_experts};
+  const moe::ExpertRange mine =
+      ep_ ? moe::local_experts(c_.num_experts, ep_->size(), ep_->rank())
+          : moe::ExpertRange{0, c_.num_experts};
   if (grouped_kernel_) {
     // The kernel (MXFP8) over the local experts' stacked weights [E_local, out, in].
     std::vector<int32_t> ends(counts.size());

@@ -20,7 +20,7 @@
 #include <memory>
 
 #include "hp/core/tensor.h"
-#include "hp/models/mhc_fused.h"
+#include "hp/ops/mhc_fused.h"
 #include "hp/nn/module.h"
 
 namespace hp::models {

@@ -14,8 +14,8 @@
 #include "hp/kernels/cpu/swiglu.h"
 #include "hp/mx/linear.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/expert_parallel.h"
-#include "hp/shard/megamoe.h"
+#include "hp/moe/expert_parallel.h"
+#include "hp/moe/megamoe.h"
 
 namespace hp::models {
 
@@ -98,12 +98,12 @@ TopKRouter::TopKRouter(const MoEOptions& opt) : opt_(opt) {
   }
 }
 
-GateSpec gate_spec(const MoEOptions& o) {
-  GateSpec g;
+moe::GateSpec gate_spec(const MoEOptions& o) {
+  moe::GateSpec g;
   g.top_k = o.top_k;
   g.norm_topk_prob = o.norm_topk_prob;
   if (o.router == RouterKind::sigmoid_group_topk) {
-    g.score = GateScore::sigmoid;
+    g.score = moe::GateScore::sigmoid;
     g.n_group = o.n_group;
     g.topk_group = o.topk_group;
     g.norm_eps = 1e-20;  // as transformers' DeepseekV3 router
@@ -121,7 +121,7 @@ RouterOutput TopKRouter::route(const Tensor& x) const {
   r.logits = opt_.router == RouterKind::sigmoid_group_topk
                  ? linear(cast(x, DType::f32), cast(weight, DType::f32))
                  : linear(x, weight);  // [N, E]
-  GateOutput g = fused_gate(cast(r.logits, DType::f32),
+  moe::GateOutput g = moe::fused_gate(cast(r.logits, DType::f32),
                             opt_.router == RouterKind::sigmoid_group_topk
                                 ? cast(e_score_correction_bias, DType::f32)
                                 : Tensor(),
@@ -169,12 +169,12 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
   RouterOutput r = gate->route(x2);
   last_counts_ = r.counts;
   if (grouped_kernel_ || ep_) {
-    shard::ExpertExchange exchange;
+    moe::ExpertExchange exchange;
     if (ep_ && ep_->size() > 1 && ep_kernel_.megamoe && megamoe_runs(x2))
       exchange = [this](const Tensor& xs, const std::vector<int64_t>& count) {
         return run_megamoe(xs, count);
       };
-    Tensor out = shard::routed_experts(
+    Tensor out = moe::routed_experts(
         x2, r.weights, r.indices, opt_.num_experts,
         [this](const Tensor& xs, const std::vector<int64_t>& counts) {
           return run_local_experts(xs, counts);
@@ -439,7 +439,7 @@ void drop_nonlocal_experts(nn::Module& block, std::vector<std::shared_ptr<SwiGLU
                            const dist::CommPtr& ep) {
   if (!ep) HP_THROW(ValueError, "moe", "keep_local_experts needs set_expert_parallel first");
   const auto count = static_cast<int64_t>(experts.size());
-  const shard::ExpertRange mine = shard::local_experts(count, ep->size(), ep->rank());
+  const moe::ExpertRange mine = moe::local_experts(count, ep->size(), ep->rank());
   nn::Module* list = nullptr;
   for (const auto& [name, child] : block.children())
     if (name == "experts") list = child.get();
@@ -462,9 +462,9 @@ void MoEBlock::set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel
 void MoEBlock::keep_local_experts() { drop_nonlocal_experts(*this, experts, ep_); }
 
 Tensor MoEBlock::run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const {
-  const shard::ExpertRange mine =
-      ep_ ? shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank())
-          : shard::ExpertRange{0, opt_.num_experts};
+  const moe::ExpertRange mine =
+      ep_ ? moe::local_experts(opt_.num_experts, ep_->size(), ep_->rank())
+          : moe::ExpertRange{0, opt_.num_experts};
   if (mine.count == 0) return xs;  // [0, hidden]: no expert here, so no row arrives either
   const auto first = experts.begin() + mine.first, last = first + mine.count;
   if (grouped_kernel_) {
@@ -507,14 +507,14 @@ bool MoEBlock::megamoe_runs(const Tensor& x) const {
 }
 
 Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count) const {
-  const shard::ExpertRange mine = shard::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
+  const moe::ExpertRange mine = moe::local_experts(opt_.num_experts, ep_->size(), ep_->rank());
   const auto* mx_kernel = grouped_kernel_ ? grouped_kernel_.target<mx::MxGroupedKernel>() : nullptr;
   // MX experts run in the rows' and weights' own dtypes, as mx_grouped_experts. The f32 experts
   // take the weights through the same differentiable cast as run_local_experts (so their gradients
   // round to the parameters' dtype as there) and f32 or bf16 rows as they are: the rows travel in
   // their dtype and MegaMoE widens and rounds them where run_local_experts casts.
   auto weight = [&](const Tensor& t) { return mx_kernel ? t : cast(t, DType::f32); };
-  shard::LocalExpertWeights w;
+  moe::LocalExpertWeights w;
   for (int64_t e = mine.first; e < mine.first + mine.count; ++e) {
     w.gate.push_back(weight(experts[size_t(e)]->gate_proj->weight));
     w.up.push_back(weight(experts[size_t(e)]->up_proj->weight));
@@ -522,7 +522,7 @@ Tensor MoEBlock::run_megamoe(const Tensor& xs, const std::vector<int64_t>& count
   }
   const bool native = xs.dtype() == DType::f32 || xs.dtype() == DType::bf16;
   const Tensor y =
-      shard::megamoe_experts(native ? xs : cast(xs, DType::f32), count, opt_.num_experts, w, ep_,
+      moe::megamoe_experts(native ? xs : cast(xs, DType::f32), count, opt_.num_experts, w, ep_,
                              {.groups = ep_kernel_.groups,
                               .mx = mx_kernel ? std::optional(mx_kernel->spec) : std::nullopt});
   return native ? y : cast(y, xs.dtype());

@@ -19,7 +19,7 @@
 
 #include "hp/core/tensor.h"
 #include "hp/dist/communicator.h"
-#include "hp/models/gate.h"
+#include "hp/moe/gate.h"
 #include "hp/models/transformer.h"
 #include "hp/nn/module.h"
 
@@ -79,11 +79,11 @@ struct RouterOutput {
   std::vector<int64_t> counts;  // [E] assignments per expert
 };
 
-// The router's fused gate (models/gate.h) for these options: softmax top-k (Qwen3-MoE, Mixtral), or
+// The router's fused gate (moe/gate.h) for these options: softmax top-k (Qwen3-MoE, Mixtral), or
 // sigmoid scores with group-limited, bias-corrected selection and scaled weights (DeepSeek-V3).
-GateSpec gate_spec(const MoEOptions& opt);
+moe::GateSpec gate_spec(const MoEOptions& opt);
 
-// The router ("gate"): the logit GEMM, then MegaGate (models/gate.h); weight [E, hidden] and, for
+// The router ("gate"): the logit GEMM, then MegaGate (moe/gate.h); weight [E, hidden] and, for
 // sigmoid_group_topk, the non-trainable
 // e_score_correction_bias [E] (a buffer in transformers; listed with the parameters here so loaders
 // find it by FQN; it never receives a gradient — DeepSeek updates it outside backprop).
@@ -103,8 +103,8 @@ struct MoEOutput {
 };
 
 // How the routed experts' rows travel under expert parallelism (parallel.moe): MegaMoE
-// (shard/megamoe.h: the exchange and the experts as one Multicore plan per direction, over
-// `groups` expert groups) or the sequential exchange (shard/expert_parallel.h). Both give bitwise
+// (moe/megamoe.h: the exchange and the experts as one Multicore plan per direction, over
+// `groups` expert groups) or the sequential exchange (moe/expert_parallel.h). Both give bitwise
 // equal results in f32. A grouped kernel (MX) always runs the sequential exchange.
 struct ExpertParallelKernel {
   bool megamoe = true;
@@ -118,8 +118,8 @@ class ExpertParallelBlock {
  public:
   virtual ~ExpertParallelBlock() = default;
   virtual int64_t num_experts() const = 0;
-  // This rank runs only its experts (shard::local_experts over `ep`) and the assignments travel
-  // over `ep` (shard/expert_parallel.h) by `kernel` where the block supports it; null restores
+  // This rank runs only its experts (moe::local_experts over `ep`) and the assignments travel
+  // over `ep` (moe/expert_parallel.h) by `kernel` where the block supports it; null restores
   // every expert local. Throws once keep_local_experts has dropped the others.
   virtual void set_expert_parallel(dist::CommPtr ep, ExpertParallelKernel kernel) = 0;
   // After set_expert_parallel: unregisters the experts this rank does not run and drops them from
@@ -166,9 +166,9 @@ class MoEBlock : public FeedForward, public nn::GroupedExperts, public ExpertPar
 
  private:
   // This rank's experts over rows sorted by them: xs [R, hidden] with counts[e] rows for each
-  // (shard::LocalExperts), through grouped_kernel_ when set.
+  // (moe::LocalExperts), through grouped_kernel_ when set.
   Tensor run_local_experts(const Tensor& xs, const std::vector<int64_t>& counts) const;
-  // The same experts with the exchange as MegaMoE (shard::ExpertExchange): the f32 experts (f32
+  // The same experts with the exchange as MegaMoE (moe::ExpertExchange): the f32 experts (f32
   // or bf16 rows travel in their own dtype), or MX ones (mx::MxGroupedKernel) in x's and the block's dtypes (f32 or bf16); other grouped
   // kernels keep the sequential exchange (megamoe_runs false).
   bool megamoe_runs(const Tensor& x) const;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "hp/core/tensor.h"
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 
 namespace hp::models {
 

@@ -2,8 +2,8 @@
 #include "hp/models/tp_plan.h"
 
 #include "hp/core/error.h"
-#include "hp/models/registry.h"
-#include "hp/shard/vocab_parallel.h"
+#include "hp/models/hf/registry.h"
+#include "hp/parallel/vocab_parallel.h"
 
 namespace hp::models {
 
@@ -71,7 +71,7 @@ void add_vocab_parallel_ends(shard::ShardingPlan& plan, const ModelConfig& c,
                              bool sequence_parallel) {
   using namespace shard;
   const Placement region = sequence_parallel ? Placement{Shard{1}} : Placement{Replicate{}};
-  plan.emplace_back("model.embed_tokens", std::make_shared<VocabParallelEmbedding>(region));
+  plan.emplace_back("model.embed_tokens", std::make_shared<parallel::VocabParallelEmbedding>(region));
   if (sequence_parallel) plan.emplace_back("model.norm", std::make_shared<SequenceParallel>());
   if (c.tie_word_embeddings)
     plan.emplace_back("lm_head", std::make_shared<PrepareModuleInput>(region));

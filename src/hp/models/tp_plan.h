@@ -2,7 +2,7 @@
 // parallelism is declared here, per architecture, and never written into model code.
 #pragma once
 
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 #include "hp/shard/plan.h"
 
 namespace hp::models {
@@ -27,7 +27,7 @@ shard::ShardingPlan llama_tp_plan(const ModelConfig& c, bool sequence_parallel =
 // sequence-parallel scatter under SP), the final norm as SequenceParallel under SP, and the head
 // producing this rank's vocabulary columns (ColwiseParallel, or PrepareModuleInput for a head tied
 // to the embedding, whose weight is already split). The loss then runs on the local columns
-// (shard::vocab_parallel_cross_entropy, installed by the parallelize step). MoE architectures keep
+// (parallel::vocab_parallel_cross_entropy, installed by the parallelize step). MoE architectures keep
 // their experts replicated (attention-only TP) and do not take sequence parallelism: their
 // routers would see only a slice of the sequence. Throws ValueError("[models] ...") for SP with
 // experts.
@@ -44,7 +44,7 @@ void add_vocab_parallel_ends(shard::ShardingPlan& plan, const ModelConfig& c,
 // vocabulary-parallel ends. No sequence parallelism (experts).
 shard::ShardingPlan deepseek_v4_tp_plan(const ModelConfig& c, bool sequence_parallel);
 
-// The plan of c's architecture from the registry (models/registry.h); throws ValueError naming
+// The plan of c's architecture from the registry (models/hf/registry.h); throws ValueError naming
 // the architecture when it has none (DeepSeek-V3's MLA attention).
 shard::ShardingPlan tp_plan(const ModelConfig& c, bool sequence_parallel);
 // Whether tp_plan accepts sequence parallelism for this architecture.

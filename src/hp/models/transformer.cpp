@@ -9,7 +9,7 @@
 #include "hp/models/moe.h"
 #include "hp/ops/attention.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/context_parallel.h"
+#include "hp/parallel/context_parallel.h"
 
 namespace hp::models {
 
@@ -62,8 +62,8 @@ std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t) 
   const ContextSplit& cp = *ctx.context;
   const int64_t len = t * cp.degree;
   auto [cos, sin] = ctx.rope->get(ctx.start, std::max(len, ctx.row_length), DType::f32);
-  return {shard::context_shard(narrow(cos, 0, 0, len), 0, cp.degree, cp.index),
-          shard::context_shard(narrow(sin, 0, 0, len), 0, cp.degree, cp.index)};
+  return {parallel::context_shard(narrow(cos, 0, 0, len), 0, cp.degree, cp.index),
+          parallel::context_shard(narrow(sin, 0, 0, len), 0, cp.degree, cp.index)};
 }
 
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -359,7 +359,7 @@ AttentionContext CausalLM::document_context(const Tensor& ids, const PackedDocum
   if (docs.mask) doc_ctx.segments = document_segments(rows);
   if (docs.reset_positions) {
     doc_ctx.positions =
-        split ? contiguous(shard::context_shard(rows, 1, context_.degree, context_.index))
+        split ? contiguous(parallel::context_shard(rows, 1, context_.degree, context_.index))
               : docs.positions;
     // Tables over the whole window's longest document (a cp rank sees only its spans).
     doc_ctx.position_span = static_cast<int64_t>(top) + 1;
@@ -381,10 +381,10 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocum
     // to the mean (and their gradients, summed by FSDP over dp_shard × cp, to its gradient).
     const int64_t n = t - 1;
     const Tensor in =
-        shard::context_shard(narrow(ids, 1, 0, n), 1, context_.degree, context_.index);
+        parallel::context_shard(narrow(ids, 1, 0, n), 1, context_.degree, context_.index);
     const Tensor all_targets = narrow(lab, 1, 1, n);
     const Tensor targets =
-        reshape(contiguous(shard::context_shard(all_targets, 1, context_.degree, context_.index)),
+        reshape(contiguous(parallel::context_shard(all_targets, 1, context_.degree, context_.index)),
                 {b * (n / context_.degree)});
     auto valid = [](const Tensor& x) {
       int64_t count = 0;

@@ -4,7 +4,7 @@
 // Parameter FQNs are exactly HF's (model.embed_tokens.weight, model.layers.N.self_attn.q_proj.
 // weight, ..., model.norm.weight, lm_head.weight unless tied), so loading is a name match.
 //
-// Extension points (models/registry.h): a decoder layer owns an AttentionBlock ("self_attn") and a
+// Extension points (models/hf/registry.h): a decoder layer owns an AttentionBlock ("self_attn") and a
 // FeedForward ("mlp"); an architecture supplies factories for both per layer index, so Qwen3-MoE /
 // Mixtral plug in a sparse FeedForward (which may add a router loss via aux_loss) and DeepSeek-V3
 // an MLA AttentionBlock, while embeddings, norms, head, loss, KV cache and loading stay shared.
@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 #include "hp/models/mhc.h"
 #include "hp/models/rope.h"
 #include "hp/nn/module.h"
@@ -36,8 +36,8 @@ struct LayerCache {
 };
 
 // How the sequence is split over context-parallel ranks (installed by the parallelize step): of
-// every row of L tokens this rank holds the zigzag spans shard::context_spans(L, degree, index)
-// (shard/context_parallel.h), concatenated; `attention` is causal attention over the whole
+// every row of L tokens this rank holds the zigzag spans parallel::context_spans(L, degree, index)
+// (parallel/context_parallel.h), concatenated; `attention` is causal attention over the whole
 // sequence from those rows: q [B, Hq, T, D], k, v [B, Hkv, T, D], softmax scale, and the whole
 // rows' document ids (i32 [B, T · degree], or undefined: AttentionContext::segments) →
 // [B, Hq, T, D].

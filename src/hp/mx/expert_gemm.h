@@ -1,5 +1,5 @@
 // One expert's three MX training GEMMs on raw rows, with the quantization points and output dtypes
-// of mx_grouped_experts (linear.h) for that expert's group: MegaMoE (shard/megamoe.h) runs them per
+// of mx_grouped_experts (linear.h) for that expert's group: MegaMoE (moe/megamoe.h) runs them per
 // expert inside its cube tasks, and they equal the grouped function's rows bitwise (every MX GEMM
 // job depends only on its own operands and shape, mx/gemm.h; row-wise blocks never span rows and
 // the grouped column-wise blocks restart at each expert's first row).

@@ -34,7 +34,7 @@ Tensor mx_grouped_experts(const Tensor& x_sorted, const Tensor& group_ends, cons
 
 // The grouped kernel mx/convert.h gives expert sets (an nn::GroupedKernel): mx_grouped_experts with
 // `spec`, as a named type so that a block can tell MX experts apart (std::function::target) and
-// run them in another schedule with the same spec (MegaMoE, shard/megamoe.h).
+// run them in another schedule with the same spec (MegaMoE, moe/megamoe.h).
 struct MxGroupedKernel {
   QuantSpec spec;
   Tensor operator()(const Tensor& x_sorted, const Tensor& group_ends, const Tensor& w) const {

@@ -10,7 +10,7 @@
 #include "hp/core/byte_size.h"
 #include "hp/core/tensor.h"
 #include "hp/kernels/cpu/gemm_peak.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/models/transformer.h"
 #include "hp/nn/module.h"
 #include "hp/offload/async_file.h"

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <string>
 
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 #include "hp/train/config.h"
 #include "hp/train/memory_plan.h"
 

@@ -8,7 +8,7 @@
 #include "hp/core/byte_size.h"
 #include "hp/core/error.h"
 #include "hp/io/json.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/train/schema.h"
 
 namespace hp::train {

@@ -19,7 +19,7 @@ class Schema;
 // The model section (not models::ModelConfig, the typed config.json it leads to).
 struct ModelSection {
   std::string path;  // Hugging Face directory (config.json + safetensors), or "" with arch
-  // Short name of an architecture buildable from sizes (models/registry.h: the table's rows,
+  // Short name of an architecture buildable from sizes (models/hf/registry.h: the table's rows,
   // including registered ones) for a freshly initialized model, or "" with path.
   std::string arch;
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, intermediate = 0, vocab = 0;
@@ -168,7 +168,7 @@ struct ParallelConfig {
   int64_t pp = 1;  // pipeline-parallel degree (outermost mesh axis)
   int64_t dp_shard = -1, dp_replicate = 1, tp = 1, cp = 1;
   int64_t ep = 1;  // expert-parallel degree, borrowed from dp_shard × cp
-  std::string cp_method = "ring";  // ring | alltoall (shard/context_parallel.h)
+  std::string cp_method = "ring";  // ring | alltoall (parallel/context_parallel.h)
   bool sequence_parallel = true;
   std::vector<PlanEntryConfig> plan;  // overrides of the architecture's TP plan, per module
   FsdpConfig fsdp;

@@ -13,7 +13,7 @@
 #include "hp/data/loader.h"
 #include "hp/dist/communicator.h"
 #include "hp/fsdp/fsdp.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/models/transformer.h"
 #include "hp/nn/module.h"
 #include "hp/offload/activations.h"

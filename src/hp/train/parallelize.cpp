@@ -13,14 +13,14 @@
 #include "hp/kernels/cpu/isa.h"
 #include "hp/models/moe.h"
 #include "hp/models/recompute.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
 #include "hp/mx/convert.h"
 #include "hp/offload/activations.h"
-#include "hp/shard/context_parallel.h"
-#include "hp/shard/expert_parallel.h"
-#include "hp/shard/vocab_parallel.h"
+#include "hp/parallel/context_parallel.h"
+#include "hp/moe/expert_parallel.h"
+#include "hp/parallel/vocab_parallel.h"
 #include "hp/train/pipeline_step.h"
 #include "hp/train/state.h"
 
@@ -160,7 +160,7 @@ shard::ShardedParameters apply_tensor_parallel(models::CausalLM& model, const La
   models::VocabSplit split;
   split.gather = [comm](const Tensor& x) { return shard::gather_from_region(x, -1, comm); };
   split.cross_entropy = [comm, offset](const Tensor& logits, const Tensor& targets) {
-    return shard::vocab_parallel_cross_entropy(logits, targets, offset, comm);
+    return parallel::vocab_parallel_cross_entropy(logits, targets, offset, comm);
   };
   model.set_vocab_split(std::move(split));
   return tp;
@@ -185,7 +185,7 @@ std::set<std::string> apply_expert_parallel(models::CausalLM& model, const Layou
     if (auto* moe = dynamic_cast<models::ExpertParallelBlock*>(m)) blocks.emplace_back(fqn, moe);
   for (auto& [fqn, moe] : blocks) {
     const int64_t e = moe->num_experts();
-    if (shard::local_experts(e, l.ep, l.ep - 1).count == 0)
+    if (moe::local_experts(e, l.ep, l.ep - 1).count == 0)
       HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " leaves an ep rank without an ",
                "expert (", fqn, " has ", e, " experts, in chunks of ", (e + l.ep - 1) / l.ep, ")");
     moe->set_expert_parallel(l.ep_comm, {moe_cfg.kernel == "megamoe", moe_cfg.groups});
@@ -217,9 +217,9 @@ fsdp::Groups fsdp_groups(models::CausalLM& model, const Layout& l) {
 // Step 3: the sequence split over cp (the parameters stay whole over cp).
 void apply_context_parallel(models::CausalLM& model, const Layout& l, const ParallelConfig& p) {
   if (l.cp == 1) return;
-  const shard::ContextMethod method = shard::context_method_from_name(p.cp_method);
+  const parallel::ContextMethod method = parallel::context_method_from_name(p.cp_method);
   const int64_t heads = model.config().num_attention_heads;
-  if (method == shard::ContextMethod::alltoall && (heads / l.tp) % l.cp != 0)
+  if (method == parallel::ContextMethod::alltoall && (heads / l.tp) % l.cp != 0)
     HP_THROW(ValueError, "train", "parallel.cp = ", l.cp, " does not divide the query heads per ",
              "tp rank (num_attention_heads ", heads, " / parallel.tp ", l.tp,
              "), which Ulysses (parallel.cp_method alltoall) splits; use cp_method ring");
@@ -228,7 +228,7 @@ void apply_context_parallel(models::CausalLM& model, const Layout& l, const Para
   split.index = l.cp_rank;
   split.attention = [comm = l.cp_comm, method](const Tensor& q, const Tensor& k, const Tensor& v,
                                                double scale, const Tensor& segments) {
-    return shard::context_attention(q, k, v, scale, method, comm, segments);
+    return parallel::context_attention(q, k, v, scale, method, comm, segments);
   };
   split.sum = [comm = l.cp_comm](const std::vector<double>& x) {
     const int64_t n = static_cast<int64_t>(x.size());

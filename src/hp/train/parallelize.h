@@ -10,10 +10,10 @@
 //                norms and the residual stream (parallel.sequence_parallel)
 //   2. EP        expert parallelism over ep ranks of dp_shard × cp: every MoE block keeps only
 //                this rank's experts (global FQNs kept) and sends each token's rows to their
-//                experts' ranks (shard/expert_parallel.h)
+//                experts' ranks (moe/expert_parallel.h)
 //   3. CP        context parallelism over the cp ranks: loss() trains on this rank's zigzag spans
 //                of every row and attention runs across the ranks (ring or Ulysses,
-//                shard/context_parallel.h); parameters stay whole over cp
+//                parallel/context_parallel.h); parameters stay whole over cp
 //   4. MXFP8     low_precision.recipe mxfp8: matched Linears / expert sets run MX kernels (inside
 //                the TP wrappers: the kernel hook is the innermost GEMM)
 //   5. recompute activation checkpoint regions on decoder layers or their blocks (recompute.*, or

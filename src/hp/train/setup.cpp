@@ -11,7 +11,7 @@
 #include "hp/data/dataset.h"
 #include "hp/io/json.h"
 #include "hp/io/tokenizer.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/optim/state_offload.h"
 #include "hp/shard/mesh.h"
 #include "hp/train/memory_plan.h"

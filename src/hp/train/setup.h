@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "hp/data/loader.h"
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 #include "hp/train/config.h"
 #include "hp/train/parallelize.h"
 
@@ -45,7 +45,7 @@ struct RunData {
 RunData load_run_data(const Config& cfg);
 
 // The models::ModelConfig of an arch-and-size model section: the architecture table's row of
-// model.arch (models/registry.h) gives the class and model_type; vocab 0 takes `data_vocab`.
+// model.arch (models/hf/registry.h) gives the class and model_type; vocab 0 takes `data_vocab`.
 // Throws ValueError for an architecture unknown or not buildable from sizes.
 models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab, int64_t seq_len,
                                       int64_t separator_id);

@@ -39,7 +39,7 @@
 #include "hp/kernels/cpu/gemm_peak.h"
 #include "hp/kernels/cpu/isa.h"
 #include "hp/models/generate.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/ops/ops.h"
 #include "hp/optim/grad.h"
 #include "hp/optim/optimizer.h"

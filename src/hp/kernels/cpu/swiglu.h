@@ -1,5 +1,5 @@
 // SwiGLU on rows of an expert's gate and up projections, shared by the grouped experts
-// (models/moe.cpp) and MegaMoE (shard/megamoe.cpp) so that both round identically: the two must be
+// (models/moe.cpp) and MegaMoE (moe/megamoe.cpp) so that both round identically: the two must be
 // bitwise equal in f32.
 #pragma once
 

@@ -3,7 +3,7 @@
 // One struct covers the decoder-only families hp builds: Llama, Qwen2, Qwen3 (dense) and the
 // MoE / MLA fields of Qwen3-MoE, Mixtral and DeepSeek-V3 (read here, used by models/moe and
 // models/mla); what differs per family (known classes and model_types, defaults, the expert-count
-// key) is a row of the architecture table (models/registry.h). Both the transformers v4 spelling
+// key) is a row of the architecture table (models/hf/registry.h). Both the transformers v4 spelling
 // (rope_theta + rope_scaling, torch_dtype) and the v5 one (rope_parameters, dtype) are accepted.
 // Errors: "[config] <file>: <key>: <what>".
 #pragma once

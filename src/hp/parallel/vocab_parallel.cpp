@@ -1,4 +1,4 @@
-#include "hp/shard/vocab_parallel.h"
+#include "hp/parallel/vocab_parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,10 @@
 #include "hp/kernels/cpu/softmax.h"
 #include "hp/ops/ops.h"
 
-namespace hp::shard {
+namespace hp::parallel {
+
+// The style is a shard::ParallelStyle over shard's layout algebra.
+using namespace shard;
 
 namespace {
 
@@ -269,4 +272,4 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
   return y;
 }
 
-}  // namespace hp::shard
+}  // namespace hp::parallel

@@ -1,4 +1,4 @@
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "hp/core/error.h"
 #include "hp/io/json.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 
 namespace hp::models {
 
@@ -212,7 +212,7 @@ ModelConfig parse_model_config(const io::Json& j) {
   if (auto a = j.find("architectures"); a && a->is_array() && a->size() > 0)
     c.architecture = a->at(0).as_string();
   c.model_type = j.get_string_or("model_type", "");
-  // The row of the architecture table (models/registry.h) says what this family's keys mean.
+  // The row of the architecture table (models/hf/registry.h) says what this family's keys mean.
   const Architecture* arch = nullptr;
   if (c.architecture.empty()) {
     arch = find_architecture_by_model_type(c.model_type);
@@ -260,7 +260,7 @@ ModelConfig parse_model_config(const io::Json& j) {
   c.mlp_bias = j.get_bool_or("mlp_bias", false);
   c.hidden_act = j.get_string_or("hidden_act", "silu");
   if (c.hidden_act != "silu") fail(j, "hidden_act", "only silu is supported, got " + c.hidden_act);
-  // Families with a sliding window read it in their parse_extra (models/sliding_window.cpp).
+  // Families with a sliding window read it in their parse_extra (models/hf/sliding_window.cpp).
   if (!arch->parse_extra && j.get_bool_or("use_sliding_window", false))
     fail(j, "use_sliding_window",
          "sliding-window attention is not supported for " + c.architecture);

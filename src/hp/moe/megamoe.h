@@ -1,4 +1,4 @@
-// MegaMoE: the expert-parallel exchange of routed_experts (shard/expert_parallel.h) as one
+// MegaMoE: the expert-parallel exchange of routed_experts (moe/expert_parallel.h) as one
 // Multicore plan per direction (docs/MULTICORE.md "MegaMoE"), so that all-to-all overlaps the
 // expert GEMMs.
 //
@@ -16,7 +16,7 @@
 // dact = dy · down, the SwiGLU backward and dx = dg · gate + du · up per expert, and the weight
 // gradients of group g (cube) after its return all-to-all is posted, so they overlap it.
 //
-// The pipeline itself (layout, routes, exchanges, regrouping) is shard/megamoe_pipeline.h; this
+// The pipeline itself (layout, routes, exchanges, regrouping) is moe/megamoe_pipeline.h; this
 // file's .cpp adds the experts' tasks to it. The per-expert row counts travel inside the forward
 // plan: "counts" (comm, one all-to-all of E integers, exchange_counts' layout) is posted first,
 // the routes run meanwhile, and "layout g" (vector, after it) computes group g's receive counts
@@ -41,7 +41,7 @@
 #include "hp/multicore/link.h"
 #include "hp/mx/format.h"
 
-namespace hp::shard {
+namespace hp::moe {
 
 // This rank's experts' SwiGLU weights (local order), contiguous, all f32 (or all bf16 with MX
 // experts): gate and up [I, H], down [H, I]. Gradients flow to them, in their dtype. (bf16
@@ -73,7 +73,7 @@ struct MegaMoEOptions {
 
 // xs [A, H] (f32 or bf16) sorted by expert with count[e] rows of global expert e (Σ count = A)
 // → the experts' outputs [A, H] in the same order and dtype (an ExpertExchange of
-// shard/expert_parallel.h). Differentiable w.r.t. xs and the weights. Collective over `ep`.
+// moe/expert_parallel.h). Differentiable w.r.t. xs and the weights. Collective over `ep`.
 Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int64_t num_experts,
                        const LocalExpertWeights& w, const dist::CommPtr& ep,
                        const MegaMoEOptions& options = {});
@@ -89,4 +89,4 @@ struct MegaMoERunStats {
 MegaMoERunStats megamoe_last_forward();
 MegaMoERunStats megamoe_last_backward();
 
-}  // namespace hp::shard
+}  // namespace hp::moe

@@ -1,6 +1,6 @@
 // MegaMHC (mhc_fused.h): forward and backward of the fused mHC mix and fold, one token row at a
 // time.
-#include "hp/models/mhc_fused.h"
+#include "hp/ops/mhc_fused.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,10 +14,10 @@
 #include "hp/kernels/cpu/isa.h"
 #include "hp/kernels/cpu/norm.h"
 #include "hp/kernels/cpu/norm_table.h"
-#include "hp/models/mhc_rows.h"
+#include "hp/ops/mhc_rows.h"
 #include "hp/ops/ops.h"
 
-namespace hp::models {
+namespace hp {
 
 namespace {
 
@@ -539,4 +539,4 @@ Tensor fused_mhc_fold(const Tensor& post_in, const Tensor& comb_in, const Tensor
   return y;
 }
 
-}  // namespace hp::models
+}  // namespace hp

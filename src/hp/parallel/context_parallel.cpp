@@ -1,6 +1,6 @@
 // Context parallelism (context_parallel.h): zigzag spans, ring attention over the flash kernels,
 // and Ulysses over a differentiable all-to-all.
-#include "hp/shard/context_parallel.h"
+#include "hp/parallel/context_parallel.h"
 
 #include <algorithm>
 #include <atomic>
@@ -15,9 +15,9 @@
 #include "hp/core/error.h"
 #include "hp/kernels/cpu/attention.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/expert_parallel.h"
+#include "hp/parallel/all_to_all.h"
 
-namespace hp::shard {
+namespace hp::parallel {
 
 std::vector<Span> context_spans(int64_t length, int64_t degree, int64_t index) {
   if (degree < 1 || index < 0 || index >= degree)
@@ -378,4 +378,4 @@ RingStats ring_stats() {
 
 bool detail::ring_skip_communication(bool skip) { return skip_comm.exchange(skip); }
 
-}  // namespace hp::shard
+}  // namespace hp::parallel

@@ -9,9 +9,9 @@
 #include <cstdint>
 
 #include "hp/core/tensor.h"
-#include "hp/models/mhc_fused.h"
+#include "hp/ops/mhc_fused.h"
 
-namespace hp::models::mhc_detail {
+namespace hp::mhc_detail {
 
 // The mix's forward over rows [lo, hi): mixes [R, M] holds x · fnᵀ on entry and is scaled by each
 // row's rms; rstd [R, 2] gets that rms and the norm's; post [R, N], comb [R, N, N], input [R, D].
@@ -75,4 +75,4 @@ struct FoldGradRows {
   void operator()(int64_t lo, int64_t hi) const;
 };
 
-}  // namespace hp::models::mhc_detail
+}  // namespace hp::mhc_detail

@@ -22,7 +22,7 @@
 
 #include "hp/dist/communicator.h"
 
-namespace hp::shard {
+namespace hp::moe {
 
 // This rank's experts [first, first + count) of `num_experts` over `ep` ranks (the torch.chunk
 // rule; count may be 0). Throws ValueError naming both numbers when there are fewer experts than
@@ -42,7 +42,7 @@ using LocalExperts =
 
 // The middle of the EP pipeline: xs [A, hidden] sorted by expert with count[e] rows of global
 // expert e (Σ count = A) → the experts' outputs [A, hidden] in the same order, however the rows
-// travel (the sequential exchange below, or MegaMoE, shard/megamoe.h).
+// travel (the sequential exchange below, or MegaMoE, moe/megamoe.h).
 using ExpertExchange = std::function<Tensor(const Tensor& xs, const std::vector<int64_t>& count)>;
 
 // x [N, hidden], weights [N, k] (any float dtype; cast to the experts' output dtype), indices
@@ -64,10 +64,4 @@ struct ExchangeCounts {
 ExchangeCounts exchange_counts(const std::vector<int64_t>& count, int64_t num_experts,
                                const dist::CommPtr& ep);
 
-// x [Σ send_counts, ...]: send_counts[j] rows to rank j → [Σ recv_counts, ...], rank j's rows in
-// order (Communicator::all_to_all_v), differentiable: the gradient goes back the same way with the
-// counts swapped.
-Tensor all_to_all_v(const Tensor& x, const std::vector<int64_t>& send_counts,
-                    const std::vector<int64_t>& recv_counts, const dist::CommPtr& comm);
-
-}  // namespace hp::shard
+}  // namespace hp::moe

@@ -1,4 +1,4 @@
-#include "hp/models/weights.h"
+#include "hp/models/hf/weights.h"
 
 #include <cctype>
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/io/json.h"
 #include "hp/io/safetensors.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 #include "hp/mx/fp8_blocks.h"
 
 namespace hp::models {

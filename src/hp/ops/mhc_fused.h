@@ -28,7 +28,7 @@
 
 #include "hp/core/tensor.h"
 
-namespace hp::models {
+namespace hp {
 
 struct MhcSpec {
   int64_t hc_mult = 4;  // N
@@ -55,4 +55,4 @@ FusedMix fused_mhc_mix(const Tensor& streams, const Tensor& fn, const Tensor& ba
 Tensor fused_mhc_fold(const Tensor& post, const Tensor& comb, const Tensor& out,
                       const Tensor& streams);
 
-}  // namespace hp::models
+}  // namespace hp

@@ -21,7 +21,7 @@
 
 #include "hp/kernels/cpu/isa.h"
 
-namespace hp::models {
+namespace hp::kernels {
 
 struct GateTopKShape {
   int64_t experts = 0, top_k = 1;
@@ -64,4 +64,4 @@ void gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
                        const GateTopKShape& s, const GateTopKScratch& w);
 }  // namespace avx2
 
-}  // namespace hp::models
+}  // namespace hp::kernels

@@ -10,10 +10,10 @@
 
 #include <string>
 
-#include "hp/models/mhc_fused.h"
+#include "hp/ops/mhc_fused.h"
 #include "hp/multicore/plan.h"
 
-namespace hp::models {
+namespace hp::multicore {
 
 // The mix's buffers: inputs streams [R, K], fn [M, K], base [M], scale [3], norm_weight [D] (or
 // multicore::kNoBuffer: no norm), all f32; outputs post [R, N], comb [R, N·N], input [R, D]. The
@@ -56,4 +56,4 @@ multicore::Wait add_mhc_fold_backward(multicore::Plan& plan, const std::string& 
                                       multicore::BufferId dcomb, multicore::BufferId dout,
                                       multicore::BufferId dstreams, const multicore::Deps& deps);
 
-}  // namespace hp::models
+}  // namespace hp::multicore

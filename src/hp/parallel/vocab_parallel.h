@@ -14,7 +14,7 @@
 #include "hp/dist/communicator.h"
 #include "hp/shard/plan.h"
 
-namespace hp::shard {
+namespace hp::parallel {
 
 // nn::Embedding under tensor parallelism: weight [vocab, hidden] becomes this rank's Shard(0)
 // rows [V_r, hidden] by the torch.chunk rule (257 over 2 → 129 + 128; 5 over 4 → 2, 2, 1, 0),
@@ -31,20 +31,20 @@ namespace hp::shard {
 // A rank with no rows still joins the graph, so its (empty) weight gradient is defined like
 // every other rank's. Ids outside [0, vocab) throw ValueError on every rank before any
 // communication (the ids are the same everywhere).
-class VocabParallelEmbedding : public ParallelStyle {
+class VocabParallelEmbedding : public shard::ParallelStyle {
  public:
-  explicit VocabParallelEmbedding(Placement output_layout = Replicate{})
+  explicit VocabParallelEmbedding(shard::Placement output_layout = shard::Replicate{})
       : output_layout_(output_layout) {}
   // Throws ValueError unless m is exactly an nn::Embedding (a subclass may override the forward
   // the style wraps) and the output layout is Replicate or Shard.
-  void check(nn::Module& m, const StyleContext& ctx) const override;
+  void check(nn::Module& m, const shard::StyleContext& ctx) const override;
   // Shards the weight, installs the lookup + reduction wrapper. Collective over the mesh.
-  void apply(nn::Module& m, const StyleContext& ctx, ShardedParameters& out) const override;
+  void apply(nn::Module& m, const shard::StyleContext& ctx, shard::ShardedParameters& out) const override;
   std::string name() const override { return "VocabParallelEmbedding"; }
-  const Placement& output_layout() const { return output_layout_; }
+  const shard::Placement& output_layout() const { return output_layout_; }
 
  private:
-  Placement output_layout_;
+  shard::Placement output_layout_;
 };
 
 // Cross-entropy over logits whose last dim is this rank's slice of the vocabulary, without ever
@@ -74,4 +74,4 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
                                     int64_t ignore_index = -100,
                                     const std::string& reduction = "mean");
 
-}  // namespace hp::shard
+}  // namespace hp::parallel

@@ -29,7 +29,7 @@
 
 #include "hp/core/tensor.h"
 
-namespace hp::models {
+namespace hp::moe {
 
 enum class GateScore { softmax, sigmoid, sqrt_softplus };
 GateScore gate_score_from_name(const std::string& name);  // softmax | sigmoid | sqrtsoftplus
@@ -60,4 +60,4 @@ GateOutput fused_gate(const Tensor& logits, const Tensor& bias, const GateSpec& 
 // with. Softmax and sigmoid scores only.
 GateOutput composed_gate(const Tensor& logits, const Tensor& bias, const GateSpec& spec);
 
-}  // namespace hp::models
+}  // namespace hp::moe

@@ -11,7 +11,7 @@
 
 #include "hp/core/error.h"
 #include "hp/io/json.h"
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 
 namespace hp::models {
 

@@ -2,7 +2,7 @@
 // Face class (config.json architectures[0]), its model_type, the short name a training config
 // uses as model.arch, the LayerFactory that builds its layers, whether model.arch + sizes can build
 // it, what config.json holds for the family, and its tensor-parallel plan. Everything per
-// architecture derives from it: config.json parsing and writing (models/config.cpp), the model.arch
+// architecture derives from it: config.json parsing and writing (models/hf/config.cpp), the model.arch
 // choices and checks of a training config and the model built from sizes (train/config.cpp,
 // train/setup.cpp), and the plan the parallelize step applies (models/tp_plan.h).
 //
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "hp/models/config.h"
+#include "hp/models/hf/config.h"
 #include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
 
@@ -32,7 +32,7 @@ struct Architecture {
   // model.arch + the size fields build it; false when it needs a config.json (DeepSeek-V3: MLA).
   bool buildable_from_sizes = true;
 
-  // What config.json holds for the family (models/config.cpp):
+  // What config.json holds for the family (models/hf/config.cpp):
   // the expert-count key written with the config ("num_experts", "num_local_experts",
   // "n_routed_experts"; any of them is read); "" = dense, else a config without experts is an
   // error.
@@ -80,7 +80,7 @@ const Architecture& architecture_by_short_name(const std::string& short_name);
 // The short names model.arch accepts: the rows buildable from sizes, in table order.
 std::vector<std::string> sized_architecture_names();
 
-// Sliding-window attention of the Llama family (models/sliding_window.cpp): config.json parsing
+// Sliding-window attention of the Llama family (models/hf/sliding_window.cpp): config.json parsing
 // and writing for Mistral (sliding_window on every layer) and Qwen2 / Qwen3 (use_sliding_window,
 // sliding_window, max_window_layers or layer_types), and the window layer `layer` runs with (0:
 // full causal attention).

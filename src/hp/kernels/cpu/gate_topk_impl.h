@@ -11,9 +11,9 @@
 
 #include "hp/kernels/cpu/ew_ops.h"
 #include "hp/kernels/cpu/simd_arch.h"
-#include "hp/models/gate_topk.h"
+#include "hp/kernels/cpu/gate_topk.h"
 
-namespace hp::models::HP_ISA {
+namespace hp::kernels::HP_ISA {
 
 using A = kernels::HP_ISA::Arch;
 using V = A::V;
@@ -515,4 +515,4 @@ inline void gate_sigmoid_topk_impl(const float* l, const float* bias, float* p, 
   gate_topk_impl(c, s, w);
 }
 
-}  // namespace hp::models::HP_ISA
+}  // namespace hp::kernels::HP_ISA

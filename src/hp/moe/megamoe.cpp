@@ -1,5 +1,5 @@
 // MegaMoE forward and backward plans (megamoe.h).
-#include "hp/shard/megamoe.h"
+#include "hp/moe/megamoe.h"
 
 #include <algorithm>
 #include <array>
@@ -21,10 +21,10 @@
 #include "hp/multicore/trace.h"
 #include "hp/mx/expert_gemm.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/expert_parallel.h"
-#include "hp/shard/megamoe_pipeline.h"
+#include "hp/moe/expert_parallel.h"
+#include "hp/moe/megamoe_pipeline.h"
 
-namespace hp::shard {
+namespace hp::moe {
 
 namespace {
 
@@ -425,4 +425,4 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
   return y;
 }
 
-}  // namespace hp::shard
+}  // namespace hp::moe

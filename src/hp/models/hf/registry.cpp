@@ -1,4 +1,4 @@
-#include "hp/models/registry.h"
+#include "hp/models/hf/registry.h"
 
 #include <algorithm>
 #include <deque>
@@ -6,7 +6,7 @@
 #include "hp/models/deepseek_v4.h"
 #include "hp/models/mla.h"
 #include "hp/models/moe.h"
-#include "hp/models/weights.h"
+#include "hp/models/hf/weights.h"
 
 namespace hp::models {
 

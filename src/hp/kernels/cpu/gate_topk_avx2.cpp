@@ -1,12 +1,12 @@
 #define HP_ISA avx2
-#include "hp/models/gate_topk_impl.h"
+#include "hp/kernels/cpu/gate_topk_impl.h"
 
-void hp::models::avx2::gate_topk(const float* c, const GateTopKShape& s,
+void hp::kernels::avx2::gate_topk(const float* c, const GateTopKShape& s,
                                  const GateTopKScratch& w) {
   gate_topk_impl(c, s, w);
 }
 
-void hp::models::avx2::gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
+void hp::kernels::avx2::gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
                                          const GateTopKShape& s, const GateTopKScratch& w) {
   gate_sigmoid_topk_impl(l, bias, p, c, s, w);
 }

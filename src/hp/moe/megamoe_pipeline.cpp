@@ -1,5 +1,5 @@
 // MegaMoE's exchange pipeline (megamoe_pipeline.h).
-#include "hp/shard/megamoe_pipeline.h"
+#include "hp/moe/megamoe_pipeline.h"
 
 #include <algorithm>
 #include <utility>
@@ -7,9 +7,9 @@
 #include "hp/core/error.h"
 #include "hp/kernels/cpu/gemm_plan.h"
 #include "hp/ops/ops.h"
-#include "hp/shard/expert_parallel.h"
+#include "hp/moe/expert_parallel.h"
 
-namespace hp::shard::megamoe_detail {
+namespace hp::moe::megamoe_detail {
 
 using multicore::TaskContext;
 
@@ -283,4 +283,4 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
   return out_ids;
 }
 
-}  // namespace hp::shard::megamoe_detail
+}  // namespace hp::moe::megamoe_detail

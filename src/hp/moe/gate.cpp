@@ -1,6 +1,6 @@
 // MegaGate (gate.h): forward and backward of the fused router, one token row at a time.
-#include "hp/models/gate.h"
-#include "hp/models/gate_topk.h"
+#include "hp/moe/gate.h"
+#include "hp/kernels/cpu/gate_topk.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 #include "hp/kernels/cpu/isa.h"
 #include "hp/ops/ops.h"
 
-namespace hp::models {
+namespace hp::moe {
 
 GateScore gate_score_from_name(const std::string& name) {
   if (name == "softmax") return GateScore::softmax;
@@ -26,6 +26,11 @@ GateScore gate_score_from_name(const std::string& name) {
 }
 
 namespace {
+
+using kernels::GateSigmoidTopKFn;
+using kernels::GateTopKFn;
+using kernels::GateTopKScratch;
+using kernels::GateTopKShape;
 
 constexpr int64_t kRowGrain = 16;
 
@@ -218,21 +223,6 @@ Tensor select_rows(const Tensor& c_in, const GateSpec& g) {
 
 }  // namespace
 
-GateTopKFn gate_topk_fn(kernels::Isa isa) {
-  return isa == kernels::Isa::scalar ? scalar::gate_topk : avx2::gate_topk;
-}
-
-GateSigmoidTopKFn gate_sigmoid_topk_fn(kernels::Isa isa) {
-  switch (isa) {
-    case kernels::Isa::scalar:
-      return scalar::gate_sigmoid_topk;
-    case kernels::Isa::avx2:
-      return avx2::gate_sigmoid_topk;
-    default:
-      return nullptr;
-  }
-}
-
 GateOutput fused_gate(const Tensor& logits_in, const Tensor& bias_in, const GateSpec& g) {
   check(logits_in, bias_in, g);
   const Tensor logits = logits_in.detach().contiguous();
@@ -310,4 +300,4 @@ GateOutput composed_gate(const Tensor& logits, const Tensor& bias, const GateSpe
   return out;
 }
 
-}  // namespace hp::models
+}  // namespace hp::moe

@@ -1,13 +1,13 @@
 // MegaMHC's Multicore tasks (mhc_tasks.h): the row passes of mhc_rows.h as vector tasks, the GEMMs
 // as cube tasks, in the blocks and order of the autograd ops in mhc_fused.cpp.
-#include "hp/models/mhc_tasks.h"
+#include "hp/multicore/mhc_tasks.h"
 
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/norm.h"
-#include "hp/models/mhc_rows.h"
+#include "hp/ops/mhc_rows.h"
 
-namespace hp::models {
+namespace hp::multicore {
 
 namespace {
 
@@ -215,4 +215,4 @@ Wait add_mhc_fold_backward(Plan& plan, const std::string& name, BufferId post, B
   return {done, 1};
 }
 
-}  // namespace hp::models
+}  // namespace hp::multicore

@@ -29,7 +29,7 @@
 
 #include "hp/dist/communicator.h"
 
-namespace hp::shard {
+namespace hp::parallel {
 
 // One contiguous run of a row's positions held by this rank.
 struct Span {
@@ -74,4 +74,4 @@ namespace detail {
 bool ring_skip_communication(bool skip);
 }  // namespace detail
 
-}  // namespace hp::shard
+}  // namespace hp::parallel

@@ -13,7 +13,7 @@
 #include "hp/dist/communicator.h"
 #include "hp/multicore/plan.h"
 
-namespace hp::shard::megamoe_detail {
+namespace hp::moe::megamoe_detail {
 
 using multicore::BufferId;
 using multicore::EventId;
@@ -88,4 +88,4 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
                                        const std::vector<RowBuffer>& extra, const Compute& compute,
                                        const AfterCombine& after);
 
-}  // namespace hp::shard::megamoe_detail
+}  // namespace hp::moe::megamoe_detail

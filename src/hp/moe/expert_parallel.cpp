@@ -1,5 +1,5 @@
 // Routed experts, locally or expert-parallel (expert_parallel.h).
-#include "hp/shard/expert_parallel.h"
+#include "hp/moe/expert_parallel.h"
 
 #include <algorithm>
 #include <numeric>
@@ -8,8 +8,11 @@
 #include "hp/autograd/node.h"
 #include "hp/core/error.h"
 #include "hp/ops/ops.h"
+#include "hp/parallel/all_to_all.h"
 
-namespace hp::shard {
+namespace hp::moe {
+
+using parallel::all_to_all_v;
 
 ExpertRange local_experts(int64_t num_experts, int64_t ep, int64_t rank) {
   if (ep < 1 || rank < 0 || rank >= ep)
@@ -49,22 +52,6 @@ ExchangeCounts exchange_counts(const std::vector<int64_t>& count, int64_t num_ex
   for (size_t b = 0; b < c.recv_by_expert.size(); ++b)
     c.recv[b / static_cast<size_t>(std::max<int64_t>(per_rank, 1))] += c.recv_by_expert[b];
   return c;
-}
-
-Tensor all_to_all_v(const Tensor& x, const std::vector<int64_t>& send_counts,
-                    const std::vector<int64_t>& recv_counts, const dist::CommPtr& comm) {
-  Tensor y;
-  {
-    autograd::NoGradGuard ng;
-    y = comm->all_to_all_v(contiguous(x), send_counts, recv_counts);
-  }
-  if (autograd::needs_grad({x}))
-    autograd::record("AllToAllV", {x}, {y},
-                     [comm, send_counts, recv_counts](const std::vector<Tensor>& g) {
-                       return std::vector<Tensor>{
-                           comm->all_to_all_v(contiguous(g[0]), recv_counts, send_counts)};
-                     });
-  return y;
 }
 
 namespace {
@@ -140,4 +127,4 @@ Tensor routed_experts(const Tensor& x, const Tensor& weights, const Tensor& indi
   return index_add(zeros({tokens, x.size(1)}, y.dtype()), 0, token_idx, y);
 }
 
-}  // namespace hp::shard
+}  // namespace hp::moe

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The layer check (docs/ARCHITECTURE.md §2): every #include "hp/<layer>/..." in src/hp must name
+# the file's own layer or one below it in LAYERS. A folder of src/hp that LAYERS does not name
+# fails too, so a new layer is placed on purpose. tools/, tests/ and bench/ may include anything.
+# Usage: bash tools/check_layers.sh [repo root]; exit 0 clean, 1 on a violation (each printed as
+# FILE:LINE: <layer> includes <higher layer>).
+set -euo pipefail
+cd "${1:-$(dirname "$0")/..}"
+
+# Bottom to top. core..ops form libhp_base (the tensor engine); the rest form libhp.
+LAYERS=(core kernels autograd ops io dist fusion nn mx multicore shard offload optim data fsdp
+        pipeline checkpoint parallel moe models train)
+
+declare -A rank
+for i in "${!LAYERS[@]}"; do rank[${LAYERS[$i]}]=$i; done
+
+bad=0
+for dir in src/hp/*/; do
+  layer=$(basename "$dir")
+  if [[ -z ${rank[$layer]+x} ]]; then
+    echo "src/hp/$layer: a folder that LAYERS in tools/check_layers.sh does not place"
+    bad=1
+  fi
+done
+
+while IFS=: read -r file line text; do
+  from=${file#src/hp/}
+  from=${from%%/*}
+  to=${text#*\"hp/}
+  to=${to%%/*}
+  [[ -z ${rank[$from]+x} ]] && continue  # reported above
+  if [[ -z ${rank[$to]+x} ]]; then
+    echo "$file:$line: includes an unknown layer '$to'"
+    bad=1
+  elif ((rank[$to] > rank[$from])); then
+    echo "$file:$line: $from includes $to, a higher layer"
+    bad=1
+  fi
+done < <(grep -rnE '^\s*#\s*include\s+"hp/' src/hp --include='*.h' --include='*.cpp' \
+           --include='*.inc')
+
+if ((bad)); then
+  echo "[check_layers] includes run upward (order, bottom to top: ${LAYERS[*]})"
+  exit 1
+fi
+echo "[check_layers] ${#LAYERS[@]} layers, every include runs downward"
