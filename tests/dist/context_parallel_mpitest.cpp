@@ -27,6 +27,9 @@
 namespace hp::parallel {
 namespace {
 
+// The tests build meshes and layouts with shard's algebra.
+using namespace hp::shard;
+
 using hp::testing::error_of;
 using hp::testing::expect_close;
 

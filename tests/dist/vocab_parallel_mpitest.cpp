@@ -16,6 +16,9 @@
 namespace hp::parallel {
 namespace {
 
+// The tests build meshes and layouts with shard's algebra.
+using namespace hp::shard;
+
 // Within rel · max|b| (normwise relative): the sharded logsumexp is combined from per-slice ones,
 // so it may differ from the one-pass value by an f32 ulp (≈1e-6 relative at lse ≈ 10), which
 // every exp(x - lse) of the gradient inherits.

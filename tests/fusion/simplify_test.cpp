@@ -20,7 +20,7 @@ constexpr double kK = 0.7978845608028654, kC = 0.044715;
 
 // Every f32 bit pattern 12345 + i·stride (NaNs included), in chunks of 2^24 values, the first
 // with the thresholds of the vector math. HP_TEST_ULP_STRIDE=1 makes it exhaustive (the maxima in
-// docs/FUSION.md are that run's).
+// docs/FUSION.md are the every-16th sweep's).
 constexpr uint64_t kChunk = uint64_t{1} << 24;
 uint64_t sweep_stride() {
   const char* env = std::getenv("HP_TEST_ULP_STRIDE");

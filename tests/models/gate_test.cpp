@@ -25,6 +25,10 @@
 namespace hp::moe {
 namespace {
 
+using kernels::GateSigmoidTopKFn;
+using kernels::GateTopKScratch;
+using kernels::GateTopKShape;
+
 void expect_near_all(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
   const auto x = a.to_vector(), y = b.to_vector();

@@ -17,7 +17,7 @@
 
 namespace hp::fusion {
 
-// Budgets of the split (docs/FUSION.md "Cluster and split"): a pass keeps every tile it touches
+// Budgets of the split (docs/FUSION.md "Compile", steps 2-3): a pass keeps every tile it touches
 // (slots, streamed inputs, outputs, kept values) in L1; tiles shrink from kTileMax to kTileMin
 // elements as the streams grow, and a pass needing more than kMaxStreams streams is split in two,
 // the values live across the cut kept in the block scratch.

@@ -1,61 +1,29 @@
 #include "hp/multicore/trace.h"
 
-#include <cstdio>
+#include <cstring>
 #include <fstream>
-#include <sstream>
+
+#include "hp/io/chrome_trace.h"
 
 namespace hp::multicore {
-namespace {
-
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string wrap(const std::string& events) {
-  return "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n" + events + "\n]}\n";
-}
-
-}  // namespace
 
 std::string chrome_trace_events(const Plan& plan, const RunTrace& trace, int rank) {
-  std::ostringstream os;
-  os.precision(3);
-  os << std::fixed;
-  os << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << rank
-     << ", \"args\": {\"name\": \"rank " << rank << "\"}}";
-  for (size_t w = 0; w < trace.workers.size(); ++w) {
-    os << ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << rank << ", \"tid\": " << w
-       << ", \"args\": {\"name\": " << quoted(trace.workers[w]) << "}}";
-    os << ",\n{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": " << rank
-       << ", \"tid\": " << w << ", \"args\": {\"sort_index\": " << w << "}}";
-  }
+  io::ChromeTrace out;
+  out.name_process(rank, "rank " + std::to_string(rank));
+  for (size_t w = 0; w < trace.workers.size(); ++w)
+    out.name_thread(rank, int64_t(w), trace.workers[w], int64_t(w));
   for (const Span& s : trace.spans) {
     const Task& t = plan.task(s.task);
     const std::string trig = t.deps.trigger == kNoEvent ? "-" : plan.event_name(t.deps.trigger);
-    os << ",\n{\"ph\": \"X\", \"name\": " << quoted(t.name) << ", \"cat\": \"" << role_name(t.role)
-       << "\", \"pid\": " << rank << ", \"tid\": " << s.worker
-       << ", \"ts\": " << double(s.t0_ns) * 1e-3
-       << ", \"dur\": " << double(s.t1_ns - s.t0_ns) * 1e-3 << ", \"args\": {\"part\": " << s.part
-       << ", \"parts\": " << plan.num_parts(s.task) << ", \"triggers\": " << quoted(trig) << "}}";
+    out.complete(t.name, role_name(t.role), rank, s.worker, s.t0_ns, s.t1_ns - s.t0_ns,
+                 {{"part", int64_t(s.part)}, {"parts", int64_t(plan.num_parts(s.task))},
+                  {"triggers", trig}});
   }
-  return os.str();
+  return out.events();
 }
 
 std::string chrome_trace(const Plan& plan, const RunTrace& trace, int rank) {
-  return wrap(chrome_trace_events(plan, trace, rank));
+  return io::chrome_trace_document(chrome_trace_events(plan, trace, rank));
 }
 
 void write_chrome_trace(const std::string& path, const Plan& plan, const RunTrace& trace,
@@ -76,7 +44,7 @@ void write_chrome_trace(const std::string& path, const Plan& plan, const RunTrac
     p += n;
   }
   std::ofstream f(path);
-  f << wrap(events);
+  f << io::chrome_trace_document(events);
   if (!f) HP_THROW(IoError, "multicore", "cannot write the Chrome trace '", path, "'");
 }
 

@@ -3,45 +3,15 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "hp/io/chrome_trace.h"
+
 namespace hp::train {
 
 namespace {
-
-// JSON string contents: FQNs and op names are plain, but a name is never trusted to be.
-void append_escaped(std::string& out, const char* s) {
-  for (; *s; ++s) {
-    const unsigned char c = static_cast<unsigned char>(*s);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-}
-
-void append_string(std::string& out, const char* s) {
-  out += '"';
-  append_escaped(out, s);
-  out += '"';
-}
-
-// Nanoseconds as microseconds with three decimals: the trace format's unit, no precision lost.
-void append_us(std::string& out, int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%lld.%03lld", static_cast<long long>(ns / 1000),
-                static_cast<long long>(ns % 1000));
-  out += buf;
-}
 
 std::string with_commas(int64_t n) {
   const std::string digits = std::to_string(n);
@@ -71,37 +41,19 @@ std::string trace_path(const std::string& run_dir, int rank) {
 }
 
 std::string chrome_trace_json(const profiler::Trace& trace, int rank) {
-  std::string out = "{\"traceEvents\": [\n";
-  const std::string pid = std::to_string(rank);
-  out += "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid +
-         ", \"tid\": 0, \"args\": {\"name\": \"rank " + pid + "\"}}";
+  io::ChromeTrace out;
+  out.name_process(rank, "rank " + std::to_string(rank));
   for (const profiler::ThreadTrace& t : trace.threads) {
-    const std::string tid = std::to_string(t.tid);
-    out += ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"tid\": " + tid +
-           ", \"args\": {\"name\": \"" + (t.main ? "trainer" : "thread " + tid) + "\"}}";
+    out.name_thread(rank, t.tid, t.main ? "trainer" : "thread " + std::to_string(t.tid));
     for (const profiler::Event& e : t.events) {
-      out += ",\n{\"name\": ";
-      append_string(out, e.name);
-      out += ", \"cat\": \"";
-      out += profiler::category_name(e.cat);
-      out += "\", \"ph\": \"X\", \"ts\": ";
-      append_us(out, e.ts_ns);
-      out += ", \"dur\": ";
-      append_us(out, e.dur_ns);
-      out += ", \"pid\": " + pid + ", \"tid\": " + tid + ", \"args\": {\"phase\": \"";
-      out += profiler::phase_name(e.phase);
-      out += "\"";
-      if (e.module) {
-        out += ", \"module\": ";
-        append_string(out, e.module);
-      }
-      out += "}}";
+      std::vector<io::TraceArg> args = {{"phase", std::string(profiler::phase_name(e.phase))}};
+      if (e.module) args.emplace_back("module", std::string(e.module));
+      out.complete(e.name, profiler::category_name(e.cat), rank, t.tid, e.ts_ns, e.dur_ns, args);
     }
   }
-  out += "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"rank\": " + pid +
-         ", \"max_events\": " + std::to_string(trace.max_events) +
-         ", \"dropped_events\": " + std::to_string(trace.dropped) + "}}\n";
-  return out;
+  return io::chrome_trace_document(out.events(), {{"rank", int64_t(rank)},
+                                                  {"max_events", trace.max_events},
+                                                  {"dropped_events", trace.dropped}});
 }
 
 RunProfiler::RunProfiler(StepRange range, std::string run_dir, int rank, int world_size,
