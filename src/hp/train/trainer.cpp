@@ -51,6 +51,7 @@
 #include "hp/train/parallelize.h"
 #include "hp/train/pipeline_step.h"
 #include "hp/train/profile.h"
+#include "hp/train/run_dir.h"
 #include "hp/train/setup.h"
 #include "hp/train/state.h"
 
@@ -60,38 +61,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// SIGINT / SIGTERM ask the loop to save and stop after the current step or micro-batch; g_stop
-// holds the signal (0: none). A second one (an impatient Ctrl-C) takes the default action at once.
-// signal() and raise() are async-signal-safe.
-std::atomic<int> g_stop{0};
-extern "C" void on_stop_signal(int sig) {
-  if (g_stop.exchange(sig) != 0) {
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-  }
-}
-
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop.store(0);
-    struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  struct sigaction old_int_ = {}, old_term_ = {};
-};
-
 class NullBuffer : public std::streambuf {
  protected:
   int overflow(int c) override { return c; }
@@ -99,95 +68,6 @@ class NullBuffer : public std::streambuf {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-bool any_rank(dist::Communicator& comm, bool flag) {
-  if (comm.size() == 1) return flag;
-  Tensor t = full({1}, flag ? 1.0 : 0.0, DType::i32);
-  return comm.all_reduce(t, dist::ReduceOp::max).item() > 0;
-}
-
-// The stop signal every rank agrees on: the largest one any rank received (0: none).
-int agreed_stop_signal(dist::Communicator& comm) {
-  const int sig = g_stop.load();
-  if (comm.size() == 1) return sig;
-  Tensor t = full({1}, double(sig), DType::i32);
-  return static_cast<int>(comm.all_reduce(t, dist::ReduceOp::max).item());
-}
-
-// A run directory has one owner: rank 0 holds an exclusive flock on <run.dir>/.lock for the whole
-// run, the file naming the holder ("host H pid P"). The kernel drops the lock when the process
-// ends, however it ends.
-class RunDirLock {
- public:
-  explicit RunDirLock(const fs::path& dir) : path_(dir / ".lock") {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0)
-      HP_THROW(IoError, "train", path_.string(), ": cannot open: ", std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      std::string holder(256, '\0');
-      const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
-      holder.resize(n > 0 ? size_t(n) : 0);
-      while (!holder.empty() && std::isspace(static_cast<unsigned char>(holder.back())))
-        holder.pop_back();
-      ::close(fd_);
-      if (err != EWOULDBLOCK)
-        HP_THROW(IoError, "train", path_.string(), ": cannot lock: ", std::strerror(err));
-      HP_THROW(IoError, "train", "run.dir ", dir.string(), " is in use by another run (",
-               holder.empty() ? "holder not yet written" : holder, ", lock ", path_.string(),
-               "): wait for it to end, or use another run.dir");
-    }
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    const std::string me =
-        std::string("host ") + host + " pid " + std::to_string(::getpid()) + "\n";
-    // Best effort: the flock is the lock; the text only names its holder.
-    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
-    }
-  }
-  ~RunDirLock() {
-    if (::ftruncate(fd_, 0) != 0) {
-    }
-    ::close(fd_);
-  }
-  RunDirLock(const RunDirLock&) = delete;
-  RunDirLock& operator=(const RunDirLock&) = delete;
-
- private:
-  fs::path path_;
-  int fd_ = -1;
-};
-
-// Rank 0, before anything in run.dir is written: takes its lock; refuses a fresh run into a
-// directory holding checkpoints (they would be pruned or mixed with the new run's), or with
-// options.overwrite deletes the old step-* directories, `latest` and metrics first. Returns the
-// error to raise on this rank, or null.
-std::exception_ptr claim_run_dir(const std::string& run_dir, const TrainOptions& o,
-                                 std::unique_ptr<RunDirLock>* lock) {
-  try {
-    if (o.overwrite && !o.resume.empty())
-      HP_THROW(ValueError, "train", "--overwrite starts a fresh run: not with --resume");
-    fs::create_directories(run_dir);
-    *lock = std::make_unique<RunDirLock>(run_dir);
-    if (!o.resume.empty()) return nullptr;
-    std::vector<fs::path> old_ckpt, old_metrics;
-    for (const auto& e : fs::directory_iterator(run_dir)) {
-      const std::string name = e.path().filename().string();
-      if (name.rfind("step-", 0) == 0 || name.rfind("latest", 0) == 0) old_ckpt.push_back(e.path());
-      if (name == "metrics.jsonl" || name == "metrics.svg") old_metrics.push_back(e.path());
-    }
-    if (old_ckpt.empty()) return nullptr;
-    if (!o.overwrite)
-      HP_THROW(ValueError, "train", "run.dir ", run_dir,
-               " holds checkpoints of an earlier run: use --resume auto, or a new run.dir, or "
-               "--overwrite (deletes them)");
-    for (const auto& p : old_ckpt) fs::remove_all(p);
-    for (const auto& p : old_metrics) fs::remove(p);
-    return nullptr;
-  } catch (...) {
-    return std::current_exception();
-  }
 }
 
 // What the run is, before its first step (rank 0).
@@ -372,23 +252,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
 
   TrainResult res;
   res.run_dir = cfg.run.dir;
-  // Rank 0 locks run.dir (held until train returns) and checks it; every rank learns the verdict,
-  // so a refusal is an error everywhere rather than a hang.
-  std::unique_ptr<RunDirLock> run_dir_lock;
-  std::exception_ptr refused;
-  if (rank == 0) refused = claim_run_dir(cfg.run.dir, options, &run_dir_lock);
-  if (any_rank(*world, refused != nullptr)) {
-    if (refused) std::rethrow_exception(refused);
-    HP_THROW(IoError, "train", "rank 0 refused run.dir ", cfg.run.dir, " (its error says why)");
-  }
-  if (rank == 0) {
-    const fs::path p = fs::path(cfg.run.dir) / "config.yaml";
-    errno = 0;
-    std::ofstream o(p);
-    if (!(o << to_yaml(cfg) << std::flush))
-      log << "warning: cannot write " << p.string() << ": "
-          << (errno ? std::strerror(errno) : "write failed") << " (each checkpoint holds a copy)\n";
-  }
+  // Held until train returns.
+  const RunDir run_dir(cfg, options.resume, options.overwrite, *world, log);
 
   // training.fusion for the run (HP_FUSION, when set, overrides it), restored after.
   const fusion::Mode fusion_mode =
@@ -462,7 +327,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   const int64_t global_tokens = cfg.training.batch_size * cfg.training.seq_len;
   const int64_t micro_rows = cfg.training.batch_size / cfg.training.grad_accum;
 
-  StopSignals signals;
+  const StopSignals signals;
   const std::vector<Tensor> shard_params = opt.parameters();
   // The gradients the norm counts (the others, tp copies, are clipped alike: the optimizer scales
   // every gradient it reads).
@@ -497,7 +362,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     if (pipe) loss_sum = pipe->run(loader, micro_rows, global_targets);  // (phases per action)
     for (int64_t m = 0; !pipe && m < cfg.training.grad_accum; ++m) {
       // Every rank asks at the same point (one all-reduce), so all leave the loop together.
-      if (m > 0 && (stop_signal = agreed_stop_signal(*world)) != 0) break;
+      if (m > 0 && (stop_signal = signals.agreed(*world)) != 0) break;
       const data::Batch batch = loader.next(micro_rows, layout.dp_rank, layout.dp_size);
       const MemCategoryScope as_activations(MemCategory::activations);
       BatchLoss loss;
@@ -584,7 +449,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
     // step too, which the caller's count must see.
     const bool done_early = options.stop_when && any_rank(*world, options.stop_when(r));
     const bool last = step == cfg.training.steps || done_early;
-    const int signal = agreed_stop_signal(*world);
+    const int signal = signals.agreed(*world);
     const bool stop =
         signal != 0 || (options.stop_after > 0 && step - done >= options.stop_after && !last);
     // Validation sees the weights this step produced, before they are saved. It runs at the last
