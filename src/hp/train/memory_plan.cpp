@@ -20,10 +20,9 @@
 #include "hp/ops/ops.h"
 #include "hp/pipeline/schedule.h"
 #include "hp/train/activation_choice.h"
-#include "hp/train/evaluate.h"
+#include "hp/train/loss.h"
 #include "hp/train/parallelize.h"
-#include "hp/train/pipeline_step.h"
-#include "hp/train/setup.h"
+#include "hp/train/options.h"
 
 namespace hp::train {
 

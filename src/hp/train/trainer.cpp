@@ -45,9 +45,12 @@
 #include "hp/optim/optimizer.h"
 #include "hp/optim/state_offload.h"
 #include "hp/shard/plan.h"
+#include "hp/train/evaluate.h"
 #include "hp/train/expert_balance.h"
+#include "hp/train/loss.h"
 #include "hp/train/memory_plan.h"
 #include "hp/train/metrics.h"
+#include "hp/train/options.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/pipeline_step.h"
 #include "hp/train/profile.h"
@@ -256,9 +259,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   const RunDir run_dir(cfg, options.resume, options.overwrite, *world, log);
 
   // training.fusion for the run (HP_FUSION, when set, overrides it), restored after.
-  const fusion::Mode fusion_mode =
-      fusion::env_mode().value_or(fusion::parse_mode(cfg.training.fusion, "training.fusion"));
-  const fusion::ModeScope fusion_scope(fusion_mode);
+  const fusion::Mode run_fusion = fusion::env_mode().value_or(fusion_mode(cfg));
+  const fusion::ModeScope fusion_scope(run_fusion);
   // memory.device_budget caps the device tier for the run (restored after: tests run many).
   const DeviceBudgetScope budget(device_budget_bytes(cfg), "memory.device_budget");
   // A budget too small for one layer: refused before anything is built (the plan is reused).
@@ -284,7 +286,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
 
   // Resume: parameters, optimizer state, loader position and RNG.
   int64_t done = 0;
-  if (const std::string dir = resume_step_dir(options, cfg, log); !dir.empty()) {
+  if (const std::string dir = resume_step_dir(options.resume, options.allow_config_change, cfg, log); !dir.empty()) {
     done = restore(dir, par, opt, loader);
     par.fsdp->reshard();  // the next forward gathers the loaded masters
     log << "resumed from " << dir << " at step " << done << "\n";
@@ -293,15 +295,12 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   }
   res.first_step = done + 1;
 
-  // mpirun hands ranks a pseudo-terminal: a bar would look right there but not in captured logs.
-  MetricsConfig metrics_cfg = cfg.metrics;
-  if (nranks > 1 && metrics_cfg.progress == "auto") metrics_cfg.progress = "lines";
-  MetricsLog metrics(metrics_cfg, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
+  MetricsLog metrics(metrics_config(cfg, nranks), cfg.run.dir, cfg.training.steps, done, log, rank == 0);
   describe_run(cfg, res, run.data, loader, layout, par, *model, metrics);
   if (pipe) metrics.message(pipe->describe());
   if (fusion::env_mode() &&
-      fusion_mode != fusion::parse_mode(cfg.training.fusion, "training.fusion"))
-    metrics.message(std::string("fusion: ") + fusion::mode_name(fusion_mode) +
+      run_fusion != fusion_mode(cfg))
+    metrics.message(std::string("fusion: ") + fusion::mode_name(run_fusion) +
                     " (HP_FUSION overrides training.fusion: " + cfg.training.fusion + ")");
   if (evaluator) metrics.message(evaluator->describe(run.data.eval_name));
   if (run.documents.any())
