@@ -55,11 +55,4 @@ class Evaluator {
   int64_t steps_, batch_, interval_, seq_len_;
 };
 
-// `hp eval CONFIG --resume PATH`: builds the run as `hp train` does (build_run), loads the
-// checkpoint `resume` names (resolve_resume: a step or run directory, or auto), runs one pass and
-// prints Evaluator::format on `log` (rank 0). ValueError("[eval] ...") naming `config_file` when
-// the config has no eval section, or when there is no checkpoint. Collective.
-EvalResult evaluate_checkpoint(const Config& cfg, const std::string& config_file,
-                               const std::string& resume, std::ostream& log);
-
 }  // namespace hp::train

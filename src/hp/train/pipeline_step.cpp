@@ -64,7 +64,8 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
                                                    std::move(fns), std::move(placement));
 }
 
-double PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets) {
+StepOutcome PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets,
+                              const StopSignals& /*signals*/) {
   const int64_t m = executor_->schedule().spec.microbatches;
   batches_.clear();
   for (int64_t i = 0; i < m; ++i)
@@ -118,7 +119,7 @@ double PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t g
     const double d = std::max(ranks[k], 1.0);
     rank_s_.insert(rank_s_.end(), {compute[k] / d, wait[k] / d, total[k] / d});
   }
-  return loss_sum_;
+  return {loss_sum_, 0};
 }
 
 void PipelineStep::record(StepRecord* r) const {

@@ -23,6 +23,7 @@
 #include "hp/pipeline/executor.h"
 #include "hp/train/config.h"
 #include "hp/train/parallelize.h"
+#include "hp/train/step.h"
 
 namespace hp::models {
 class CausalLM;
@@ -30,27 +31,26 @@ class CausalLM;
 
 namespace hp::train {
 
-struct StepRecord;
-
-class PipelineStep {
+class PipelineStep : public TrainStep {
  public:
   // `documents`: the run's packed-document flags; every stage's forward gets its micro-batch's
   // documents (the loader gives each rank the micro-batch's positions).
   PipelineStep(models::CausalLM& model, const Parallelized& par, const Layout& l,
                const Config& cfg, const DocumentFlags& documents);
   // Runs the step's micro-batches (cfg.training.grad_accum of micro_rows rows from `loader`)
-  // through the schedule; returns this rank's Σ of microbatch mean loss · targets (0 except on the
-  // last stage), as the pp = 1 loop sums it.
-  double run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets);
+  // through the schedule; the loss sum is this rank's Σ of microbatch mean loss · targets (0
+  // except on the last stage), as the plain step sums it. A stop waits for the step's end.
+  StepOutcome run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets,
+                  const StopSignals& signals) override;
   const pipeline::Schedule& schedule() const { return executor_->schedule(); }
   // Fills the step record's pp_ fields from the last step: every pipeline rank's measured bubble
   // (1 − its compute time / the longest schedule time of any rank), the schedule's theoretical
   // bubble at unit costs, the schedule simulated with the step's mean action times per stage
   // (each rank's bubble at the real costs) and those times, and each rank's compute, receive
   // wait and schedule seconds.
-  void record(StepRecord* r) const;
+  void record(StepRecord* r) const override;
   // One line for the run log: the schedule, the cut and the theoretical bubble.
-  std::string describe() const;
+  std::string describe() const override;
 
  private:
   models::CausalLM& model_;
