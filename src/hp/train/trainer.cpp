@@ -1,27 +1,14 @@
 // The training loop (trainer.h): set-up from the config tree, the step, checkpoints and resume.
 #include "hp/train/trainer.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
-#include <cstring>
-#include <exception>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <tuple>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/checkpoint/dcp.h"
@@ -60,8 +47,6 @@
 #include "hp/train/step.h"
 
 namespace hp::train {
-
-namespace fs = std::filesystem;
 
 namespace {
 
