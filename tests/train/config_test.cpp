@@ -6,6 +6,7 @@
 #include "hp/core/error.h"
 #include "hp/kernels/cpu/isa.h"
 #include "hp/models/hf/registry.h"
+#include "hp/train/options.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/schema.h"
 #include "test_dir.h"

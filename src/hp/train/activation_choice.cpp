@@ -14,7 +14,7 @@
 #include "hp/models/transformer.h"
 #include "hp/nn/module.h"
 #include "hp/offload/async_file.h"
-#include "hp/train/parallelize.h"
+#include "hp/train/options.h"
 
 namespace hp::train {
 

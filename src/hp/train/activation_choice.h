@@ -24,7 +24,7 @@
 
 #include "hp/models/hf/config.h"
 #include "hp/train/config.h"
-#include "hp/train/memory_plan.h"
+#include "hp/train/memory_tiers.h"
 
 namespace hp::train {
 

@@ -14,33 +14,8 @@
 #include "hp/fsdp/fsdp.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
-#include "hp/train/setup.h"
-#include "hp/train/state.h"
-#include "hp/train/trainer.h"
 
 namespace hp::train {
-
-BatchLoss batch_loss(models::CausalLM& model, const data::Batch& batch,
-                     const DocumentFlags& documents) {
-  return {model.loss(batch.ids, batch.labels, packed_documents(batch, documents)), batch.targets};
-}
-
-models::PackedDocuments packed_documents(const data::Batch& batch, const DocumentFlags& documents) {
-  HP_CHECK(!documents.any() || batch.positions.defined(), "packed documents without positions");
-  if (!documents.any()) return {};
-  return {batch.positions, documents.mask, documents.reset_positions};
-}
-
-double global_mean_loss(dist::Communicator& world, const Layout& layout, double local_sum,
-                        int64_t global_tokens) {
-  double sum = local_sum;
-  if (world.size() > 1) {
-    Tensor t = full({1}, local_sum, DType::f64);
-    sum = world.all_reduce(t, dist::ReduceOp::sum).item();
-  }
-  // The tp ranks of a data-parallel slice computed the same loss: count it once.
-  return sum / double(layout.tp) / double(global_tokens);
-}
 
 namespace {
 
@@ -116,32 +91,6 @@ std::string Evaluator::format(const EvalResult& r) {
                 (long long)r.step, r.loss, r.ppl, (long long)r.batches, (long long)r.tokens,
                 r.seconds);
   return buf;
-}
-
-EvalResult evaluate_checkpoint(const Config& cfg, const std::string& config_file,
-                               const std::string& resume, std::ostream& log) {
-  if (!cfg.eval.enabled())
-    HP_THROW(ValueError, "eval", config_file,
-             ": eval.data or eval.split is required: hp eval evaluates on the config's eval "
-             "section");
-  auto world = dist::world();
-  const Layout layout = parallel_layout(cfg, world);
-  RunSetup run = build_run(cfg, layout);
-  Evaluator evaluator(cfg, run.data.eval, layout, run.documents);
-  std::ostream* rank_log = world->rank() == 0 ? &log : nullptr;
-  const std::string dir = resolve_resume(resume, cfg.run.dir, rank_log);
-  if (dir.empty())
-    HP_THROW(ValueError, "eval", "--resume ", resume, ": no checkpoint in run.dir ", cfg.run.dir,
-             " (from ", config_file, ")");
-  check_resume_config(dir, cfg, /*allow_change=*/false, rank_log);
-  const int64_t step = restore(dir, run.par, *run.opt, *run.loader);
-  run.par.fsdp->reshard();  // the forward gathers the loaded masters
-  if (rank_log)
-    *rank_log << "evaluating " << dir << " (step " << step << ")\n"
-              << evaluator.describe(run.data.eval_name) << "\n";
-  const EvalResult r = evaluator.run(*run.model, *run.par.fsdp, step);
-  if (rank_log) *rank_log << Evaluator::format(r) << "\n";
-  return r;
 }
 
 }  // namespace hp::train

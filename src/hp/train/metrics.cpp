@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "hp/core/error.h"
+#include "hp/train/evaluate.h"
 
 namespace hp::train {
 

@@ -10,7 +10,7 @@
 
 #include "hp/core/tensor.h"
 #include "hp/train/config.h"
-#include "hp/train/trainer.h"
+#include "hp/train/records.h"
 
 namespace hp::train {
 

@@ -21,43 +21,12 @@
 #include "hp/parallel/context_parallel.h"
 #include "hp/moe/expert_parallel.h"
 #include "hp/parallel/vocab_parallel.h"
-#include "hp/train/pipeline_step.h"
-#include "hp/train/state.h"
+#include "hp/train/options.h"
+#include "hp/train/pipeline_cut.h"
 
 namespace hp::train {
 
 namespace {
-
-mx::ConvertSpec mx_convert_spec(const LowPrecisionConfig& c) {
-  mx::ConvertSpec s;
-  s.quant.elem = c.elem == "e5m2" ? mx::ElemFormat::e5m2 : mx::ElemFormat::e4m3;
-  s.quant.scale_mode = c.scale_mode == "floor" ? mx::ScaleMode::floor : mx::ScaleMode::rceil;
-  s.modules = c.modules;
-  s.exclude = c.exclude;
-  return s;
-}
-
-models::RecomputeSpec recompute_spec(const RecomputeConfig& c) {
-  models::RecomputeSpec s;
-  s.mode = c.mode;
-  s.every_k_layers = c.every_k_layers;
-  s.modules = c.modules;
-  return s;
-}
-
-fsdp::FsdpOptions fsdp_options(const Config& cfg) {
-  fsdp::FsdpOptions o;
-  const FsdpConfig& f = cfg.parallel.fsdp;
-  o.reshard_after_forward = f.reshard_after_forward;
-  o.param_dtype = compute_dtype(cfg);
-  o.reduce_dtype = f.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
-  o.master_tier = cfg.offload.params == "host" ? MemTier::host : MemTier::device;
-  o.grad_tier = cfg.offload.grads == "host" ? MemTier::host : MemTier::device;
-  // Zero-bubble schedules add a layer's weight gradients (W) after the backward that ends its
-  // input gradients (I): its gradients are reduced once, after the step's last W.
-  o.reduce_at_finish = cfg.parallel.pp > 1 && pipeline::splits_backward(pipeline_spec(cfg).kind);
-  return o;
-}
 
 // Step 1: the architecture's plan over tp; returns the DTensors of the parameters it split.
 shard::StylePtr style_by_name(const std::string& name, bool sequence_parallel) {
@@ -188,7 +157,7 @@ std::set<std::string> apply_expert_parallel(models::CausalLM& model, const Layou
     if (moe::local_experts(e, l.ep, l.ep - 1).count == 0)
       HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " leaves an ep rank without an ",
                "expert (", fqn, " has ", e, " experts, in chunks of ", (e + l.ep - 1) / l.ep, ")");
-    moe->set_expert_parallel(l.ep_comm, {moe_cfg.kernel == "megamoe", moe_cfg.groups});
+    moe->set_expert_parallel(l.ep_comm, expert_parallel_kernel(moe_cfg));
     moe->keep_local_experts();
   }
   if (blocks.empty())
@@ -217,7 +186,7 @@ fsdp::Groups fsdp_groups(models::CausalLM& model, const Layout& l) {
 // Step 3: the sequence split over cp (the parameters stay whole over cp).
 void apply_context_parallel(models::CausalLM& model, const Layout& l, const ParallelConfig& p) {
   if (l.cp == 1) return;
-  const parallel::ContextMethod method = parallel::context_method_from_name(p.cp_method);
+  const parallel::ContextMethod method = context_method(p);
   const int64_t heads = model.config().num_attention_heads;
   if (method == parallel::ContextMethod::alltoall && (heads / l.tp) % l.cp != 0)
     HP_THROW(ValueError, "train", "parallel.cp = ", l.cp, " does not divide the query heads per ",
@@ -239,189 +208,11 @@ void apply_context_parallel(models::CausalLM& model, const Layout& l, const Para
 
 }  // namespace
 
-optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
-  optim::OptimizerOptions o;
-  o.adamw = {c.betas.at(0), c.betas.at(1), c.eps, c.weight_decay};
-  o.muon.momentum = c.muon.momentum;
-  o.muon.nesterov = c.muon.nesterov;
-  o.muon.ns_steps = static_cast<int>(c.muon.ns_steps);
-  o.muon.update_scale = optim::muon_scale_from_name(c.muon.update_scale);
-  o.muon.weight_decay = c.weight_decay;
-  const bool muon = c.name == "muon";
-  const auto run_rule = muon ? optim::Algorithm::auto_select : optim::Algorithm::adamw;
-  // The routers' correction biases get no gradient (train/expert_balance.h moves them), nor do
-  // DeepSeek-V4's hash-routing tables (expert ids): first, so that no group's weight decay
-  // shrinks them either (AdamW leaves a zero-gradient parameter unchanged).
-  o.groups.push_back({"router correction biases", {"*.e_score_correction_bias", "*.tid2eid"},
-                      optim::Algorithm::adamw, 1.0, 0.0});
-  for (size_t i = 0; i < c.groups.size(); ++i) {
-    const ParamGroupConfig& g = c.groups[i];
-    optim::ParamGroup pg;
-    pg.name = "optimizer.groups[" + std::to_string(i) + "]";
-    pg.globs = g.params;
-    pg.algorithm = g.optimizer == "auto" ? run_rule : optim::algorithm_from_name(g.optimizer);
-    pg.lr_scale = g.lr ? *g.lr / c.lr : 1.0;
-    pg.weight_decay = g.weight_decay;
-    o.groups.push_back(std::move(pg));
-  }
-  if (muon)
-    o.groups.push_back({"optimizer.muon.adamw_params", c.muon.adamw_params, optim::Algorithm::adamw,
-                        1.0, std::nullopt});
-  o.default_algorithm = run_rule;
-  return o;
-}
-
-optim::ScheduleSpec schedule_spec(const Config& c) {
-  return {optim::schedule_kind_from_name(c.lr_scheduler.name), c.training.steps,
-          c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_fraction, c.lr_scheduler.min_lr_ratio};
-}
-
-DType compute_dtype(const Config& cfg) {
-  const std::string& mp = cfg.training.mixed_precision;
-  // auto: bf16 only where native bf16 multiplies beat f32 ones (measured: AVX512_BF16 alone does
-  // not say); elsewhere bf16 GEMMs widen to f32 and the conversions make bf16 the slower dtype.
-  if (mp == "auto") return kernels::bf16_compute_pays() ? DType::bf16 : DType::f32;
-  return mp == "bf16" ? DType::bf16 : DType::f32;
-}
-
-namespace {
-
-// The layout of one pipeline stage over its ranks `world` (the whole world when pp = 1).
-Layout stage_layout(const Config& cfg, const dist::CommPtr& world) {
-  const int64_t n = world->size();
-  // What n is, for the errors below.
-  const std::string ranks =
-      cfg.parallel.pp == 1
-          ? detail::cat("the world size ", n, " (launched ranks)")
-          : detail::cat("the ranks of a pipeline stage, ", n, " (launched ranks ",
-                        n * cfg.parallel.pp, " / parallel.pp ", cfg.parallel.pp, ")");
-  const ParallelConfig& p = cfg.parallel;
-  Layout l;
-  l.tp = p.tp;
-  l.cp = p.cp;
-  l.dp_replicate = p.dp_replicate;
-  // parse_config rejects these; a Config built in code must not reach the divisions below.
-  for (const auto& [key, v] :
-       {std::pair<const char*, int64_t>{"parallel.dp_replicate", p.dp_replicate},
-        {"parallel.tp", p.tp},
-        {"parallel.cp", p.cp},
-        {"parallel.ep", p.ep},
-        {"training.grad_accum", cfg.training.grad_accum}})
-    if (v < 1) HP_THROW(ValueError, "train", key, " must be >= 1, got ", v);
-  if (p.dp_shard != -1 && p.dp_shard < 1)
-    HP_THROW(ValueError, "train", "parallel.dp_shard must be -1 or >= 1, got ", p.dp_shard);
-  const int64_t fixed = p.dp_replicate * p.cp * p.tp;
-  if (n % fixed != 0)
-    HP_THROW(ValueError, "train",
-             "parallel.dp_replicate × parallel.cp × parallel.tp = ", p.dp_replicate, " × ", p.cp,
-             " × ", p.tp, " does not divide ", ranks);
-  l.dp_shard = p.dp_shard == -1 ? n / fixed : p.dp_shard;
-  if (l.dp_replicate * l.dp_shard * l.cp * l.tp != n)
-    HP_THROW(ValueError, "train",
-             "parallel.dp_replicate × parallel.dp_shard × parallel.cp × parallel.tp = ",
-             l.dp_replicate, " × ", l.dp_shard, " × ", l.cp, " × ", l.tp, " must equal ", ranks);
-  if (cfg.training.seq_len % (2 * l.cp) != 0 && l.cp > 1)
-    HP_THROW(ValueError, "train", "training.seq_len = ", cfg.training.seq_len,
-             " does not split into 2 × parallel.cp = ", 2 * l.cp, " equal chunks");
-  l.dp_size = static_cast<int>(l.dp_replicate * l.dp_shard);
-  const int64_t split = cfg.training.grad_accum * l.dp_size;
-  if (cfg.training.batch_size % split != 0)
-    HP_THROW(ValueError, "train", "training.batch_size = ", cfg.training.batch_size,
-             " does not divide into training.grad_accum × data-parallel ranks = ", split,
-             " equal micro-batches");
-  l.mesh = std::make_shared<shard::DeviceMesh>(
-      std::vector<std::pair<std::string, int64_t>>{
-          {"dp_replicate", l.dp_replicate}, {"dp_shard", l.dp_shard * l.cp}, {"tp", l.tp}},
-      world);
-  const int64_t shard_coord = l.mesh->coordinate(1);  // dp_shard index · cp + cp index
-  l.dp_rank = static_cast<int>(l.mesh->coordinate(0) * l.dp_shard + shard_coord / l.cp);
-  l.cp_rank = static_cast<int>(shard_coord % l.cp);
-  l.shard_comm = l.mesh->axis_comm("dp_shard");
-  if (l.dp_replicate > 1) l.replicate_comm = l.mesh->axis_comm("dp_replicate");
-  l.tp_comm = l.mesh->axis_comm("tp");
-  // cp groups: the ranks of one shard group with the same dp_shard index (neighbours in it).
-  l.cp_comm = l.cp == 1 ? l.shard_comm->split(static_cast<int>(l.shard_comm->rank()), 0)
-                        : l.shard_comm->split(static_cast<int>(shard_coord / l.cp), l.cp_rank);
-  l.model_comm = l.tp == 1 ? l.shard_comm : l.mesh->sub_mesh({"dp_shard", "tp"})->comm();
-  // EP groups: ep neighbouring ranks of the shard group; the expert mesh: the ranks with this
-  // rank's expert coordinate, in world order (so row-major over dp_replicate, dp_shard / ep, tp).
-  l.ep = p.ep;
-  l.expert_mesh = l.mesh;
-  if (l.ep > 1) {
-    if ((l.dp_shard * l.cp) % l.ep != 0)
-      HP_THROW(ValueError, "train", "parallel.ep = ", l.ep, " does not divide parallel.dp_shard × ",
-               "parallel.cp = ", l.dp_shard, " × ", l.cp, " (the ranks experts split over)");
-    l.ep_rank = static_cast<int>(shard_coord % l.ep);
-    l.ep_comm = l.shard_comm->split(static_cast<int>(shard_coord / l.ep), l.ep_rank);
-    l.expert_mesh = std::make_shared<shard::DeviceMesh>(
-        std::vector<std::pair<std::string, int64_t>>{{"dp_replicate", l.dp_replicate},
-                                                     {"dp_shard", l.dp_shard * l.cp / l.ep},
-                                                     {"tp", l.tp}},
-        world->split(l.ep_rank, world->rank()));
-  }
-  return l;
-}
-
-}  // namespace
-
-Layout parallel_layout(const Config& cfg, const dist::CommPtr& world) {
-  const int64_t pp = cfg.parallel.pp, n = world->size();
-  if (pp < 1) HP_THROW(ValueError, "train", "parallel.pp must be >= 1, got ", pp);
-  if (n % pp != 0 && cfg.parallel.pipeline.stage_ranks.empty())
-    HP_THROW(ValueError, "train", "parallel.pp = ", pp, " does not divide the world size ", n,
-             " (launched ranks)");
-  if (pp == 1) {
-    Layout l = stage_layout(cfg, world);
-    l.norm_comm = l.model_comm;
-    l.stage_sizes = {n};
-    return l;
-  }
-  const PipelineConfig& pl = cfg.parallel.pipeline;
-  if (pl.microbatches > 0 && pl.microbatches != cfg.training.grad_accum)
-    HP_THROW(ValueError, "train", "parallel.pipeline.microbatches = ", pl.microbatches,
-             " differs from training.grad_accum = ", cfg.training.grad_accum);
-  // pp outermost: stage k is the next stage_sizes[k] ranks.
-  std::vector<int64_t> sizes(static_cast<size_t>(pp), n / pp);
-  if (!pl.stage_ranks.empty()) {
-    sizes.clear();
-    int64_t sum = 0;
-    for (double v : pl.stage_ranks) sum += sizes.emplace_back(static_cast<int64_t>(v));
-    if (static_cast<int64_t>(sizes.size()) != pp || sum != n)
-      HP_THROW(ValueError, "train", "parallel.pipeline.stage_ranks has ", sizes.size(),
-               " entries summing to ", sum, "; the run needs parallel.pp = ", pp,
-               " entries summing to the world size ", n, " (launched ranks)");
-  }
-  int pp_rank = 0;
-  for (int64_t first = 0; world->rank() >= first + sizes[size_t(pp_rank)];)
-    first += sizes[size_t(pp_rank++)];
-  Layout l = stage_layout(cfg, world->split(pp_rank, world->rank()));
-  l.pp = pp;
-  l.pp_rank = pp_rank;
-  l.stage_sizes = sizes;
-  if (l.heterogeneous()) {
-    l.norm_comm = world;  // dp_replicate 1: every rank holds a part of the one copy
-    return l;
-  }
-  const int inner = static_cast<int>(n / pp);
-  l.pp_comm = world->split(world->rank() % inner, pp_rank);
-  // One copy of the model: this rank's replica (its dp_replicate coordinate) over every stage.
-  l.norm_comm = world->split(static_cast<int>(l.mesh->coordinate(0)), world->rank());
-  return l;
-}
-
-bool Layout::heterogeneous() const {
-  return std::any_of(stage_sizes.begin(), stage_sizes.end(),
-                     [&](int64_t k) { return k != stage_sizes.front(); });
-}
-
-std::string disk_tier_file(const Config& cfg, const Layout& layout, const std::string& what) {
-  const std::filesystem::path dir = cfg.memory.disk_dir.empty()
-                                        ? std::filesystem::path(cfg.run.dir) / "offload"
-                                        : std::filesystem::path(cfg.memory.disk_dir);
-  const int rank = layout.mesh->comm()->rank();
-  return (dir / (what + "-rank" + std::to_string(rank) + "-pid" + std::to_string(::getpid()) +
-                 ".bin"))
-      .string();
+std::pair<std::string, std::string> split_state_key(const std::string& key) {
+  const auto dot = key.rfind('.');
+  if (key.rfind("state.", 0) != 0 || dot == std::string::npos || dot <= 6)
+    HP_THROW(ValueError, "train", "not an optimizer state key: ", key);
+  return {key.substr(6, dot - 6), key.substr(dot + 1)};
 }
 
 Parallelized::Parallelized() = default;
@@ -473,11 +264,8 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
                                                l.replicate_comm, fsdp_options(cfg));
   // 7. Activation offload, outside FSDP's wrappers.
   if (o.activations != "none") {
-    offload::ActivationOffloadOptions ao;
-    ao.min_bytes = o.activations_min_bytes;
-    if (o.activations == "disk") ao.disk_file = disk_tier_file(cfg, l, "activations");
-    ao.io_threads = static_cast<int>(cfg.memory.io_threads);
-    out.activation_offload = std::make_shared<offload::ActivationOffload>(ao);
+    out.activation_offload = std::make_shared<offload::ActivationOffload>(
+        activation_offload_options(cfg, l));
     for (const models::SelectedBlock& b :
          models::select_blocks(model, o.activations_every_k_layers, o.activations_modules,
                                "offload")) {

@@ -10,86 +10,11 @@
 #include "hp/ops/ops.h"
 #include "hp/pipeline/stage.h"
 #include "hp/pipeline/weight_grad.h"
-#include "hp/train/evaluate.h"
-#include "hp/train/trainer.h"
+#include "hp/train/loss.h"
+#include "hp/train/options.h"
+#include "hp/train/records.h"
 
 namespace hp::train {
-
-pipeline::ScheduleSpec pipeline_spec(const Config& cfg) {
-  const PipelineConfig& p = cfg.parallel.pipeline;
-  return {pipeline::schedule_kind_from_name(p.schedule), cfg.parallel.pp, cfg.training.grad_accum,
-          p.virtual_stages};
-}
-
-StageCosts stage_costs(const models::CausalLM& model, int64_t seq_len) {
-  const models::ModelConfig& c = model.config();
-  StageCosts out;
-  out.layers.assign(static_cast<size_t>(c.num_hidden_layers), 0.0);
-  // 2 FLOPs per weight per token (routed experts: the active share), plus causal attention:
-  // scores and values, 2 · 2 · T · heads · head_dim / 2 per token.
-  const double active =
-      c.num_experts > 0 ? double(c.num_experts_per_tok) / double(c.num_experts) : 1;
-  for (const auto& [fqn, t] : model.named_parameters()) {
-    const std::string prefix = "model.layers.";
-    if (fqn.rfind(prefix, 0) != 0) continue;
-    const auto layer = std::stoll(fqn.substr(prefix.size()));
-    const bool expert = fqn.find(".experts.") != std::string::npos;
-    out.layers[size_t(layer)] += 2.0 * double(t.numel()) * (expert ? active : 1.0);
-  }
-  for (double& l : out.layers)
-    l += 2.0 * double(seq_len) * double(c.num_attention_heads * c.head_dim);
-  // The embedding is a row copy (hidden per token); the head a GEMM, the loss a softmax.
-  out.first = double(c.hidden_size);
-  out.last = 2.0 * double(c.hidden_size) * double(c.vocab_size) + 5.0 * double(c.vocab_size) +
-             4.0 * double(c.hidden_size);
-  return out;
-}
-
-std::vector<int64_t> apply_pipeline(models::CausalLM& model, const Layout& l, const Config& cfg,
-                                    std::set<std::string>* held_elsewhere) {
-  const PipelineConfig& pc = cfg.parallel.pipeline;
-  const pipeline::ScheduleSpec spec = pipeline_spec(cfg);
-  const int64_t stages = spec.ranks * spec.virtual_stages;
-  const int64_t layers = model.config().num_hidden_layers;
-  if (model.config().tie_word_embeddings)
-    HP_THROW(ValueError, "train", "parallel.pp = ", l.pp, " needs untied embeddings: the model ",
-             "ties its head to the embedding (tie_word_embeddings), which the first and last ",
-             "stages would both hold");
-  if (model.config().output_router_logits && model.config().router_aux_loss_coef != 0.0)
-    HP_THROW(ValueError, "train", "parallel.pp = ", l.pp, " with a router load-balancing loss ",
-             "over all layers is not supported yet (router_aux_loss_coef ",
-             model.config().router_aux_loss_coef, ")");
-  std::vector<int64_t> cut;
-  if (pc.layers_per_stage.empty()) {
-    const StageCosts costs = stage_costs(model, cfg.training.seq_len);
-    if (layers < stages)
-      HP_THROW(ValueError, "train", "parallel.pp × parallel.pipeline.virtual_stages = ", stages,
-               " stages for a model of ", layers, " layers: every stage needs a layer");
-    cut = pipeline::balanced_cut(costs.layers, costs.first, costs.last, stages);
-  } else {
-    int64_t sum = 0;
-    for (double v : pc.layers_per_stage) {
-      cut.push_back(static_cast<int64_t>(v));
-      sum += cut.back();
-    }
-    if (static_cast<int64_t>(cut.size()) != stages || sum != layers)
-      HP_THROW(ValueError, "train", "parallel.pipeline.layers_per_stage has ", cut.size(),
-               " entries summing to ", sum, "; the model needs ", stages, " entries (stages) ",
-               "summing to its ", layers, " layers");
-  }
-  const auto ranges = pipeline::stage_ranges(cut);
-  std::vector<bool> keep(static_cast<size_t>(layers), false);
-  for (int64_t s = l.pp_rank; s < stages; s += l.pp)
-    for (int64_t i = ranges[size_t(s)].first; i < ranges[size_t(s)].second; ++i)
-      keep[size_t(i)] = true;
-  std::set<std::string> before;
-  for (const auto& [fqn, t] : model.named_parameters()) before.insert(fqn);
-  model.keep_pipeline_stages([&](int64_t i) { return keep[size_t(i)]; }, l.pp_rank == 0,
-                             (stages - 1) % l.pp == l.pp_rank);
-  for (const auto& [fqn, t] : model.named_parameters()) before.erase(fqn);
-  held_elsewhere->insert(before.begin(), before.end());
-  return cut;
-}
 
 PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, const Layout& l,
                            const Config& cfg, const DocumentFlags& documents)
@@ -139,7 +64,8 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
                                                    std::move(fns), std::move(placement));
 }
 
-double PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets) {
+StepOutcome PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets,
+                              const StopSignals& /*signals*/) {
   const int64_t m = executor_->schedule().spec.microbatches;
   batches_.clear();
   for (int64_t i = 0; i < m; ++i)
@@ -193,7 +119,7 @@ double PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t g
     const double d = std::max(ranks[k], 1.0);
     rank_s_.insert(rank_s_.end(), {compute[k] / d, wait[k] / d, total[k] / d});
   }
-  return loss_sum_;
+  return {loss_sum_, 0};
 }
 
 void PipelineStep::record(StepRecord* r) const {

@@ -23,6 +23,7 @@
 #include "hp/pipeline/executor.h"
 #include "hp/train/config.h"
 #include "hp/train/parallelize.h"
+#include "hp/train/step.h"
 
 namespace hp::models {
 class CausalLM;
@@ -30,45 +31,26 @@ class CausalLM;
 
 namespace hp::train {
 
-struct StepRecord;
-
-// parallel.pipeline's schedule for the layout.
-pipeline::ScheduleSpec pipeline_spec(const Config& cfg);
-
-// The estimated forward FLOPs per token of each decoder layer, and of what the first (embedding)
-// and last (final norm, head, cross-entropy) stage add: the balanced cut's costs.
-struct StageCosts {
-  std::vector<double> layers;
-  double first = 0, last = 0;
-};
-StageCosts stage_costs(const models::CausalLM& model, int64_t seq_len);
-
-// Step 0 of parallelize: decides the cut (layers per stage, all stages) and drops every module of
-// the stages other ranks run from `model`; returns the cut and adds the dropped parameters' FQNs to
-// `held_elsewhere`. Throws ValueError naming parallel.pipeline.layers_per_stage for a cut that does
-// not fit the model.
-std::vector<int64_t> apply_pipeline(models::CausalLM& model, const Layout& l, const Config& cfg,
-                                    std::set<std::string>* held_elsewhere);
-
-class PipelineStep {
+class PipelineStep : public TrainStep {
  public:
   // `documents`: the run's packed-document flags; every stage's forward gets its micro-batch's
   // documents (the loader gives each rank the micro-batch's positions).
   PipelineStep(models::CausalLM& model, const Parallelized& par, const Layout& l,
                const Config& cfg, const DocumentFlags& documents);
   // Runs the step's micro-batches (cfg.training.grad_accum of micro_rows rows from `loader`)
-  // through the schedule; returns this rank's Σ of microbatch mean loss · targets (0 except on the
-  // last stage), as the pp = 1 loop sums it.
-  double run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets);
+  // through the schedule; the loss sum is this rank's Σ of microbatch mean loss · targets (0
+  // except on the last stage), as the plain step sums it. A stop waits for the step's end.
+  StepOutcome run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets,
+                  const StopSignals& signals) override;
   const pipeline::Schedule& schedule() const { return executor_->schedule(); }
   // Fills the step record's pp_ fields from the last step: every pipeline rank's measured bubble
   // (1 − its compute time / the longest schedule time of any rank), the schedule's theoretical
   // bubble at unit costs, the schedule simulated with the step's mean action times per stage
   // (each rank's bubble at the real costs) and those times, and each rank's compute, receive
   // wait and schedule seconds.
-  void record(StepRecord* r) const;
+  void record(StepRecord* r) const override;
   // One line for the run log: the schedule, the cut and the theoretical bubble.
-  std::string describe() const;
+  std::string describe() const override;
 
  private:
   models::CausalLM& model_;

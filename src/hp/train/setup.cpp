@@ -15,25 +15,12 @@
 #include "hp/optim/state_offload.h"
 #include "hp/shard/mesh.h"
 #include "hp/train/memory_plan.h"
+#include "hp/train/options.h"
 #include "hp/train/metrics.h"
 
 namespace hp::train {
 
 namespace fs = std::filesystem;
-
-data::DatasetOptions dataset_options(const Config& cfg) {
-  data::DatasetOptions o;
-  o.path = cfg.data.path;
-  o.format = cfg.data.format;
-  o.tokenizer = cfg.data.tokenizer;
-  // A model directory's own tokenizer (tokenizer.json, or Kimi's tiktoken.model directory).
-  if (o.tokenizer.empty() && !cfg.model.path.empty() && io::Tokenizer::in_dir(cfg.model.path))
-    o.tokenizer = cfg.model.path;
-  o.doc_separator = cfg.data.doc_separator;
-  o.separator_token = cfg.data.separator_token;
-  o.chat_template = cfg.data.chat_template;
-  return o;
-}
 
 namespace {
 
@@ -99,49 +86,6 @@ RunData load_run_data(const Config& cfg) {
   return d;
 }
 
-models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab, int64_t seq_len,
-                                      int64_t separator_id) {
-  const models::Architecture& arch = models::architecture_by_short_name(m.arch);
-  if (!arch.buildable_from_sizes)
-    HP_THROW(ValueError, "train", "model.arch = '", m.arch, "' (", arch.hf_class,
-             ") cannot be built from sizes: use model.path");
-  models::ModelConfig c;
-  c.file = "model (config)";
-  c.architecture = arch.hf_class;
-  c.model_type = arch.model_type;
-  c.vocab_size = m.vocab > 0 ? m.vocab : data_vocab;
-  c.hidden_size = m.hidden;
-  c.intermediate_size = m.intermediate;
-  c.num_hidden_layers = m.layers;
-  c.num_attention_heads = m.heads;
-  c.num_key_value_heads = m.kv_heads;
-  c.head_dim = m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
-  c.max_position_embeddings = std::max<int64_t>(2048, seq_len + 1);
-  c.rope_theta = m.rope_theta;
-  c.tie_word_embeddings = m.tie_embeddings;
-  c.attention_bias = arch.qkv_bias;
-  if (separator_id >= 0) c.eos_token_ids = {separator_id};
-  if (m.experts > 0) {
-    c.num_experts = m.experts;
-    c.num_experts_per_tok = m.experts_per_token;
-    c.moe_intermediate_size = m.moe_intermediate > 0 ? m.moe_intermediate : m.intermediate;
-    c.norm_topk_prob = true;
-    c.router_aux_loss_coef = m.router_aux_loss_coef;
-    c.output_router_logits = m.router_aux_loss_coef > 0;
-  }
-  // The family's own config.json keys at the defaults its transformers config gives them
-  // (DeepSeek-V4: layer_types, mlp_layer_types, compress rates, hc_mult, index_topk, ...).
-  if (arch.parse_extra) arch.parse_extra(io::parse_json("{}", c.file), c);
-  // Sizes whose parameter count overflows int64 can only be mistakes: name the key before any
-  // allocation (which would otherwise overflow its element count).
-  const models::SizeKeys keys{"model.vocab",    "model.hidden",  "model.intermediate",
-                              "model.layers",   "model.heads",   "model.kv_heads",
-                              "model.head_dim", "model.experts", "model.moe_intermediate"};
-  if (const models::SizeOverflow o = models::parameter_count_overflow(c, keys); !o.key.empty())
-    HP_THROW(ValueError, "train", o.key, ": ", o.what);
-  return c;
-}
-
 namespace {
 
 // The batch's token, hidden-state and logit element counts must fit int64 (a batch_size or
@@ -192,18 +136,6 @@ void check_data_fits(const models::CausalLM& model, const data::TokenDataset& da
                         : std::string());
 }
 
-optim::StateOffloadOptions state_offload_options(const Config& cfg, const Parallelized& par,
-                                                 const Layout& layout) {
-  optim::StateOffloadOptions o;
-  o.placement = optim::state_placement_from_name(cfg.offload.optimizer);
-  o.group_prefixes = par.fsdp_prefixes;
-  o.file = disk_tier_file(cfg, layout, "optimizer");
-  o.io_threads = static_cast<int>(cfg.memory.io_threads);
-  o.params_on_host = cfg.offload.params == "host";
-  o.grads_on_host = cfg.offload.grads == "host";
-  return o;
-}
-
 RunSetup build_run(const Config& cfg, const Layout& layout, const MemoryPlan* plan) {
   RunSetup r;
   r.data = load_run_data(cfg);
@@ -232,7 +164,7 @@ RunSetup build_run(const Config& cfg, const Layout& layout, const MemoryPlan* pl
   r.par = parallelize(*r.model, layout, cfg, choice ? &*choice : nullptr);
   r.opt = std::make_unique<optim::Optimizer>(
       r.par.named_parameters(), optimizer_options(cfg.optimizer), r.par.shard_specs(layout));
-  r.opt->set_state_offload(state_offload_options(cfg, r.par, layout));
+  r.opt->set_state_offload(state_offload_options(cfg, layout, r.par.fsdp_prefixes));
   r.loader = std::make_unique<data::DataLoader>(r.data.sources, cfg.training.seq_len,
                                                 static_cast<uint64_t>(cfg.training.seed),
                                                 cfg.data.shuffle);

@@ -12,25 +12,19 @@
 #include "hp/data/loader.h"
 #include "hp/models/hf/config.h"
 #include "hp/train/config.h"
+#include "hp/train/options.h"
 #include "hp/train/parallelize.h"
 
 namespace hp::data {
-struct DatasetOptions;
 class TokenDataset;
 }  // namespace hp::data
 namespace hp::models {
 class CausalLM;
 }
-namespace hp::optim {
-struct StateOffloadOptions;
-}
 
 namespace hp::train {
 
 struct MemoryPlan;
-
-// data.* (tokenizer "" → model.path/tokenizer.json when it exists, else byte-level).
-data::DatasetOptions dataset_options(const Config& cfg);
 
 // The run's data: the training sources (data.path alone, weight 1, or data.sources), without the
 // documents eval.split holds out, and the validation set (eval.data, or those documents).
@@ -44,11 +38,6 @@ struct RunData {
 // Loads every dataset (the data errors name its path; a source's also its data.sources[i]).
 RunData load_run_data(const Config& cfg);
 
-// The models::ModelConfig of an arch-and-size model section: the architecture table's row of
-// model.arch (models/hf/registry.h) gives the class and model_type; vocab 0 takes `data_vocab`.
-// Throws ValueError for an architecture unknown or not buildable from sizes.
-models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab, int64_t seq_len,
-                                      int64_t separator_id);
 // model.path → loaded in f32 (the masters); model.arch → randomly initialized (HF init) from the
 // current default generator. Throws ValueError when the data's ids do not fit the vocabulary.
 std::shared_ptr<models::CausalLM> build_causal_lm(const Config& cfg,
@@ -66,11 +55,6 @@ double model_flops_per_token(const models::CausalLM& model, const Config& cfg);
 // config.json, the resolved config.yaml, and the tokenizer files of model.path / data.tokenizer.
 std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& cfg,
                                                                   const models::CausalLM& model);
-
-// offload.optimizer and memory.* as the optimizer's state placement: streamed per FSDP group of
-// `par`, the disk tier's file per rank and process under memory.disk_dir (<run.dir>/offload).
-optim::StateOffloadOptions state_offload_options(const Config& cfg, const Parallelized& par,
-                                                 const Layout& layout);
 
 // Everything a run holds before its first step, built in this order on every rank: the data, the
 // model (seeded by training.seed, checked against every dataset), the parallelize step, the

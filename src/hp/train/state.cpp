@@ -17,18 +17,10 @@
 #include "hp/optim/optimizer.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/schema.h"
-#include "hp/train/trainer.h"
 
 namespace hp::train {
 
 namespace fs = std::filesystem;
-
-std::pair<std::string, std::string> split_state_key(const std::string& key) {
-  const auto dot = key.rfind('.');
-  if (key.rfind("state.", 0) != 0 || dot == std::string::npos || dot <= 6)
-    HP_THROW(ValueError, "train", "not an optimizer state key: ", key);
-  return {key.substr(6, dot - 6), key.substr(dot + 1)};
-}
 
 std::string trainer_state_json(int64_t step, const data::LoaderState& loader, int world_size) {
   const RngState rng = default_generator().state();
@@ -156,9 +148,10 @@ void check_resume_config(const std::string& step_dir, const Config& now, bool al
   if (log) *log << "resuming with config changes (--allow-config-change):" << list << "\n";
 }
 
-std::string resume_step_dir(const TrainOptions& options, const Config& cfg, std::ostream& log) {
-  const std::string dir = resolve_resume(options.resume, cfg.run.dir, &log);
-  if (!dir.empty()) check_resume_config(dir, cfg, options.allow_config_change, &log);
+std::string resume_step_dir(const std::string& resume, bool allow_config_change, const Config& cfg,
+                            std::ostream& log) {
+  const std::string dir = resolve_resume(resume, cfg.run.dir, &log);
+  if (!dir.empty()) check_resume_config(dir, cfg, allow_config_change, &log);
   return dir;
 }
 

@@ -21,10 +21,6 @@ namespace hp::train {
 
 struct Config;
 struct Parallelized;
-struct TrainOptions;
-
-// "state.<fqn>.<name>" → (fqn, name); throws ValueError for other keys.
-std::pair<std::string, std::string> split_state_key(const std::string& key);
 
 // {"step", "loader": {"epoch", "cursor"}, "rng": {"seed", "offset"}, "world_size"}.
 std::string trainer_state_json(int64_t step, const data::LoaderState& loader, int world_size);
@@ -49,9 +45,10 @@ std::vector<std::string> math_config_changes(const Config& saved, const Config& 
 void check_resume_config(const std::string& step_dir, const Config& now, bool allow_change,
                          std::ostream* log);
 
-// What the trainer resumes from: resolve_resume(options.resume, cfg.run.dir, &log), then
-// check_resume_config(that, cfg, options.allow_config_change, &log); "" = start fresh.
-std::string resume_step_dir(const TrainOptions& options, const Config& cfg, std::ostream& log);
+// What the trainer resumes from: resolve_resume(resume, cfg.run.dir, &log), then
+// check_resume_config(that, cfg, allow_config_change, &log); "" = start fresh.
+std::string resume_step_dir(const std::string& resume, bool allow_config_change, const Config& cfg,
+                            std::ostream& log);
 
 // Loads parameter shards, optimizer state, loader position and the default generator's RNG state
 // from a step directory saved at any rank count; returns the step it was saved at.

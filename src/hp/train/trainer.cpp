@@ -1,27 +1,14 @@
 // The training loop (trainer.h): set-up from the config tree, the step, checkpoints and resume.
 #include "hp/train/trainer.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
-#include <cstring>
-#include <exception>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <tuple>
 
 #include "hp/autograd/grad_mode.h"
 #include "hp/checkpoint/dcp.h"
@@ -45,52 +32,23 @@
 #include "hp/optim/optimizer.h"
 #include "hp/optim/state_offload.h"
 #include "hp/shard/plan.h"
+#include "hp/train/evaluate.h"
 #include "hp/train/expert_balance.h"
+#include "hp/train/loss.h"
 #include "hp/train/memory_plan.h"
 #include "hp/train/metrics.h"
+#include "hp/train/options.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/pipeline_step.h"
 #include "hp/train/profile.h"
+#include "hp/train/run_dir.h"
 #include "hp/train/setup.h"
 #include "hp/train/state.h"
+#include "hp/train/step.h"
 
 namespace hp::train {
 
-namespace fs = std::filesystem;
-
 namespace {
-
-// SIGINT / SIGTERM ask the loop to save and stop after the current step or micro-batch; g_stop
-// holds the signal (0: none). A second one (an impatient Ctrl-C) takes the default action at once.
-// signal() and raise() are async-signal-safe.
-std::atomic<int> g_stop{0};
-extern "C" void on_stop_signal(int sig) {
-  if (g_stop.exchange(sig) != 0) {
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-  }
-}
-
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop.store(0);
-    struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  struct sigaction old_int_ = {}, old_term_ = {};
-};
 
 class NullBuffer : public std::streambuf {
  protected:
@@ -99,95 +57,6 @@ class NullBuffer : public std::streambuf {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-bool any_rank(dist::Communicator& comm, bool flag) {
-  if (comm.size() == 1) return flag;
-  Tensor t = full({1}, flag ? 1.0 : 0.0, DType::i32);
-  return comm.all_reduce(t, dist::ReduceOp::max).item() > 0;
-}
-
-// The stop signal every rank agrees on: the largest one any rank received (0: none).
-int agreed_stop_signal(dist::Communicator& comm) {
-  const int sig = g_stop.load();
-  if (comm.size() == 1) return sig;
-  Tensor t = full({1}, double(sig), DType::i32);
-  return static_cast<int>(comm.all_reduce(t, dist::ReduceOp::max).item());
-}
-
-// A run directory has one owner: rank 0 holds an exclusive flock on <run.dir>/.lock for the whole
-// run, the file naming the holder ("host H pid P"). The kernel drops the lock when the process
-// ends, however it ends.
-class RunDirLock {
- public:
-  explicit RunDirLock(const fs::path& dir) : path_(dir / ".lock") {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0)
-      HP_THROW(IoError, "train", path_.string(), ": cannot open: ", std::strerror(errno));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      std::string holder(256, '\0');
-      const ssize_t n = ::pread(fd_, holder.data(), holder.size(), 0);
-      holder.resize(n > 0 ? size_t(n) : 0);
-      while (!holder.empty() && std::isspace(static_cast<unsigned char>(holder.back())))
-        holder.pop_back();
-      ::close(fd_);
-      if (err != EWOULDBLOCK)
-        HP_THROW(IoError, "train", path_.string(), ": cannot lock: ", std::strerror(err));
-      HP_THROW(IoError, "train", "run.dir ", dir.string(), " is in use by another run (",
-               holder.empty() ? "holder not yet written" : holder, ", lock ", path_.string(),
-               "): wait for it to end, or use another run.dir");
-    }
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    const std::string me =
-        std::string("host ") + host + " pid " + std::to_string(::getpid()) + "\n";
-    // Best effort: the flock is the lock; the text only names its holder.
-    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
-    }
-  }
-  ~RunDirLock() {
-    if (::ftruncate(fd_, 0) != 0) {
-    }
-    ::close(fd_);
-  }
-  RunDirLock(const RunDirLock&) = delete;
-  RunDirLock& operator=(const RunDirLock&) = delete;
-
- private:
-  fs::path path_;
-  int fd_ = -1;
-};
-
-// Rank 0, before anything in run.dir is written: takes its lock; refuses a fresh run into a
-// directory holding checkpoints (they would be pruned or mixed with the new run's), or with
-// options.overwrite deletes the old step-* directories, `latest` and metrics first. Returns the
-// error to raise on this rank, or null.
-std::exception_ptr claim_run_dir(const std::string& run_dir, const TrainOptions& o,
-                                 std::unique_ptr<RunDirLock>* lock) {
-  try {
-    if (o.overwrite && !o.resume.empty())
-      HP_THROW(ValueError, "train", "--overwrite starts a fresh run: not with --resume");
-    fs::create_directories(run_dir);
-    *lock = std::make_unique<RunDirLock>(run_dir);
-    if (!o.resume.empty()) return nullptr;
-    std::vector<fs::path> old_ckpt, old_metrics;
-    for (const auto& e : fs::directory_iterator(run_dir)) {
-      const std::string name = e.path().filename().string();
-      if (name.rfind("step-", 0) == 0 || name.rfind("latest", 0) == 0) old_ckpt.push_back(e.path());
-      if (name == "metrics.jsonl" || name == "metrics.svg") old_metrics.push_back(e.path());
-    }
-    if (old_ckpt.empty()) return nullptr;
-    if (!o.overwrite)
-      HP_THROW(ValueError, "train", "run.dir ", run_dir,
-               " holds checkpoints of an earlier run: use --resume auto, or a new run.dir, or "
-               "--overwrite (deletes them)");
-    for (const auto& p : old_ckpt) fs::remove_all(p);
-    for (const auto& p : old_metrics) fs::remove(p);
-    return nullptr;
-  } catch (...) {
-    return std::current_exception();
-  }
 }
 
 // What the run is, before its first step (rank 0).
@@ -360,40 +229,310 @@ std::string sample_text(models::CausalLM& model, const data::TokenDataset& data,
   return data.decode(out);
 }
 
+// The state of one train() call between its steps, and the stages of a step in the order they run.
+class Trainer {
+ public:
+  Trainer(const Config& cfg, const TrainOptions& options, dist::CommPtr world, const Layout& layout,
+          RunSetup& run, std::ostream& log)
+      : cfg_(cfg),
+        options_(options),
+        world_(std::move(world)),
+        layout_(layout),
+        run_(run),
+        log_(log),
+        schedule_(schedule_spec(cfg)) {
+    res_.run_dir = cfg.run.dir;
+    res_.num_parameters = run.num_parameters;
+    res_.flops_per_token = run.flops_per_token;
+    res_.mx_modules = run.par.mx_modules;
+    res_.recompute_modules = run.par.recompute_modules;
+    res_.offload_modules = run.par.offload_modules;
+    if (run.data.eval) evaluator_.emplace(cfg, run.data.eval, layout, run.documents);
+    balancer_ = std::make_unique<ExpertBiasBalancer>(*run.model, run.par, layout,
+                                                     cfg.model.router_bias_update_rate);
+    if (layout.pp > 1)
+      step_ = std::make_unique<PipelineStep>(*run.model, run.par, layout, cfg, run.documents);
+    else
+      step_ = std::make_unique<PlainStep>(*run.model, layout, cfg, run.documents, *world_,
+                                          [this] { balancer_->accumulate(); });
+  }
+
+  // Resume: parameters, optimizer state, loader position and RNG. Returns the steps already done.
+  int64_t resume() {
+    int64_t done = 0;
+    const std::string dir =
+        resume_step_dir(options_.resume, options_.allow_config_change, cfg_, log_);
+    if (!dir.empty()) {
+      done = restore(dir, run_.par, *run_.opt, *run_.loader);
+      run_.par.fsdp->reshard();  // the next forward gathers the loaded masters
+      log_ << "resumed from " << dir << " at step " << done << "\n";
+    } else if (options_.resume == "auto") {
+      log_ << "no checkpoint in " << cfg_.run.dir << "; starting fresh\n";
+    }
+    res_.first_step = done + 1;
+    return done;
+  }
+
+  // Resumes, describes the run, then runs steps done + 1 .. training.steps (or until a stop).
+  // `fusion`: the run's fusion mode (HP_FUSION may override training.fusion).
+  TrainResult run(fusion::Mode fusion);
+
+ private:
+  // Steps done + 1 .. training.steps (or until a stop), then the summary and the sample.
+  TrainResult loop(int64_t done);
+  // The run's description before its first step (rank 0).
+  void describe(fusion::Mode fusion);
+  // The step's forward, backward, clip and update, and its record; nullopt when a stop agreed
+  // between micro-batches dropped it (the state after step - 1 saved).
+  std::optional<StepRecord> run_step(int64_t step);
+  // Validation, checkpoint and the stop decision after a step; true when the run ends here.
+  bool after_step(int64_t step, int64_t done, const StepRecord& r);
+  // A checkpoint of the state after `step` (the files beside it included), logged with `suffix`.
+  void save(int64_t step, bool timed);
+  void finish();
+
+  const Config& cfg_;
+  const TrainOptions& options_;
+  dist::CommPtr world_;
+  const Layout& layout_;
+  RunSetup& run_;
+  std::ostream& log_;
+  TrainResult res_;
+  std::optional<Evaluator> evaluator_;
+  std::unique_ptr<ExpertBiasBalancer> balancer_;
+  std::unique_ptr<TrainStep> step_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<RunProfiler> profile_;
+  std::unique_ptr<StopSignals> signals_;
+  optim::ScheduleSpec schedule_;
+  std::vector<Tensor> counted_;
+  int64_t grad_bytes_ = 0;
+  // Consecutive steps whose update was skipped (equal on every rank: the norm is global). While
+  // it is > 0 nothing is saved, so a diverged model never replaces a good checkpoint.
+  int64_t skipped_ = 0;
+};
+
+void Trainer::save(int64_t step, bool timed) {
+  checkpoint::SaveOptions so;
+  so.keep = cfg_.checkpoint.keep;
+  so.extra_files = checkpoint_files(cfg_, *run_.model);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    const profiler::Scope phase(profiler::Phase::checkpoint);
+    res_.last_checkpoint = checkpoint::save(
+        cfg_.run.dir, step, run_.par.chunks(run_.opt->state_dict(), /*for_save=*/true),
+        trainer_state_json(step, run_.loader->state(), world_->size()), world_.get(), so);
+  }
+  metrics_->message("checkpoint " + res_.last_checkpoint +
+                    (timed ? " (" + std::to_string(seconds_since(t0)).substr(0, 5) + " s)" : ""));
+}
+
+std::optional<StepRecord> Trainer::run_step(int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  optim::Optimizer& opt = *run_.opt;
+  data::DataLoader& loader = *run_.loader;
+  opt.zero_grad();
+  balancer_->clear();
+  Allocator::instance().reset_peak(MemTier::device);
+  const int64_t live_at_start = Allocator::instance().stats(MemTier::device).live_bytes;
+  const int64_t tp_bytes_at_start = shard::region_stats().bytes;
+  const optim::TransferStats moved_at_start = transfers(opt, run_.par);
+  const double lr = cfg_.optimizer.lr * optim::lr_factor(schedule_, step - 1);
+  const int64_t global_tokens = cfg_.training.batch_size * cfg_.training.seq_len;
+  const int64_t micro_rows = cfg_.training.batch_size / cfg_.training.grad_accum;
+  // The step's training targets over every rank (global_tokens unless a loss mask hides some):
+  // the loss is their mean, so each micro-batch's gradient is weighted by its share of them.
+  const int64_t global_targets =
+      std::max<int64_t>(1, loader.peek_targets(micro_rows, cfg_.training.grad_accum));
+  // A stop agreed between micro-batches drops the step: loader and RNG go back to its start.
+  const data::LoaderState loader_at_start = loader.state();
+  const RngState rng_at_start = default_generator().state();
+  const StepOutcome out = step_->run(loader, micro_rows, global_targets, *signals_);
+  {
+    const profiler::Scope phase(profiler::Phase::backward);
+    run_.par.fsdp->finish_grads();  // also drains the reductions in flight when the step is dropped
+  }
+  if (out.stop_signal != 0) {
+    // Dropped as if never begun; the state after step - 1 is saved (unless its update was
+    // skipped), so --resume auto redoes this step bitwise.
+    loader.set_state(loader_at_start);
+    default_generator().set_state(rng_at_start);
+    if (skipped_ == 0) save(step - 1, /*timed=*/false);
+    res_.interrupted = true;
+    res_.stop_signal = out.stop_signal;
+    metrics_->message("stopped during step " + std::to_string(step) +
+                      " (not applied); continue with --resume auto");
+    return std::nullopt;
+  }
+  // Forward + backward only: the optimizer's first step allocates its state, not activations.
+  const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::device).peak_bytes;
+  const double loss_value = global_mean_loss(*world_, layout_, out.loss_sum, global_targets);
+  // Replicas (HSDP) hold equal gradients after finish_grads, and so do the tp ranks for what TP
+  // does not split: the norm counts every element once over pp × dp_shard × tp.
+  double grad_norm = 0;
+  {
+    const profiler::Scope phase(profiler::Phase::optimizer);
+    // The clip is the update's gradient scale (the same values as clip_grad_norm's in-place
+    // scaling, one pass over the gradients fewer).
+    grad_norm = optim::global_grad_norm(counted_, {}, *layout_.norm_comm);
+    if (std::isfinite(grad_norm)) {
+      opt.step(lr, optim::clip_factor(grad_norm, cfg_.training.grad_clip));
+      balancer_->step();
+    }
+  }
+  if (std::isfinite(grad_norm)) {
+    skipped_ = 0;
+  } else {
+    ++skipped_;
+    metrics_->message("step " + std::to_string(step) +
+                      ": non-finite gradient norm; update skipped");
+  }
+
+  StepRecord r;
+  r.step = step;
+  r.loss = loss_value;
+  r.grad_norm = grad_norm;
+  r.lr = lr;
+  r.step_s = seconds_since(t0);
+  r.tokens_per_s = double(global_tokens) / r.step_s;
+  r.tflops =
+      res_.flops_per_token * double(global_tokens) / double(world_->size()) / r.step_s / 1e12;
+  r.mfu = r.tflops / res_.peak_tflops;
+  r.peak_mem_bytes = Allocator::instance().stats(MemTier::device).peak_bytes;
+  r.act_mem_bytes = fwd_bwd_peak - live_at_start - grad_bytes_;
+  r.tp_comm_bytes = shard::region_stats().bytes - tp_bytes_at_start;
+  step_->record(&r);
+  r.host_mem_bytes = Allocator::instance().stats(MemTier::host).live_bytes;
+  record_transfers(moved_at_start, transfers(opt, run_.par), &r);
+  if (run_.data.blend)
+    for (int64_t n : loader.source_samples()) r.source_tokens.push_back(n * cfg_.training.seq_len);
+  return r;
+}
+
+bool Trainer::after_step(int64_t step, int64_t done, const StepRecord& r) {
+  // Every rank asks (one all-reduce), so all end after the same step; asked after the last
+  // step too, which the caller's count must see.
+  const bool done_early = options_.stop_when && any_rank(*world_, options_.stop_when(r));
+  const bool last = step == cfg_.training.steps || done_early;
+  const int signal = signals_->agreed(*world_);
+  const bool stop =
+      signal != 0 || (options_.stop_after > 0 && step - done >= options_.stop_after && !last);
+  // Validation sees the weights this step produced, before they are saved. It runs at the last
+  // step, not at a stop (the run goes on after a resume).
+  if (evaluator_ && evaluator_->due(step, last)) {
+    res_.evals.push_back(evaluator_->run(*run_.model, *run_.par.fsdp, step));
+    metrics_->record_eval(res_.evals.back());
+  }
+  const bool periodic = cfg_.checkpoint.interval > 0 && step % cfg_.checkpoint.interval == 0;
+  const bool save_now = periodic || stop || (last && cfg_.checkpoint.save_final);
+  if (save_now && skipped_ > 0)
+    metrics_->message("step " + std::to_string(step) +
+                      ": no checkpoint saved (its update was skipped); the last one is kept");
+  if (save_now && skipped_ == 0) save(step, /*timed=*/true);
+  profile_->end_step(step);
+  if (cfg_.training.max_skipped_steps > 0 && skipped_ >= cfg_.training.max_skipped_steps) {
+    summarize(res_);
+    metrics_->finish(res_);
+    finish();
+    const auto kept = checkpoint::find_latest(cfg_.run.dir);
+    HP_THROW(TrainingDiverged, "train", "training diverged: stopped at step ", step, " after ",
+             skipped_, " consecutive steps (", step - skipped_ + 1, "..", step,
+             ") with a non-finite gradient norm (training.max_skipped_steps = ",
+             cfg_.training.max_skipped_steps, "); nothing saved since, the last checkpoint is ",
+             kept ? *kept : std::string("none"),
+             ". Lower optimizer.lr (or raise lr_scheduler.warmup_steps) and resume from it.");
+  }
+  if (stop) {
+    res_.interrupted = true;
+    res_.stop_signal = signal;
+    metrics_->message("stopped at step " + std::to_string(step) + "; continue with --resume auto");
+    return true;
+  }
+  return done_early;  // after the step's checkpoint, as at the last step
+}
+
+// The profile's lines and tables.
+void Trainer::finish() {
+  for (const std::string& line : profile_->finish()) metrics_->message(line);
+  res_.profile = profile_->tables();
+}
+
+void Trainer::describe(fusion::Mode fusion) {
+  describe_run(cfg_, res_, run_.data, *run_.loader, layout_, run_.par, *run_.model, *metrics_);
+  if (const std::string line = step_->describe(); !line.empty()) metrics_->message(line);
+  if (fusion::env_mode() && fusion != fusion_mode(cfg_))
+    metrics_->message(std::string("fusion: ") + fusion::mode_name(fusion) +
+                      " (HP_FUSION overrides training.fusion: " + cfg_.training.fusion + ")");
+  if (evaluator_) metrics_->message(evaluator_->describe(run_.data.eval_name));
+  if (run_.documents.any())
+    metrics_->message(
+        std::string("packed documents: ") +
+        (run_.documents.mask ? "attention within each document" : "attention across documents") +
+        (run_.documents.reset_positions ? ", positions restart at each document" : "") +
+        " (data.document_mask, data.reset_position_ids)");
+  res_.peak_tflops = mfu_peak(cfg_, *metrics_, &res_.peak_source);
+}
+
+TrainResult Trainer::run(fusion::Mode fusion) {
+  const int64_t done = resume();
+  const int rank = world_->rank(), nranks = world_->size();
+  metrics_ = std::make_unique<MetricsLog>(metrics_config(cfg_, nranks), cfg_.run.dir,
+                                          cfg_.training.steps, done, log_, rank == 0);
+  describe(fusion);
+  const StepRange profile_steps =
+      profile_range(cfg_.metrics, options_.profile, done + 1, cfg_.training.steps);
+  if (!cfg_.metrics.profile_steps.empty() && profile_steps.empty())
+    metrics_->message("note: metrics.profile_steps lies outside steps " + std::to_string(done + 1) +
+                      ".." + std::to_string(cfg_.training.steps) + " of this run: nothing profiled");
+  if (!profile_steps.empty()) run_.model->set_trace_names();
+  profile_ = std::make_unique<RunProfiler>(profile_steps, cfg_.run.dir, rank, nranks,
+                                           cfg_.metrics.profile_max_events);
+  signals_ = std::make_unique<StopSignals>();
+  // The gradients the norm counts (the others, tp copies, are clipped alike: the optimizer scales
+  // every gradient it reads).
+  counted_ = run_.par.norm_parameters(layout_);
+  // The f32 gradients every step allocates on the device tier; excluded from the activation
+  // figure (none there with offload.grads host).
+  if (cfg_.offload.grads != "host")
+    for (const Tensor& p : run_.opt->parameters()) grad_bytes_ += p.numel() * int64_t(sizeof(float));
+  return loop(done);
+}
+
+TrainResult Trainer::loop(int64_t done) {
+  for (int64_t step = done + 1; step <= cfg_.training.steps; ++step) {
+    profile_->begin_step(step);
+    const std::optional<StepRecord> r = run_step(step);
+    if (!r) break;
+    res_.steps.push_back(*r);
+    metrics_->record(*r);
+    if (after_step(step, done, *r)) break;
+  }
+  summarize(res_);
+  if (run_.data.blend && !res_.steps.empty())
+    metrics_->message(source_tokens_line(run_.data, res_.steps.back().source_tokens));
+  metrics_->finish(res_);
+  finish();
+  if (cfg_.training.sample_tokens > 0 && !res_.interrupted) {
+    res_.sample =
+        sample_text(*run_.model, run_.loader->dataset(), cfg_.training, /*kv_cache=*/layout_.tp == 1);
+    log_ << "sample: " << cfg_.training.sample_prompt << res_.sample << "\n";
+  }
+  return res_;
+}
+
 }  // namespace
 
 TrainResult train(const Config& cfg, const TrainOptions& options) {
   auto world = dist::world();
-  const int rank = world->rank(), nranks = world->size();
   NullBuffer null_buffer;
   std::ostream null_stream(&null_buffer);
-  std::ostream& log = rank == 0 ? (options.log ? *options.log : std::cout) : null_stream;
+  std::ostream& log = world->rank() == 0 ? (options.log ? *options.log : std::cout) : null_stream;
   const Layout layout = parallel_layout(cfg, world);
-
-  TrainResult res;
-  res.run_dir = cfg.run.dir;
-  // Rank 0 locks run.dir (held until train returns) and checks it; every rank learns the verdict,
-  // so a refusal is an error everywhere rather than a hang.
-  std::unique_ptr<RunDirLock> run_dir_lock;
-  std::exception_ptr refused;
-  if (rank == 0) refused = claim_run_dir(cfg.run.dir, options, &run_dir_lock);
-  if (any_rank(*world, refused != nullptr)) {
-    if (refused) std::rethrow_exception(refused);
-    HP_THROW(IoError, "train", "rank 0 refused run.dir ", cfg.run.dir, " (its error says why)");
-  }
-  if (rank == 0) {
-    const fs::path p = fs::path(cfg.run.dir) / "config.yaml";
-    errno = 0;
-    std::ofstream o(p);
-    if (!(o << to_yaml(cfg) << std::flush))
-      log << "warning: cannot write " << p.string() << ": "
-          << (errno ? std::strerror(errno) : "write failed") << " (each checkpoint holds a copy)\n";
-  }
-
+  // Held until train returns.
+  const RunDir run_dir(cfg, options.resume, options.overwrite, *world, log);
   // training.fusion for the run (HP_FUSION, when set, overrides it), restored after.
-  const fusion::Mode fusion_mode =
-      fusion::env_mode().value_or(fusion::parse_mode(cfg.training.fusion, "training.fusion"));
-  const fusion::ModeScope fusion_scope(fusion_mode);
+  const fusion::Mode fusion = fusion::env_mode().value_or(fusion_mode(cfg));
+  const fusion::ModeScope fusion_scope(fusion);
   // memory.device_budget caps the device tier for the run (restored after: tests run many).
   const DeviceBudgetScope budget(device_budget_bytes(cfg), "memory.device_budget");
   // A budget too small for one layer: refused before anything is built (the plan is reused).
@@ -401,248 +540,8 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   // Data (every rank loads it; indexed data is mapped), the model (f32 masters, seeded init, every
   // parallel / precision / memory transform), optimizer and loader.
   RunSetup run = build_run(cfg, layout, plan ? &*plan : nullptr);
-  models::CausalLM* model = run.model.get();
-  Parallelized& par = run.par;
-  optim::Optimizer& opt = *run.opt;
-  data::DataLoader& loader = *run.loader;
-  res.num_parameters = run.num_parameters;
-  const double flops_tok = run.flops_per_token;
-  res.mx_modules = par.mx_modules;
-  res.recompute_modules = par.recompute_modules;
-  res.offload_modules = par.offload_modules;
-  const optim::ScheduleSpec schedule = schedule_spec(cfg);
-  std::optional<Evaluator> evaluator;
-  if (run.data.eval) evaluator.emplace(cfg, run.data.eval, layout, run.documents);
-  ExpertBiasBalancer balancer(*model, par, layout, cfg.model.router_bias_update_rate);
-  std::optional<PipelineStep> pipe;  // pp > 1: the micro-batches run through the schedule
-  if (layout.pp > 1) pipe.emplace(*model, par, layout, cfg, run.documents);
-
-  // Resume: parameters, optimizer state, loader position and RNG.
-  int64_t done = 0;
-  if (const std::string dir = resume_step_dir(options, cfg, log); !dir.empty()) {
-    done = restore(dir, par, opt, loader);
-    par.fsdp->reshard();  // the next forward gathers the loaded masters
-    log << "resumed from " << dir << " at step " << done << "\n";
-  } else if (options.resume == "auto") {
-    log << "no checkpoint in " << cfg.run.dir << "; starting fresh\n";
-  }
-  res.first_step = done + 1;
-
-  // mpirun hands ranks a pseudo-terminal: a bar would look right there but not in captured logs.
-  MetricsConfig metrics_cfg = cfg.metrics;
-  if (nranks > 1 && metrics_cfg.progress == "auto") metrics_cfg.progress = "lines";
-  MetricsLog metrics(metrics_cfg, cfg.run.dir, cfg.training.steps, done, log, rank == 0);
-  describe_run(cfg, res, run.data, loader, layout, par, *model, metrics);
-  if (pipe) metrics.message(pipe->describe());
-  if (fusion::env_mode() &&
-      fusion_mode != fusion::parse_mode(cfg.training.fusion, "training.fusion"))
-    metrics.message(std::string("fusion: ") + fusion::mode_name(fusion_mode) +
-                    " (HP_FUSION overrides training.fusion: " + cfg.training.fusion + ")");
-  if (evaluator) metrics.message(evaluator->describe(run.data.eval_name));
-  if (run.documents.any())
-    metrics.message(
-        std::string("packed documents: ") +
-        (run.documents.mask ? "attention within each document" : "attention across documents") +
-        (run.documents.reset_positions ? ", positions restart at each document" : "") +
-        " (data.document_mask, data.reset_position_ids)");
-
-  res.peak_tflops = mfu_peak(cfg, metrics, &res.peak_source);
-  res.flops_per_token = flops_tok;
-  const StepRange profile_steps =
-      profile_range(cfg.metrics, options.profile, done + 1, cfg.training.steps);
-  if (!cfg.metrics.profile_steps.empty() && profile_steps.empty())
-    metrics.message("note: metrics.profile_steps lies outside steps " + std::to_string(done + 1) +
-                    ".." + std::to_string(cfg.training.steps) + " of this run: nothing profiled");
-  if (!profile_steps.empty()) model->set_trace_names();
-  RunProfiler profile(profile_steps, cfg.run.dir, rank, nranks, cfg.metrics.profile_max_events);
-  auto finish_profile = [&] {
-    for (const std::string& line : profile.finish()) metrics.message(line);
-    res.profile = profile.tables();
-  };
-  const int64_t global_tokens = cfg.training.batch_size * cfg.training.seq_len;
-  const int64_t micro_rows = cfg.training.batch_size / cfg.training.grad_accum;
-
-  StopSignals signals;
-  const std::vector<Tensor> shard_params = opt.parameters();
-  // The gradients the norm counts (the others, tp copies, are clipped alike: the optimizer scales
-  // every gradient it reads).
-  const std::vector<Tensor> counted = par.norm_parameters(layout);
-  // The f32 gradients every step allocates on the device tier; excluded from the activation
-  // figure (none there with offload.grads host).
-  int64_t grad_bytes = 0;
-  if (cfg.offload.grads != "host")
-    for (const Tensor& p : shard_params) grad_bytes += p.numel() * int64_t(sizeof(float));
-  // Consecutive steps whose update was skipped (equal on every rank: the norm is global). While
-  // it is > 0 nothing is saved, so a diverged model never replaces a good checkpoint.
-  int64_t skipped = 0;
-  for (int64_t step = done + 1; step <= cfg.training.steps; ++step) {
-    profile.begin_step(step);
-    const auto t0 = std::chrono::steady_clock::now();
-    opt.zero_grad();
-    balancer.clear();
-    Allocator::instance().reset_peak(MemTier::device);
-    const int64_t live_at_start = Allocator::instance().stats(MemTier::device).live_bytes;
-    const int64_t tp_bytes_at_start = shard::region_stats().bytes;
-    const optim::TransferStats moved_at_start = transfers(opt, par);
-    const double lr = cfg.optimizer.lr * optim::lr_factor(schedule, step - 1);
-    double loss_sum = 0;  // Σ over this rank's micro-batches of mean loss · rows
-    // The step's training targets over every rank (global_tokens unless a loss mask hides some):
-    // the loss is their mean, so each micro-batch's gradient is weighted by its share of them.
-    const int64_t global_targets =
-        std::max<int64_t>(1, loader.peek_targets(micro_rows, cfg.training.grad_accum));
-    // A stop agreed between micro-batches drops the step: loader and RNG go back to its start.
-    const data::LoaderState loader_at_start = loader.state();
-    const RngState rng_at_start = default_generator().state();
-    int stop_signal = 0;
-    if (pipe) loss_sum = pipe->run(loader, micro_rows, global_targets);  // (phases per action)
-    for (int64_t m = 0; !pipe && m < cfg.training.grad_accum; ++m) {
-      // Every rank asks at the same point (one all-reduce), so all leave the loop together.
-      if (m > 0 && (stop_signal = agreed_stop_signal(*world)) != 0) break;
-      const data::Batch batch = loader.next(micro_rows, layout.dp_rank, layout.dp_size);
-      const MemCategoryScope as_activations(MemCategory::activations);
-      BatchLoss loss;
-      {
-        const profiler::Scope phase(profiler::Phase::forward);
-        loss = batch_loss(*model, batch, run.documents);
-      }
-      balancer.accumulate();
-      loss_sum += loss.mean.item() * double(loss.tokens);
-      // d(Σ token losses / global tokens): FSDP sums the shards' gradients over ranks.
-      const profiler::Scope phase(profiler::Phase::backward);
-      mul(loss.mean, double(loss.tokens) / double(global_targets)).backward();
-    }
-    {
-      const profiler::Scope phase(profiler::Phase::backward);
-      par.fsdp->finish_grads();  // also drains the reductions in flight when the step is dropped
-    }
-    if (stop_signal != 0) {
-      // Dropped as if never begun; the state after step - 1 is saved (unless its update was
-      // skipped), so --resume auto redoes this step bitwise.
-      loader.set_state(loader_at_start);
-      default_generator().set_state(rng_at_start);
-      if (skipped == 0) {
-        checkpoint::SaveOptions so;
-        so.keep = cfg.checkpoint.keep;
-        so.extra_files = checkpoint_files(cfg, *model);
-        const profiler::Scope phase(profiler::Phase::checkpoint);
-        res.last_checkpoint =
-            checkpoint::save(cfg.run.dir, step - 1, par.chunks(opt.state_dict(), /*for_save=*/true),
-                             trainer_state_json(step - 1, loader.state(), nranks), world.get(), so);
-        metrics.message("checkpoint " + res.last_checkpoint);
-      }
-      res.interrupted = true;
-      res.stop_signal = stop_signal;
-      metrics.message("stopped during step " + std::to_string(step) +
-                      " (not applied); continue with --resume auto");
-      break;
-    }
-    // Forward + backward only: the optimizer's first step allocates its state, not activations.
-    const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::device).peak_bytes;
-    const double loss_value = global_mean_loss(*world, layout, loss_sum, global_targets);
-    // Replicas (HSDP) hold equal gradients after finish_grads, and so do the tp ranks for what TP
-    // does not split: the norm counts every element once over pp × dp_shard × tp.
-    double grad_norm = 0;
-    {
-      const profiler::Scope phase(profiler::Phase::optimizer);
-      // The clip is the update's gradient scale (the same values as clip_grad_norm's in-place
-      // scaling, one pass over the gradients fewer).
-      grad_norm = optim::global_grad_norm(counted, {}, *layout.norm_comm);
-      if (std::isfinite(grad_norm)) {
-        opt.step(lr, optim::clip_factor(grad_norm, cfg.training.grad_clip));
-        balancer.step();
-      }
-    }
-    if (std::isfinite(grad_norm)) {
-      skipped = 0;
-    } else {
-      ++skipped;
-      metrics.message("step " + std::to_string(step) +
-                      ": non-finite gradient norm; update skipped");
-    }
-
-    StepRecord r;
-    r.step = step;
-    r.loss = loss_value;
-    r.grad_norm = grad_norm;
-    r.lr = lr;
-    r.step_s = seconds_since(t0);
-    r.tokens_per_s = double(global_tokens) / r.step_s;
-    r.tflops = flops_tok * double(global_tokens) / double(nranks) / r.step_s / 1e12;
-    r.mfu = r.tflops / res.peak_tflops;
-    r.peak_mem_bytes = Allocator::instance().stats(MemTier::device).peak_bytes;
-    r.act_mem_bytes = fwd_bwd_peak - live_at_start - grad_bytes;
-    r.tp_comm_bytes = shard::region_stats().bytes - tp_bytes_at_start;
-    if (pipe) pipe->record(&r);
-    r.host_mem_bytes = Allocator::instance().stats(MemTier::host).live_bytes;
-    record_transfers(moved_at_start, transfers(opt, par), &r);
-    if (run.data.blend)
-      for (int64_t n : loader.source_samples()) r.source_tokens.push_back(n * cfg.training.seq_len);
-    res.steps.push_back(r);
-    metrics.record(r);
-
-    // Every rank asks (one all-reduce), so all end after the same step; asked after the last
-    // step too, which the caller's count must see.
-    const bool done_early = options.stop_when && any_rank(*world, options.stop_when(r));
-    const bool last = step == cfg.training.steps || done_early;
-    const int signal = agreed_stop_signal(*world);
-    const bool stop =
-        signal != 0 || (options.stop_after > 0 && step - done >= options.stop_after && !last);
-    // Validation sees the weights this step produced, before they are saved. It runs at the last
-    // step, not at a stop (the run goes on after a resume).
-    if (evaluator && evaluator->due(step, last)) {
-      res.evals.push_back(evaluator->run(*model, *par.fsdp, step));
-      metrics.record_eval(res.evals.back());
-    }
-    const bool periodic = cfg.checkpoint.interval > 0 && step % cfg.checkpoint.interval == 0;
-    const bool save = periodic || stop || (last && cfg.checkpoint.save_final);
-    if (save && skipped > 0)
-      metrics.message("step " + std::to_string(step) +
-                      ": no checkpoint saved (its update was skipped); the last one is kept");
-    if (save && skipped == 0) {
-      checkpoint::SaveOptions so;
-      so.keep = cfg.checkpoint.keep;
-      so.extra_files = checkpoint_files(cfg, *model);
-      const auto t_save = std::chrono::steady_clock::now();
-      {
-        const profiler::Scope phase(profiler::Phase::checkpoint);
-        res.last_checkpoint =
-            checkpoint::save(cfg.run.dir, step, par.chunks(opt.state_dict(), /*for_save=*/true),
-                             trainer_state_json(step, loader.state(), nranks), world.get(), so);
-      }
-      metrics.message("checkpoint " + res.last_checkpoint + " (" +
-                      std::to_string(seconds_since(t_save)).substr(0, 5) + " s)");
-    }
-    profile.end_step(step);
-    if (cfg.training.max_skipped_steps > 0 && skipped >= cfg.training.max_skipped_steps) {
-      summarize(res);
-      metrics.finish(res);
-      finish_profile();
-      const auto kept = checkpoint::find_latest(cfg.run.dir);
-      HP_THROW(TrainingDiverged, "train", "training diverged: stopped at step ", step, " after ",
-               skipped, " consecutive steps (", step - skipped + 1, "..", step,
-               ") with a non-finite gradient norm (training.max_skipped_steps = ",
-               cfg.training.max_skipped_steps, "); nothing saved since, the last checkpoint is ",
-               kept ? *kept : std::string("none"),
-               ". Lower optimizer.lr (or raise lr_scheduler.warmup_steps) and resume from it.");
-    }
-    if (stop) {
-      res.interrupted = true;
-      res.stop_signal = signal;
-      metrics.message("stopped at step " + std::to_string(step) + "; continue with --resume auto");
-      break;
-    }
-    if (done_early) break;  // after the step's checkpoint, as at the last step
-  }
-  summarize(res);
-  if (run.data.blend && !res.steps.empty())
-    metrics.message(source_tokens_line(run.data, res.steps.back().source_tokens));
-  metrics.finish(res);
-  finish_profile();
-  if (cfg.training.sample_tokens > 0 && !res.interrupted) {
-    res.sample = sample_text(*model, loader.dataset(), cfg.training, /*kv_cache=*/layout.tp == 1);
-    log << "sample: " << cfg.training.sample_prompt << res.sample << "\n";
-  }
-  return res;
+  Trainer trainer(cfg, options, world, layout, run, log);
+  return trainer.run(fusion);
 }
 
 }  // namespace hp::train
