@@ -1,6 +1,8 @@
 #define HP_ISA avx2
 #include "hp/fusion/routines_impl.h"
 
-const hp::fusion::RoutineTable& hp::fusion::routine_table_avx2() {
-  return hp::kernels::avx2::routine_table();
+template <>
+const hp::fusion::RoutineTable*
+hp::kernels::isa_table<hp::fusion::RoutineTable, hp::kernels::Isa::avx2>() {
+  return &avx2::routine_table();
 }

@@ -64,12 +64,14 @@ void dequant(const uint8_t* codes, const uint8_t* scales, int scale_shift, int64
   }
 }
 
-constexpr Kernels kTable{"scalar", quant_row_blocks, quant_col_tile, quant_dual_tile, dequant};
+constexpr Kernels kTable{quant_row_blocks, quant_col_tile, quant_dual_tile, dequant};
 
 }  // namespace
 
-const Kernels& scalar_kernels() {
-  return kTable;
-}
-
 }  // namespace hp::mx::detail
+
+template <>
+const hp::mx::detail::Kernels*
+hp::kernels::isa_table<hp::mx::detail::Kernels, hp::kernels::Isa::scalar>() {
+  return &hp::mx::detail::kTable;
+}

@@ -1,7 +1,9 @@
 #define HP_ISA avx2
 #include "hp/optim/adamw_impl.h"
 
-void hp::optim::detail::adamw_update_avx2(float* p, const float* g, float* m, float* v, int64_t n,
-                                          const AdamWStep& s) {
-  kernels::avx2::AdamWKernel::update(p, g, m, v, n, s);
+template <>
+const hp::optim::AdamWTable*
+hp::kernels::isa_table<hp::optim::AdamWTable, hp::kernels::Isa::avx2>() {
+  static constexpr optim::AdamWTable t{&avx2::AdamWKernel::update};
+  return &t;
 }

@@ -1,4 +1,7 @@
 #define HP_ISA avx2
 #include "hp/kernels/cpu/ew_impl.h"
 
-const hp::kernels::EwTable& hp::kernels::ew_table_avx2() { return avx2::table(); }
+template <>
+const hp::kernels::EwTable* hp::kernels::isa_table<hp::kernels::EwTable, hp::kernels::Isa::avx2>() {
+  return &avx2::table();
+}

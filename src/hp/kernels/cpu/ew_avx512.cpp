@@ -1,4 +1,7 @@
 #define HP_ISA avx512
 #include "hp/kernels/cpu/ew_impl.h"
 
-const hp::kernels::EwTable& hp::kernels::ew_table_avx512() { return avx512::table(); }
+template <>
+const hp::kernels::EwTable* hp::kernels::isa_table<hp::kernels::EwTable, hp::kernels::Isa::avx512>() {
+  return &avx512::table();
+}

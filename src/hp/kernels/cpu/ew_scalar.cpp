@@ -15,7 +15,10 @@ void run_f64(double* out, const double* const* in, int64_t n, const float* p) {
 
 }  // namespace
 
-const EwTable& ew_table_scalar() { return scalar::table(); }
+template <>
+const EwTable* isa_table<EwTable, Isa::scalar>() {
+  return &scalar::table();
+}
 
 const EwF64Fn* ew_table_f64() {
   static const EwF64Fn t[kNumEwOps] = {

@@ -1,12 +1,17 @@
 #define HP_ISA avx2
 #include "hp/kernels/cpu/gate_topk_impl.h"
 
-void hp::kernels::avx2::gate_topk(const float* c, const GateTopKShape& s,
-                                 const GateTopKScratch& w) {
-  gate_topk_impl(c, s, w);
+template <>
+const hp::kernels::GateTopKTable*
+hp::kernels::isa_table<hp::kernels::GateTopKTable, hp::kernels::Isa::avx2>() {
+  static constexpr GateTopKTable t{&avx2::gate_topk_impl, &avx2::gate_sigmoid_topk_impl};
+  return &t;
 }
 
-void hp::kernels::avx2::gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
-                                         const GateTopKShape& s, const GateTopKScratch& w) {
-  gate_sigmoid_topk_impl(l, bias, p, c, s, w);
+// AVX-512 runs the AVX2 selection; no fused sigmoid pass (gate_topk.h).
+template <>
+const hp::kernels::GateTopKTable*
+hp::kernels::isa_table<hp::kernels::GateTopKTable, hp::kernels::Isa::avx512>() {
+  static constexpr GateTopKTable t{&avx2::gate_topk_impl, nullptr};
+  return &t;
 }

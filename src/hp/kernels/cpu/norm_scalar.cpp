@@ -3,8 +3,9 @@
 
 namespace hp::kernels {
 
-const NormTable<float>& norm_table_scalar() {
-  return scalar::NormKernels<scalar::Arch, float>::table();
+template <>
+const NormTable<float>* isa_table<NormTable<float>, Isa::scalar>() {
+  return &scalar::NormKernels<scalar::Arch, float>::table();
 }
 
 const NormTable<double>& norm_table_f64() {

@@ -1,7 +1,9 @@
 #define HP_ISA avx512
 #include "hp/kernels/cpu/rope_impl.h"
 
-void hp::kernels::detail::rope_row_avx512(const float* x, const float* c, const float* s, float* y,
-                                          int64_t half, bool interleaved) {
-  avx512::RopeRow::rotate(x, c, s, y, half, interleaved);
+template <>
+const hp::kernels::RopeTable*
+hp::kernels::isa_table<hp::kernels::RopeTable, hp::kernels::Isa::avx512>() {
+  static constexpr RopeTable t{&avx512::RopeRow::rotate};
+  return &t;
 }

@@ -3,25 +3,14 @@
 
 namespace hp::kernels {
 
-const SoftmaxRowFns<float>& softmax_row_fns_scalar() {
-  return scalar::softmax_fns();
+template <>
+const SoftmaxRowFns<float>* isa_table<SoftmaxRowFns<float>, Isa::scalar>() {
+  return &scalar::softmax_fns();
 }
 
 const SoftmaxRowFns<double>& softmax_row_fns_f64() {
   static const SoftmaxRowFns<double> t = scalar::SoftmaxRows<ScalarArch<double>, double>::fns();
   return t;
-}
-
-const SoftmaxRowFns<float>& softmax_row_fns(Isa isa) {
-  switch (isa) {
-    case Isa::avx512:
-      return softmax_row_fns_avx512();
-    case Isa::avx2:
-      return softmax_row_fns_avx2();
-    case Isa::scalar:
-      break;
-  }
-  return softmax_row_fns_scalar();
 }
 
 }  // namespace hp::kernels
