@@ -219,10 +219,14 @@ TEST_P(FuseEdgesIsa, OutputsThatAreInputsRepeatedOrZeroDim) {
   ASSERT_NE(h.plan({s}), nullptr);
   testing::expect_bitwise(
       h({s})[0],
-      hp::kernels::elementwise(kernels::EwOp::mul, hp::tanh(s), full({}, 3.0), DType::f32),
-      "0-d");
+      hp::kernels::elementwise(kernels::EwOp::mul, hp::tanh(s), full({}, 3.0), DType::f32), "0-d");
   EXPECT_TRUE(log.lines.empty());
-  // An empty tensor and a literal-only output run eagerly.
+}
+
+// An empty tensor and a literal-only output run eagerly.
+TEST(FuseEdges, EmptyAndLiteralOnlyOutputsRunEagerly) {
+  using V = std::vector<Var>;
+  testing::LogCapture log;
   Tensor e = zeros({0, 4});
   Fused f = fuse([](const V& v) { return V{exp(v[0])}; }, "empty");
   EXPECT_EQ(f({e})[0].shape(), (Shape{0, 4}));

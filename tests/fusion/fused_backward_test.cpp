@@ -91,8 +91,7 @@ TEST_P(FusedBackwardIsa, FusedEqualsEagerVjpBitwise) {
     manual_seed(0);
     const std::vector<Tensor> outs = f(xs);
     args.push_back(randn_t(outs[0].shape(), outs[0].dtype(), 99));
-    for (size_t k = 1; k < outs.size(); ++k)
-      args.push_back(ones(outs[k].shape(), outs[k].dtype()));
+    for (size_t k = 1; k < outs.size(); ++k) args.push_back(ones(outs[k].shape(), outs[k].dtype()));
     const std::vector<Tensor> eager = run_eager(b, args);
     for (size_t i = 0; i < xs.size(); ++i) {
       Tensor e = eager[static_cast<size_t>(grad_of[i])];

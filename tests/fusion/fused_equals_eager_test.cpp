@@ -66,8 +66,7 @@ TEST_P(FusionEqualsEagerIsa, Broadcasts) {
     // Rows longer than a block: column blocks, the column value loaded per block.
     Tensor xl = randn_t({3, 40000}, dt, 26), wl = randn_t({40000}, dt, 27),
            cl = randn_t({3, 1}, dt, 28);
-    check_bitwise([](const V& v) { return V{v[0] * v[1] + v[2]}; }, {xl, wl, cl},
-                  "long rows " + d);
+    check_bitwise([](const V& v) { return V{v[0] * v[1] + v[2]}; }, {xl, wl, cl}, "long rows " + d);
     // Row [N] times column [M, 1] makes the full [M, N].
     check_bitwise([](const V& v) { return V{v[0] * v[1]}; }, {w, c}, "outer product " + d);
   }
@@ -76,9 +75,8 @@ TEST_P(FusionEqualsEagerIsa, Broadcasts) {
 TEST_P(FusionEqualsEagerIsa, Casts) {
   Tensor xb = randn_t({33, 257}, DType::bf16, 11), yf = randn_t({33, 257}, DType::f32, 12);
   // bf16 -> f32 math -> bf16; bf16 math (rounded at every node); mixed operands promote to f32.
-  check_bitwise(
-      [](const V& v) { return V{cast(exp(cast(v[0], DType::f32)) * v[1], DType::bf16)}; },
-      {xb, yf}, "upcast math downcast");
+  check_bitwise([](const V& v) { return V{cast(exp(cast(v[0], DType::f32)) * v[1], DType::bf16)}; },
+                {xb, yf}, "upcast math downcast");
   check_bitwise(
       [](const V& v) {
         return V{exp(v[0]) * v[0] + 1.0, v[0] * v[1]};
@@ -102,12 +100,10 @@ TEST_P(FusionEqualsEagerIsa, Casts) {
 TEST_P(FusionEqualsEagerIsa, Select) {
   Tensor x = randn_t({19, 211}, DType::f32, 13), y = randn_t({19, 211}, DType::f32, 14);
   // Leaky ReLU as where(x > 0, x, 0.01 x): against the public ops too.
-  Fused leaky =
-      fuse([](const V& v) { return V{where(gt(v[0], v[0] * 0.0), v[0], v[0] * 0.01)}; });
-  Tensor want =
-      hp::where(hp::kernels::elementwise(kernels::EwOp::gt_mask, x, zeros({}), DType::f32)
-                    .to(DType::boolean),
-                x, hp::kernels::elementwise(kernels::EwOp::mul, x, full({}, 0.01f), DType::f32));
+  Fused leaky = fuse([](const V& v) { return V{where(gt(v[0], v[0] * 0.0), v[0], v[0] * 0.01)}; });
+  Tensor want = hp::where(
+      hp::kernels::elementwise(kernels::EwOp::gt_mask, x, zeros({}), DType::f32).to(DType::boolean),
+      x, hp::kernels::elementwise(kernels::EwOp::mul, x, full({}, 0.01f), DType::f32));
   expect_bitwise(leaky({x})[0], want, "leaky relu vs hp::where");
   // Scalar and column branches.
   Tensor c = randn_t({19, 1}, DType::f32, 15);

@@ -204,8 +204,7 @@ TEST_P(FusionPatternsIsa, Bf16ChainsReadAndWriteMemory) {
       EXPECT_EQ(p->num_slots, 0) << d;  // nothing staged in a tile: two chains at most
       EXPECT_EQ(d.find("load_bf16 slot"), std::string::npos) << d;
       EXPECT_EQ(d.find("    store_bf16"), std::string::npos) << d;
-      EXPECT_NE(d.find(dt == DType::bf16 ? "store_bf16 out" : "chain out"), std::string::npos)
-          << d;
+      EXPECT_NE(d.find(dt == DType::bf16 ? "store_bf16 out" : "chain out"), std::string::npos) << d;
       Graph g;
       trace(
           [&f, &fwd](const V& v) {

@@ -171,10 +171,9 @@ TEST_P(FusionSimplifyIsa, SiluAndGeluWithinTheComposedBounds) {
   std::printf(
       "[ %s ] %llu values: silu vs x*sigmoid(x) %.2f / %.2f ulp; gelu_tanh vs composed "
       "%.3g / %.3g / %.3g (pow) ulp, beyond 8 ulp %.3g / %.3g / %.3g per |x|\n",
-      kernels::isa_name(isa),
-      static_cast<unsigned long long>((uint64_t{1} << 32) / sweep_stride()), worst[0].ulps,
-      worst[1].ulps, worst[2].ulps, worst[3].ulps, worst[4].ulps, worst[2].per_x, worst[3].per_x,
-      worst[4].per_x);
+      kernels::isa_name(isa), static_cast<unsigned long long>((uint64_t{1} << 32) / sweep_stride()),
+      worst[0].ulps, worst[1].ulps, worst[2].ulps, worst[3].ulps, worst[4].ulps, worst[2].per_x,
+      worst[3].per_x, worst[4].per_x);
 }
 
 TEST(FusionSimplify, FiresInsideLongerChainsAndVariants) {

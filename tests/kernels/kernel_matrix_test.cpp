@@ -91,7 +91,9 @@ struct EwCase {
   std::function<double(double, double)> ref;
 };
 
-double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoid_ref(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 // Bound: f32 ulps·ulp(ref) + 2^-120 (underflowed transcendental results), plus the store's ulp.
 TEST_P(KernelMatrix, ElementwiseUnaryAndBinary) {
@@ -151,8 +153,8 @@ TEST_P(KernelMatrix, RmsNormAndLayerNorm) {
         for (int64_t j = 0; j < n; ++j) {
           const double bj = layer ? bias[j] : 0.0;
           ref[r * n + j] = (xr[j] - mean) * rstd[r] * w[j] + bj;
-          scale[r * n + j] = (std::fabs(xr[j]) + std::fabs(mean)) * rstd[r] * std::fabs(w[j]) +
-                             std::fabs(bj);
+          scale[r * n + j] =
+              (std::fabs(xr[j]) + std::fabs(mean)) * rstd[r] * std::fabs(w[j]) + std::fabs(bj);
         }
       }
       const std::string what = label(layer ? "layer_norm" : "rms_norm", dt);
@@ -320,13 +322,13 @@ TEST_P(KernelMatrix, AttentionForward) {
           for (int64_t d = 0; d < D; ++d)
             o_ref[(h * T + i) * D + d] += std::exp(sc[j] - l) * v[(kvh * T + j) * D + d];
       }
-    for (auto [got, ref, name] : {std::tuple{&o, &o_ref, "attention o"},
-                                  std::tuple{&lse, &lse_ref_v, "attention lse"}}) {
+    for (auto [got, ref, name] :
+         {std::tuple{&o, &o_ref, "attention o"}, std::tuple{&lse, &lse_ref_v, "attention lse"}}) {
       double mx = 0.1;
       for (double r : *ref) mx = std::max(mx, std::fabs(r));
-      expect_within(std::vector<double>(got->begin(), got->end()), *ref,
-                    [&](size_t) { return 2e-5 * mx; },
-                    std::string(name) + (causal ? " causal f32" : " full f32"));
+      expect_within(
+          std::vector<double>(got->begin(), got->end()), *ref, [&](size_t) { return 2e-5 * mx; },
+          std::string(name) + (causal ? " causal f32" : " full f32"));
     }
   }
 }
@@ -340,7 +342,7 @@ TEST_P(KernelMatrix, GateTopK) {
   std::vector<int64_t> idx(k), gidx(1);
   std::vector<float> val(k), gval(1), top2(2), kept2(2);
   std::vector<char> keep(1);
-  const kernels::GateTopKScratch w{idx.data(), val.data(), gidx.data(), gval.data(),
+  const kernels::GateTopKScratch w{idx.data(),  val.data(),   gidx.data(), gval.data(),
                                    top2.data(), kept2.data(), keep.data()};
   auto reference = [&](const std::vector<float>& c) {
     std::vector<int64_t> order(static_cast<size_t>(e));
@@ -351,7 +353,8 @@ TEST_P(KernelMatrix, GateTopK) {
   for (int row = 0; row < 20; ++row) {
     const std::vector<double> l = inputs(e, 12 + row, -4, 4, DType::f32);
     std::vector<float> c(l.begin(), l.end());
-    if (row % 2) for (float& x : c) x = std::round(x * 2) / 2;  // ties
+    if (row % 2)
+      for (float& x : c) x = std::round(x * 2) / 2;  // ties
     tab.topk(c.data(), {e, k, 1, 1}, w);
     ASSERT_EQ(idx, reference(c)) << "topk row " << row;
     if (!tab.sigmoid_topk) continue;
@@ -416,8 +419,9 @@ TEST_P(KernelMatrix, FusionRoutines) {
     const double r = rt.red_finish(acc, x.data() + 960, n - 960, red);
     const double w = red == 0 ? sum : *std::max_element(xd.begin(), xd.end());
     const double bound = red == 0 ? (n - 1) * std::ldexp(abs_sum, -24) : 0.0;
-    expect_within({r}, {w}, [&](size_t) { return bound; },
-                  red == 0 ? "routines row sum f32" : "routines row max f32");
+    expect_within(
+        {r}, {w}, [&](size_t) { return bound; },
+        red == 0 ? "routines row sum f32" : "routines row max f32");
   }
 }
 
@@ -442,7 +446,8 @@ void check_mx_block(const double* x, int64_t stride, const uint8_t* codes, int64
     const double y = std::clamp(x[i * stride] / sc, -double(f.max_normal), double(f.max_normal));
     const double got = mx::decode_elem(codes[i * code_stride], spec.elem);
     const int ey = std::max(y == 0 ? -126 : std::ilogb(y), std::ilogb(f.min_normal));
-    ASSERT_LE(std::fabs(got - y), std::ldexp(0.5, ey - f.mant_bits)) << what << " x " << x[i * stride];
+    ASSERT_LE(std::fabs(got - y), std::ldexp(0.5, ey - f.mant_bits))
+        << what << " x " << x[i * stride];
   }
 }
 
@@ -501,9 +506,12 @@ TEST_P(KernelMatrix, AdamW) {
     bv[i] = std::ldexp(v_ref[i], -21);
     bp[i] = std::ldexp(std::fabs(p1), -21) + std::ldexp(std::fabs(upd), -19);
   }
-  expect_within({m.begin(), m.end()}, m_ref, [&](size_t i) { return bm[i]; }, "adamw m f32");
-  expect_within({v.begin(), v.end()}, v_ref, [&](size_t i) { return bv[i]; }, "adamw v f32");
-  expect_within({p.begin(), p.end()}, p_ref, [&](size_t i) { return bp[i]; }, "adamw p f32");
+  expect_within(
+      {m.begin(), m.end()}, m_ref, [&](size_t i) { return bm[i]; }, "adamw m f32");
+  expect_within(
+      {v.begin(), v.end()}, v_ref, [&](size_t i) { return bv[i]; }, "adamw v f32");
+  expect_within(
+      {p.begin(), p.end()}, p_ref, [&](size_t i) { return bp[i]; }, "adamw p f32");
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 // correction bias, scaling and eps-normalization, and sqrt-softplus scores; plus the counts, thread
 // independence and the errors.
 #include "hp/moe/gate.h"
-#include "hp/kernels/cpu/gate_topk.h"
 
 #include <gtest/gtest.h>
 
@@ -19,6 +18,7 @@
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/ew_table.h"
+#include "hp/kernels/cpu/gate_topk.h"
 #include "hp/kernels/cpu/isa.h"
 #include "hp/ops/ops.h"
 #include "isa_test.h"
@@ -338,8 +338,7 @@ TEST_P(MegaGateIsa, SigmoidRowEqualsTheElementwiseKernelsBitwise) {
         if (with_bias) {
           const float* in2[2] = {p_ref.data(), bp};
           ew.f32[int(kernels::EwOp::add)](c_ref.data(), in2, e, nullptr);
-          ASSERT_EQ(std::memcmp(c.data(), c_ref.data(), ue * 4), 0)
-              << "c, e " << e << " row " << t;
+          ASSERT_EQ(std::memcmp(c.data(), c_ref.data(), ue * 4), 0) << "c, e " << e << " row " << t;
         }
         ASSERT_EQ(std::memcmp(p.data(), p_ref.data(), ue * 4), 0) << "p, e " << e << " row " << t;
         ASSERT_EQ(idx, select_on(isa(), c_ref, g))

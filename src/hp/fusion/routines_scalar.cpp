@@ -11,8 +11,4 @@ bool chainable(kernels::EwOp op) {
 
 }  // namespace hp::fusion
 
-template <>
-const hp::fusion::RoutineTable*
-hp::kernels::isa_table<hp::fusion::RoutineTable, hp::kernels::Isa::scalar>() {
-  return &scalar::routine_table();
-}
+HP_KERNEL_ENTRY(hp::fusion::RoutineTable, HP_ISA::routine_table());

@@ -249,8 +249,11 @@ std::vector<Tensor> run_program(const Program& p, const std::vector<Tensor>& inp
     return run_stencil(p.stencil, inputs);
   }
   const kernels::Backend backend = kernels::active_backend();
-  Runner run{p, kernels::kernel_table<kernels::EwTable>(backend),
-             kernels::kernel_table<RoutineTable>(backend), {}, {}};
+  Runner run{p,
+             kernels::kernel_table<kernels::EwTable>(backend),
+             kernels::kernel_table<RoutineTable>(backend),
+             {},
+             {}};
   std::vector<Tensor> outs;
   for (const Tensor& t : inputs) run.in.push_back(static_cast<const char*>(t.raw_data()));
   for (const OutputSpec& o : p.outputs) {

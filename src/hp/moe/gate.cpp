@@ -1,6 +1,5 @@
 // MegaGate (gate.h): forward and backward of the fused router, one token row at a time.
 #include "hp/moe/gate.h"
-#include "hp/kernels/cpu/gate_topk.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +11,7 @@
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/ew_table.h"
-#include "hp/kernels/cpu/isa.h"
+#include "hp/kernels/cpu/gate_topk.h"
 #include "hp/ops/ops.h"
 
 namespace hp::moe {

@@ -1,9 +1,9 @@
 // The ISA-level MX kernels behind quantize.h: one table of plain function pointers per instruction
-// set (scalar reference, AVX2, AVX-512), a kernel family of kernels/registry.h. Kernels see only whole 32-element blocks and whole 32×32
-// tiles; the drivers in quantize.cpp zero-pad partial blocks into local buffers, split work across
-// threads and validate arguments. This header is included by the ISA translation units, so it holds
-// no inline functions and no std containers (docs/ARCHITECTURE.md §3, one definition per ISA
-// namespace).
+// set (scalar reference, AVX2, AVX-512), a kernel family of kernels/registry.h. Kernels see only
+// whole 32-element blocks and whole 32×32 tiles; the drivers in quantize.cpp zero-pad partial
+// blocks into local buffers, split work across threads and validate arguments. This header is
+// included by the ISA translation units, so it defines no inline functions and no std containers
+// (registry.h's are never called there; docs/ARCHITECTURE.md §3, one definition per ISA namespace).
 #pragma once
 
 #include <cstdint>

@@ -55,8 +55,4 @@ constexpr Kernels kTable{quant_row_blocks, quant_col_tile, quant_dual_tile, dequ
 
 }  // namespace hp::mx::detail::HP_ISA
 
-template <>
-const hp::mx::detail::Kernels*
-hp::kernels::isa_table<hp::mx::detail::Kernels, hp::kernels::Isa::HP_ISA>() {
-  return &hp::mx::detail::HP_ISA::kTable;
-}
+HP_KERNEL_ENTRY(hp::mx::detail::Kernels, hp::mx::detail::HP_ISA::kTable);

@@ -1,5 +1,6 @@
 // Scalar MX kernels: the reference block quantizer from format.h behind the ISA kernel table, for
 // CPUs without AVX2 and as the baseline the SIMD tables are tested against.
+#define HP_ISA scalar
 #include "hp/core/dtype.h"
 #include "hp/mx/format.h"
 #include "hp/mx/kernels.h"
@@ -70,8 +71,4 @@ constexpr Kernels kTable{quant_row_blocks, quant_col_tile, quant_dual_tile, dequ
 
 }  // namespace hp::mx::detail
 
-template <>
-const hp::mx::detail::Kernels*
-hp::kernels::isa_table<hp::mx::detail::Kernels, hp::kernels::Isa::scalar>() {
-  return &hp::mx::detail::kTable;
-}
+HP_KERNEL_ENTRY(hp::mx::detail::Kernels, hp::mx::detail::kTable);

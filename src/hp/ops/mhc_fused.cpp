@@ -11,7 +11,6 @@
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/ew_table.h"
-#include "hp/kernels/cpu/isa.h"
 #include "hp/kernels/cpu/norm.h"
 #include "hp/kernels/cpu/norm_table.h"
 #include "hp/ops/mhc_rows.h"

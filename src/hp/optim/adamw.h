@@ -29,8 +29,8 @@ AdamWStep adamw_scalars(double lr, double beta1, double beta2, double eps, doubl
                         int64_t t, double grad_scale = 1.0);
 
 // p, m, v updated in place over [0, n) (single-threaded: the caller splits ranges across threads),
-// on the kernel registry's AdamWTable (adamw_impl.h; bitwise the same on every ISA). The same operation
-// order as torch's single-tensor AdamW, with g ← g · grad_scale first:
+// on the kernel registry's AdamWTable (adamw_impl.h; bitwise the same on every ISA). The same
+// operation order as torch's single-tensor AdamW, with g ← g · grad_scale first:
 //   p *= 1 - lr·wd;  m += (1-β1)(g - m);  v = β2·v + (1-β2)·g²;
 //   p -= step_size · m / (sqrt(v) / sqrt(1-β2^t) + eps)
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s);

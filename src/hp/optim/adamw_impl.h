@@ -49,4 +49,6 @@ struct AdamWKernel {
   }
 };
 
+inline constexpr optim::AdamWTable kAdamWTable{&AdamWKernel::update};
+
 }  // namespace hp::kernels::HP_ISA

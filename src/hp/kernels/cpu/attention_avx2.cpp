@@ -6,8 +6,4 @@
 
 #include "hp/kernels/cpu/attention_simd.h"
 
-template <>
-const hp::kernels::detail::AttentionKernels*
-hp::kernels::isa_table<hp::kernels::detail::AttentionKernels, hp::kernels::Isa::avx2>() {
-  return &avx2::attention_kernels<6, 2>();
-}
+HP_KERNEL_ENTRY(hp::kernels::detail::AttentionKernels, HP_ISA::attention_kernels<6, 2>());

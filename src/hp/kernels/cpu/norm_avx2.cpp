@@ -1,8 +1,4 @@
 #define HP_ISA avx2
 #include "hp/kernels/cpu/norm_impl.h"
 
-template <>
-const hp::kernels::NormTable<float>*
-hp::kernels::isa_table<hp::kernels::NormTable<float>, hp::kernels::Isa::avx2>() {
-  return &avx2::NormKernels<avx2::Arch, float>::table();
-}
+HP_KERNEL_ENTRY(hp::kernels::NormTable<float>, HP_ISA::NormKernels<HP_ISA::Arch, float>::table());

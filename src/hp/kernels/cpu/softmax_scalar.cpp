@@ -3,14 +3,11 @@
 
 namespace hp::kernels {
 
-template <>
-const SoftmaxRowFns<float>* isa_table<SoftmaxRowFns<float>, Isa::scalar>() {
-  return &scalar::softmax_fns();
-}
-
 const SoftmaxRowFns<double>& softmax_row_fns_f64() {
   static const SoftmaxRowFns<double> t = scalar::SoftmaxRows<ScalarArch<double>, double>::fns();
   return t;
 }
 
 }  // namespace hp::kernels
+
+HP_KERNEL_ENTRY(hp::kernels::SoftmaxRowFns<float>, HP_ISA::softmax_fns());
