@@ -84,7 +84,7 @@ void print_phases(int64_t n, int64_t e, const Tensor& bias, const moe::GateSpec&
     moe::fused_gate(logits, bias, g);
   });
   const bool sig = g.score == moe::GateScore::sigmoid;
-  const kernels::EwTable& ew = kernels::ew_table(kernels::active_isa());
+  const kernels::EwTable& ew = kernels::kernel_table<kernels::EwTable>();
   const auto score = ew.f32[int(sig ? kernels::EwOp::sigmoid : kernels::EwOp::exp)];
   Tensor p = empty({n, e});
   const double scores = best_ms([&] {
@@ -97,7 +97,7 @@ void print_phases(int64_t n, int64_t e, const Tensor& bias, const moe::GateSpec&
   });
   // What the fused gate selects on: softmax without bias or groups selects on the logits.
   const Tensor c = sig ? (bias.defined() ? add(sigmoid(logits), bias) : sigmoid(logits)) : logits;
-  const kernels::GateTopKFn topk = kernels::gate_topk_fn(kernels::active_isa());
+  const kernels::GateTopKFn topk = kernels::kernel_table<kernels::GateTopKTable>().topk;
   const kernels::GateTopKShape shape{e, g.top_k, g.n_group, g.topk_group};
   const double select = best_ms([&] {
     parallel_for(0, n, 16, [&](int64_t lo, int64_t hi) {

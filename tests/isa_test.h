@@ -1,7 +1,8 @@
-// Kernel tests per ISA. A suite derived from IsaTest and instantiated with HP_INSTANTIATE_ISA_TESTS
-// runs each TEST_P once per ISA the library has kernels for (scalar, avx2, avx512), with that ISA
-// active for every kernel family; on a CPU without it the test is reported as skipped, naming the
-// ISA, never as passed.
+// The one ISA test fixture: every test that runs per ISA derives its suite from IsaTest and
+// instantiates it with HP_INSTANTIATE_ISA_TESTS. Each TEST_P then runs once per ISA the library has
+// kernels for (scalar, avx2, avx512), with that ISA active for every kernel family of the registry
+// (kernels/registry.h); on a CPU without it the test is reported as skipped, naming the ISA, never
+// as passed. tests/kernels/kernel_matrix_test.cpp is the matrix of every family on it.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -2,6 +2,7 @@
 // the shape of compiled programs (steps, slots, passes).
 #include "error_of.h"
 #include "fusion_helpers.h"
+#include "isa_test.h"
 
 namespace hp::fusion {
 namespace {
@@ -193,33 +194,39 @@ TEST(FuseCache, DescribeGeluAndSoftmax) {
 namespace hp::fusion {
 namespace {
 
-TEST(FuseEdges, OutputsThatAreInputsRepeatedOrZeroDim) {
+// Each test runs once per ISA, with that ISA active (isa_test.h).
+class FuseEdgesIsa : public ::hp::test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(FuseEdgesIsa);
+
+TEST_P(FuseEdgesIsa, OutputsThatAreInputsRepeatedOrZeroDim) {
   using V = std::vector<Var>;
   testing::LogCapture log;
-  testing::for_each_isa([](kernels::Isa) {
-    Tensor x = testing::randn_t({5, 33}, DType::f32, 1),
-           b = testing::randn_t({5, 33}, DType::bf16, 2);
-    auto fn = [](const V& v) {
-      Var y = exp(v[0]);
-      return V{v[0], y, y, cast(v[1], DType::f32), v[1] + 1.0};
-    };
-    Fused f = fuse(fn);
-    ASSERT_NE(f.plan({x, b}), nullptr);
-    Graph g;
-    trace(fn, {x, b}, &g);
-    testing::expect_all_bitwise(f({x, b}), run_eager(g, {x, b}),
-                                "identity, repeated, widened outputs");
-    // 0-d tensors: a one-element domain.
-    Tensor s = testing::randn_t({}, DType::f32, 3);
-    Fused h = fuse([](const V& v) { return V{tanh(v[0]) * 3.0}; });
-    ASSERT_NE(h.plan({s}), nullptr);
-    testing::expect_bitwise(
-        h({s})[0],
-        hp::kernels::elementwise(kernels::EwOp::mul, hp::tanh(s), full({}, 3.0), DType::f32),
-        "0-d");
-  });
+  Tensor x = testing::randn_t({5, 33}, DType::f32, 1),
+         b = testing::randn_t({5, 33}, DType::bf16, 2);
+  auto fn = [](const V& v) {
+    Var y = exp(v[0]);
+    return V{v[0], y, y, cast(v[1], DType::f32), v[1] + 1.0};
+  };
+  Fused f = fuse(fn);
+  ASSERT_NE(f.plan({x, b}), nullptr);
+  Graph g;
+  trace(fn, {x, b}, &g);
+  testing::expect_all_bitwise(f({x, b}), run_eager(g, {x, b}),
+                              "identity, repeated, widened outputs");
+  // 0-d tensors: a one-element domain.
+  Tensor s = testing::randn_t({}, DType::f32, 3);
+  Fused h = fuse([](const V& v) { return V{tanh(v[0]) * 3.0}; });
+  ASSERT_NE(h.plan({s}), nullptr);
+  testing::expect_bitwise(
+      h({s})[0],
+      hp::kernels::elementwise(kernels::EwOp::mul, hp::tanh(s), full({}, 3.0), DType::f32), "0-d");
   EXPECT_TRUE(log.lines.empty());
-  // An empty tensor and a literal-only output run eagerly.
+}
+
+// An empty tensor and a literal-only output run eagerly.
+TEST(FuseEdges, EmptyAndLiteralOnlyOutputsRunEagerly) {
+  using V = std::vector<Var>;
+  testing::LogCapture log;
   Tensor e = zeros({0, 4});
   Fused f = fuse([](const V& v) { return V{exp(v[0])}; }, "empty");
   EXPECT_EQ(f({e})[0].shape(), (Shape{0, 4}));

@@ -4,6 +4,7 @@
 #include "../ops/gradcheck.h"
 #include "expect_close.h"
 #include "fusion_helpers.h"
+#include "isa_test.h"
 
 namespace hp::fusion {
 namespace {
@@ -65,39 +66,40 @@ std::vector<Tensor> grads_of(const Fused& f, std::vector<Tensor> xs) {
   return g;
 }
 
-TEST(FusedBackward, FusedEqualsEagerVjpBitwise) {
-  for_each_isa([](Isa) {
-    Tensor x = randn_t({37, 301}, DType::f32, 7), w = randn_t({301}, DType::f32, 8);
-    Tensor c = randn_t({37, 1}, DType::f32, 9);
-    for (auto [fn, xs, name] : std::vector<std::tuple<TraceFn, std::vector<Tensor>, std::string>>{
-             {rms_norm_fn, {x, w}, "rms_norm"},
-             {softmax_fn, {x}, "softmax"},
-             {mixed_fn, {x, w, c}, "mixed"}}) {
-      const Fused f = fuse(fn, name, /*patterns=*/false);  // the engine's own vjp program
-      // The reference: the same vjp graph, every node through its eager kernel.
-      std::vector<uint8_t> need(xs.size(), 1);
-      Graph g, b;
-      trace(fn, xs, &g);
-      std::vector<int> grad_of;
-      std::string why;
-      ASSERT_TRUE(build_vjp(g, need, &b, &grad_of, &why)) << why;
-      ASSERT_NE(compile(b, &why), nullptr) << name << ": the backward should fuse: " << why;
-      const std::vector<Tensor> fused = grads_of(f, xs);
-      std::vector<Tensor> args = xs;
-      manual_seed(0);
-      const std::vector<Tensor> outs = f(xs);
-      args.push_back(randn_t(outs[0].shape(), outs[0].dtype(), 99));
-      for (size_t k = 1; k < outs.size(); ++k)
-        args.push_back(ones(outs[k].shape(), outs[k].dtype()));
-      const std::vector<Tensor> eager = run_eager(b, args);
-      for (size_t i = 0; i < xs.size(); ++i) {
-        Tensor e = eager[static_cast<size_t>(grad_of[i])];
-        const Shape full = kernels::broadcast_shapes(e.shape(), xs[i].shape(), "test");
-        e = hp::sum_to(hp::expand(e, full), xs[i].shape());
-        expect_bitwise(fused[i], e, name + " grad " + std::to_string(i));
-      }
+// Each test runs once per ISA, with that ISA active (isa_test.h).
+class FusedBackwardIsa : public ::hp::test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(FusedBackwardIsa);
+
+TEST_P(FusedBackwardIsa, FusedEqualsEagerVjpBitwise) {
+  Tensor x = randn_t({37, 301}, DType::f32, 7), w = randn_t({301}, DType::f32, 8);
+  Tensor c = randn_t({37, 1}, DType::f32, 9);
+  for (auto [fn, xs, name] : std::vector<std::tuple<TraceFn, std::vector<Tensor>, std::string>>{
+           {rms_norm_fn, {x, w}, "rms_norm"},
+           {softmax_fn, {x}, "softmax"},
+           {mixed_fn, {x, w, c}, "mixed"}}) {
+    const Fused f = fuse(fn, name, /*patterns=*/false);  // the engine's own vjp program
+    // The reference: the same vjp graph, every node through its eager kernel.
+    std::vector<uint8_t> need(xs.size(), 1);
+    Graph g, b;
+    trace(fn, xs, &g);
+    std::vector<int> grad_of;
+    std::string why;
+    ASSERT_TRUE(build_vjp(g, need, &b, &grad_of, &why)) << why;
+    ASSERT_NE(compile(b, &why), nullptr) << name << ": the backward should fuse: " << why;
+    const std::vector<Tensor> fused = grads_of(f, xs);
+    std::vector<Tensor> args = xs;
+    manual_seed(0);
+    const std::vector<Tensor> outs = f(xs);
+    args.push_back(randn_t(outs[0].shape(), outs[0].dtype(), 99));
+    for (size_t k = 1; k < outs.size(); ++k) args.push_back(ones(outs[k].shape(), outs[k].dtype()));
+    const std::vector<Tensor> eager = run_eager(b, args);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      Tensor e = eager[static_cast<size_t>(grad_of[i])];
+      const Shape full = kernels::broadcast_shapes(e.shape(), xs[i].shape(), "test");
+      e = hp::sum_to(hp::expand(e, full), xs[i].shape());
+      expect_bitwise(fused[i], e, name + " grad " + std::to_string(i));
     }
-  });
+  }
 }
 
 TEST(FusedBackward, MatchesHpAutograd) {
@@ -165,31 +167,29 @@ TEST(FusedBackward, RmsNormVjpProgram) {
 namespace hp::fusion {
 namespace {
 
-TEST(FusedBackward, SumRows) {
+TEST_P(FusedBackwardIsa, SumRows) {
   using V = std::vector<Var>;
   const int saved = num_threads();
-  testing::for_each_isa([](kernels::Isa) {
-    for (DType dt : {DType::f32, DType::bf16}) {
-      // Many blocks of rows: partial sums per block, added in block order.
-      Tensor x = testing::randn_t({2, 1500, 300}, dt, 31), w = testing::randn_t({300}, dt, 32);
-      Fused f = fuse([](const V& v) { return V{sum_rows(v[0] * v[1]), v[0] + 1.0}; });
-      auto p = f.plan({x, w});
-      ASSERT_NE(p, nullptr);
-      EXPECT_EQ(p->num_row_sums, 1);
-      std::vector<Tensor> got = f({x, w});
-      ASSERT_EQ(got[0].shape(), (Shape{1, 1, 300}));
-      Graph g;
-      trace([](const V& v) { return V{sum_rows(v[0] * v[1]), v[0] + 1.0}; }, {x, w}, &g);
-      std::vector<Tensor> want = run_eager(g, {x, w});
-      // Another association of the same sum: within rounding (f32 accumulation; bf16 rounds once).
-      hp::testing::expect_close(got[0], want[0], dt == DType::f32 ? 1e-5 : 1e-2, "sum_rows");
-      testing::expect_bitwise(got[1], want[1], "beside sum_rows");
-      set_num_threads(1);
-      Tensor one = f({x, w})[0];
-      set_num_threads(2);
-      testing::expect_bitwise(f({x, w})[0], one, "sum_rows 1 vs 2 threads");
-    }
-  });
+  for (DType dt : {DType::f32, DType::bf16}) {
+    // Many blocks of rows: partial sums per block, added in block order.
+    Tensor x = testing::randn_t({2, 1500, 300}, dt, 31), w = testing::randn_t({300}, dt, 32);
+    Fused f = fuse([](const V& v) { return V{sum_rows(v[0] * v[1]), v[0] + 1.0}; });
+    auto p = f.plan({x, w});
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->num_row_sums, 1);
+    std::vector<Tensor> got = f({x, w});
+    ASSERT_EQ(got[0].shape(), (Shape{1, 1, 300}));
+    Graph g;
+    trace([](const V& v) { return V{sum_rows(v[0] * v[1]), v[0] + 1.0}; }, {x, w}, &g);
+    std::vector<Tensor> want = run_eager(g, {x, w});
+    // Another association of the same sum: within rounding (f32 accumulation; bf16 rounds once).
+    hp::testing::expect_close(got[0], want[0], dt == DType::f32 ? 1e-5 : 1e-2, "sum_rows");
+    testing::expect_bitwise(got[1], want[1], "beside sum_rows");
+    set_num_threads(1);
+    Tensor one = f({x, w})[0];
+    set_num_threads(2);
+    testing::expect_bitwise(f({x, w})[0], one, "sum_rows 1 vs 2 threads");
+  }
   set_num_threads(saved);
   // Read by another op: not fused, runs eagerly.
   testing::LogCapture log;

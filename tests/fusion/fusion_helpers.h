@@ -27,23 +27,6 @@ inline std::string dname(DType dt) {
 
 using kernels::Isa;
 
-// Runs fn once per ISA this CPU runs (scalar always; avx2 and avx512 where present), restoring the
-// default afterwards. An ISA the CPU lacks is named as not run (not with gtest's "[  SKIPPED ]"
-// marker, which would make ctest report the ISAs that did run as skipped too).
-inline void for_each_isa(const std::function<void(Isa)>& fn) {
-  for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
-    if (!kernels::isa_supported(isa)) {
-      std::fprintf(stderr, "fusion %s routines not run: this CPU has no %s\n",
-                   kernels::isa_name(isa), kernels::isa_name(isa));
-      continue;
-    }
-    kernels::set_active_isa(isa);
-    SCOPED_TRACE(kernels::isa_name(isa));
-    fn(isa);
-  }
-  kernels::reset_active_isa();
-}
-
 // Same shape, dtype and bytes (so -0 vs +0 and NaN payloads count).
 inline void expect_bitwise(const Tensor& got, const Tensor& want, const std::string& what) {
   ASSERT_EQ(got.shape(), want.shape()) << what;

@@ -17,6 +17,7 @@
 #include "hp/fusion/mode.h"
 #include "hp/fusion/patterns.h"
 #include "hp/train/config.h"
+#include "isa_test.h"
 #include "train/corpus.h"
 #include "train/train_run.h"
 
@@ -139,10 +140,14 @@ TEST(FusionPatterns, RmsNormAndAddRmsNormMatchHandKernels) {
   }
 }
 
+// Each test runs once per ISA, with that ISA active (isa_test.h).
+class FusionPatternsIsa : public ::hp::test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(FusionPatternsIsa);
+
 // round_bf16 in registers (routines_impl.h) against the eager f32 -> bf16 -> f32 converters,
 // bitwise: ties to even both ways, NaNs (quieted, payload's top bits kept), infinities, the
 // largest finite values (rounding up to inf), denormals, and a ragged tail.
-TEST(FusionPatterns, RoundBf16MatchesEagerConverters) {
+TEST_P(FusionPatternsIsa, RoundBf16MatchesEagerConverters) {
   std::vector<float> v;
   const uint32_t bits[] = {0x3F808000u, 0x3F818000u, 0x3F807FFFu, 0x3F808001u, 0xBF808000u,
                            0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00001u,
@@ -160,7 +165,7 @@ TEST(FusionPatterns, RoundBf16MatchesEagerConverters) {
     return std::vector<Var>{cast(cast(a[0], DType::bf16), DType::f32) * 1.0};
   });
   const Tensor want = x.to(DType::bf16).to(DType::f32);
-  for_each_isa([&](Isa) { expect_bitwise(f({x})[0], want, "round_bf16"); });
+  expect_bitwise(f({x})[0], want, "round_bf16");
 }
 
 // A bf16 region's ops run as one chain that rounds after each op in registers, not as one pass per
@@ -177,7 +182,7 @@ TEST(FusionPatterns, Bf16OpsChain) {
 // The model's SwiGLU regions in bf16 read their bf16 inputs and write their bf16 outputs from the
 // chains themselves (no widening / narrowing pass per tensor), the backward's silu_bwd joins the
 // chain of dy·u, and all of it equals the eager ops bitwise, tails included (4099 elements).
-TEST(FusionPatterns, Bf16ChainsReadAndWriteMemory) {
+TEST_P(FusionPatternsIsa, Bf16ChainsReadAndWriteMemory) {
   using V = std::vector<Var>;
   const Fused fwd = fuse([](const V& v) {
     const Var s = silu(v[0]);
@@ -187,36 +192,33 @@ TEST(FusionPatterns, Bf16ChainsReadAndWriteMemory) {
     const Var ds = v[3] * v[1];
     return V{ew_binary(kernels::EwOp::silu_bwd, v[0], ds), v[3] * v[2]};
   });
-  for_each_isa([&](Isa) {
-    for (DType dt : {DType::bf16, DType::f32}) {
-      SCOPED_TRACE(dname(dt));
-      const std::vector<Tensor> xs = {randn_t({4099}, dt, 1, 3.0), randn_t({4099}, dt, 2),
-                                      randn_t({4099}, dt, 3), randn_t({4099}, dt, 4)};
-      for (const Fused* f : {&fwd, &bwd}) {
-        const std::vector<Tensor> in(xs.begin(), xs.begin() + (f == &fwd ? 2 : 4));
-        const auto p = f->plan(in);
-        ASSERT_NE(p, nullptr);
-        const std::string d = describe(*p);
-        EXPECT_EQ(p->num_slots, 0) << d;  // nothing staged in a tile: two chains at most
-        EXPECT_EQ(d.find("load_bf16 slot"), std::string::npos) << d;
-        EXPECT_EQ(d.find("    store_bf16"), std::string::npos) << d;
-        EXPECT_NE(d.find(dt == DType::bf16 ? "store_bf16 out" : "chain out"), std::string::npos)
-            << d;
-        Graph g;
-        trace(
-            [&f, &fwd](const V& v) {
-              if (f == &fwd) {
-                const Var s = silu(v[0]);
-                return V{s * v[1], s};
-              }
-              const Var ds = v[3] * v[1];
-              return V{ew_binary(kernels::EwOp::silu_bwd, v[0], ds), v[3] * v[2]};
-            },
-            in, &g);
-        expect_all_bitwise((*f)(in), run_eager(g, in), "swiglu region " + dname(dt));
-      }
+  for (DType dt : {DType::bf16, DType::f32}) {
+    SCOPED_TRACE(dname(dt));
+    const std::vector<Tensor> xs = {randn_t({4099}, dt, 1, 3.0), randn_t({4099}, dt, 2),
+                                    randn_t({4099}, dt, 3), randn_t({4099}, dt, 4)};
+    for (const Fused* f : {&fwd, &bwd}) {
+      const std::vector<Tensor> in(xs.begin(), xs.begin() + (f == &fwd ? 2 : 4));
+      const auto p = f->plan(in);
+      ASSERT_NE(p, nullptr);
+      const std::string d = describe(*p);
+      EXPECT_EQ(p->num_slots, 0) << d;  // nothing staged in a tile: two chains at most
+      EXPECT_EQ(d.find("load_bf16 slot"), std::string::npos) << d;
+      EXPECT_EQ(d.find("    store_bf16"), std::string::npos) << d;
+      EXPECT_NE(d.find(dt == DType::bf16 ? "store_bf16 out" : "chain out"), std::string::npos) << d;
+      Graph g;
+      trace(
+          [&f, &fwd](const V& v) {
+            if (f == &fwd) {
+              const Var s = silu(v[0]);
+              return V{s * v[1], s};
+            }
+            const Var ds = v[3] * v[1];
+            return V{ew_binary(kernels::EwOp::silu_bwd, v[0], ds), v[3] * v[2]};
+          },
+          in, &g);
+      expect_all_bitwise((*f)(in), run_eager(g, in), "swiglu region " + dname(dt));
     }
-  });
+  }
 }
 
 // A fused region's saved inputs go through the active saved-tensor hooks, as every op's do (FSDP

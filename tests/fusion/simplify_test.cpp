@@ -8,6 +8,7 @@
 
 #include "expect_close.h"
 #include "fusion_helpers.h"
+#include "isa_test.h"
 
 namespace hp::fusion {
 namespace {
@@ -119,60 +120,60 @@ V gelu_other_assoc(const V& v) {
   return {a * ((tanh((a + square(a) * a * kC) * kK) + 1.0) * 0.5)};
 }
 
-TEST(FusionSimplify, BitwiseRewritesRunTheFunctor) {
+// Each test runs once per ISA, with that ISA active (isa_test.h).
+class FusionSimplifyIsa : public ::hp::test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(FusionSimplifyIsa);
+
+TEST_P(FusionSimplifyIsa, BitwiseRewritesRunTheFunctor) {
   const Tensor x = sweep();
-  for_each_isa([&](Isa) {
-    for (auto [fn, op, name] : {std::tuple{&sigmoid_div, EwOp::sigmoid, "1/(1+exp(-x))"},
-                                std::tuple{&sigmoid_recip, EwOp::sigmoid, "reciprocal(exp(-x)+1)"},
-                                std::tuple{&silu_div, EwOp::silu, "x/(1+exp(-x))"}}) {
-      SCOPED_TRACE(name);
-      std::vector<EwOp> ops;
-      EXPECT_EQ(rewrites_of(fn, {x}, &ops), 1);
-      EXPECT_EQ(ops, std::vector<EwOp>{op});
-      const Tensor y = fuse(fn)({x})[0];
-      // The functor is the composed expression itself: bitwise the eager composed ops, too.
-      expect_bitwise(y, kernels::elementwise(op, x), "vs the functor");
-      expect_bitwise(y, composed_eager(fn, x), "vs the composed ops");
-    }
-  });
+  for (auto [fn, op, name] : {std::tuple{&sigmoid_div, EwOp::sigmoid, "1/(1+exp(-x))"},
+                              std::tuple{&sigmoid_recip, EwOp::sigmoid, "reciprocal(exp(-x)+1)"},
+                              std::tuple{&silu_div, EwOp::silu, "x/(1+exp(-x))"}}) {
+    SCOPED_TRACE(name);
+    std::vector<EwOp> ops;
+    EXPECT_EQ(rewrites_of(fn, {x}, &ops), 1);
+    EXPECT_EQ(ops, std::vector<EwOp>{op});
+    const Tensor y = fuse(fn)({x})[0];
+    // The functor is the composed expression itself: bitwise the eager composed ops, too.
+    expect_bitwise(y, kernels::elementwise(op, x), "vs the functor");
+    expect_bitwise(y, composed_eager(fn, x), "vs the composed ops");
+  }
 }
 
-TEST(FusionSimplify, SiluAndGeluWithinTheComposedBounds) {
-  for_each_isa([&](Isa isa) {
-    Err worst[5];
-    const TraceFn fns[5] = {&silu_mul, &silu_from_primitives, &gelu_bench, &gelu_other_assoc,
-                            &gelu_pow};
-    for (int64_t chunk = 0; chunk < sweep_chunks(); ++chunk) {
-      const Tensor x = sweep(chunk);
-      for (int k = 0; k < 5; ++k) {
-        SCOPED_TRACE(k);
-        const bool silu = k < 2;
-        const Tensor y = fuse(fns[k])({x})[0];
-        if (chunk == 0) {
-          std::vector<EwOp> ops;
-          EXPECT_GE(rewrites_of(fns[k], {x}, &ops), 1);
-          EXPECT_EQ(ops, std::vector<EwOp>{silu ? EwOp::silu : EwOp::gelu_tanh});
-          expect_bitwise(y, silu ? hp::silu(x) : hp::gelu(x, "tanh"), "runs the functor");
-        }
-        // The bounds tests/fusion holds the composed forms to against the hand kernels: 5 ulp;
-        // 8 ulp + 5e-7·|x| (1 + tanh(u) cancels for u << 0, tanh's error times 0.5|x|).
-        const Err e = error_of(y, composed_eager(fns[k], x), x, silu ? 5 : 8);
-        worst[k].ulps = std::max(worst[k].ulps, e.ulps);
-        worst[k].per_x = std::max(worst[k].per_x, e.per_x);
-        if (silu)
-          EXPECT_LE(e.ulps, 5);
-        else
-          EXPECT_LE(e.per_x, 5e-7);
+TEST_P(FusionSimplifyIsa, SiluAndGeluWithinTheComposedBounds) {
+  const Isa isa = GetParam();
+  Err worst[5];
+  const TraceFn fns[5] = {&silu_mul, &silu_from_primitives, &gelu_bench, &gelu_other_assoc,
+                          &gelu_pow};
+  for (int64_t chunk = 0; chunk < sweep_chunks(); ++chunk) {
+    const Tensor x = sweep(chunk);
+    for (int k = 0; k < 5; ++k) {
+      SCOPED_TRACE(k);
+      const bool silu = k < 2;
+      const Tensor y = fuse(fns[k])({x})[0];
+      if (chunk == 0) {
+        std::vector<EwOp> ops;
+        EXPECT_GE(rewrites_of(fns[k], {x}, &ops), 1);
+        EXPECT_EQ(ops, std::vector<EwOp>{silu ? EwOp::silu : EwOp::gelu_tanh});
+        expect_bitwise(y, silu ? hp::silu(x) : hp::gelu(x, "tanh"), "runs the functor");
       }
+      // The bounds tests/fusion holds the composed forms to against the hand kernels: 5 ulp;
+      // 8 ulp + 5e-7·|x| (1 + tanh(u) cancels for u << 0, tanh's error times 0.5|x|).
+      const Err e = error_of(y, composed_eager(fns[k], x), x, silu ? 5 : 8);
+      worst[k].ulps = std::max(worst[k].ulps, e.ulps);
+      worst[k].per_x = std::max(worst[k].per_x, e.per_x);
+      if (silu)
+        EXPECT_LE(e.ulps, 5);
+      else
+        EXPECT_LE(e.per_x, 5e-7);
     }
-    std::printf(
-        "[ %s ] %llu values: silu vs x*sigmoid(x) %.2f / %.2f ulp; gelu_tanh vs composed "
-        "%.3g / %.3g / %.3g (pow) ulp, beyond 8 ulp %.3g / %.3g / %.3g per |x|\n",
-        kernels::isa_name(isa),
-        static_cast<unsigned long long>((uint64_t{1} << 32) / sweep_stride()), worst[0].ulps,
-        worst[1].ulps, worst[2].ulps, worst[3].ulps, worst[4].ulps, worst[2].per_x, worst[3].per_x,
-        worst[4].per_x);
-  });
+  }
+  std::printf(
+      "[ %s ] %llu values: silu vs x*sigmoid(x) %.2f / %.2f ulp; gelu_tanh vs composed "
+      "%.3g / %.3g / %.3g (pow) ulp, beyond 8 ulp %.3g / %.3g / %.3g per |x|\n",
+      kernels::isa_name(isa), static_cast<unsigned long long>((uint64_t{1} << 32) / sweep_stride()),
+      worst[0].ulps, worst[1].ulps, worst[2].ulps, worst[3].ulps, worst[4].ulps, worst[2].per_x,
+      worst[3].per_x, worst[4].per_x);
 }
 
 TEST(FusionSimplify, FiresInsideLongerChainsAndVariants) {

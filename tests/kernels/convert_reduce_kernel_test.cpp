@@ -41,7 +41,7 @@ TEST_P(ConvertKernels, NarrowToF32AllPatterns) {
   for (uint32_t i = 0; i < 65536; ++i) in[i] = static_cast<uint16_t>(i);
   {
     const Isa isa = GetParam();
-    const EwTable& tab = ew_table(isa);
+    const EwTable& tab = kernel_table<EwTable>();
     std::vector<float> b(65536), h(65536);
     tab.bf16_to_f32(in.data(), b.data(), 65536);
     tab.f16_to_f32(in.data(), h.data(), 65536);
@@ -76,7 +76,7 @@ TEST_P(ConvertKernels, F32ToNarrowRoundsToNearestEven) {
   const int64_t n = static_cast<int64_t>(in.size());
   {
     const Isa isa = GetParam();
-    const EwTable& tab = ew_table(isa);
+    const EwTable& tab = kernel_table<EwTable>();
     std::vector<uint16_t> b(in.size()), h(in.size());
     tab.f32_to_bf16(in.data(), b.data(), n);
     tab.f32_to_f16(in.data(), h.data(), n);
@@ -98,7 +98,7 @@ TEST_P(ReduceKernels, SumMaxDotVsDouble) {
   std::uniform_real_distribution<float> d(-3.0f, 3.0f);
   {
     const Isa isa = GetParam();
-    const EwTable& tab = ew_table(isa);
+    const EwTable& tab = kernel_table<EwTable>();
     for (int64_t n : {0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 1000, 4097, 100003}) {
       std::vector<float> x(n), y(n);
       for (auto& v : x) v = d(rng);

@@ -219,7 +219,7 @@ TEST_P(ElementwiseKernels, EveryOpMatchesF64Reference) {
     for (size_t j = 0; j < 44; ++j) sx.push_back(xs[i]), sy.push_back(xs[j]);
   {
     const Isa isa = GetParam();
-    const EwTable& tab = ew_table(isa);
+    const EwTable& tab = kernel_table<EwTable>();
     for (int k = 0; k < kNumEwOps; ++k) {
       const EwOp op = static_cast<EwOp>(k);
       Stats st;
@@ -243,7 +243,7 @@ TEST_P(ElementwiseKernels, EveryOpMatchesF64Reference) {
 TEST_P(ElementwiseKernels, NanPropagatesThroughMaxMinReluClamp) {
   {
     const Isa isa = GetParam();
-    const EwTable& tab = ew_table(isa);
+    const EwTable& tab = kernel_table<EwTable>();
     std::vector<float> a(9, kNaN), b(9, 1.0f), out(9);
     const float p[4] = {-1.0f, 1.0f, 0, 0};
     for (EwOp op : {EwOp::maximum, EwOp::minimum, EwOp::relu, EwOp::clamp}) {
@@ -263,7 +263,7 @@ TEST_P(ElementwiseKernels, NanPropagatesThroughMaxMinReluClamp) {
 // vector): the results must be equal bitwise, across the range's edges and in between.
 TEST_P(ElementwiseKernels, ExpFastPathEqualsGeneralPathBitwise) {
   const Isa isa = GetParam();
-  const EwTable& tab = ew_table(isa);
+  const EwTable& tab = kernel_table<EwTable>();
   std::vector<float> vals;
   for (float v : {-86.0f, -85.99999f, -85.5f, -80.0f, -60.0f, -1e-30f, 0.0f, -0.0f, 1e-30f, 0.3466f,
                   -0.3466f, 1.0f, 20.0f, 87.99999f, 88.0f})
@@ -298,7 +298,7 @@ TEST_P(ElementwiseKernels, ExpFastPathEqualsGeneralPathBitwise) {
 // out it underflows to at most 1e-37 in magnitude, never NaN (only -Inf gives NaN, as x·0).
 TEST_P(ElementwiseKernels, GeluKeepsItsNegativeTail) {
   const Isa isa = GetParam();
-  const EwTable& tab = ew_table(isa);
+  const EwTable& tab = kernel_table<EwTable>();
   std::vector<float> x = {-5.0f, -6.0f, -8.0f, -10.0f, -12.0f, -13.0f, -14.0f, -20.0f,
                           -1e4f, -1e30f, -FLT_MAX};
   std::vector<float> y(x.size());

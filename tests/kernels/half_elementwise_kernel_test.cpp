@@ -77,7 +77,7 @@ std::vector<uint16_t> widen_compute_narrow(const Half& h, const EwTable& tab, Ew
 }
 
 TEST_P(HalfKernels, EveryOpEqualsWidenComputeNarrowBitwise) {
-  const EwTable& tab = ew_table(isa());
+  const EwTable& tab = kernel_table<EwTable>();
   for (const Half& h : kHalves) {
     std::vector<uint16_t> x, y;
     inputs(h, x, y);

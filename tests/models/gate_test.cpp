@@ -4,7 +4,6 @@
 // correction bias, scaling and eps-normalization, and sqrt-softplus scores; plus the counts, thread
 // independence and the errors.
 #include "hp/moe/gate.h"
-#include "hp/kernels/cpu/gate_topk.h"
 
 #include <gtest/gtest.h>
 
@@ -19,15 +18,19 @@
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/ew_table.h"
+#include "hp/kernels/cpu/gate_topk.h"
 #include "hp/kernels/cpu/isa.h"
 #include "hp/ops/ops.h"
+#include "isa_test.h"
 
 namespace hp::moe {
 namespace {
 
 using kernels::GateSigmoidTopKFn;
+using kernels::GateTopKFn;
 using kernels::GateTopKScratch;
 using kernels::GateTopKShape;
+using kernels::GateTopKTable;
 
 void expect_near_all(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
@@ -157,21 +160,16 @@ TEST(MegaGate, GroupLimitedSelectionEqualsANaiveReference) {
 
 // The selection (gate_topk.h) of one row c, on `isa`.
 std::vector<int64_t> select_on(kernels::Isa isa, const std::vector<float>& c, const GateSpec& g) {
+  const GateTopKFn topk = kernels::kernel_table<GateTopKTable>({isa}).topk;
   const int64_t e = int64_t(c.size());
   std::vector<int64_t> idx(size_t(g.top_k)), gidx(size_t(g.n_group));
   std::vector<float> val(size_t(g.top_k)), gval(size_t(g.n_group)), top2(size_t(2 * g.n_group)),
       kept2(size_t(2 * g.n_group));
   std::vector<char> keep(size_t(g.n_group));
-  gate_topk_fn(isa)(c.data(), GateTopKShape{e, g.top_k, g.n_group, g.topk_group},
-                    GateTopKScratch{idx.data(), val.data(), gidx.data(), gval.data(), top2.data(),
-                                    kept2.data(), keep.data()});
+  topk(c.data(), GateTopKShape{e, g.top_k, g.n_group, g.topk_group},
+       GateTopKScratch{idx.data(), val.data(), gidx.data(), gval.data(), top2.data(), kept2.data(),
+                       keep.data()});
   return idx;
-}
-
-std::vector<kernels::Isa> isas() {
-  std::vector<kernels::Isa> out{kernels::Isa::scalar};
-  if (kernels::isa_supported(kernels::Isa::avx2)) out.push_back(kernels::Isa::avx2);
-  return out;
 }
 
 // Rows of e values: random, coarse (multiples of 0.5: ties between experts and groups are common)
@@ -192,7 +190,11 @@ std::vector<std::vector<float>> tie_rows(int64_t e, uint64_t seed) {
   return rows;
 }
 
-TEST(MegaGate, SimdSelectionEqualsANaiveReferenceOnEveryIsa) {
+// The selection and the sigmoid row run once per ISA, with that ISA active (isa_test.h).
+class MegaGateIsa : public test::IsaTest {};
+HP_INSTANTIATE_ISA_TESTS(MegaGateIsa);
+
+TEST_P(MegaGateIsa, SimdSelectionEqualsANaiveReference) {
   // Plain top-k: widths below, at and off the vector width, k from 1 to E (k > 2·W has no bound),
   // a row wider than the packed candidates hold, 9 to 16 candidates (ranked in two vectors: ties
   // across them).
@@ -208,9 +210,7 @@ TEST(MegaGate, SimdSelectionEqualsANaiveReferenceOnEveryIsa) {
       });
       std::vector<int64_t> want;
       for (int64_t j = 0; j < k; ++j) want.push_back(by[size_t(j)].second);
-      for (kernels::Isa isa : isas())
-        ASSERT_EQ(select_on(isa, row, g), want)
-            << kernels::isa_name(isa) << " e " << e << " k " << k;
+      ASSERT_EQ(select_on(isa(), row, g), want) << " e " << e << " k " << k;
     }
   }
   // Group-limited: DeepSeek-V3's shape, groups off the vector width (12 and 3 per group), every
@@ -229,29 +229,24 @@ TEST(MegaGate, SimdSelectionEqualsANaiveReferenceOnEveryIsa) {
     g.topk_group = kg;
     for (const auto& row : tie_rows(e, uint64_t(e + ng + kg + k))) {
       const auto want = naive_group_selection(row, g);
-      for (kernels::Isa isa : isas())
-        ASSERT_EQ(select_on(isa, row, g), want)
-            << kernels::isa_name(isa) << " e " << e << " n_group " << ng << " k " << k;
+      ASSERT_EQ(select_on(isa(), row, g), want) << " e " << e << " n_group " << ng << " k " << k;
     }
   }
 }
 
-TEST(MegaGate, NanRowsKeepTheOriginalInsertionOrderOnEveryIsa) {
+TEST_P(MegaGateIsa, NanRowsKeepTheOriginalInsertionOrder) {
   // The original kernel inserts every value with a strict '>': a NaN is never larger than
   // anything, so it enters only while fewer than k are held (at the end), and no later value is
   // larger than it: [1, NaN, 3, 2], k = 2 → {0, 1}. The SIMD paths keep exactly this.
   GateSpec g;
   g.top_k = 2;
   const float nan = std::nanf("");
-  for (kernels::Isa isa : isas()) {
-    EXPECT_EQ(select_on(isa, {1.0f, nan, 3.0f, 2.0f}, g), (std::vector<int64_t>{0, 1}));
-    // A NaN once k are held is skipped: the two largest numbers (6 at 6 and 13 → NaN; 5 at 5).
-    std::vector<float> row(20);
-    for (size_t j = 0; j < row.size(); ++j) row[j] = float(j % 7);
-    row[13] = nan;
-    EXPECT_EQ(select_on(isa, row, g), (std::vector<int64_t>{6, 5}))
-        << kernels::isa_name(isa);
-  }
+  EXPECT_EQ(select_on(isa(), {1.0f, nan, 3.0f, 2.0f}, g), (std::vector<int64_t>{0, 1}));
+  // A NaN once k are held is skipped: the two largest numbers (6 at 6 and 13 → NaN; 5 at 5).
+  std::vector<float> nan_row(20);
+  for (size_t j = 0; j < nan_row.size(); ++j) nan_row[j] = float(j % 7);
+  nan_row[13] = nan;
+  EXPECT_EQ(select_on(isa(), nan_row, g), (std::vector<int64_t>{6, 5}));
   // Group-limited: NaN is ignored by the group scores and the bound; every ISA agrees.
   g.score = GateScore::sigmoid;
   g.top_k = 4;
@@ -262,11 +257,11 @@ TEST(MegaGate, NanRowsKeepTheOriginalInsertionOrderOnEveryIsa) {
     row[5] = nan;
     row[30] = nan;
     const auto want = select_on(kernels::Isa::scalar, row, g);
-    for (kernels::Isa isa : isas()) EXPECT_EQ(select_on(isa, row, g), want);
+    EXPECT_EQ(select_on(isa(), row, g), want);
   }
 }
 
-TEST(MegaGate, InfinitiesTakeTheOriginalStepsOnEveryIsa) {
+TEST_P(MegaGateIsa, InfinitiesTakeTheOriginalSteps) {
   // -inf scores (an expert masked off) tie with each other, and a group whose top-2 are +inf and
   // -inf scores NaN (+inf + -inf), which the insertion over groups orders its own way: the lane
   // path must fall back to it. The portable path is the original kernel's steps.
@@ -290,8 +285,7 @@ TEST(MegaGate, InfinitiesTakeTheOriginalStepsOnEveryIsa) {
       if (variant == 2)  // every value -inf
         std::fill(row.begin(), row.end(), -inf);
       const auto want = select_on(kernels::Isa::scalar, row, g);
-      for (kernels::Isa isa : isas())
-        ASSERT_EQ(select_on(isa, row, g), want) << kernels::isa_name(isa) << " variant " << variant;
+      ASSERT_EQ(select_on(isa(), row, g), want) << "variant " << variant;
       if (variant != 1) {
         ASSERT_EQ(want, naive_group_selection(row, g)) << "variant " << variant;
       }
@@ -299,7 +293,15 @@ TEST(MegaGate, InfinitiesTakeTheOriginalStepsOnEveryIsa) {
   }
 }
 
-TEST(MegaGate, SigmoidRowEqualsTheElementwiseKernelsBitwiseOnEveryIsa) {
+TEST_P(MegaGateIsa, SigmoidRowEqualsTheElementwiseKernelsBitwise) {
+  const kernels::EwTable& ew = kernels::kernel_table<kernels::EwTable>();
+  const GateSigmoidTopKFn row_fn = kernels::kernel_table<GateTopKTable>().sigmoid_topk;
+  // AVX-512's elementwise sigmoid is not the AVX2 one the row would compute: no fused row there.
+  if (isa() == kernels::Isa::avx512) {
+    EXPECT_EQ(row_fn, nullptr);
+    return;
+  }
+  ASSERT_NE(row_fn, nullptr);
   // The one-pass sigmoid row (gate_topk.h) against the elementwise kernels' sigmoid and add of the
   // same ISA (what the tensor ops run) and the selection on their result: p and c bit for bit, the
   // same experts. Widths on and off the vector width, group-limited in lanes (256 / 8, 64 / 2) and
@@ -322,31 +324,25 @@ TEST(MegaGate, SigmoidRowEqualsTheElementwiseKernelsBitwiseOnEveryIsa) {
     for (bool with_bias : {false, true}) {
       const Tensor bias = with_bias ? mul(randn({e}), 0.5) : Tensor();
       const float* bp = with_bias ? bias.data<float>() : nullptr;
-      for (kernels::Isa isa : isas()) {
-        const kernels::EwTable& ew = kernels::ew_table(isa);
-        const GateSigmoidTopKFn row_fn = gate_sigmoid_topk_fn(isa);
-        ASSERT_NE(row_fn, nullptr) << kernels::isa_name(isa);
-        for (int64_t t = 0; t < 12; ++t) {
-          std::vector<float> p(ue), c(ue, -1.0f), val(uk), gval(ug), top2(2 * ug), kept2(2 * ug);
-          std::vector<int64_t> idx(uk), gidx(ug);
-          std::vector<char> keep(ug);
-          row_fn(lp + t * e, bp, p.data(), c.data(), GateTopKShape{e, k, ng, kg},
-                 GateTopKScratch{idx.data(), val.data(), gidx.data(), gval.data(), top2.data(),
-                                 kept2.data(), keep.data()});
-          std::vector<float> p_ref(ue), c_ref(ue);
-          const float* in1[1] = {lp + t * e};
-          ew.f32[int(kernels::EwOp::sigmoid)](p_ref.data(), in1, e, nullptr);
-          c_ref = p_ref;
-          if (with_bias) {
-            const float* in2[2] = {p_ref.data(), bp};
-            ew.f32[int(kernels::EwOp::add)](c_ref.data(), in2, e, nullptr);
-            ASSERT_EQ(std::memcmp(c.data(), c_ref.data(), ue * 4), 0)
-                << "c, e " << e << " row " << t;
-          }
-          ASSERT_EQ(std::memcmp(p.data(), p_ref.data(), ue * 4), 0) << "p, e " << e << " row " << t;
-          ASSERT_EQ(idx, select_on(isa, c_ref, g))
-              << kernels::isa_name(isa) << " e " << e << " row " << t << " bias " << with_bias;
+      for (int64_t t = 0; t < 12; ++t) {
+        std::vector<float> p(ue), c(ue, -1.0f), val(uk), gval(ug), top2(2 * ug), kept2(2 * ug);
+        std::vector<int64_t> idx(uk), gidx(ug);
+        std::vector<char> keep(ug);
+        row_fn(lp + t * e, bp, p.data(), c.data(), GateTopKShape{e, k, ng, kg},
+               GateTopKScratch{idx.data(), val.data(), gidx.data(), gval.data(), top2.data(),
+                               kept2.data(), keep.data()});
+        std::vector<float> p_ref(ue), c_ref(ue);
+        const float* in1[1] = {lp + t * e};
+        ew.f32[int(kernels::EwOp::sigmoid)](p_ref.data(), in1, e, nullptr);
+        c_ref = p_ref;
+        if (with_bias) {
+          const float* in2[2] = {p_ref.data(), bp};
+          ew.f32[int(kernels::EwOp::add)](c_ref.data(), in2, e, nullptr);
+          ASSERT_EQ(std::memcmp(c.data(), c_ref.data(), ue * 4), 0) << "c, e " << e << " row " << t;
         }
+        ASSERT_EQ(std::memcmp(p.data(), p_ref.data(), ue * 4), 0) << "p, e " << e << " row " << t;
+        ASSERT_EQ(idx, select_on(isa(), c_ref, g))
+            << " e " << e << " row " << t << " bias " << with_bias;
       }
     }
   }

@@ -63,7 +63,7 @@ bool classify(const Graph& g, Analysis* a, std::string* why) {
   a->value.assign(n, 0.0f);
   a->level.assign(n, 0);
   a->has_reduce = false;
-  const kernels::EwTable& ew = kernels::ew_table(kernels::active_isa());
+  const kernels::EwTable& ew = kernels::kernel_table<kernels::EwTable>();
   auto fail_shape = [&](size_t i) {
     *why = node_name(g, g.nodes[i]) + " of shape " + dims_str(g.nodes[i].shape) +
            " broadcasts against " + dims_str(dom) + " along a middle dim";

@@ -2,7 +2,8 @@
 //
 // Each ISA translation unit (routines_scalar.cpp, routines_avx2.cpp, routines_avx512.cpp) fills one
 // RoutineTable from the functors of kernels/cpu/ew_ops.h, compiled for its ISA exactly as the eager
-// kernels are (ew_impl.h); run time picks the table of kernels::active_isa(). The all-vector form
+// kernels are (ew_impl.h); kernels::kernel_table<RoutineTable>() (kernels/registry.h) picks the
+// table of the active ISA. The all-vector form
 // of every op is the eager kernel itself (EwTable::f32), so a fused op and its eager op are the
 // same machine code. Every routine works on contiguous f32 runs of any length n, and the result of
 // element i depends only on its inputs (tails go through the same vector code on a padded copy).
@@ -63,11 +64,8 @@ struct RoutineTable {
   void (*chain)(float* out, void* const* P, int64_t n, const ChainOp* ops, int nops);
 };
 
-const RoutineTable& routine_table(kernels::Isa isa);
-
-// Defined by the ISA TUs.
-const RoutineTable& routine_table_scalar();
-const RoutineTable& routine_table_avx2();
-const RoutineTable& routine_table_avx512();
-
 }  // namespace hp::fusion
+
+namespace hp::kernels {
+HP_KERNEL_FAMILY(fusion::RoutineTable);
+}  // namespace hp::kernels

@@ -9,20 +9,6 @@ bool chainable(kernels::EwOp op) {
   return static_cast<int>(op) < kernels::kNumEwOps;
 }
 
-const RoutineTable& routine_table_scalar() {
-  return kernels::scalar::routine_table();
-}
-
-const RoutineTable& routine_table(kernels::Isa isa) {
-  switch (isa) {
-    case kernels::Isa::avx512:
-      return routine_table_avx512();
-    case kernels::Isa::avx2:
-      return routine_table_avx2();
-    case kernels::Isa::scalar:
-      break;
-  }
-  return routine_table_scalar();
-}
-
 }  // namespace hp::fusion
+
+HP_KERNEL_ENTRY(hp::fusion::RoutineTable, HP_ISA::routine_table());

@@ -248,8 +248,12 @@ std::vector<Tensor> run_program(const Program& p, const std::vector<Tensor>& inp
     autograd::NoGradGuard no_grad;
     return run_stencil(p.stencil, inputs);
   }
-  const kernels::Isa isa = kernels::active_isa();
-  Runner run{p, kernels::ew_table(isa), routine_table(isa), {}, {}};
+  const kernels::Backend backend = kernels::active_backend();
+  Runner run{p,
+             kernels::kernel_table<kernels::EwTable>(backend),
+             kernels::kernel_table<RoutineTable>(backend),
+             {},
+             {}};
   std::vector<Tensor> outs;
   for (const Tensor& t : inputs) run.in.push_back(static_cast<const char*>(t.raw_data()));
   for (const OutputSpec& o : p.outputs) {

@@ -1,6 +1,5 @@
 // MegaGate (gate.h): forward and backward of the fused router, one token row at a time.
 #include "hp/moe/gate.h"
-#include "hp/kernels/cpu/gate_topk.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +11,7 @@
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/ew_table.h"
-#include "hp/kernels/cpu/isa.h"
+#include "hp/kernels/cpu/gate_topk.h"
 #include "hp/ops/ops.h"
 
 namespace hp::moe {
@@ -31,6 +30,7 @@ using kernels::GateSigmoidTopKFn;
 using kernels::GateTopKFn;
 using kernels::GateTopKScratch;
 using kernels::GateTopKShape;
+using kernels::GateTopKTable;
 
 constexpr int64_t kRowGrain = 16;
 
@@ -42,9 +42,9 @@ float softplus(float x) {  // log(1 + e^x) without overflow
 // results match the tensor ops' bit for bit and never depend on the thread count) and the
 // selection's.
 struct RowOps {
-  const kernels::EwTable& t = kernels::ew_table(kernels::active_isa());
-  const GateTopKFn topk = gate_topk_fn(kernels::active_isa());
-  const GateSigmoidTopKFn sigmoid_topk = gate_sigmoid_topk_fn(kernels::active_isa());
+  const kernels::EwTable& t = kernels::kernel_table<kernels::EwTable>();
+  const GateTopKFn topk = kernels::kernel_table<GateTopKTable>().topk;
+  const GateSigmoidTopKFn sigmoid_topk = kernels::kernel_table<GateTopKTable>().sigmoid_topk;
   void unary(kernels::EwOp op, const float* x, float* y, int64_t n,
              std::initializer_list<float> params = {}) const {
     const float* in[1] = {x};
@@ -210,7 +210,7 @@ Tensor select_rows(const Tensor& c_in, const GateSpec& g) {
   Tensor idx = empty({n, k}, DType::i64);
   const float* cp = c.data<float>();
   int64_t* ip = idx.data<int64_t>();
-  const GateTopKFn topk = gate_topk_fn(kernels::active_isa());
+  const GateTopKFn topk = kernels::kernel_table<GateTopKTable>().topk;
   parallel_for(0, n, kRowGrain, [&](int64_t lo, int64_t hi) {
     Scratch sc(e, g);
     for (int64_t t = lo; t < hi; ++t) {

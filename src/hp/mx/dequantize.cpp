@@ -50,7 +50,7 @@ int64_t row_grain(int64_t cols) {
 
 void colwise_blocks(const uint8_t* codes, const uint8_t* scales, int64_t cols, ElemFormat elem,
                     void* out, int64_t osz, const std::vector<detail::RowBlock>& blocks) {
-  const detail::Kernels& k = detail::active_kernels();
+  const detail::Kernels& k = kernels::kernel_table<detail::Kernels>();
   parallel_for(0, static_cast<int64_t>(blocks.size()), 1, [&](int64_t b0, int64_t b1) {
     for (int64_t bi = b0; bi < b1; ++bi) {
       const detail::RowBlock& b = blocks[static_cast<size_t>(bi)];
@@ -69,7 +69,7 @@ void dequantize_rowwise(const uint8_t* codes, const uint8_t* scales, int64_t row
   const int64_t osz = check_args(fn, codes, rows, cols, out, out_dtype);
   const int64_t nbc = ceil_div(cols, kB);
   detail::check_ptr(fn, "scales", scales, rows * nbc);
-  const detail::Kernels& k = detail::active_kernels();
+  const detail::Kernels& k = kernels::kernel_table<detail::Kernels>();
   parallel_for(0, rows, row_grain(cols), [&](int64_t r0, int64_t r1) {
     if (cols % kB == 0) {  // contiguous run of whole blocks
       dequant_row(k, codes + r0 * cols, scales + r0 * nbc, 5, (r1 - r0) * cols,

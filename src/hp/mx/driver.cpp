@@ -5,25 +5,11 @@
 #include <string>
 
 #include "hp/core/error.h"
-#include "hp/kernels/cpu/isa.h"
 #include "hp/mx/quantize.h"
 
 namespace hp::mx {
 
 namespace detail {
-
-namespace {
-
-// The kernel set of the process-wide ISA (kernels/cpu/isa.h): one switch for every SIMD kernel.
-const Kernels* table_for(kernels::Isa isa) {
-  if (isa == kernels::Isa::avx512) return &avx512::kernels();
-  if (isa == kernels::Isa::avx2) return &avx2::kernels();
-  return &scalar_kernels();
-}
-
-}  // namespace
-
-const Kernels& active_kernels() { return *table_for(kernels::active_isa()); }
 
 std::vector<RowBlock> plain_row_blocks(int64_t rows) {
   std::vector<RowBlock> out;

@@ -1,4 +1,4 @@
-// Internals shared by quantize.cpp and dequantize.cpp: kernel-table selection, argument checks and
+// Internals shared by quantize.cpp and dequantize.cpp: argument checks and
 // the list of column-wise row blocks (plain or grouped).
 #pragma once
 
@@ -9,8 +9,6 @@
 #include "hp/mx/kernels.h"
 
 namespace hp::mx::detail {
-
-const Kernels& active_kernels();
 
 // A run of up to 32 rows quantized as one column-wise block row, and the scale row it owns.
 struct RowBlock {

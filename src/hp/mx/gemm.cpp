@@ -177,7 +177,7 @@ void run_jobs(const std::vector<Job>& jobs, DType c_dtype, float alpha, float be
   std::stable_sort(tiles.begin(), tiles.end(),
                    [&](const Tile& x, const Tile& y) { return work(x) > work(y); });
   kernels::detail::blas_single_threaded();
-  const detail::Kernels& k = detail::active_kernels();
+  const detail::Kernels& k = kernels::kernel_table<detail::Kernels>();
   const int64_t n = int64_t(tiles.size());
   std::atomic<int64_t> next{0};
   parallel_for(0, std::min<int64_t>(n, num_threads()), 1, [&](int64_t, int64_t) {

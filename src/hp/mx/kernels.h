@@ -1,12 +1,14 @@
 // The ISA-level MX kernels behind quantize.h: one table of plain function pointers per instruction
-// set (scalar reference, AVX2, AVX-512). Kernels see only whole 32-element blocks and whole 32×32
-// tiles; the drivers in quantize.cpp zero-pad partial blocks into local buffers, split work across
-// threads and validate arguments. This header is included by the ISA translation units, so it holds
-// no inline functions and no std containers (docs/ARCHITECTURE.md §3, one definition per ISA
-// namespace).
+// set (scalar reference, AVX2, AVX-512), a kernel family of kernels/registry.h. Kernels see only
+// whole 32-element blocks and whole 32×32 tiles; the drivers in quantize.cpp zero-pad partial
+// blocks into local buffers, split work across threads and validate arguments. This header is
+// included by the ISA translation units, so it defines no inline functions and no std containers
+// (registry.h's are never called there; docs/ARCHITECTURE.md §3, one definition per ISA namespace).
 #pragma once
 
 #include <cstdint>
+
+#include "hp/kernels/registry.h"
 
 namespace hp::mx::detail {
 
@@ -17,7 +19,6 @@ constexpr int64_t kMaxTileCols = 1024;
 // (raw uint16 bits) instead of f32. nt: write codes with non-temporal stores where aligned (for
 // outputs far larger than the caches; the kernel fences before returning).
 struct Kernels {
-  const char* name;
   // x: `nblocks` contiguous blocks of 32 elements. codes [nblocks * 32], scales [nblocks].
   void (*quant_row_blocks)(const void* x, int in_bf16, int64_t nblocks, int elem, int mode,
                            uint8_t* codes, uint8_t* scales, int nt);
@@ -37,12 +38,8 @@ struct Kernels {
                   void* out, int out_bf16);
 };
 
-const Kernels& scalar_kernels();
-namespace avx2 {
-const Kernels& kernels();
-}
-namespace avx512 {
-const Kernels& kernels();
-}
-
 }  // namespace hp::mx::detail
+
+namespace hp::kernels {
+HP_KERNEL_FAMILY(mx::detail::Kernels);
+}  // namespace hp::kernels

@@ -8,7 +8,5 @@ namespace hp::mx::detail::avx2 {
 using A = hp::kernels::avx2::Arch;
 }  // namespace hp::mx::detail::avx2
 
-#define HP_MX_ISA avx2
-#define HP_MX_ISA_NAME "avx2"
 #include "hp/mx/kernels_impl.h"
 #include "hp/mx/kernels_impl_dequant.h"

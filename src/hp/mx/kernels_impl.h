@@ -1,7 +1,7 @@
 // Width-generic MX quantization kernels, written once against the shared SIMD seam
 // (kernels/cpu/simd_arch.h: `A` = that ISA's Arch, its f32 lanes V and i32 lanes I) and compiled
-// once per instruction set. Include this from an ISA translation unit after defining HP_MX_ISA
-// (the ISA namespace name) and `hp::mx::detail::HP_MX_ISA::A`, then kernels_impl_dequant.h
+// once per instruction set. Include this from an ISA translation unit after defining HP_ISA
+// (the ISA namespace name) and `hp::mx::detail::HP_ISA::A`, then kernels_impl_dequant.h
 // (decode, and the kernel table); everything lands in that namespace, so the copies built with
 // different -m flags never merge at link time. No include guard on purpose.
 //
@@ -16,11 +16,11 @@
 //           the magic 2^(emin - mant + 23), whose ULP is the FP8 subnormal quantum, so the f32
 //           adder does the RNE and the low bits are the code.
 
-#ifndef HP_MX_ISA
-#error "define HP_MX_ISA before including kernels_impl.h"
+#ifndef HP_ISA
+#error "define HP_ISA before including kernels_impl.h"
 #endif
 
-namespace hp::mx::detail::HP_MX_ISA {
+namespace hp::mx::detail::HP_ISA {
 
 template <bool B>
 struct BoolTag {
@@ -390,4 +390,4 @@ void quant_dual_tile(const void* x, int in_bf16, int64_t ldx, int64_t ncols, int
   if (nt) A::fence();
 }
 
-}  // namespace hp::mx::detail::HP_MX_ISA
+}  // namespace hp::mx::detail::HP_ISA

@@ -1,12 +1,12 @@
 // Width-generic MX dequantization kernels and the ISA kernel table; the second half of
-// kernels_impl.h, included right after it by each ISA translation unit (same rules: HP_MX_ISA and
+// kernels_impl.h, included right after it by each ISA translation unit (same rules: HP_ISA and
 // A defined, no include guard on purpose).
 
-#ifndef HP_MX_ISA
+#ifndef HP_ISA
 #error "include kernels_impl.h first"
 #endif
 
-namespace hp::mx::detail::HP_MX_ISA {
+namespace hp::mx::detail::HP_ISA {
 
 // FP8 code lanes → f32 lanes. Placing the code's exponent and significand at the f32 field
 // positions and multiplying by 2^(127 - bias) rebiases normals and turns the f32 subnormals that
@@ -51,11 +51,8 @@ void dequant(const uint8_t* codes, const uint8_t* scales, int scale_shift, int64
   });
 }
 
-constexpr Kernels kTable{HP_MX_ISA_NAME, quant_row_blocks, quant_col_tile, quant_dual_tile,
-                         dequant};
+constexpr Kernels kTable{quant_row_blocks, quant_col_tile, quant_dual_tile, dequant};
 
-const Kernels& kernels() {
-  return kTable;
-}
+}  // namespace hp::mx::detail::HP_ISA
 
-}  // namespace hp::mx::detail::HP_MX_ISA
+HP_KERNEL_ENTRY(hp::mx::detail::Kernels, hp::mx::detail::HP_ISA::kTable);

@@ -1,5 +1,6 @@
 // Scalar MX kernels: the reference block quantizer from format.h behind the ISA kernel table, for
 // CPUs without AVX2 and as the baseline the SIMD tables are tested against.
+#define HP_ISA scalar
 #include "hp/core/dtype.h"
 #include "hp/mx/format.h"
 #include "hp/mx/kernels.h"
@@ -64,12 +65,10 @@ void dequant(const uint8_t* codes, const uint8_t* scales, int scale_shift, int64
   }
 }
 
-constexpr Kernels kTable{"scalar", quant_row_blocks, quant_col_tile, quant_dual_tile, dequant};
+constexpr Kernels kTable{quant_row_blocks, quant_col_tile, quant_dual_tile, dequant};
 
 }  // namespace
 
-const Kernels& scalar_kernels() {
-  return kTable;
-}
-
 }  // namespace hp::mx::detail
+
+HP_KERNEL_ENTRY(hp::mx::detail::Kernels, hp::mx::detail::kTable);

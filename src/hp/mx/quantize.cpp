@@ -79,7 +79,7 @@ void rowwise_rows(const detail::Kernels& k, const Args& a, int64_t r0, int64_t r
 }
 
 void rowwise(const Args& a, uint8_t* codes, uint8_t* scales) {
-  const detail::Kernels& k = detail::active_kernels();
+  const detail::Kernels& k = kernels::kernel_table<detail::Kernels>();
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 16) / std::max<int64_t>(a.cols, 1));
   parallel_for(0, a.rows, grain,
                [&](int64_t r0, int64_t r1) { rowwise_rows(k, a, r0, r1, codes, scales); });
@@ -135,7 +135,7 @@ void tiled_item(const detail::Kernels& k, const Args& a, const RowBlock& b, int6
 }
 
 void tiled(const Args& a, const std::vector<RowBlock>& blocks, const TiledOut& o) {
-  const detail::Kernels& k = detail::active_kernels();
+  const detail::Kernels& k = kernels::kernel_table<detail::Kernels>();
   const int64_t nchunks = ceil_div(a.cols, kTileCols);
   const int64_t items = static_cast<int64_t>(blocks.size()) * nchunks;
   parallel_for(0, items, 1, [&](int64_t i0, int64_t i1) {

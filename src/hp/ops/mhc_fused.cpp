@@ -11,7 +11,6 @@
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/ew_table.h"
-#include "hp/kernels/cpu/isa.h"
 #include "hp/kernels/cpu/norm.h"
 #include "hp/kernels/cpu/norm_table.h"
 #include "hp/ops/mhc_rows.h"
@@ -28,8 +27,8 @@ constexpr int64_t kRowGrain = 8;
 
 // Contiguous f32 row functions of the active ISA.
 struct RowOps {
-  const kernels::EwTable& t = kernels::ew_table(kernels::active_isa());
-  const kernels::NormTable<float>& norm = kernels::norm_table(kernels::active_isa());
+  const kernels::EwTable& t = kernels::kernel_table<kernels::EwTable>();
+  const kernels::NormTable<float>& norm = kernels::kernel_table<kernels::NormTable<float>>();
   float dot(const float* a, const float* b, int64_t n) const { return t.dot_f32(a, b, n); }
   // y = a · x
   void scale(float a, const float* x, float* y, int64_t n) const {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "hp/kernels/registry.h"
+
 namespace hp::optim {
 
 // Per-step scalars of one AdamW parameter, computed by adamw_scalars (the lr and betas in double,
@@ -27,19 +29,19 @@ AdamWStep adamw_scalars(double lr, double beta1, double beta2, double eps, doubl
                         int64_t t, double grad_scale = 1.0);
 
 // p, m, v updated in place over [0, n) (single-threaded: the caller splits ranges across threads),
-// on the active ISA's kernel (adamw_impl.h; bitwise the same on every ISA). The same operation
-// order as torch's single-tensor AdamW, with g ← g · grad_scale first:
+// on the kernel registry's AdamWTable (adamw_impl.h; bitwise the same on every ISA). The same
+// operation order as torch's single-tensor AdamW, with g ← g · grad_scale first:
 //   p *= 1 - lr·wd;  m += (1-β1)(g - m);  v = β2·v + (1-β2)·g²;
 //   p -= step_size · m / (sqrt(v) / sqrt(1-β2^t) + eps)
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s);
 
-namespace detail {
-// The per-ISA kernels adamw_update dispatches to (tests compare them).
-void adamw_update_scalar(float* p, const float* g, float* m, float* v, int64_t n,
-                         const AdamWStep& s);
-void adamw_update_avx2(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s);
-void adamw_update_avx512(float* p, const float* g, float* m, float* v, int64_t n,
-                         const AdamWStep& s);
-}  // namespace detail
+// The per-ISA update kernel, a kernel family of kernels/registry.h.
+struct AdamWTable {
+  void (*update)(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s);
+};
 
 }  // namespace hp::optim
+
+namespace hp::kernels {
+HP_KERNEL_FAMILY(optim::AdamWTable);
+}  // namespace hp::kernels

@@ -1,5 +1,5 @@
 // Body of an ISA translation unit for the AdamW update (optim/adamw.h). Included once per ISA
-// after defining HP_ISA; adamw_{scalar,avx2,avx512}.cpp export it as adamw_update_<isa>.
+// after defining HP_ISA; adamw_{scalar,avx2,avx512}.cpp register it as their AdamWTable.
 //
 // Every lane runs the scalar formula's operations one for one — sub, mul, add, sqrt, div, no FMA
 // (the TUs compile with -ffp-contract=off, CMakeLists.txt: GCC contracts a·b + c by default) — so
@@ -48,5 +48,7 @@ struct AdamWKernel {
     }
   }
 };
+
+inline constexpr optim::AdamWTable kAdamWTable{&AdamWKernel::update};
 
 }  // namespace hp::kernels::HP_ISA

@@ -6,7 +6,6 @@
 
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/gemm.h"
-#include "hp/kernels/cpu/isa.h"
 
 namespace hp::optim {
 
@@ -31,15 +30,7 @@ AdamWStep adamw_scalars(double lr, double beta1, double beta2, double eps, doubl
 }
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, const AdamWStep& s) {
-  switch (kernels::active_isa()) {
-    case kernels::Isa::avx512:
-      return detail::adamw_update_avx512(p, g, m, v, n, s);
-    case kernels::Isa::avx2:
-      return detail::adamw_update_avx2(p, g, m, v, n, s);
-    case kernels::Isa::scalar:
-      break;
-  }
-  detail::adamw_update_scalar(p, g, m, v, n, s);
+  kernels::kernel_table<AdamWTable>().update(p, g, m, v, n, s);
 }
 
 namespace {

@@ -1,5 +1,5 @@
-// Attention entry points: check → resolve options → dtype dispatch → ISA dispatch (AVX-512,
-// AVX2+FMA or the scalar fallback, all instantiations of attention_impl.h).
+// Attention entry points: check → resolve options → the kernels of the registry's backend
+// (registry.h: AVX-512, AVX2+FMA or the scalar ones here, all instantiations of attention_impl.h).
 #include "hp/kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -8,7 +8,6 @@
 
 #include "hp/core/error.h"
 #include "hp/kernels/cpu/attention_impl.h"
-#include "hp/kernels/cpu/isa.h"
 
 namespace hp::kernels {
 namespace detail {
@@ -48,17 +47,8 @@ struct ScalarOps {
   }
 };
 
-// The kernels of the ISA the one registry chose (HP_ISA included); null: the scalar fallback.
-const AttentionKernels* simd_kernels() {
-  switch (active_isa()) {
-    case Isa::avx512:
-      return &attention_kernels_avx512();
-    case Isa::avx2:
-      return &attention_kernels_avx2();
-    case Isa::scalar:
-      break;
-  }
-  return nullptr;
+void scalar_exp2(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp2(x[i]);
 }
 
 void check_strides(const char* name, AttentionStrides s) {
@@ -137,11 +127,18 @@ HeadsView<float> out_f32(const AttentionOutput& x) {
 }  // namespace
 
 void attention_exp2(const float* x, float* y, int64_t n) {
-  if (const AttentionKernels* k = simd_kernels()) return k->exp2(x, y, n);
-  for (int64_t i = 0; i < n; ++i) y[i] = std::exp2(x[i]);
+  kernel_table<AttentionKernels>().exp2(x, y, n);
 }
 
 }  // namespace detail
+
+template <>
+const detail::AttentionKernels* isa_table<detail::AttentionKernels, Isa::scalar>() {
+  using Flash = detail::FlashAttention<detail::ScalarOps>;
+  static constexpr detail::AttentionKernels k{&Flash::forward, &Flash::backward,
+                                              &detail::scalar_exp2};
+  return &k;
+}
 
 namespace detail {
 namespace {
@@ -181,10 +178,7 @@ void attention_forward(const AttentionShape& shape, const AttentionOptions& opti
   detail::AttentionF32Args a = detail::common_args(shape, options, q, k, v);
   a.out = detail::out_f32(o);
   a.lse_out = lse;
-  if (const detail::AttentionKernels* k = detail::simd_kernels())
-    k->forward(a);
-  else
-    detail::FlashAttention<detail::ScalarOps>::forward(a);
+  kernel_table<detail::AttentionKernels>().forward(a);
 }
 
 void attention_backward(const AttentionShape& shape, const AttentionOptions& options,
@@ -212,10 +206,7 @@ void attention_backward(const AttentionShape& shape, const AttentionOptions& opt
   a.lse = lse;
   a.dlse = dlse;
   a.dsinks = options.sinks ? dsinks : nullptr;
-  if (const detail::AttentionKernels* k = detail::simd_kernels())
-    k->backward(a);
-  else
-    detail::FlashAttention<detail::ScalarOps>::backward(a);
+  kernel_table<detail::AttentionKernels>().backward(a);
 }
 
 }  // namespace hp::kernels

@@ -118,9 +118,9 @@ void attention_backward(const AttentionShape& shape, const AttentionOptions& opt
                         float* dsinks = nullptr);
 
 namespace detail {
-// exp2 used by the kernels of the active ISA (kernels/cpu/isa.h), exposed for its accuracy test:
-// relative error <= 2e-7 for x in [-126, 127]; results below 2^-126 flush to zero (SIMD) or stay
-// subnormal (scalar); -inf gives 0.
+// exp2 of the active backend's attention kernels (kernels/registry.h), exposed for its accuracy
+// test: relative error <= 2e-7 for x in [-126, 127]; results below 2^-126 flush to zero (SIMD) or
+// stay subnormal (scalar); -inf gives 0.
 void attention_exp2(const float* x, float* y, int64_t n);
 }  // namespace detail
 

@@ -3,13 +3,11 @@
 // strip). Measured on a 2-core Emerald Rapids Xeon (bench_attention, T = 2048, D = 64, 1 thread,
 // CPU time, loaded machine): 6×4 and 4×4 were fastest and within noise of each other; 8×3,
 // 12×2 and 14×2 were 3–10% slower (more broadcasts per FMA, or a 64-wide block split 3 + 1).
-// Compiled with -mavx512f (and bw/vl/dq); called only when the ISA registry selects AVX-512
-// (attention.cpp).
+// Compiled with -mavx512f (and bw/vl/dq); called only when the kernel registry selects AVX-512
+// (registry.h).
 #define HP_ISA avx512
 #include "hp/kernels/cpu/simd_arch.h"
 
 #include "hp/kernels/cpu/attention_simd.h"
 
-const hp::kernels::detail::AttentionKernels& hp::kernels::detail::attention_kernels_avx512() {
-  return avx512::attention_kernels<6, 4>();
-}
+HP_KERNEL_ENTRY(hp::kernels::detail::AttentionKernels, HP_ISA::attention_kernels<6, 4>());

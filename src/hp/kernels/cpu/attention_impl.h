@@ -30,6 +30,7 @@
 
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/attention.h"
+#include "hp/kernels/registry.h"
 
 namespace hp::kernels::detail {
 
@@ -56,14 +57,21 @@ struct AttentionF32Args {
   float* dsinks;                            // [Hq], backward with sinks, else null
 };
 
-// The entry points of one ISA's kernels (attention_simd.h builds them; attention.cpp picks).
+// The entry points of one ISA's kernels, a kernel family of registry.h (attention_simd.h builds
+// the SIMD ones, attention.cpp the scalar ones).
 struct AttentionKernels {
   void (*forward)(const AttentionF32Args& a);
   void (*backward)(const AttentionF32Args& a);
   void (*exp2)(const float* x, float* y, int64_t n);  // the softmax's exp2, for its accuracy test
 };
-const AttentionKernels& attention_kernels_avx2();
-const AttentionKernels& attention_kernels_avx512();
+
+}  // namespace hp::kernels::detail
+
+namespace hp::kernels {
+HP_KERNEL_FAMILY(detail::AttentionKernels);
+}  // namespace hp::kernels
+
+namespace hp::kernels::detail {
 
 template <class Ops>
 struct FlashAttention {

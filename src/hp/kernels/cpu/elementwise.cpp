@@ -9,15 +9,6 @@
 
 namespace hp::kernels {
 
-const EwTable& ew_table(Isa isa) {
-  switch (isa) {
-    case Isa::avx512: return ew_table_avx512();
-    case Isa::avx2: return ew_table_avx2();
-    case Isa::scalar: break;
-  }
-  return ew_table_scalar();
-}
-
 int ew_arity(EwOp op) {
   static constexpr int kArity[] = {
 #define HP_EW_ENTRY(e, F, arity) arity,
@@ -145,7 +136,7 @@ void elementwise_into(EwOp op, const Tensor& out, const Tensor& a, const Tensor&
   const Tensor& b_or_a = arity == 2 ? b : a;
   const DType dts[3] = {out.dtype(), a.dtype(), b_or_a.dtype()};
   const bool f32_path = is_f32_family(dts[0]) && is_f32_family(dts[1]) && is_f32_family(dts[2]);
-  const EwTable& tab = ew_table(active_isa());
+  const EwTable& tab = kernel_table<EwTable>();
   const EwF32Fn f32_fn = tab.f32[static_cast<int>(op)];
   // All bf16 or all f16: the kernels that convert in registers.
   const bool half_path = (dts[0] == DType::bf16 || dts[0] == DType::f16) && dts[1] == dts[0] &&

@@ -1,4 +1,4 @@
 #define HP_ISA avx2
 #include "hp/kernels/cpu/ew_impl.h"
 
-const hp::kernels::EwTable& hp::kernels::ew_table_avx2() { return avx2::table(); }
+HP_KERNEL_ENTRY(hp::kernels::EwTable, HP_ISA::table());

@@ -1,4 +1,4 @@
 #define HP_ISA avx512
 #include "hp/kernels/cpu/ew_impl.h"
 
-const hp::kernels::EwTable& hp::kernels::ew_table_avx512() { return avx512::table(); }
+HP_KERNEL_ENTRY(hp::kernels::EwTable, HP_ISA::table());

@@ -15,8 +15,6 @@ void run_f64(double* out, const double* const* in, int64_t n, const float* p) {
 
 }  // namespace
 
-const EwTable& ew_table_scalar() { return scalar::table(); }
-
 const EwF64Fn* ew_table_f64() {
   static const EwF64Fn t[kNumEwOps] = {
 #define HP_EW_ENTRY(e, F, arity) &run_f64<ew::F, arity>,
@@ -27,3 +25,5 @@ const EwF64Fn* ew_table_f64() {
 }
 
 }  // namespace hp::kernels
+
+HP_KERNEL_ENTRY(hp::kernels::EwTable, HP_ISA::table());

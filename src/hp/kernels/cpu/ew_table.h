@@ -1,11 +1,11 @@
 // Function tables that each ISA translation unit fills with its instantiations of the elementwise
-// functors (ew_ops.h) and the dtype converters. The driver (elementwise.cpp) picks one by Isa.
+// functors (ew_ops.h) and the dtype converters; kernel_table<EwTable>() (registry.h) picks one.
 #pragma once
 
 #include <cstdint>
 
 #include "hp/kernels/cpu/ew_ops.h"
-#include "hp/kernels/cpu/isa.h"
+#include "hp/kernels/registry.h"
 
 namespace hp::kernels {
 
@@ -33,13 +33,8 @@ struct EwTable {
   float (*dot_f32)(const float* x, const float* y, int64_t n);
 };
 
-const EwTable& ew_table(Isa isa);
+HP_KERNEL_FAMILY(EwTable);
 // The f64 path: exact libm math, for gradient checks and f64 tensors.
 const EwF64Fn* ew_table_f64();
-
-// Defined by the ISA TUs.
-const EwTable& ew_table_scalar();
-const EwTable& ew_table_avx2();
-const EwTable& ew_table_avx512();
 
 }  // namespace hp::kernels

@@ -1,6 +1,7 @@
 // MegaGate's selection (gate.h "select"): the top_k of one row of corrected scores c [E],
 // optionally group-limited, per ISA. One source (gate_topk_impl.h) compiled for the portable path
-// (gate_topk_scalar.cpp) and AVX2 (gate_topk_avx2.cpp); AVX-512 runs the AVX2 one.
+// (gate_topk_scalar.cpp) and AVX2 (gate_topk_avx2.cpp); AVX-512's entry in the registry
+// (registry.h) runs the AVX2 selection.
 //
 // The SIMD path never changes which experts are chosen or their order: it computes a lower bound
 // tau on the k-th largest value from values that are themselves candidates (the row's lane-wise
@@ -19,7 +20,7 @@
 
 #include <cstdint>
 
-#include "hp/kernels/cpu/isa.h"
+#include "hp/kernels/registry.h"
 
 namespace hp::kernels {
 
@@ -41,27 +42,20 @@ struct GateTopKScratch {
 
 using GateTopKFn = void (*)(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
 
-// The selection of `isa` (scalar: the portable path; avx2 and avx512: AVX2).
-GateTopKFn gate_topk_fn(kernels::Isa isa);
-
 // A sigmoid router's row in one pass: p [E] = sigmoid(l), c [E] = p + bias (bias may be null; c is
 // then p and not written) with the elementwise kernels' functors of the ISA (bit for bit the
 // tensor ops' sigmoid and add), the group-limited scan on the values in registers, then the
 // selection of c as gate_topk.
 using GateSigmoidTopKFn = void (*)(const float* l, const float* bias, float* p, float* c,
                                    const GateTopKShape& s, const GateTopKScratch& w);
-// Null for AVX-512, whose elementwise kernels' sigmoid is not the AVX2 one this would compute.
-GateSigmoidTopKFn gate_sigmoid_topk_fn(kernels::Isa isa);
 
-namespace scalar {
-void gate_topk(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
-void gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
-                       const GateTopKShape& s, const GateTopKScratch& w);
-}  // namespace scalar
-namespace avx2 {
-void gate_topk(const float* c, const GateTopKShape& s, const GateTopKScratch& w);
-void gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
-                       const GateTopKShape& s, const GateTopKScratch& w);
-}  // namespace avx2
+// The kernel family of registry.h. Scalar: the portable path; avx2: AVX2; avx512: AVX2's selection
+// and no sigmoid_topk (null: AVX-512's elementwise sigmoid is not the AVX2 one it would compute,
+// so callers run the elementwise kernels, then topk).
+struct GateTopKTable {
+  GateTopKFn topk;
+  GateSigmoidTopKFn sigmoid_topk;
+};
+HP_KERNEL_FAMILY(GateTopKTable);
 
 }  // namespace hp::kernels

@@ -1,12 +1,12 @@
 #define HP_ISA avx2
 #include "hp/kernels/cpu/gate_topk_impl.h"
 
-void hp::kernels::avx2::gate_topk(const float* c, const GateTopKShape& s,
-                                 const GateTopKScratch& w) {
-  gate_topk_impl(c, s, w);
-}
+HP_KERNEL_ENTRY(hp::kernels::GateTopKTable, HP_ISA::kGateTopKTable);
 
-void hp::kernels::avx2::gate_sigmoid_topk(const float* l, const float* bias, float* p, float* c,
-                                         const GateTopKShape& s, const GateTopKScratch& w) {
-  gate_sigmoid_topk_impl(l, bias, p, c, s, w);
+// AVX-512 runs the AVX2 selection and has no fused sigmoid row (gate_topk.h).
+template <>
+const hp::kernels::GateTopKTable*
+hp::kernels::isa_table<hp::kernels::GateTopKTable, hp::kernels::Isa::avx512>() {
+  static constexpr GateTopKTable kAvx512{&avx2::gate_topk_impl, nullptr};
+  return &kAvx512;
 }

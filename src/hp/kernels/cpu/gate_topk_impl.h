@@ -515,4 +515,6 @@ inline void gate_sigmoid_topk_impl(const float* l, const float* bias, float* p, 
   gate_topk_impl(c, s, w);
 }
 
+inline constexpr GateTopKTable kGateTopKTable{&gate_topk_impl, &gate_sigmoid_topk_impl};
+
 }  // namespace hp::kernels::HP_ISA

@@ -118,12 +118,12 @@ void blas_single_threaded() {
 }
 
 void widen_bf16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
-  const auto convert = ew_table(active_isa()).bf16_to_f32;
+  const auto convert = kernel_table<EwTable>().bf16_to_f32;
   for (int64_t r = 0; r < rows; ++r) convert(src + r * ld, dst + r * cols, cols);
 }
 
 void narrow_bf16(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t ld) {
-  const auto convert = ew_table(active_isa()).f32_to_bf16;
+  const auto convert = kernel_table<EwTable>().f32_to_bf16;
   for (int64_t r = 0; r < rows; ++r) convert(src + r * cols, dst + r * ld, cols);
 }
 

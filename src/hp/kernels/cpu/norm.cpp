@@ -10,18 +10,6 @@
 
 namespace hp::kernels {
 
-const NormTable<float>& norm_table(Isa isa) {
-  switch (isa) {
-    case Isa::avx512:
-      return norm_table_avx512();
-    case Isa::avx2:
-      return norm_table_avx2();
-    case Isa::scalar:
-      break;
-  }
-  return norm_table_scalar();
-}
-
 int64_t norm_grad_block_rows(int64_t rows) {
   // At most ~64 partials (bounded scratch, cheap final combine), at least 16 rows per block.
   return std::max<int64_t>(16, (rows + 63) / 64);
@@ -36,7 +24,7 @@ template <class T>
 const NormTable<T>& table_for();
 template <>
 const NormTable<float>& table_for<float>() {
-  return norm_table(active_isa());
+  return kernel_table<NormTable<float>>();
 }
 template <>
 const NormTable<double>& table_for<double>() {
@@ -49,7 +37,7 @@ template <class T>
 const T* rows_in(const Tensor& t, int64_t r0, int64_t nr, int64_t n, std::vector<T>& buf) {
   if (t.dtype() == dtype_of<T>()) return static_cast<const T*>(t.raw_data()) + r0 * n;
   if constexpr (std::is_same_v<T, float>) {
-    const EwTable& tab = ew_table(active_isa());
+    const EwTable& tab = kernel_table<EwTable>();
     buf.resize(static_cast<size_t>(nr * n));
     const uint16_t* src = static_cast<const uint16_t*>(t.raw_data()) + r0 * n;
     if (t.dtype() == DType::bf16)
@@ -75,7 +63,7 @@ template <class T>
 void rows_out(const Tensor& t, int64_t r0, int64_t nr, int64_t n, const T* src) {
   if (t.dtype() == dtype_of<T>()) return;
   if constexpr (std::is_same_v<T, float>) {
-    const EwTable& tab = ew_table(active_isa());
+    const EwTable& tab = kernel_table<EwTable>();
     uint16_t* dst = static_cast<uint16_t*>(t.raw_data()) + r0 * n;
     if (t.dtype() == DType::bf16)
       tab.f32_to_bf16(src, dst, nr * n);

@@ -3,12 +3,10 @@
 
 namespace hp::kernels {
 
-const NormTable<float>& norm_table_scalar() {
-  return scalar::NormKernels<scalar::Arch, float>::table();
-}
-
 const NormTable<double>& norm_table_f64() {
   return scalar::NormKernels<ScalarArch<double>, double>::table();
 }
 
 }  // namespace hp::kernels
+
+HP_KERNEL_ENTRY(hp::kernels::NormTable<float>, HP_ISA::NormKernels<HP_ISA::Arch, float>::table());

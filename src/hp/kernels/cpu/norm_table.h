@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "hp/kernels/cpu/isa.h"
+#include "hp/kernels/registry.h"
 
 namespace hp::kernels {
 
@@ -25,13 +25,8 @@ struct NormTable {
                  T* db, int64_t rows, int64_t n);
 };
 
-const NormTable<float>& norm_table(Isa isa);
+HP_KERNEL_FAMILY(NormTable<float>);
 // The f64 path (exact arithmetic in double) for gradient checks and f64 tensors.
 const NormTable<double>& norm_table_f64();
-
-// Defined by the ISA TUs.
-const NormTable<float>& norm_table_scalar();
-const NormTable<float>& norm_table_avx2();
-const NormTable<float>& norm_table_avx512();
 
 }  // namespace hp::kernels

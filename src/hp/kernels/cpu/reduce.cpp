@@ -58,7 +58,7 @@ T identity(ReduceOp op) {
 
 // [O, R] contiguous f32 rows → out[O] (f32).
 void inner_f32(ReduceOp op, const float* x, int64_t O, int64_t R, float* out) {
-  const EwTable& tab = ew_table(active_isa());
+  const EwTable& tab = kernel_table<EwTable>();
   parallel_for(0, O, std::max<int64_t>(1, 16384 / std::max<int64_t>(R, 1)), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       const float* row = x + o * R;

@@ -22,19 +22,6 @@ void rotate_row(const double* x, const double* c, const double* s, double* y, in
   }
 }
 
-using RowFn = void (*)(const float*, const float*, const float*, float*, int64_t, bool);
-RowFn rope_row(Isa isa) {
-  switch (isa) {
-    case Isa::avx512:
-      return &detail::rope_row_avx512;
-    case Isa::avx2:
-      return &detail::rope_row_avx2;
-    case Isa::scalar:
-      break;
-  }
-  return &detail::rope_row_scalar;
-}
-
 template <class T>
 void rope_impl(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& out,
                bool interleaved, int64_t seq_dim, bool inverse) {
@@ -51,8 +38,8 @@ void rope_impl(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tens
   if (inverse)
     for (T& v : sv) v = -v;
   const bool narrow = x.dtype() != dtype_of<T>();
-  const EwTable& tab = ew_table(active_isa());
-  const RowFn row_f32 = rope_row(active_isa());
+  const EwTable& tab = kernel_table<EwTable>();
+  const auto row_f32 = kernel_table<RopeTable>().row;
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)),
                [&](int64_t r0, int64_t r1) {
                  std::vector<float> xb(narrow ? d : 0), yb(narrow ? d : 0);

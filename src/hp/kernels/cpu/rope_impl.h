@@ -40,4 +40,6 @@ struct RopeRow {
   }
 };
 
+inline constexpr RopeTable kRopeTable{&RopeRow::rotate};
+
 }  // namespace hp::kernels::HP_ISA

@@ -1,7 +1,4 @@
 #define HP_ISA scalar
 #include "hp/kernels/cpu/rope_impl.h"
 
-void hp::kernels::detail::rope_row_scalar(const float* x, const float* c, const float* s, float* y,
-                                          int64_t half, bool interleaved) {
-  scalar::RopeRow::rotate(x, c, s, y, half, interleaved);
-}
+HP_KERNEL_ENTRY(hp::kernels::RopeTable, HP_ISA::kRopeTable);

@@ -22,7 +22,7 @@ const SoftmaxRowFns<CT>& row_fns() {
   if constexpr (std::is_same_v<CT, double>)
     return softmax_row_fns_f64();
   else
-    return softmax_row_fns(active_isa());
+    return kernel_table<SoftmaxRowFns<float>>();
 }
 
 // A row of storage type S seen as compute type: the row itself when the types agree, else a
@@ -32,7 +32,7 @@ const ComputeT<S>* load_row(const S* p, std::vector<ComputeT<S>>& buf, int64_t n
   if constexpr (std::is_same_v<S, ComputeT<S>>) {
     return p;
   } else {
-    const EwTable& tab = ew_table(active_isa());
+    const EwTable& tab = kernel_table<EwTable>();
     const auto* bits = reinterpret_cast<const uint16_t*>(p);
     if constexpr (std::is_same_v<S, bf16>)
       tab.bf16_to_f32(bits, buf.data(), n);
@@ -54,7 +54,7 @@ ComputeT<S>* out_row(S* p, std::vector<ComputeT<S>>& buf) {
 template <class S>
 void store_row(const ComputeT<S>* c, S* p, int64_t n) {
   if constexpr (!std::is_same_v<S, ComputeT<S>>) {
-    const EwTable& tab = ew_table(active_isa());
+    const EwTable& tab = kernel_table<EwTable>();
     auto* bits = reinterpret_cast<uint16_t*>(p);
     if constexpr (std::is_same_v<S, bf16>)
       tab.f32_to_bf16(c, bits, n);

@@ -1,6 +1,4 @@
 #define HP_ISA avx512
 #include "hp/kernels/cpu/softmax_impl.h"
 
-const hp::kernels::SoftmaxRowFns<float>& hp::kernels::softmax_row_fns_avx512() {
-  return avx512::softmax_fns();
-}
+HP_KERNEL_ENTRY(hp::kernels::SoftmaxRowFns<float>, HP_ISA::softmax_fns());

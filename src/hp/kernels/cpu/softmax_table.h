@@ -1,4 +1,5 @@
-// Row kernels for softmax-like ops, instantiated per ISA (softmax_impl.h) and picked by Isa.
+// Row kernels for softmax-like ops, instantiated per ISA (softmax_impl.h), one kernel family of
+// registry.h.
 //
 // Every function works on one contiguous row of n elements and is run by one thread, with a fixed
 // accumulation order (4·W lane accumulators, then a fixed tree), so results depend only on the row
@@ -7,7 +8,7 @@
 
 #include <cstdint>
 
-#include "hp/kernels/cpu/isa.h"
+#include "hp/kernels/registry.h"
 
 namespace hp::kernels {
 
@@ -27,13 +28,8 @@ struct SoftmaxRowFns {
   void (*cross_entropy_bwd)(const T* x, T lse, int64_t target, T scale, T* dx, int64_t n);
 };
 
-const SoftmaxRowFns<float>& softmax_row_fns(Isa isa);
+HP_KERNEL_FAMILY(SoftmaxRowFns<float>);
 // The f64 path (exact libm math), for gradient checks and f64 tensors.
 const SoftmaxRowFns<double>& softmax_row_fns_f64();
-
-// Defined by the ISA TUs.
-const SoftmaxRowFns<float>& softmax_row_fns_scalar();
-const SoftmaxRowFns<float>& softmax_row_fns_avx2();
-const SoftmaxRowFns<float>& softmax_row_fns_avx512();
 
 }  // namespace hp::kernels
