@@ -2,11 +2,14 @@
 // (test targets that use it depend on hp_cli, see CMakeLists.txt).
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 namespace hp::test {
 
@@ -33,5 +36,22 @@ inline CliResult run_command(const std::string& cmd) {
 
 // `hp ARGS` (ARGS already shell-quoted where needed).
 inline CliResult run_hp(const std::string& args) { return run_command(hp_binary() + " " + args); }
+
+// A CLI test with a fresh scratch directory dir_ (<tmp>/<prefix><pid>), removed after the test.
+class CliTest : public ::testing::Test {
+ protected:
+  explicit CliTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(hp_binary())) << "build target hp_cli";
+    dir_ = std::filesystem::temp_directory_path() / (prefix_ + std::to_string(getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+
+ private:
+  std::string prefix_;
+};
 
 }  // namespace hp::test

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "error_of.h"
+#include "has.h"
 #include "hp/core/tensor.h"
 
 namespace hp {
@@ -12,9 +13,7 @@ namespace {
 
 using testing::error_of;
 
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
+using test::has;
 
 TEST(ShapeOverflow, ElementCountOverflowNamesTheShape) {
   const int64_t big = int64_t(1) << 62;

@@ -15,6 +15,7 @@
 #include "expect_close.h"
 #include "hp/core/random.h"
 #include "hp/dist/communicator.h"
+#include "hp/models/context_plan.h"
 #include "hp/models/hf/config.h"
 #include "hp/models/moe.h"
 #include "hp/models/hf/registry.h"
@@ -139,18 +140,16 @@ void check_model(const models::ModelConfig& c, ContextMethod method, const std::
   auto ref = models::build_model(c);
   manual_seed(11);
   auto cp = models::build_model(c);
-  models::ContextSplit split;
-  split.degree = n;
-  split.index = world->rank();
-  split.attention = [world, method](const Tensor& q, const Tensor& k, const Tensor& v, double s,
-                                    const Tensor& segments) {
-    return context_attention(q, k, v, s, method, world, segments);
-  };
-  split.sum = [world](const std::vector<double>& x) {
-    return world->all_reduce(from_data<double>(x, {int64_t(x.size())}), dist::ReduceOp::sum)
-        .to_vector();
-  };
-  cp->set_context_split(split);
+  cp->set_context_split(models::context_parallel_split(
+      n, world->rank(),
+      [world, method](const Tensor& q, const Tensor& k, const Tensor& v, double s,
+                      const Tensor& segments) {
+        return context_attention(q, k, v, s, method, world, segments);
+      },
+      [world](const std::vector<double>& x) {
+        return world->all_reduce(from_data<double>(x, {int64_t(x.size())}), dist::ReduceOp::sum)
+            .to_vector();
+      }));
   // ids [2, len + 1] (the loader's rows: len targets), some labels ignored.
   std::vector<int64_t> ids, labels;
   for (int64_t i = 0; i < 2 * (len + 1); ++i) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "has.h"
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/kernels/cpu/gemm_peak.h"
@@ -21,9 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
+using test::has;
 
 std::string joined(const std::vector<std::string>& v) {
   std::string out;

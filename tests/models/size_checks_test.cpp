@@ -12,6 +12,7 @@
 #include <string>
 
 #include "error_of.h"
+#include "has.h"
 #include "hp/io/json.h"
 #include "hp/models/hf/registry.h"
 #include "hp/models/hf/weights.h"
@@ -23,9 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::error_of;
 
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
+using test::has;
 
 // A copy of fixture `name` (config.json + model.safetensors) whose config.json has `patch` merged.
 // Per process: ctest runs each test as its own process, several at once.

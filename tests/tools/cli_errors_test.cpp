@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_run.h"
+#include "has.h"
 #include "test_dir.h"
 
 namespace hp::cli {
@@ -17,9 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::run_hp;
 
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
+using test::has;
 
 const std::string kQwen3 = std::string(HP_TEST_DIR) + "/../models/fixtures/qwen3";
 

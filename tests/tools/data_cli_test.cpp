@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli_run.h"
+#include "has.h"
 #include "test_dir.h"
 
 namespace hp::cli {
@@ -25,9 +26,7 @@ using test::run_hp;
 
 const std::string kFixtures = std::string(HP_TEST_DIR) + "/../data/fixtures/indexed/";
 
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
+using test::has;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_run.h"
+#include "has.h"
 
 namespace hp::cli {
 namespace {
@@ -16,24 +17,19 @@ namespace {
 namespace fs = std::filesystem;
 using test::run_hp;
 
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
+using test::has;
 
-class EvalCli : public ::testing::Test {
+class EvalCli : public test::CliTest {
  protected:
+  EvalCli() : CliTest("hp_eval_cli_") {}
   void SetUp() override {
-    ASSERT_TRUE(fs::exists(test::hp_binary())) << "build target hp_cli";
-    dir_ = fs::temp_directory_path() / ("hp_eval_cli_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    CliTest::SetUp();
     std::ofstream corpus(dir_ / "corpus.txt"), other(dir_ / "other.txt");
     for (int i = 0; i < 200; ++i) {
       corpus << "the quick brown fox " << i << " jumps over the lazy dog.\n";
       other << "a lazy dog " << i << " sleeps under the quick brown fox.\n";
     }
   }
-  void TearDown() override { fs::remove_all(dir_); }
   // A tiny run's config; `eval` is its eval section ("" = none).
   std::string config(const std::string& name, const std::string& eval) {
     const fs::path p = dir_ / (name + ".yaml");
@@ -46,7 +42,6 @@ class EvalCli : public ::testing::Test {
                      << "run: {dir: " << (dir_ / name).string() << "}\n";
     return p.string();
   }
-  fs::path dir_;
 };
 
 TEST_F(EvalCli, RepeatsTheRunsLastValidation) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_run.h"
+#include "has.h"
 
 namespace hp::cli {
 namespace {
@@ -17,17 +18,13 @@ namespace fs = std::filesystem;
 using test::run_command;
 using test::run_hp;
 
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
+using test::has;
 
-class ProfileCli : public ::testing::Test {
+class ProfileCli : public test::CliTest {
  protected:
+  ProfileCli() : CliTest("hp_profile_cli_") {}
   void SetUp() override {
-    ASSERT_TRUE(fs::exists(test::hp_binary())) << "build target hp_cli";
-    dir_ = fs::temp_directory_path() / ("hp_profile_cli_" + std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    CliTest::SetUp();
     {
       std::ofstream corpus(dir_ / "corpus.txt");
       for (int i = 0; i < 200; ++i) corpus << "In the beginning was the word, line " << i << ".\n";
@@ -40,12 +37,10 @@ class ProfileCli : public ::testing::Test {
                                       << "checkpoint: {save_final: false}\n"
                                       << "run: {dir: " << (dir_ / "run").string() << "}\n";
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string peak(const std::string& flags) const {
     return "XDG_CACHE_HOME=" + (dir_ / "cache").string() + " " + test::hp_binary() +
            " bench peak --dtype f32 --seconds 0.2 " + flags;
   }
-  fs::path dir_;
 };
 
 TEST_F(ProfileCli, TrainProfileWritesTheTraceAndPrintsTheTables) {

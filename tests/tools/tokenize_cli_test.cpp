@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "has.h"
 #include "hp/io/json.h"
 #include "test_dir.h"
 
@@ -23,9 +24,7 @@ using test::run_hp;
 
 const std::string kTok = std::string(HP_TEST_DIR) + "/../io/fixtures/tokenizers/";
 
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
+using test::has;
 
 std::string ids_json(const io::Json& arr) {
   std::string out = "[";

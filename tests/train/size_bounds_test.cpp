@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "error_of.h"
+#include "has.h"
 #include "hp/data/dataset.h"
 #include "hp/train/config.h"
 #include "hp/train/setup.h"
@@ -20,9 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::error_of;
 
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
+using test::has;
 
 ModelSection tiny_model() {
   ModelSection m;

@@ -4,12 +4,10 @@
 #include <cmath>
 #include <tuple>
 
-#include "hp/fusion/mode.h"
 #include "hp/fusion/patterns.h"
 #include "hp/models/moe.h"
 #include "hp/ops/attention.h"
 #include "hp/ops/ops.h"
-#include "hp/parallel/context_parallel.h"
 
 namespace hp::models {
 
@@ -56,30 +54,15 @@ std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t) 
              " tokens");
     return per_row_tables(*ctx.rope, ctx.positions, ctx.position_span);
   }
-  if (!ctx.context || ctx.context->degree == 1) return ctx.rope->get(ctx.start, t, DType::f32);
-  // The whole row's tables, then this rank's rows of them: frequencies that depend on the length
-  // (dynamic NTK) see the row's length, as on one rank.
-  const ContextSplit& cp = *ctx.context;
-  const int64_t len = t * cp.degree;
-  auto [cos, sin] = ctx.rope->get(ctx.start, std::max(len, ctx.row_length), DType::f32);
-  return {parallel::context_shard(narrow(cos, 0, 0, len), 0, cp.degree, cp.index),
-          parallel::context_shard(narrow(sin, 0, 0, len), 0, cp.degree, cp.index)};
+  if (ctx.context) return ctx.context->rotary(*ctx.rope, ctx.start, t, ctx.row_length);
+  return ctx.rope->get(ctx.start, t, DType::f32);
 }
 
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
               bool causal, double scale, const Tensor& segments, int64_t window) {
-  if (!context || context->degree == 1) {
-    if (window <= 0) return scaled_dot_product_attention(q, k, v, causal, scale, segments);
-    return scaled_dot_product_attention_lse(q, k, v, {causal, scale, segments, window, Tensor()})
-        .out;
-  }
-  if (window > 0)
-    HP_THROW(ValueError, "models", "sliding-window attention (window ", window,
-             ") under context parallelism is not implemented; run with context degree 1");
-  if (!causal || q.size(2) != k.size(2))
-    HP_THROW(ValueError, "models", "context parallelism runs causal attention over whole rows ",
-             "(training); got q ", q.desc(), ", k ", k.desc(), " (incremental decoding?)");
-  return context->attention(q, k, v, scale, segments);
+  if (context) return context->attention(q, k, v, causal, scale, segments, window);
+  if (window <= 0) return scaled_dot_product_attention(q, k, v, causal, scale, segments);
+  return scaled_dot_product_attention_lse(q, k, v, {causal, scale, segments, window, Tensor()}).out;
 }
 
 Attention::Attention(const ModelConfig& c, bool qkv_bias, bool o_bias, bool qk_norm,
@@ -222,16 +205,7 @@ Tensor DecoderLayer::forward(const Tensor& x, AttentionContext& ctx) const {
       AttentionContext cc = c;
       return self_attn->forward(y, cc);
     });
-    // Lazy fusion: the residual add and the next norm as one region (h is an output of it), when
-    // the norm has no wrapper of its own (TP, recompute) that must see its input.
-    Tensor h, n;
-    if (fusion::mode() == fusion::Mode::lazy && !post_attention_layernorm->has_forward_wrapper()) {
-      std::tie(h, n) = fusion::add_rms_norm(in, a, post_attention_layernorm->weight,
-                                            post_attention_layernorm->eps);
-    } else {
-      h = add(in, a);
-      n = post_attention_layernorm->forward(h);
-    }
+    const auto [h, n] = post_attention_layernorm->add_forward(in, a);
     Tensor m =
         mlp->wrapped_forward(n, [this, c](const Tensor& y) { return mlp->forward_tokens(y, c); });
     return add(h, m);
@@ -326,14 +300,10 @@ Tensor CausalLM::head(const Tensor& h) const {
   return lm_head ? lm_head->forward(h) : tied_head->forward(h);
 }
 
-namespace {
-// logits [B, T, V] → [B·T, V] in f32: the loss runs in f32 whatever the compute dtype (as torch
-// autocast does): a bf16 mean over thousands of tokens keeps 3 significant digits.
 Tensor flat_f32(const Tensor& logits) {
   Tensor f = reshape(logits, {logits.size(0) * logits.size(1), logits.size(2)});
   return f.dtype() == DType::f32 ? f : cast(f, DType::f32);
 }
-}  // namespace
 
 Tensor CausalLM::mean_cross_entropy(const Tensor& logits, const Tensor& targets) const {
   return vocab_split_.cross_entropy ? vocab_split_.cross_entropy(logits, targets)
@@ -341,12 +311,8 @@ Tensor CausalLM::mean_cross_entropy(const Tensor& logits, const Tensor& targets)
 }
 
 AttentionContext CausalLM::document_context(const Tensor& ids, const PackedDocuments& docs) const {
-  // The documents' fields of the attention context: ids of the whole rows ([B, t], or [B, t - 1]
-  // under cp: the tokens that predict) and positions of the tokens this rank runs.
   AttentionContext doc_ctx;
   if (!docs.active()) return doc_ctx;
-  const int64_t t = ids.size(1);
-  const bool split = context_.degree > 1;
   if (docs.positions.shape() != ids.shape() ||
       (docs.positions.dtype() != DType::i64 && docs.positions.dtype() != DType::i32))
     HP_THROW(ValueError, "models", "document positions ", docs.positions.desc(),
@@ -355,13 +321,10 @@ AttentionContext CausalLM::document_context(const Tensor& ids, const PackedDocum
   for (double p : contiguous(docs.positions).to_vector())
     top = std::max(top, p), low = std::min(low, p);
   if (low < 0) HP_THROW(ValueError, "models", "document positions must be >= 0, got ", low);
-  const Tensor rows = split ? narrow(docs.positions, 1, 0, t - 1) : docs.positions;
-  if (docs.mask) doc_ctx.segments = document_segments(rows);
+  if (docs.mask) doc_ctx.segments = document_segments(docs.positions);
   if (docs.reset_positions) {
-    doc_ctx.positions =
-        split ? contiguous(parallel::context_shard(rows, 1, context_.degree, context_.index))
-              : docs.positions;
-    // Tables over the whole window's longest document (a cp rank sees only its spans).
+    doc_ctx.positions = docs.positions;
+    // Tables over the whole window's longest document (a rank of a split sees only its tokens).
     doc_ctx.position_span = static_cast<int64_t>(top) + 1;
   }
   return doc_ctx;
@@ -371,35 +334,10 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& labels, const PackedDocum
   const Tensor lab = labels.defined() ? labels : ids;
   if (lab.shape() != ids.shape())
     HP_THROW(ValueError, "models", "labels ", lab.desc(), " must match ids ", ids.desc());
-  const int64_t b = ids.size(0), t = ids.size(1);
-  if (t < 2)
+  if (ids.size(1) < 2)
     HP_THROW(ValueError, "models", "loss needs at least 2 tokens per row, got ", ids.desc());
+  if (context_) return context_->loss(*this, ids, lab, docs);
   const AttentionContext doc_ctx = document_context(ids, docs);
-  if (context_.degree > 1) {
-    // Context parallelism: positions [0, t − 1) predict ids [1, t); this rank runs its spans of
-    // both and returns Σ its token losses / all targets of the rows, so the cp ranks' shares sum
-    // to the mean (and their gradients, summed by FSDP over dp_shard × cp, to its gradient).
-    const int64_t n = t - 1;
-    const Tensor in =
-        parallel::context_shard(narrow(ids, 1, 0, n), 1, context_.degree, context_.index);
-    const Tensor all_targets = narrow(lab, 1, 1, n);
-    const Tensor targets =
-        reshape(contiguous(parallel::context_shard(all_targets, 1, context_.degree, context_.index)),
-                {b * (n / context_.degree)});
-    auto valid = [](const Tensor& x) {
-      int64_t count = 0;
-      for (double v : contiguous(x).to_vector()) count += v != -100;
-      return count;
-    };
-    const int64_t local = valid(targets), total = valid(all_targets);
-    const Tensor logits = flat_f32(head(run(in, nullptr, &context_, t, &doc_ctx)));
-    // Σ = mean · count; a rank whose targets are all ignored adds a zero that still reaches its
-    // parameters (every rank runs the same backward).
-    Tensor l = local > 0 ? mul(mean_cross_entropy(logits, targets),
-                               double(local) / double(std::max<int64_t>(total, 1)))
-                         : mul(sum(logits), 0.0);
-    return add_aux_losses(l, &context_);
-  }
   return loss_from_hidden(run_layers(ids, 0, static_cast<int64_t>(model->layers.size()), &doc_ctx),
                           ids, lab);
 }

@@ -12,6 +12,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "hp/models/hf/config.h"
@@ -35,19 +37,7 @@ struct LayerCache {
   std::shared_ptr<LayerState> state;  // null until an attention block that needs one runs
 };
 
-// How the sequence is split over context-parallel ranks (installed by the parallelize step): of
-// every row of L tokens this rank holds the zigzag spans parallel::context_spans(L, degree, index)
-// (parallel/context_parallel.h), concatenated; `attention` is causal attention over the whole
-// sequence from those rows: q [B, Hq, T, D], k, v [B, Hkv, T, D], softmax scale, and the whole
-// rows' document ids (i32 [B, T · degree], or undefined: AttentionContext::segments) →
-// [B, Hq, T, D].
-struct ContextSplit {
-  int64_t degree = 1, index = 0;
-  std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&)>
-      attention;
-  // Adds a vector over the cp ranks (no gradient): the router loss's global expert counts.
-  std::function<std::vector<double>(const std::vector<double>&)> sum;
-};
+struct ContextSplit;
 
 // Per-forward context handed to every attention block.
 struct AttentionContext {
@@ -84,14 +74,40 @@ struct PackedDocuments {
 // Document ids of `positions` [B, T]: the number of zeros in positions[b, 1..t] (i32 [B, T]).
 Tensor document_segments(const Tensor& positions);
 
+class CausalLM;
+
+// How the sequence is split over ranks, installed by the parallelize step (context parallelism's
+// is built by models/context_plan.h). The model calls these hooks and never asks which parallel
+// style filled them; a model without a split runs whole rows on every rank.
+struct ContextSplit {
+  int64_t degree = 1, index = 0;
+  // cos/sin [T, rope dim / 2] (f32) for this rank's T tokens of a forward from position `start`
+  // whose rows run `row_length` tokens on one rank (0: T · degree).
+  std::function<std::pair<Tensor, Tensor>(RotaryTables& rope, int64_t start, int64_t t,
+                                          int64_t row_length)>
+      rotary;
+  // attend() over the whole rows from this rank's tokens: q [B, Hq, T, D], k, v [B, Hkv, T, D],
+  // causal, softmax scale, the whole rows' document ids (AttentionContext::segments), window.
+  std::function<Tensor(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+                       const Tensor& segments, int64_t window)>
+      attention;
+  // Adds a vector over the split's ranks (no gradient): the router loss's global expert counts.
+  std::function<std::vector<double>(const std::vector<double>&)> sum;
+  // CausalLM::loss under the split: this rank's share of the loss of rows ids, labels [B, T]
+  // (the shares of the split's ranks sum to the whole loss, as their gradients do).
+  std::function<Tensor(CausalLM& model, const Tensor& ids, const Tensor& labels,
+                       const PackedDocuments& docs)>
+      loss;
+};
+
 // cos/sin [T, rope dim / 2] (f32) for the T tokens of this forward: positions [start, start + T),
-// or this rank's spans of a context-parallel row of T · degree tokens; with ctx.positions, per-row
+// or this rank's tokens under ctx.context (ContextSplit::rotary); with ctx.positions, per-row
 // tables [B, T, rope dim / 2] of those positions.
 std::pair<Tensor, Tensor> rotary_tables(const AttentionContext& ctx, int64_t t);
 // Causal attention q [B, Hq, T, D] × k, v [B, Hkv, S, D] (`causal` false: every key visible),
-// across the context-parallel ranks when `context` is set (training: causal, S = T); within the
-// documents of `segments` (AttentionContext::segments, S = T) when defined; `window` > 0 (causal
-// only, one rank): sliding window.
+// across the ranks of `context` when set (ContextSplit::attention); within the documents of
+// `segments` (AttentionContext::segments, S = T) when defined; `window` > 0 (causal only):
+// sliding window.
 Tensor attend(const ContextSplit* context, const Tensor& q, const Tensor& k, const Tensor& v,
               bool causal, double scale, const Tensor& segments = Tensor(), int64_t window = 0);
 
@@ -207,6 +223,10 @@ class TiedHead : public nn::Module {
   std::shared_ptr<nn::Embedding> embedding_;
 };
 
+// logits [B, T, V] → [B·T, V] in f32: the loss runs in f32 whatever the compute dtype (as torch
+// autocast does): a bf16 mean over thousands of tokens keeps 3 significant digits.
+Tensor flat_f32(const Tensor& logits);
+
 // How the head's output is split over the vocabulary (tensor parallelism): `gather` turns this
 // rank's logit columns [..., V_local] into the whole [..., vocab] (forward, generation);
 // `cross_entropy` (logits [N, V_local] f32, targets [N] global ids, -100 ignored) gives the mean
@@ -249,8 +269,8 @@ class CausalLM : public nn::Module {
   // `docs`: the packed documents of the micro-batch (document_context), else none.
   Tensor run_layers(const Tensor& x, int64_t begin, int64_t end,
                     const AttentionContext* docs = nullptr);
-  // The packed-document fields of an AttentionContext (segments, positions, span) for rows `ids`
-  // [B, T] (this rank's spans under context parallelism); empty when `docs` is not active.
+  // The packed-document fields of an AttentionContext (segments, positions, span) for whole rows
+  // `ids` [B, T]; empty when `docs` is not active.
   // ValueError for positions not shaped like ids or negative.
   AttentionContext document_context(const Tensor& ids, const PackedDocuments& docs) const;
   // The last stage's loss: loss(ids, labels) from h [B, T, hidden], the last layer's output
@@ -259,37 +279,40 @@ class CausalLM : public nn::Module {
   KVCache new_cache() const;
   // Installs the vocabulary split of a tensor-parallel head (parallelize step).
   void set_vocab_split(VocabSplit s) { vocab_split_ = std::move(s); }
-  // Installs the sequence split of context parallelism (parallelize step): loss() then trains on
-  // this rank's spans of each row and returns its share of the loss (the shares of the cp ranks
-  // sum to the whole loss, as their gradients do).
+  // Installs the sequence split of context parallelism (parallelize step; models/context_plan.h):
+  // loss() then trains on this rank's tokens of each row and returns its share of the loss.
   void set_context_split(ContextSplit s) { context_ = std::move(s); }
-  const ContextSplit& context_split() const { return context_; }
+  const ContextSplit* context_split() const { return context_ ? &*context_ : nullptr; }
+
+  // The primitives loss() and an installed ContextSplit::loss are built from.
+  // h [B, T, hidden] → this rank's logit columns [B, T, V_local] (all without a vocab split).
+  Tensor head(const Tensor& h) const;
+  // logits [N, V_local] (f32), targets [N] → the mean cross-entropy (over the vocab split).
+  Tensor mean_cross_entropy(const Tensor& logits, const Tensor& targets) const;
+  // ids [B, T] → the final norm's output, the layers running under `context` (its rank's tokens
+  // of rows `row_length` long) with the packed-document fields of `docs` (segments, positions,
+  // span), extending `cache` when given.
+  Tensor run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
+             int64_t row_length = 0, const AttentionContext* docs = nullptr);
+  // l + each feed-forward aux loss, then the router load-balancing loss, in that order; under a
+  // split (`context`) this rank's shares of them (per-layer aux losses / degree, the router loss
+  // from the global expert counts: moe.h).
+  Tensor add_aux_losses(Tensor l, const ContextSplit* context) const;
 
   std::shared_ptr<DecoderModel> model;
   std::shared_ptr<nn::Linear> lm_head;  // null when tied
   std::shared_ptr<TiedHead> tied_head;  // the head when tied (FQN "lm_head"), else null
 
  private:
-  // h [B, T, hidden] → this rank's logit columns [B, T, V_local] (all without a vocab split).
-  Tensor head(const Tensor& h) const;
   // The embedding output as the layers' input: copied into hc_mult streams when the model has
   // them ([B, T, N, hidden]), else as is.
   Tensor to_streams(const Tensor& h) const;
   // The last layer's output → the final norm's (collapsing the streams first when there are).
   Tensor final_norm(const Tensor& h) const;
-  // logits [N, V_local] (f32), targets [N] → the mean cross-entropy (over the vocab split).
-  Tensor mean_cross_entropy(const Tensor& logits, const Tensor& targets) const;
-  // `docs`: the packed-document fields of the AttentionContext (segments, positions, span).
-  Tensor run(const Tensor& ids, KVCache* cache, const ContextSplit* context,
-             int64_t row_length = 0, const AttentionContext* docs = nullptr);
-  // l + each feed-forward aux loss, then the router load-balancing loss, in that order; under
-  // context parallelism (`context`) this rank's shares of them (per-layer aux losses / degree,
-  // the router loss from the global expert counts: moe.h).
-  Tensor add_aux_losses(Tensor l, const ContextSplit* context) const;
 
   ModelConfig config_;
   VocabSplit vocab_split_;
-  ContextSplit context_;
+  std::optional<ContextSplit> context_;
   RotaryTables rope_;
 };
 

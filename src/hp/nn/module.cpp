@@ -171,4 +171,20 @@ Tensor RMSNorm::forward(const Tensor& x) const {
   return wrapped_forward(x, [this](const Tensor& t) { return fusion::rms_norm(t, weight, eps); });
 }
 
+std::pair<Tensor, Tensor> RMSNorm::add_forward(const Tensor& x, const Tensor& r) const {
+  if (has_forward_wrapper()) {
+    Tensor h = add(x, r);
+    return {h, forward(h)};
+  }
+  // No wrapper: inner runs once, here, so it may capture by reference; the module's profiler
+  // event then covers the add as well.
+  Tensor h;
+  Tensor y = wrapped_forward(x, [&](const Tensor& in) {
+    auto [sum, normed] = fusion::add_rms_norm(in, r, weight, eps);
+    h = sum;
+    return normed;
+  });
+  return {h, y};
+}
+
 }  // namespace hp::nn

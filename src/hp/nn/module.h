@@ -173,6 +173,10 @@ class RMSNorm : public Module {
  public:
   explicit RMSNorm(int64_t dim, double eps = 1e-6, DType dt = DType::f32);
   Tensor forward(const Tensor& x) const;
+  // A residual add and this norm: {h = x + r, forward(h)} (x, r [..., dim]). One fused region
+  // under lazy fusion (fusion::add_rms_norm) unless a wrapper (a tensor-parallel layout,
+  // recompute) must see h.
+  std::pair<Tensor, Tensor> add_forward(const Tensor& x, const Tensor& r) const;
   Tensor weight;
   double eps;
 };

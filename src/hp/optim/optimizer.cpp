@@ -101,6 +101,8 @@ std::vector<Tensor> Optimizer::parameters() const {
 
 void Optimizer::zero_grad() {
   for (auto& e : entries_) e.param.zero_grad();
+  for (const Hook& h : hooks_)
+    if (h.after_zero_grad) h.after_zero_grad();
 }
 
 Optimizer::~Optimizer() = default;
@@ -123,6 +125,14 @@ void Optimizer::step(double lr, double grad_scale) {
   if (!std::isfinite(lr) || lr < 0) HP_THROW(ValueError, "optim", "step: bad lr ", lr);
   if (!std::isfinite(grad_scale))
     HP_THROW(ValueError, "optim", "step: bad grad_scale ", grad_scale);
+  update(lr, grad_scale);
+  for (const Hook& h : hooks_)
+    if (h.after_step) h.after_step();
+}
+
+void Optimizer::add_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+
+void Optimizer::update(double lr, double grad_scale) {
   if (!offload_) {
     std::vector<size_t> all(entries_.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;

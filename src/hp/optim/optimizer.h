@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -148,6 +149,14 @@ class Optimizer {
   void step(double lr, double grad_scale = 1.0);
   // Drops every gradient (set to undefined, so unused parameters are skipped next step).
   void zero_grad();
+  // What runs at the ends of zero_grad() and step(), for state that follows the optimizer's steps
+  // without being stepped by it (the MoE routers' correction biases: train/expert_balance.h).
+  // Hooks run in the order added; an unset function is skipped.
+  struct Hook {
+    std::function<void()> after_zero_grad;
+    std::function<void()> after_step;  // after the update, collective if the hook is
+  };
+  void add_hook(Hook hook);
 
   // "state.<fqn>.step" (i64 []), and "state.<fqn>.exp_avg" / "exp_avg_sq" (AdamW) or
   // "state.<fqn>.momentum_buffer" (Muon), f32 with the parameter's shape; parameters never
@@ -175,6 +184,8 @@ class Optimizer {
   const OptimizerOptions& options() const { return options_; }
 
  private:
+  // step() without its checks and hooks.
+  void update(double lr, double grad_scale);
   void step_adamw(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr,
                   double grad_scale);
   void step_muon(const std::vector<size_t>& ids, const std::vector<Tensor>& grads, double lr,
@@ -191,6 +202,7 @@ class Optimizer {
   // is collective over each of them).
   std::vector<dist::Communicator*> muon_split_comms_;
   std::unique_ptr<StateOffload> offload_;  // null: state in the device tier
+  std::vector<Hook> hooks_;
 };
 
 }  // namespace hp::optim

@@ -1,6 +1,7 @@
 #include "hp/train/expert_balance.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "hp/core/error.h"
 #include "hp/models/moe.h"
@@ -74,6 +75,14 @@ std::vector<std::string> ExpertBiasBalancer::bias_fqns() const {
   std::vector<std::string> out;
   for (const Layer& l : layers_) out.push_back(l.fqn);
   return out;
+}
+
+std::function<void()> install_expert_balance(models::CausalLM& model, const Parallelized& par,
+                                             const Layout& layout, double rate,
+                                             optim::Optimizer& opt) {
+  auto balancer = std::make_shared<ExpertBiasBalancer>(model, par, layout, rate);
+  opt.add_hook({[balancer] { balancer->clear(); }, [balancer] { balancer->step(); }});
+  return [balancer] { balancer->accumulate(); };
 }
 
 }  // namespace hp::train

@@ -8,10 +8,12 @@
 // with the model) that no optimizer steps.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "hp/dist/communicator.h"
+#include "hp/optim/optimizer.h"
 #include "hp/train/parallelize.h"
 
 namespace hp::models {
@@ -49,5 +51,13 @@ class ExpertBiasBalancer {
   Layout layout_;
   double rate_;
 };
+
+// Installs the balancer of `model.router_bias_update_rate` (`rate`) into `opt`: its counts clear at
+// every zero_grad() and move the biases after every step() (optim::Optimizer::Hook), so the
+// trainer's loop does not know about it. Returns what must run after each micro-batch's forward
+// (a no-op when the balancer is inactive). Throws as the constructor does.
+std::function<void()> install_expert_balance(models::CausalLM& model, const Parallelized& par,
+                                             const Layout& layout, double rate,
+                                             optim::Optimizer& opt);
 
 }  // namespace hp::train

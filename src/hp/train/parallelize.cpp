@@ -11,6 +11,7 @@
 #include "hp/core/error.h"
 #include "hp/fsdp/fsdp.h"
 #include "hp/kernels/cpu/isa.h"
+#include "hp/models/context_plan.h"
 #include "hp/models/moe.h"
 #include "hp/models/recompute.h"
 #include "hp/models/hf/registry.h"
@@ -192,18 +193,15 @@ void apply_context_parallel(models::CausalLM& model, const Layout& l, const Para
     HP_THROW(ValueError, "train", "parallel.cp = ", l.cp, " does not divide the query heads per ",
              "tp rank (num_attention_heads ", heads, " / parallel.tp ", l.tp,
              "), which Ulysses (parallel.cp_method alltoall) splits; use cp_method ring");
-  models::ContextSplit split;
-  split.degree = l.cp;
-  split.index = l.cp_rank;
-  split.attention = [comm = l.cp_comm, method](const Tensor& q, const Tensor& k, const Tensor& v,
+  auto attention = [comm = l.cp_comm, method](const Tensor& q, const Tensor& k, const Tensor& v,
                                                double scale, const Tensor& segments) {
     return parallel::context_attention(q, k, v, scale, method, comm, segments);
   };
-  split.sum = [comm = l.cp_comm](const std::vector<double>& x) {
+  auto sum = [comm = l.cp_comm](const std::vector<double>& x) {
     const int64_t n = static_cast<int64_t>(x.size());
     return comm->all_reduce(from_data<double>(x, {n}), dist::ReduceOp::sum).to_vector();
   };
-  model.set_context_split(std::move(split));
+  model.set_context_split(models::context_parallel_split(l.cp, l.cp_rank, attention, sum));
 }
 
 }  // namespace

@@ -33,7 +33,6 @@
 #include "hp/optim/state_offload.h"
 #include "hp/shard/plan.h"
 #include "hp/train/evaluate.h"
-#include "hp/train/expert_balance.h"
 #include "hp/train/loss.h"
 #include "hp/train/memory_plan.h"
 #include "hp/train/metrics.h"
@@ -248,13 +247,11 @@ class Trainer {
     res_.recompute_modules = run.par.recompute_modules;
     res_.offload_modules = run.par.offload_modules;
     if (run.data.eval) evaluator_.emplace(cfg, run.data.eval, layout, run.documents);
-    balancer_ = std::make_unique<ExpertBiasBalancer>(*run.model, run.par, layout,
-                                                     cfg.model.router_bias_update_rate);
     if (layout.pp > 1)
       step_ = std::make_unique<PipelineStep>(*run.model, run.par, layout, cfg, run.documents);
     else
       step_ = std::make_unique<PlainStep>(*run.model, layout, cfg, run.documents, *world_,
-                                          [this] { balancer_->accumulate(); });
+                                          run.after_forward);
   }
 
   // Resume: parameters, optimizer state, loader position and RNG. Returns the steps already done.
@@ -299,7 +296,6 @@ class Trainer {
   std::ostream& log_;
   TrainResult res_;
   std::optional<Evaluator> evaluator_;
-  std::unique_ptr<ExpertBiasBalancer> balancer_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<RunProfiler> profile_;
@@ -332,7 +328,6 @@ std::optional<StepRecord> Trainer::run_step(int64_t step) {
   optim::Optimizer& opt = *run_.opt;
   data::DataLoader& loader = *run_.loader;
   opt.zero_grad();
-  balancer_->clear();
   Allocator::instance().reset_peak(MemTier::device);
   const int64_t live_at_start = Allocator::instance().stats(MemTier::device).live_bytes;
   const int64_t tp_bytes_at_start = shard::region_stats().bytes;
@@ -375,10 +370,7 @@ std::optional<StepRecord> Trainer::run_step(int64_t step) {
     // The clip is the update's gradient scale (the same values as clip_grad_norm's in-place
     // scaling, one pass over the gradients fewer).
     grad_norm = optim::global_grad_norm(counted_, {}, *layout_.norm_comm);
-    if (std::isfinite(grad_norm)) {
-      opt.step(lr, optim::clip_factor(grad_norm, cfg_.training.grad_clip));
-      balancer_->step();
-    }
+    if (std::isfinite(grad_norm)) opt.step(lr, optim::clip_factor(grad_norm, cfg_.training.grad_clip));
   }
   if (std::isfinite(grad_norm)) {
     skipped_ = 0;

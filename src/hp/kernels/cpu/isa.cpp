@@ -25,7 +25,7 @@ Isa from_env() {
   const Isa best = detect();
   const char* env = std::getenv("HP_ISA");
   // The best ISA the CPU has. The AVX-512 tables pass the whole suite on AVX-512 hardware (Zen 4,
-  // and Intel Emerald Rapids with AVX512_BF16; docs/PERFORMANCE.md "Emerald Rapids").
+  // and Intel Emerald Rapids with AVX512_BF16; docs/PERFORMANCE.md "Elementwise: what bounds it").
   if (!env || !*env) return best;
   std::string s(env);
   const Isa want = isa_from_name(s);
