@@ -7,8 +7,9 @@
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 
-# Bottom to top. core..ops form libhp_base (the tensor engine); the rest form libhp.
-LAYERS=(core kernels autograd ops io dist fusion nn mx multicore shard offload optim data fsdp
+# Bottom to top. core..ops form libhp_base (core, the file formats of io, the tensor engine); the
+# rest form libhp.
+LAYERS=(core io kernels autograd ops dist fusion nn mx multicore shard offload optim data fsdp
         pipeline checkpoint parallel moe models train)
 
 declare -A rank
