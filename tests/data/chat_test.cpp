@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "data/data_test_util.h"
@@ -20,8 +19,10 @@ std::string chat_fixture(const std::string& name) {
   return std::string(HP_TEST_DIR) + "/fixtures/chat/" + name;
 }
 
-jinja::Value conversation(const nlohmann::json& messages) {
-  return parse_conversation(nlohmann::json{{"messages", messages}}, "messages", "test:1");
+// The conversation of a record whose messages are the JSON text `messages`.
+jinja::Value conversation(const std::string& messages) {
+  return parse_conversation(io::parse_json(R"({"messages": )" + messages + "}", "test:1"),
+                            "messages", "test:1");
 }
 
 std::string render(std::string_view source, const jinja::Dict& ctx = {}) {
@@ -29,20 +30,22 @@ std::string render(std::string_view source, const jinja::Dict& ctx = {}) {
 }
 
 TEST(ChatTemplate, MatchesTransformersForEveryFamily) {
-  const nlohmann::json cases = nlohmann::json::parse(test::read_bytes(chat_fixture("expected.json")));
+  const io::Json cases =
+      io::parse_json(test::read_bytes(chat_fixture("expected.json")), "expected.json");
   ASSERT_GE(cases.size(), 30u);
   std::set<std::string> families;
-  for (const auto& c : cases) {
-    const std::string family = c["family"];
+  for (const io::Json& c : cases.elements()) {
+    const std::string family = c.get_string("family");
     families.insert(family);
     const ChatTemplate t = ChatTemplate::load(chat_fixture(family + "/tokenizer_config.json"));
-    const jinja::Value messages = conversation(c["messages"]);
-    SCOPED_TRACE(family + ": " + c["messages"].dump());
+    const jinja::Value messages = conversation(c.at("messages").dump());
+    SCOPED_TRACE(family + ": " + c.at("messages").dump());
+    const bool add_generation_prompt = c.get_bool("add_generation_prompt");
     if (c.contains("error")) {
-      const std::string error = c["error"];
-      EXPECT_THROW_MSG(t.render(messages, c["add_generation_prompt"]), ValueError, error.c_str());
+      const std::string error = c.get_string("error");
+      EXPECT_THROW_MSG(t.render(messages, add_generation_prompt), ValueError, error.c_str());
     } else {
-      EXPECT_EQ(t.render(messages, c["add_generation_prompt"]), c["text"].get<std::string>());
+      EXPECT_EQ(t.render(messages, add_generation_prompt), c.get_string("text"));
     }
   }
   EXPECT_EQ(families, (std::set<std::string>{"llama3", "qwen2", "qwen3", "deepseek_v3", "mistral"}));
@@ -105,7 +108,7 @@ TEST(Jinja, ErrorsNameTemplateAndLine) {
 
 TEST(ChatData, BadMessagesAreNamed) {
   auto parse = [](const std::string& line) {
-    return parse_conversation(nlohmann::json::parse(line), "messages", "chat.jsonl:7");
+    return parse_conversation(io::parse_json(line, "chat.jsonl:7"), "messages", "chat.jsonl:7");
   };
   EXPECT_THROW_MSG(parse(R"({"text": "x"})"), ValueError, "chat.jsonl:7: the line has no field 'messages'");
   EXPECT_THROW_MSG(parse(R"({"messages": [{"role": "bot", "content": "x"}]})"), ValueError,
@@ -126,10 +129,10 @@ std::pair<std::string, std::string> split_by_mask(const DocumentEncoder& enc,
 }
 
 TEST(ChatData, MaskCoversAssistantRepliesOnly) {
-  const nlohmann::json msgs = nlohmann::json::parse(
+  const std::string msgs =
       R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
           {"role": "assistant", "content": "Hello there"}, {"role": "user", "content": "Bye"},
-          {"role": "assistant", "content": "See you"}])");
+          {"role": "assistant", "content": "See you"}])";
   const DocumentEncoder qwen(test::tokenizer_fixture("qwen2"), "");
   const ChatTemplate qt = ChatTemplate::load(chat_fixture("qwen2/tokenizer_config.json"));
   std::vector<int32_t> ids;
@@ -162,8 +165,8 @@ TEST(ChatData, GenerationBlocksChooseTheTrainedText) {
                        "{% generation %}{{ m.content }}.{% endgeneration %}{% else %}{{ m.content }}"
                        "{% endif %}{% endfor %}",
                        "gen", "", "");
-  const auto pieces = t.pieces(conversation(nlohmann::json::parse(
-      R"([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])")));
+  const auto pieces = t.pieces(
+      conversation(R"([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}])"));
   ASSERT_EQ(pieces.size(), 2u);
   EXPECT_EQ(pieces[0], (std::pair<std::string, bool>{"[user]q[assistant]", false}));
   EXPECT_EQ(pieces[1], (std::pair<std::string, bool>{"a.", true}));

@@ -7,9 +7,9 @@
 
 #include <cstring>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "data/data_test_util.h"
+#include "hp/io/json.h"
 
 namespace hp::data {
 namespace {
@@ -28,9 +28,17 @@ struct FixtureSet {
 };
 
 FixtureSet manifest(const std::string& name) {
-  const auto j = nlohmann::json::parse(read_bytes(indexed_fixture("manifest.json"))).at(name);
-  return {static_cast<IndexedDType>(j.at("dtype_code").get<int>()),
-          j.at("documents").get<std::vector<Document>>()};
+  const io::Json j =
+      io::parse_json(read_bytes(indexed_fixture("manifest.json")), "manifest.json").at(name);
+  FixtureSet set{static_cast<IndexedDType>(j.get_int("dtype_code")), {}};
+  for (const io::Json& doc : j.at("documents").elements()) {
+    Document& d = set.documents.emplace_back();
+    for (const io::Json& seq : doc.elements()) {
+      const std::vector<int64_t> ids = seq.as_int_list();
+      d.emplace_back(ids.begin(), ids.end());
+    }
+  }
+  return set;
 }
 
 void write_documents(const std::string& prefix, const FixtureSet& set) {

@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "hp/io/json.h"
@@ -85,11 +84,13 @@ TEST(Tokenizer, CacheIsTransparent) {
 }
 
 // A minimal valid tokenizer.json with one field replaced.
-std::string spec_with(const std::string& key, const nlohmann::json& value) {
-  nlohmann::json j = {
-      {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", {"a b"}}}},
-      {"pre_tokenizer", nullptr},
-      {"decoder", nullptr}};
+std::string spec_with(const std::string& key, const JsonValue& value) {
+  JsonValue j = JsonValue::object(
+      {{"model", JsonValue::object({{"type", "BPE"},
+                                    {"vocab", JsonValue::object({{"a", 0}, {"b", 1}, {"ab", 2}})},
+                                    {"merges", JsonValue::array({"a b"})}})},
+       {"pre_tokenizer", nullptr},
+       {"decoder", nullptr}});
   if (key.rfind("model.", 0) == 0)
     j["model"][key.substr(6)] = value;
   else
@@ -107,40 +108,53 @@ TEST(Tokenizer, BadInput) {
                    "t.json", "model.type", "WordPiece");
   EXPECT_THROW_MSG(Tokenizer::from_json("{}", "t.json"), IoError, "t.json",
                    "missing key \"model\"");
-  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.merges", {"a c"}), "t.json"), IoError,
-                   "model.merges[0]", "\"c\" is not in model.vocab");
-  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.merges", {"a b c"}), "t.json"), IoError,
-                   "model.merges[0]", "two tokens");
-  EXPECT_THROW_MSG(Tokenizer::from_json(
-                       spec_with("model.merges", nlohmann::json::array({{"b", "a"}})), "t.json"),
-                   IoError, "model.merges[0]", "\"ba\" is not in model.vocab");
-  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.vocab", {{"a", -1}}), "t.json"), IoError,
-                   "model.vocab.a", "non-negative integer");
   EXPECT_THROW_MSG(
-      Tokenizer::from_json(spec_with("normalizer", {{"type", "Precompiled"}}), "t.json"), IoError,
-      "t.json", "normalizer.type", "unsupported normalizer type \"Precompiled\"");
-  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("decoder", {{"type", "WordPiece"}}), "t.json"),
+      Tokenizer::from_json(spec_with("model.merges", JsonValue::array({"a c"})), "t.json"), IoError,
+      "model.merges[0]", "\"c\" is not in model.vocab");
+  EXPECT_THROW_MSG(
+      Tokenizer::from_json(spec_with("model.merges", JsonValue::array({"a b c"})), "t.json"),
+      IoError, "model.merges[0]", "two tokens");
+  EXPECT_THROW_MSG(
+      Tokenizer::from_json(
+          spec_with("model.merges", JsonValue::array({JsonValue::array({"b", "a"})})), "t.json"),
+      IoError, "model.merges[0]", "\"ba\" is not in model.vocab");
+  EXPECT_THROW_MSG(
+      Tokenizer::from_json(spec_with("model.vocab", JsonValue::object({{"a", -1}})), "t.json"),
+      IoError, "model.vocab.a", "non-negative integer");
+  EXPECT_THROW_MSG(
+      Tokenizer::from_json(spec_with("normalizer", JsonValue::object({{"type", "Precompiled"}})),
+                           "t.json"),
+      IoError, "t.json", "normalizer.type", "unsupported normalizer type \"Precompiled\"");
+  EXPECT_THROW_MSG(Tokenizer::from_json(
+                       spec_with("decoder", JsonValue::object({{"type", "WordPiece"}})), "t.json"),
                    IoError, "t.json", "decoder.type", "WordPiece");
-  nlohmann::json split = {{"type", "Split"},
-                          {"pattern", {{"Regex", "(?<=a)b"}}},
-                          {"behavior", "Isolated"},
-                          {"invert", false}};
+  JsonValue split = JsonValue::object({{"type", "Split"},
+                                       {"pattern", JsonValue::object({{"Regex", "(?<=a)b"}})},
+                                       {"behavior", "Isolated"},
+                                       {"invert", false}});
   EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("pre_tokenizer", split), "t.json"), IoError,
                    "t.json", "pre_tokenizer.pattern.Regex", "look-behind", "(?<=a)b");
-  split["pattern"] = {{"Regex", "a"}};
+  split["pattern"] = JsonValue::object({{"Regex", "a"}});
   split["behavior"] = "Sideways";
   EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("pre_tokenizer", split), "t.json"), IoError,
                    "pre_tokenizer.behavior", "Sideways");
   EXPECT_THROW_MSG(
-      Tokenizer::from_json(spec_with("pre_tokenizer", {{"type", "UnicodeScripts"}}), "t.json"),
+      Tokenizer::from_json(
+          spec_with("pre_tokenizer", JsonValue::object({{"type", "UnicodeScripts"}})), "t.json"),
       IoError, "t.json", "pre_tokenizer.type", "UnicodeScripts");
   EXPECT_THROW_MSG(
-      Tokenizer::from_json(spec_with("pre_tokenizer", {{"type", "Sequence"},
-                                                       {"pretokenizers", {{{"type", "Bogus"}}}}}),
-                           "t.json"),
+      Tokenizer::from_json(
+          spec_with(
+              "pre_tokenizer",
+              JsonValue::object(
+                  {{"type", "Sequence"},
+                   {"pretokenizers", JsonValue::array({JsonValue::object({{"type", "Bogus"}})})}})),
+          "t.json"),
       IoError, "pre_tokenizer.pretokenizers[0].type", "Bogus");
-  EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("added_tokens", {{{"id", 5}}}), "t.json"),
-                   IoError, "added_tokens[0]", "missing key \"content\"");
+  EXPECT_THROW_MSG(
+      Tokenizer::from_json(
+          spec_with("added_tokens", JsonValue::array({JsonValue::object({{"id", 5}})})), "t.json"),
+      IoError, "added_tokens[0]", "missing key \"content\"");
   EXPECT_THROW_MSG(Tokenizer::from_json(spec_with("model.unk_token", "<unk>"), "t.json"), IoError,
                    "model.unk_token", "not in model.vocab");
 }
@@ -150,33 +164,38 @@ TEST(Tokenizer, DecoderChainsMatchReference) {
   const std::vector<std::string> tokens = {
       "\u2581Hey", "\u2581\u2581friend", "!",     "\u2581", "<0xE2>", "<0x82>",
       "<0xAC>",    "xxa\u2581x",         "<0xFF>"};
-  nlohmann::json vocab;
+  JsonValue vocab;
   std::vector<int32_t> ids;
   for (size_t i = 0; i < tokens.size(); ++i) {
     vocab[tokens[i]] = i;
     ids.push_back(static_cast<int32_t>(i));
   }
-  auto decode_with = [&](const nlohmann::json& decoder) {
-    nlohmann::json j = {
-        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
-        {"decoder", decoder}};
+  auto decode_with = [&](const JsonValue& decoder) {
+    JsonValue j = JsonValue::object(
+        {{"model",
+          JsonValue::object({{"type", "BPE"}, {"vocab", vocab}, {"merges", JsonValue::array()}})},
+         {"decoder", decoder}});
     return Tokenizer::from_json(j.dump(), "t.json").decode(ids);
   };
-  nlohmann::json meta = {{"type", "Metaspace"},
-                         {"replacement", "\u2581"},
-                         {"prepend_scheme", "always"},
-                         {"split", true}};
+  JsonValue meta = JsonValue::object({{"type", "Metaspace"},
+                                      {"replacement", "\u2581"},
+                                      {"prepend_scheme", "always"},
+                                      {"split", true}});
   EXPECT_EQ(decode_with(meta), "Hey  friend! <0xE2><0x82><0xAC>xxa x<0xFF>");
   meta["prepend_scheme"] = "never";
   EXPECT_EQ(decode_with(meta), " Hey  friend! <0xE2><0x82><0xAC>xxa x<0xFF>");
-  nlohmann::json chain = {
-      {"type", "Sequence"},
-      {"decoders",
-       {{{"type", "ByteFallback"}},
-        {{"type", "Strip"}, {"content", "x"}, {"start", 2}, {"stop", 1}},
-        {{"type", "Replace"}, {"pattern", {{"Regex", "\u2581+"}}}, {"content", "_"}}}}};
+  JsonValue chain = JsonValue::object(
+      {{"type", "Sequence"},
+       {"decoders",
+        JsonValue::array(
+            {JsonValue::object({{"type", "ByteFallback"}}),
+             JsonValue::object({{"type", "Strip"}, {"content", "x"}, {"start", 2}, {"stop", 1}}),
+             JsonValue::object({{"type", "Replace"},
+                                {"pattern", JsonValue::object({{"Regex", "\u2581+"}})},
+                                {"content", "_"}})})}});
   EXPECT_EQ(decode_with(chain), "_Hey_friend!_\u20aca_\ufffd");
-  chain["decoders"] = {{{"type", "ByteFallback"}}, {{"type", "Fuse"}}};
+  chain["decoders"] = JsonValue::array(
+      {JsonValue::object({{"type", "ByteFallback"}}), JsonValue::object({{"type", "Fuse"}})});
   EXPECT_EQ(decode_with(chain), "\u2581Hey\u2581\u2581friend!\u2581\u20acxxa\u2581x\ufffd");
 }
 

@@ -9,18 +9,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "has.h"
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/io/json.h"
 #include "hp/kernels/cpu/gemm_peak.h"
 
 namespace hp::kernels {
 namespace {
 
 namespace fs = std::filesystem;
+using io::JsonValue;
 
 using test::has;
 
@@ -47,10 +48,7 @@ class PeakCache : public ::testing::Test {
     o.seconds = 0.2;
     return o;
   }
-  nlohmann::json read(const std::string& path) const {
-    std::ifstream in(path);
-    return nlohmann::json::parse(in);
-  }
+  io::Json read(const std::string& path) const { return io::read_json_file(path); }
   fs::path dir_;
 };
 
@@ -62,15 +60,15 @@ TEST_F(PeakCache, MeasuresOnceWritesTheEntryAndReadsItBack) {
       << first.library;
   EXPECT_EQ(first.cache_path, cache());
   EXPECT_TRUE(first.warnings.empty()) << joined(first.warnings);
-  const nlohmann::json doc = read(cache());
+  const io::Json doc = read(cache());
   ASSERT_EQ(doc.at("peaks").size(), 1u);
-  const auto& e = doc.at("peaks").at(0);
+  const io::Json e = doc.at("peaks").at(0);
   const PeakKey key = peak_key(DType::f32);
-  EXPECT_EQ(e.at("cpu"), key.cpu);
-  EXPECT_EQ(e.at("isa"), key.isa);
-  EXPECT_EQ(e.at("threads"), num_threads());
-  EXPECT_EQ(e.at("dtype"), "f32");
-  EXPECT_DOUBLE_EQ(e.at("gflops").get<double>(), first.gflops);
+  EXPECT_EQ(e.get_string("cpu"), key.cpu);
+  EXPECT_EQ(e.get_string("isa"), key.isa);
+  EXPECT_EQ(e.get_int("threads"), num_threads());
+  EXPECT_EQ(e.get_string("dtype"), "f32");
+  EXPECT_DOUBLE_EQ(e.get_double("gflops"), first.gflops);
 
   const GemmPeak second = gemm_peak(DType::f32, always(cache()));
   EXPECT_TRUE(second.cached);
@@ -99,15 +97,16 @@ TEST_F(PeakCache, MeasuresOnceWritesTheEntryAndReadsItBack) {
 // Writes this machine's f32 entry with the given figure.
 void write_entry(const std::string& path, double gflops) {
   const PeakKey key = peak_key(DType::f32);
-  const nlohmann::json doc = {{"format", 1},
-                              {"peaks",
-                               {{{"cpu", key.cpu},
-                                 {"isa", key.isa},
-                                 {"threads", key.threads},
-                                 {"dtype", "f32"},
-                                 {"gflops", gflops},
-                                 {"library", "OpenBLAS sgemm"},
-                                 {"measured_at", "2026-01-01T00:00:00Z"}}}}};
+  const JsonValue doc = JsonValue::object(
+      {{"format", 1},
+       {"peaks",
+        JsonValue::array({JsonValue::object({{"cpu", key.cpu},
+                                             {"isa", key.isa},
+                                             {"threads", key.threads},
+                                             {"dtype", "f32"},
+                                             {"gflops", gflops},
+                                             {"library", "OpenBLAS sgemm"},
+                                             {"measured_at", "2026-01-01T00:00:00Z"}})})}});
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path) << doc.dump();
 }
@@ -123,7 +122,7 @@ TEST_F(PeakCache, RemeasureKeepsTheBestFigureObserved) {
   EXPECT_EQ(kept.measured_at, "2026-01-01T00:00:00Z");
   EXPECT_TRUE(has(joined(kept.warnings), "kept the cached f32 GEMM peak 1000000000.0 GFLOP/s"))
       << joined(kept.warnings);
-  EXPECT_DOUBLE_EQ(read(cache()).at("peaks").at(0).at("gflops").get<double>(), 1e9);
+  EXPECT_DOUBLE_EQ(read(cache()).at("peaks").at(0).get_double("gflops"), 1e9);
 
   // A cached figure every CPU beats (1 MFLOP/s): replaced by the measurement.
   write_entry(cache(), 1e-3);
@@ -131,7 +130,7 @@ TEST_F(PeakCache, RemeasureKeepsTheBestFigureObserved) {
   EXPECT_FALSE(better.cached);
   EXPECT_GT(better.gflops, 1e-3);
   ASSERT_EQ(read(cache()).at("peaks").size(), 1u);
-  EXPECT_DOUBLE_EQ(read(cache()).at("peaks").at(0).at("gflops").get<double>(), better.gflops);
+  EXPECT_DOUBLE_EQ(read(cache()).at("peaks").at(0).get_double("gflops"), better.gflops);
 
   // Without remeasure the cached figure is used as it is.
   write_entry(cache(), 1e-3);
@@ -153,12 +152,12 @@ TEST_F(PeakCache, CorruptCacheWarnsAndMeasuresAfresh) {
     EXPECT_FALSE(p.cached) << text;
     EXPECT_GT(p.gflops, 0) << text;
     // Rewritten whole and valid, with this measurement in it.
-    const nlohmann::json doc = read(cache());
-    EXPECT_EQ(doc.at("format"), 1) << text;
+    const io::Json doc = read(cache());
+    EXPECT_EQ(doc.get_int("format"), 1) << text;
     bool found = false;
-    for (const auto& e : doc.at("peaks"))
-      found = found || (e.is_object() && e.contains("gflops") && e["gflops"].is_number() &&
-                        e["gflops"].get<double>() == p.gflops);
+    for (const io::Json& e : doc.at("peaks").elements())
+      found = found || (e.is_object() && e.contains("gflops") && e.at("gflops").is_number() &&
+                        e.get_double("gflops") == p.gflops);
     EXPECT_TRUE(found) << text << "\n" << doc.dump();
   }
   // The first three are corrupt as files (the fourth only lacks a usable entry): said so.
@@ -170,13 +169,13 @@ TEST_F(PeakCache, CorruptCacheWarnsAndMeasuresAfresh) {
 
 TEST_F(PeakCache, MalformedEntryOfThisMachineIsMeasuredAgain) {
   const PeakKey key = peak_key(DType::f32);
-  nlohmann::json doc = {{"format", 1},
-                        {"peaks",
-                         {{{"cpu", key.cpu},
-                           {"isa", key.isa},
-                           {"threads", key.threads},
-                           {"dtype", "f32"},
-                           {"gflops", -3}}}}};
+  const JsonValue doc =
+      JsonValue::object({{"format", 1},
+                         {"peaks", JsonValue::array({JsonValue::object({{"cpu", key.cpu},
+                                                                        {"isa", key.isa},
+                                                                        {"threads", key.threads},
+                                                                        {"dtype", "f32"},
+                                                                        {"gflops", -3}})})}});
   fs::create_directories(fs::path(cache()).parent_path());
   std::ofstream(cache()) << doc.dump();
   const GemmPeak p = gemm_peak(DType::f32, always(cache()));
@@ -247,7 +246,7 @@ TEST_F(PeakCache, Bf16PeakNamesItsLibrary) {
     EXPECT_TRUE(p.library == "OpenBLAS sgemm" || p.library == "oneDNN sgemm") << p.library;
     EXPECT_TRUE(has(p.note, "f32 ceiling")) << p.note;
   }
-  EXPECT_EQ(read(cache()).at("peaks").at(0).at("dtype"), "bf16");
+  EXPECT_EQ(read(cache()).at("peaks").at(0).get_string("dtype"), "bf16");
 }
 
 TEST(PeakCachePath, FollowsXdgCacheHome) {

@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli_run.h"
+#include "hp/io/json.h"
 #include "hp/io/safetensors.h"
 #include "hp/io/tokenizer.h"
 #include "hp/models/hf/registry.h"
@@ -166,7 +166,8 @@ TEST(Cli, InfoWithoutWeightsCountsFromTheConfig) {
     };
     EXPECT_EQ(count(from_config), count(with_weights)) << name;
   }
-  nlohmann::json j = nlohmann::json::parse(std::ifstream(fixture("qwen3") + "/config.json"));
+  io::JsonValue j = io::parse_json_value(
+      io::read_text_file(fixture("qwen3") + "/config.json", "test"), "config.json");
   j["num_hidden_layers"] = 1000000000000LL;
   std::ofstream(dir / "config.json") << j.dump(2);
   // `timeout`: before the bound this ran until killed.

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "error_of.h"
 #include "hp/autograd/grad_mode.h"
 #include "hp/checkpoint/dcp.h"
+#include "hp/io/json.h"
 #include "hp/io/safetensors.h"
 #include "hp/models/hf/registry.h"
 #include "hp/models/hf/weights.h"
@@ -58,11 +58,11 @@ class Fp8Checkpoint : public ::testing::Test {
 
   // A copy of the fixture in `name` whose config.json has `edit` applied and whose weights are
   // the fixture's with `drop` removed and `add` added.
-  std::string variant(const std::string& name, const std::function<void(nlohmann::json&)>& edit,
+  std::string variant(const std::string& name, const std::function<void(io::JsonValue&)>& edit,
                       const std::string& drop = "", const io::SafetensorsEntry* add = nullptr) {
     const fs::path d = dir_ / name;
     fs::create_directories(d);
-    nlohmann::json cfg = nlohmann::json::parse(read(kFixture + "/config.json"));
+    io::JsonValue cfg = io::parse_json_value(read(kFixture + "/config.json"), "config.json");
     edit(cfg);
     std::ofstream(d / "config.json") << cfg.dump(2);
     const auto src = io::SafetensorsFile::open(kFixture + "/model.safetensors");
@@ -101,7 +101,7 @@ TEST_F(Fp8Checkpoint, LoadsToTheDequantizedModelsLogits) {
 TEST_F(Fp8Checkpoint, BadScalesAndConfigsAreNamed) {
   const std::string w = "model.layers.0.mlp.gate_proj.weight";
   const std::string scale = w + "_scale_inv";
-  auto none = [](nlohmann::json&) {};
+  auto none = [](io::JsonValue&) {};
 
   std::string d = variant("no_scale", none, scale);
   std::string e = error_of([&] { load_model(d); });
@@ -119,29 +119,30 @@ TEST_F(Fp8Checkpoint, BadScalesAndConfigsAreNamed) {
   EXPECT_NE(e.find("[2, 2]"), std::string::npos) << e;
   EXPECT_NE(e.find("weight_block_size [128, 128]"), std::string::npos) << e;
 
-  d = variant("block_size",
-              [](nlohmann::json& c) { c["quantization_config"]["weight_block_size"] = {128}; });
+  d = variant("block_size", [](io::JsonValue& c) {
+    c["quantization_config"]["weight_block_size"] = io::JsonValue::array({128});
+  });
   e = error_of([&] { load_model(d); });
   EXPECT_NE(e.find(d + "/config.json: quantization_config.weight_block_size: unsupported block "
                        "size [128]"),
             std::string::npos)
       << e;
 
-  d = variant("fmt", [](nlohmann::json& c) { c["quantization_config"]["fmt"] = "e5m2"; });
+  d = variant("fmt", [](io::JsonValue& c) { c["quantization_config"]["fmt"] = "e5m2"; });
   e = error_of([&] { load_model(d); });
   EXPECT_NE(e.find(d + "/config.json: quantization_config.fmt: unsupported FP8 format 'e5m2'"),
             std::string::npos)
       << e;
 
   d = variant("method",
-              [](nlohmann::json& c) { c["quantization_config"]["quant_method"] = "gptq"; });
+              [](io::JsonValue& c) { c["quantization_config"]["quant_method"] = "gptq"; });
   e = error_of([&] { load_model(d); });
   EXPECT_NE(e.find("quantization_config.quant_method: unsupported quantization method 'gptq'"),
             std::string::npos)
       << e;
 
   // FP8 weights without quantization_config: never read as unscaled codes.
-  d = variant("no_config", [](nlohmann::json& c) { c.erase("quantization_config"); });
+  d = variant("no_config", [](io::JsonValue& c) { c.erase("quantization_config"); });
   e = error_of([&] { load_model(d); });
   EXPECT_NE(e.find("unexpected tensor"), std::string::npos) << e;
   EXPECT_NE(e.find("_scale_inv"), std::string::npos) << e;
@@ -190,10 +191,10 @@ TEST_F(Fp8Checkpoint, ExportWithFp8BlocksWritesTheSameCodes) {
   }
   EXPECT_EQ(fp8, 40);  // 8 dense-layer + 32 MoE-layer linear weights
 
-  const auto cfg = nlohmann::json::parse(read(out + "/config.json"));
-  EXPECT_EQ(cfg["quantization_config"]["quant_method"], "fp8");
-  EXPECT_EQ(cfg["quantization_config"]["fmt"], "e4m3");
-  EXPECT_EQ(cfg["quantization_config"]["weight_block_size"], nlohmann::json({128, 128}));
+  const io::Json q = io::read_json_file(out + "/config.json").at("quantization_config");
+  EXPECT_EQ(q.get_string("quant_method"), "fp8");
+  EXPECT_EQ(q.get_string("fmt"), "e4m3");
+  EXPECT_EQ(q.at("weight_block_size").dump(), "[128,128]");
   EXPECT_TRUE(fs::exists(out + "/model.safetensors.index.json"));  // sharded, scales beside
 
   auto back = load_model(out);

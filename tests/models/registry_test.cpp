@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "error_of.h"
@@ -102,9 +101,9 @@ TEST(Registry, RegisteredArchitectureIsKnownToConfigJson) {
       parse(std::string(R"({"model_type": "registry_json", )") + kSizes + "}");
   EXPECT_EQ(by_type.architecture, "RegistryJsonForCausalLM");
   EXPECT_GT(build_model(c)->num_parameters(), 0);
-  const auto j = nlohmann::json::parse(model_config_to_json(c));
-  EXPECT_EQ(j.at("architectures").at(0), "RegistryJsonForCausalLM");
-  EXPECT_EQ(j.at("model_type"), "registry_json");
+  const io::Json j = io::parse_json(model_config_to_json(c), "config.json");
+  EXPECT_EQ(j.at("architectures").at(0).as_string(), "RegistryJsonForCausalLM");
+  EXPECT_EQ(j.get_string("model_type"), "registry_json");
 
   row.default_head_dim = 8;
   register_architecture(row);
@@ -131,8 +130,8 @@ TEST(Registry, ConfigJsonFactsComeFromTheRows) {
   EXPECT_DOUBLE_EQ(parse(with("DeepseekV3ForCausalLM", experts)).router_aux_loss_coef, 0.0);
   for (const char* cls : {"Qwen3MoeForCausalLM", "MixtralForCausalLM", "DeepseekV3ForCausalLM"}) {
     const Architecture& a = architecture(cls);
-    const auto j = nlohmann::json::parse(model_config_to_json(parse(with(cls, experts))));
-    EXPECT_EQ(j.at(a.experts_key), 4) << cls;
+    const io::Json j = io::parse_json(model_config_to_json(parse(with(cls, experts))), cls);
+    EXPECT_EQ(j.get_int(a.experts_key), 4) << cls;
     EXPECT_EQ(j.contains("kv_lora_rank"), a.mla) << cls;
     try {
       parse(with(cls));

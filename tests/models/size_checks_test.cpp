@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "error_of.h"
@@ -26,22 +25,26 @@ using testing::error_of;
 
 using test::has;
 
+// Members set in a config.json.
+using Patch = std::initializer_list<std::pair<std::string_view, io::JsonValue>>;
+
 // A copy of fixture `name` (config.json + model.safetensors) whose config.json has `patch` merged.
 // Per process: ctest runs each test as its own process, several at once.
-std::string patched_fixture(const std::string& name, const nlohmann::json& patch) {
+std::string patched_fixture(const std::string& name, Patch patch) {
   const fs::path src = fs::path(HP_TEST_DIR) / "fixtures" / name;
   const fs::path dst = fs::path(::testing::TempDir()) /
                        ("hp_size_checks_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dst);
   fs::create_directories(dst);
   fs::copy_file(src / "model.safetensors", dst / "model.safetensors");
-  nlohmann::json j = nlohmann::json::parse(std::ifstream(src / "config.json"));
-  j.merge_patch(patch);
+  io::JsonValue j = io::parse_json_value(io::read_text_file((src / "config.json").string(), "test"),
+                                         "config.json");
+  for (const auto& [key, value] : patch) j[key] = value;
   std::ofstream(dst / "config.json") << j.dump(2);
   return dst.string();
 }
 
-std::string load_error(const std::string& name, const nlohmann::json& patch) {
+std::string load_error(const std::string& name, Patch patch) {
   const std::string dir = patched_fixture(name, patch);
   const std::string e = error_of([&] { load_model(dir); });
   fs::remove_all(dir);
@@ -49,7 +52,7 @@ std::string load_error(const std::string& name, const nlohmann::json& patch) {
 }
 
 TEST(SizeChecks, LayerCountIsCheckedAgainstTheWeightsBeforeBuilding) {
-  EXPECT_EQ(load_error("qwen3", nlohmann::json::object()), "(no error)");
+  EXPECT_EQ(load_error("qwen3", {}), "(no error)");
   std::string e = load_error("qwen3", {{"num_hidden_layers", 3}});
   ASSERT_TRUE(has(e, "config.json") && has(e, "num_hidden_layers = 3") &&
               has(e, "holds 2 layer(s)"))
@@ -66,7 +69,7 @@ TEST(SizeChecks, LayerCountIsCheckedAgainstTheWeightsBeforeBuilding) {
 // The experts' width: before these checks a wrong one allocated every expert at that width (here
 // terabytes) before load_weights compared shapes.
 TEST(SizeChecks, ExpertSizesAreCheckedAgainstTheWeightsBeforeBuilding) {
-  EXPECT_EQ(load_error("qwen3_moe", nlohmann::json::object()), "(no error)");
+  EXPECT_EQ(load_error("qwen3_moe", {}), "(no error)");
   std::string e = load_error("qwen3_moe", {{"moe_intermediate_size", 100000000000LL}});
   EXPECT_TRUE(has(e, "config.json: moe_intermediate_size = 100000000000") &&
               has(e, ".mlp.experts.") && has(e, ".gate_proj.weight' has shape [16, 32]"))

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli_run.h"
+#include "hp/io/json.h"
 #include "test_dir.h"
 
 namespace hp::cli {
@@ -25,9 +25,8 @@ using test::run_hp;
 // untied: 2·300·32 + (32·32·2 + 32·16·2 + 3·32·64 + 2·32) + 32.
 constexpr int64_t kTinyParams = 28512;
 
-nlohmann::json read_json(const fs::path& p) {
-  std::ifstream f(p);
-  return nlohmann::json::parse(f);
+io::Json read_json(const fs::path& p) {
+  return io::read_json_file(p.string());
 }
 
 class BenchTrain : public ::testing::Test {
@@ -105,63 +104,63 @@ TEST_F(BenchTrain, PeerGetsTheSameModelShapesAndOptimizer) {
   for (const char* dtype : {"bf16", "f32"}) {
     const auto spec = read_json(run_dir() / (std::string("peer_spec_") + dtype + ".json"));
     const auto& c = spec.at("config");
-    EXPECT_EQ(c.at("architectures").at(0), "LlamaForCausalLM");
-    EXPECT_EQ(c.at("model_type"), "llama");
-    EXPECT_EQ(c.at("hidden_size"), 32);
-    EXPECT_EQ(c.at("num_hidden_layers"), 1);
-    EXPECT_EQ(c.at("num_attention_heads"), 2);
-    EXPECT_EQ(c.at("num_key_value_heads"), 1);
-    EXPECT_EQ(c.at("head_dim"), 16);
-    EXPECT_EQ(c.at("intermediate_size"), 64);
-    EXPECT_EQ(c.at("vocab_size"), 300);
-    EXPECT_EQ(c.at("tie_word_embeddings"), false);
-    EXPECT_EQ(spec.at("seq_len"), 16);
-    EXPECT_EQ(spec.at("batch_size"), 2);
-    EXPECT_EQ(spec.at("grad_accum"), 1);
+    EXPECT_EQ(c.at("architectures").at(0).as_string(), "LlamaForCausalLM");
+    EXPECT_EQ(c.at("model_type").as_string(), "llama");
+    EXPECT_EQ(c.at("hidden_size").as_int(), 32);
+    EXPECT_EQ(c.at("num_hidden_layers").as_int(), 1);
+    EXPECT_EQ(c.at("num_attention_heads").as_int(), 2);
+    EXPECT_EQ(c.at("num_key_value_heads").as_int(), 1);
+    EXPECT_EQ(c.at("head_dim").as_int(), 16);
+    EXPECT_EQ(c.at("intermediate_size").as_int(), 64);
+    EXPECT_EQ(c.at("vocab_size").as_int(), 300);
+    EXPECT_EQ(c.at("tie_word_embeddings").as_bool(), false);
+    EXPECT_EQ(spec.at("seq_len").as_int(), 16);
+    EXPECT_EQ(spec.at("batch_size").as_int(), 2);
+    EXPECT_EQ(spec.at("grad_accum").as_int(), 1);
     // The rule hp times itself with (train/step_timer.h).
-    EXPECT_EQ(spec.at("timed_steps"), 5);
-    EXPECT_EQ(spec.at("warmup").at("min_steps"), 5);
-    EXPECT_EQ(spec.at("warmup").at("window"), 3);
-    EXPECT_DOUBLE_EQ(spec.at("warmup").at("tolerance").get<double>(), 0.10);
-    EXPECT_EQ(spec.at("warmup").at("max_steps"), 30);
-    EXPECT_DOUBLE_EQ(spec.at("lr").get<double>(), 0.002);
-    EXPECT_DOUBLE_EQ(spec.at("betas").at(0).get<double>(), 0.8);
-    EXPECT_DOUBLE_EQ(spec.at("betas").at(1).get<double>(), 0.9);
-    EXPECT_DOUBLE_EQ(spec.at("eps").get<double>(), 1e-7);
-    EXPECT_DOUBLE_EQ(spec.at("weight_decay").get<double>(), 0.05);
-    EXPECT_DOUBLE_EQ(spec.at("grad_clip").get<double>(), 1.0);
-    EXPECT_GE(spec.at("threads").get<int>(), 1);
-    EXPECT_EQ(spec.at("dtype"), dtype);
+    EXPECT_EQ(spec.at("timed_steps").as_int(), 5);
+    EXPECT_EQ(spec.at("warmup").at("min_steps").as_int(), 5);
+    EXPECT_EQ(spec.at("warmup").at("window").as_int(), 3);
+    EXPECT_DOUBLE_EQ(spec.at("warmup").at("tolerance").as_double(), 0.10);
+    EXPECT_EQ(spec.at("warmup").at("max_steps").as_int(), 30);
+    EXPECT_DOUBLE_EQ(spec.at("lr").as_double(), 0.002);
+    EXPECT_DOUBLE_EQ(spec.at("betas").at(0).as_double(), 0.8);
+    EXPECT_DOUBLE_EQ(spec.at("betas").at(1).as_double(), 0.9);
+    EXPECT_DOUBLE_EQ(spec.at("eps").as_double(), 1e-7);
+    EXPECT_DOUBLE_EQ(spec.at("weight_decay").as_double(), 0.05);
+    EXPECT_DOUBLE_EQ(spec.at("grad_clip").as_double(), 1.0);
+    EXPECT_GE(spec.at("threads").as_int(), 1);
+    EXPECT_EQ(spec.at("dtype").as_string(), dtype);
   }
   const auto out = read_json(json());
-  EXPECT_EQ(out.at("num_parameters"), kTinyParams);
-  EXPECT_EQ(out.at("tokens_per_step"), 32);
-  const double ours = out.at("hp").at("tokens_per_s").get<double>();
+  EXPECT_EQ(out.at("num_parameters").as_int(), kTinyParams);
+  EXPECT_EQ(out.at("tokens_per_step").as_int(), 32);
+  const double ours = out.at("hp").at("tokens_per_s").as_double();
   ASSERT_GT(ours, 0);
   // Ours: at least 5 warm-up steps, then 5 timed ones; tokens/s from their median.
   const auto& hp = out.at("hp");
   EXPECT_EQ(hp.at("step_s").size(), 5u);
   EXPECT_GE(hp.at("warmup_s").size(), 5u);
   EXPECT_LE(hp.at("warmup_s").size(), 30u);
-  std::vector<double> timed = hp.at("step_s").get<std::vector<double>>();
+  std::vector<double> timed = hp.at("step_s").as_double_list();
   std::sort(timed.begin(), timed.end());
-  EXPECT_DOUBLE_EQ(hp.at("median_step_s").get<double>(), timed[2]);
+  EXPECT_DOUBLE_EQ(hp.at("median_step_s").as_double(), timed[2]);
   EXPECT_DOUBLE_EQ(ours, 32.0 / timed[2]);
-  EXPECT_EQ(out.at("timing").at("statistic"), "median");
+  EXPECT_EQ(out.at("timing").at("statistic").as_string(), "median");
   ASSERT_EQ(out.at("peers").size(), 2u);
   const double want[] = {1000, 2000};  // fake_peer_python.sh: bf16, f32
   for (int i = 0; i < 2; ++i) {
     const auto& p = out.at("peers").at(i);
-    EXPECT_EQ(p.at("dtype"), i == 0 ? "bf16" : "f32");
-    EXPECT_TRUE(p.at("ran").get<bool>());
-    EXPECT_DOUBLE_EQ(p.at("tokens_per_s").get<double>(), want[i]);
+    EXPECT_EQ(p.at("dtype").as_string(), i == 0 ? "bf16" : "f32");
+    EXPECT_TRUE(p.at("ran").as_bool());
+    EXPECT_DOUBLE_EQ(p.at("tokens_per_s").as_double(), want[i]);
     EXPECT_EQ(p.at("warmup_s").size(), 5u);
-    EXPECT_TRUE(p.at("stable").get<bool>());
-    EXPECT_DOUBLE_EQ(p.at("ratio").get<double>(), ours / want[i]);
+    EXPECT_TRUE(p.at("stable").as_bool());
+    EXPECT_DOUBLE_EQ(p.at("ratio").as_double(), ours / want[i]);
     // Same FLOPs per token on both sides, against the same peak (1.0 TFLOP/s in the config).
-    const double hp_tflops = out.at("hp").at("tflops").get<double>();
-    EXPECT_NEAR(p.at("tflops").get<double>(), hp_tflops * want[i] / ours, 1e-12);
-    EXPECT_NEAR(p.at("mfu").get<double>(), p.at("tflops").get<double>(), 1e-12);
+    const double hp_tflops = out.at("hp").at("tflops").as_double();
+    EXPECT_NEAR(p.at("tflops").as_double(), hp_tflops * want[i] / ours, 1e-12);
+    EXPECT_NEAR(p.at("mfu").as_double(), p.at("tflops").as_double(), 1e-12);
   }
   EXPECT_NE(r.output.find("PyTorch eager, bf16 autocast"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("PyTorch eager, f32"), std::string::npos) << r.output;
@@ -179,10 +178,10 @@ TEST_F(BenchTrain, PeerDtypeDefaultsToOursAndParameterMismatchWarns) {
                        "--steps 6 --max-warmup 7");
   ASSERT_EQ(r.code, 0) << r.output;
   const auto spec = read_json(run_dir() / "peer_spec_f32.json");
-  EXPECT_EQ(spec.at("dtype"), "f32");
-  EXPECT_EQ(spec.at("grad_accum"), 2);
-  EXPECT_EQ(spec.at("timed_steps"), 6);
-  EXPECT_EQ(spec.at("warmup").at("max_steps"), 7);
+  EXPECT_EQ(spec.at("dtype").as_string(), "f32");
+  EXPECT_EQ(spec.at("grad_accum").as_int(), 2);
+  EXPECT_EQ(spec.at("timed_steps").as_int(), 6);
+  EXPECT_EQ(spec.at("warmup").at("max_steps").as_int(), 7);
   EXPECT_FALSE(fs::exists(run_dir() / "peer_spec_bf16.json"));
   EXPECT_NE(r.output.find("WARNING: the f32 peer has 7 parameters, hp " +
                           std::to_string(kTinyParams)),
@@ -199,8 +198,8 @@ TEST_F(BenchTrain, MissingTorchSkipsThePeer) {
       << r.output;
   const auto out = read_json(json());
   ASSERT_EQ(out.at("peers").size(), 1u);
-  EXPECT_FALSE(out.at("peers").at(0).at("ran").get<bool>());
-  EXPECT_GT(out.at("hp").at("tokens_per_s").get<double>(), 0);
+  EXPECT_FALSE(out.at("peers").at(0).at("ran").as_bool());
+  EXPECT_GT(out.at("hp").at("tokens_per_s").as_double(), 0);
 }
 
 TEST_F(BenchTrain, FailingPeerFailsTheBench) {
@@ -216,7 +215,7 @@ TEST_F(BenchTrain, NoPeerAndStepsOverride) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("PyTorch"), std::string::npos) << r.output;
   const auto out = read_json(json());
-  EXPECT_TRUE(out.at("peers").empty());
+  EXPECT_EQ(out.at("peers").size(), 0u);
   EXPECT_EQ(out.at("hp").at("step_s").size(), 6u);
   EXPECT_EQ(out.at("hp").at("warmup_s").size(), 5u);
   EXPECT_FALSE(fs::exists(run_dir() / "peer_spec_bf16.json"));

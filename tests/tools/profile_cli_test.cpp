@@ -5,11 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli_run.h"
 #include "has.h"
+#include "hp/io/json.h"
 
 namespace hp::cli {
 namespace {
@@ -48,10 +48,10 @@ TEST_F(ProfileCli, TrainProfileWritesTheTraceAndPrintsTheTables) {
   ASSERT_EQ(r.code, 0) << r.output;
   const fs::path trace = dir_ / "run" / "trace.json";
   ASSERT_TRUE(fs::exists(trace)) << r.output;
-  std::ifstream in(trace);
-  const auto j = nlohmann::json::parse(in);  // throws (fails the test) unless valid JSON
+  // Throws (fails the test) unless valid JSON.
+  const io::Json j = io::read_json_file(trace.string());
   size_t complete = 0;
-  for (const auto& e : j.at("traceEvents")) complete += e.at("ph") == "X";
+  for (const io::Json& e : j.at("traceEvents").elements()) complete += e.get_string("ph") == "X";
   EXPECT_GT(complete, 100u);
   EXPECT_TRUE(has(r.output, "profile: steps 2..4 traced in " + trace.string())) << r.output;
   EXPECT_TRUE(has(r.output, "profile of 3 step(s)")) << r.output;
@@ -85,10 +85,11 @@ TEST_F(ProfileCli, BenchPeakMeasuresOnceThenReadsTheCache) {
   // tests cover a cached figure above every measurement). One below any CPU's is replaced.
   const fs::path cache = dir_ / "cache" / "hp" / "peak.json";
   const auto cached_gflops = [&] {
-    return nlohmann::json::parse(std::ifstream(cache))["peaks"][0]["gflops"].get<double>();
+    return io::read_json_file(cache.string()).at("peaks").at(0).get_double("gflops");
   };
   {
-    nlohmann::json doc = nlohmann::json::parse(std::ifstream(cache));
+    io::JsonValue doc =
+        io::parse_json_value(io::read_text_file(cache.string(), "test"), cache.string());
     doc["peaks"][0]["gflops"] = 1e-3;
     std::ofstream(cache) << doc.dump();
   }

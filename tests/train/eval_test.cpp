@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "corpus.h"
 #include "error_of.h"
@@ -17,6 +17,7 @@
 #include "hp/autograd/grad_mode.h"
 #include "hp/dist/communicator.h"
 #include "hp/fsdp/fsdp.h"
+#include "hp/io/json.h"
 #include "hp/models/transformer.h"
 #include "hp/train/config.h"
 #include "hp/train/evaluate.h"
@@ -106,9 +107,9 @@ TEST(Eval, LossIsTheMeanLossOfTheSameBatchesAndHpEvalRepeatsIt) {
   std::ifstream in(c.run.dir + "/metrics.jsonl");
   std::vector<int64_t> eval_steps;
   for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
+    const io::Json j = io::parse_json(line, "metrics.jsonl");
     if (!j.contains("eval_loss")) continue;
-    eval_steps.push_back(j["step"].get<int64_t>());
+    eval_steps.push_back(j.get_int("step"));
     EXPECT_TRUE(j.contains("eval_ppl"));
   }
   EXPECT_EQ(eval_steps, (std::vector<int64_t>{5, 10, 12}));
@@ -177,7 +178,7 @@ TEST(Mixture, ResumesExactlyAndCountsTokensPerSource) {
   std::ifstream in(c.run.dir + "/metrics.jsonl");
   std::string line, last;
   while (std::getline(in, line)) last = line;
-  EXPECT_EQ(nlohmann::json::parse(last)["source_tokens"].get<std::vector<int64_t>>(), tokens);
+  EXPECT_EQ(io::parse_json(last, "metrics.jsonl").at("source_tokens").as_int_list(), tokens);
 }
 
 TEST(Mixture, BadSourcesAndEvalSectionsNameKeyAndValue) {

@@ -10,13 +10,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "corpus.h"
 #include "error_of.h"
 #include "train/train_run.h"
 #include "hp/core/allocator.h"
+#include "hp/io/json.h"
 #include "hp/train/config.h"
 #include "hp/train/memory_plan.h"
 #include "hp/train/trainer.h"
@@ -92,9 +92,9 @@ TEST(Offload, OptimizerOnHostOrDiskTrainsBitwiseLikeDevice) {
   std::ifstream in(disk_cfg.run.dir + "/metrics.jsonl");
   std::string line, last;
   while (std::getline(in, line)) last = line;
-  const auto j = nlohmann::json::parse(last);
-  EXPECT_EQ(j["offload_bytes"]["host_to_disk"].get<int64_t>(), moments);
-  EXPECT_EQ(j["offload_bytes"]["disk_to_host"].get<int64_t>(), moments);
+  const io::Json j = io::parse_json(last, "metrics.jsonl");
+  EXPECT_EQ(j["offload_bytes"].get_int("host_to_disk"), moments);
+  EXPECT_EQ(j["offload_bytes"].get_int("disk_to_host"), moments);
   EXPECT_TRUE(j.contains("transfer_wait_s"));
   // The disk tier's scratch file is gone after the run.
   EXPECT_TRUE(fs::is_empty(disk_cfg.run.dir + "/offload"));
@@ -239,8 +239,8 @@ TEST(Offload, ActivationsOnDiskTrainBitwiseLikeDeviceThroughTheFile) {
   std::ifstream in(c.run.dir + "/metrics.jsonl");
   std::string line, last;
   while (std::getline(in, line)) last = line;
-  const auto j = nlohmann::json::parse(last);
-  EXPECT_EQ(j["offload_bytes"]["host_to_disk"].get<int64_t>(), r.host_to_disk_bytes);
+  const io::Json j = io::parse_json(last, "metrics.jsonl");
+  EXPECT_EQ(j["offload_bytes"].get_int("host_to_disk"), r.host_to_disk_bytes);
   EXPECT_TRUE(fs::is_empty(c.run.dir + "/offload"));  // the scratch file is deleted
   // Each step's log line says what moved per tier and how long the step waited.
   EXPECT_NE(log.str().find("activation offload: disk for 4 modules"), std::string::npos);

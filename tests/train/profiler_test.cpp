@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "corpus.h"
 #include "error_of.h"
+#include "hp/io/json.h"
 #include "hp/train/config.h"
 #include "hp/train/profile.h"
 #include "hp/train/trainer.h"
@@ -24,7 +24,7 @@ namespace hp::train {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
+using io::Json;
 
 std::string run_dir(const std::string& name) {
   const fs::path p = fs::temp_directory_path() / ("hp_profiler_test_" + name);
@@ -61,33 +61,32 @@ ProfiledRun train_quietly(const Config& c, bool profile) {
   return r;
 }
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return json::parse(in);
+Json read_json(const std::string& path) {
+  return io::read_json_file(path);
 }
 
-int64_t ns(const json& us) {
-  return std::llround(us.get<double>() * 1000.0);
+int64_t ns(const Json& us) {
+  return std::llround(us.as_double() * 1000.0);
 }
 
 // The complete events of the trace, checked for the fields every viewer needs.
-std::vector<json> complete_events(const json& trace) {
-  std::vector<json> out;
-  for (const json& e : trace.at("traceEvents")) {
-    if (e.at("ph") == "M") continue;
-    EXPECT_EQ(e.at("ph"), "X") << e.dump();
+std::vector<Json> complete_events(const Json& trace) {
+  std::vector<Json> out;
+  for (const Json& e : trace.at("traceEvents").elements()) {
+    if (e.get_string("ph") == "M") continue;
+    EXPECT_EQ(e.get_string("ph"), "X") << e.dump();
     for (const char* key : {"name", "cat", "ts", "dur", "pid", "tid", "args"})
       EXPECT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
     EXPECT_TRUE(e.at("name").is_string() && e.at("cat").is_string()) << e.dump();
     EXPECT_TRUE(e.at("ts").is_number() && e.at("dur").is_number()) << e.dump();
-    EXPECT_GE(e.at("dur").get<double>(), 0) << e.dump();
+    EXPECT_GE(e.get_double("dur"), 0) << e.dump();
     out.push_back(e);
   }
   return out;
 }
 
-bool is_work(const json& e) {
-  const std::string cat = e.at("cat"), name = e.at("name");
+bool is_work(const Json& e) {
+  const std::string cat = e.get_string("cat"), name = e.get_string("name");
   return cat == "op" || cat == "backward" ||
          (cat == "phase" && (name == "optimizer" || name == "checkpoint"));
 }
@@ -95,8 +94,8 @@ bool is_work(const json& e) {
 // The once-counted time of one thread's events, recomputed from the trace alone (core/profiler.h:
 // outermost work minus the collectives inside it, plus outermost collectives), in ns. Also checks
 // that the events nest: each lies inside every event open around it.
-int64_t counted_ns_from_trace(std::vector<json> events) {
-  std::sort(events.begin(), events.end(), [](const json& a, const json& b) {
+int64_t counted_ns_from_trace(std::vector<Json> events) {
+  std::sort(events.begin(), events.end(), [](const Json& a, const Json& b) {
     return std::make_pair(ns(a.at("ts")), -ns(a.at("dur"))) <
            std::make_pair(ns(b.at("ts")), -ns(b.at("dur")));
   });
@@ -106,7 +105,7 @@ int64_t counted_ns_from_trace(std::vector<json> events) {
   };
   std::vector<Open> stack;
   int64_t counted = 0;
-  for (const json& e : events) {
+  for (const Json& e : events) {
     const int64_t t0 = ns(e.at("ts")), t1 = t0 + ns(e.at("dur"));
     while (!stack.empty() && stack.back().end <= t0) stack.pop_back();
     if (!stack.empty()) {
@@ -114,7 +113,7 @@ int64_t counted_ns_from_trace(std::vector<json> events) {
     }
     bool in_work = false, in_comm = false;
     for (const Open& o : stack) in_work = in_work || o.work, in_comm = in_comm || o.comm;
-    const bool comm = e.at("cat") == "comm", work = is_work(e);
+    const bool comm = e.get_string("cat") == "comm", work = is_work(e);
     if (comm && !in_comm) counted += in_work ? 0 : t1 - t0;  // inside work: already in its span
     if (work && !in_work && !in_comm) counted += t1 - t0;
     stack.push_back({t1, work, comm});
@@ -128,20 +127,21 @@ TEST(Profile, TraceIsValidChromeJsonOfNestedEvents) {
   const std::string path = trace_path(c.run.dir, 0);
   ASSERT_TRUE(fs::exists(path)) << run.log;
   EXPECT_NE(run.log.find("profile: steps 2..4 traced in " + path), std::string::npos) << run.log;
-  const json trace = read_json(path);
-  const std::vector<json> events = complete_events(trace);
-  EXPECT_EQ(trace.at("otherData").at("dropped_events"), 0);
+  const Json trace = read_json(path);
+  const std::vector<Json> events = complete_events(trace);
+  EXPECT_EQ(trace.at("otherData").get_int("dropped_events"), 0);
 
   std::map<std::string, int> cats;
   std::set<std::string> steps, phases, modules;
-  std::map<int64_t, std::vector<json>> by_thread;
-  for (const json& e : events) {
-    ++cats[e.at("cat")];
-    if (e.at("cat") == "step") steps.insert(e.at("name"));
-    if (e.at("cat") == "phase") phases.insert(e.at("name"));
-    if (e.at("cat") == "module") modules.insert(e.at("name"));
-    EXPECT_EQ(e.at("pid"), 0);
-    by_thread[e.at("tid").get<int64_t>()].push_back(e);
+  std::map<int64_t, std::vector<Json>> by_thread;
+  for (const Json& e : events) {
+    const std::string cat = e.get_string("cat");
+    ++cats[cat];
+    if (cat == "step") steps.insert(e.get_string("name"));
+    if (cat == "phase") phases.insert(e.get_string("name"));
+    if (cat == "module") modules.insert(e.get_string("name"));
+    EXPECT_EQ(e.get_int("pid"), 0);
+    by_thread[e.get_int("tid")].push_back(e);
   }
   EXPECT_EQ(steps, (std::set<std::string>{"step 2", "step 3", "step 4"}));
   EXPECT_EQ(phases, (std::set<std::string>{"forward", "backward", "optimizer"}));
@@ -187,13 +187,13 @@ TEST(Profile, TablesAccountForTheStepTime) {
   EXPECT_EQ(t.layers[2].layer, "model.layers.1");
 
   // The online totals agree with the events of the trace, recounted independently.
-  const json trace = read_json(trace_path(c.run.dir, 0));
-  std::vector<json> main_thread;
+  const Json trace = read_json(trace_path(c.run.dir, 0));
+  std::vector<Json> main_thread;
   int64_t main_tid = -1;
-  for (const json& e : complete_events(trace))
-    if (e.at("cat") == "step") main_tid = e.at("tid");
-  for (const json& e : complete_events(trace))
-    if (e.at("tid") == main_tid) main_thread.push_back(e);
+  for (const Json& e : complete_events(trace))
+    if (e.get_string("cat") == "step") main_tid = e.get_int("tid");
+  for (const Json& e : complete_events(trace))
+    if (e.get_int("tid") == main_tid) main_thread.push_back(e);
   EXPECT_NEAR(1e-9 * double(counted_ns_from_trace(main_thread)), ops, 1e-6 + 1e-6 * ops);
 
   const std::string text = format_profile_tables(t);
@@ -219,8 +219,8 @@ TEST(Profile, ProfileStepsChooseTheRange) {
   const Config c = config("range", {"metrics.profile_steps=[4, 5]"});
   const ProfiledRun run = train_quietly(c, /*profile=*/false);
   std::set<std::string> steps;
-  for (const json& e : complete_events(read_json(trace_path(c.run.dir, 0))))
-    if (e.at("cat") == "step") steps.insert(e.at("name"));
+  for (const Json& e : complete_events(read_json(trace_path(c.run.dir, 0))))
+    if (e.get_string("cat") == "step") steps.insert(e.get_string("name"));
   EXPECT_EQ(steps, (std::set<std::string>{"step 4", "step 5"}));
   EXPECT_EQ(run.result.profile.steps, 2);
 
@@ -236,9 +236,9 @@ TEST(Profile, EventCapIsNotedAndTheTablesStayComplete) {
   const Config c =
       config("cap", {"metrics.profile_max_events=1000", "metrics.profile_steps=[1, 5]"});
   const ProfiledRun run = train_quietly(c, /*profile=*/false);
-  const json trace = read_json(trace_path(c.run.dir, 0));
+  const Json trace = read_json(trace_path(c.run.dir, 0));
   EXPECT_EQ(complete_events(trace).size(), 1000u);
-  const int64_t dropped = trace.at("otherData").at("dropped_events");
+  const int64_t dropped = trace.at("otherData").get_int("dropped_events");
   EXPECT_GT(dropped, 0);
   EXPECT_EQ(run.result.profile.dropped, dropped);
   EXPECT_NE(run.log.find("the event cap metrics.profile_max_events = 1,000 was reached"),

@@ -10,13 +10,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "corpus.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/core/error.h"
 #include "hp/dist/communicator.h"
+#include "hp/io/json.h"
 #include "hp/train/config.h"
 #include "hp/train/parallelize.h"
 #include "hp/train/trainer.h"
@@ -143,7 +143,7 @@ TEST(Reliability, DivergedRunStopsKeepsGoodCheckpointAndReadableMetrics) {
   std::string line;
   int64_t lines = 0, nulls = 0;
   while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
+    const io::Json j = io::parse_json(line, "metrics.jsonl");
     ++lines;
     nulls += j.at("grad_norm").is_null();
   }

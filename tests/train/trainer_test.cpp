@@ -8,7 +8,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "hp/core/error.h"
 #include "hp/core/random.h"
 #include "hp/core/thread_pool.h"
+#include "hp/io/json.h"
 #include "hp/models/hf/registry.h"
 #include "hp/models/transformer.h"
 #include "hp/models/hf/weights.h"
@@ -94,12 +94,12 @@ TEST(Trainer, LossFallsAndRunDirHoldsConfigMetricsAndPlot) {
   std::string line;
   std::vector<int64_t> steps;
   while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
+    const io::Json j = io::parse_json(line, "metrics.jsonl");
     for (const char* k :
          {"step", "loss", "grad_norm", "lr", "tokens_per_s", "mfu", "peak_mem_bytes"})
       EXPECT_TRUE(j.contains(k)) << k << " missing in " << line;
-    steps.push_back(j["step"].get<int64_t>());
-    EXPECT_DOUBLE_EQ(j["loss"].get<double>(), r.steps[size_t(steps.back() - 1)].loss);
+    steps.push_back(j.get_int("step"));
+    EXPECT_DOUBLE_EQ(j.get_double("loss"), r.steps[size_t(steps.back() - 1)].loss);
   }
   EXPECT_EQ(steps.size(), 9u);
   EXPECT_EQ(steps.front(), 1);
@@ -197,10 +197,9 @@ TEST(Trainer, TrainsAnArchitectureRegisteredAtRunTime) {
   const std::string out = c.run.dir + "_hf";
   fs::remove_all(out);
   checkpoint::export_hf(r.last_checkpoint, out);
-  std::ifstream json(out + "/config.json");
-  const auto j = nlohmann::json::parse(json);
-  EXPECT_EQ(j.at("architectures").at(0), "TrainerTestLlamaForCausalLM");
-  EXPECT_EQ(j.at("model_type"), "trainer_test_llama");
+  const io::Json j = io::read_json_file(out + "/config.json");
+  EXPECT_EQ(j.at("architectures").at(0).as_string(), "TrainerTestLlamaForCausalLM");
+  EXPECT_EQ(j.get_string("model_type"), "trainer_test_llama");
   auto exported = models::load_model(out, DType::f32);
   EXPECT_EQ(exported->config().architecture, "TrainerTestLlamaForCausalLM");
   EXPECT_EQ(layers_built, 4);

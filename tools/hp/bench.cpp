@@ -13,13 +13,13 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "bench_peer.h"
 #include "commands.h"
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/dist/communicator.h"
+#include "hp/io/json.h"
 #include "hp/train/metrics.h"
 #include "hp/train/step_timer.h"
 #include "hp/train/trainer.h"
@@ -129,14 +129,14 @@ std::string unstable_note(const Row& r, const train::WarmupRule& rule) {
   return buf;
 }
 
-nlohmann::ordered_json row_json(const Row& r) {
-  return {{"tokens_per_s", r.tokens_per_s},
-          {"median_step_s", r.median_s},
-          {"step_s", r.timed_s},
-          {"warmup_s", r.warmup_s},
-          {"stable", r.stable},
-          {"tflops", r.tflops},
-          {"mfu", r.mfu}};
+io::JsonValue row_json(const Row& r) {
+  return io::JsonValue::object({{"tokens_per_s", r.tokens_per_s},
+                                {"median_step_s", r.median_s},
+                                {"step_s", r.timed_s},
+                                {"warmup_s", r.warmup_s},
+                                {"stable", r.stable},
+                                {"tflops", r.tflops},
+                                {"mfu", r.mfu}});
 }
 
 int run_bench_train(const Args& args) {
@@ -197,27 +197,30 @@ int run_bench_train(const Args& args) {
   if (std::string w = train::mfu_above_peak_warning(ours.mfu, res.peak_source); !w.empty())
     notes.push_back(std::move(w));
 
-  nlohmann::ordered_json j;
+  io::JsonValue j;
   j["config"] = opt.config;
   j["num_parameters"] = res.num_parameters;
   j["tokens_per_step"] = tokens;
   j["threads"] = threads;
   j["peak_tflops"] = res.peak_tflops;
   j["peak_source"] = res.peak_source;
-  j["timing"] = {{"min_warmup", opt.rule.min_warmup}, {"window", opt.rule.window},
-                 {"tolerance", opt.rule.tolerance},   {"max_warmup", opt.rule.max_warmup},
-                 {"timed_steps", opt.rule.timed},     {"statistic", "median"}};
+  j["timing"] = io::JsonValue::object({{"min_warmup", opt.rule.min_warmup},
+                                       {"window", opt.rule.window},
+                                       {"tolerance", opt.rule.tolerance},
+                                       {"max_warmup", opt.rule.max_warmup},
+                                       {"timed_steps", opt.rule.timed},
+                                       {"statistic", "median"}});
   j["hp"] = row_json(ours);
   j["hp"]["mixed_precision"] = cfg.training.mixed_precision;
   j["hp"]["loss_first"] = res.steps.empty() ? 0.0 : res.steps.front().loss;
   j["hp"]["loss_last"] = res.steps.empty() ? 0.0 : res.steps.back().loss;
-  j["peers"] = nlohmann::ordered_json::array();
+  j["peers"] = io::JsonValue::array();
   bool failed = false;
   for (const PeerRun& p : peers) {
     const std::string name =
         p.dtype == "bf16" ? "PyTorch eager, bf16 autocast" : "PyTorch eager, f32";
-    nlohmann::ordered_json pj = {
-        {"dtype", p.dtype}, {"ran", p.ran}, {"note", p.note}, {"spec", p.spec_path}};
+    io::JsonValue pj = io::JsonValue::object(
+        {{"dtype", p.dtype}, {"ran", p.ran}, {"note", p.note}, {"spec", p.spec_path}});
     if (p.ran) {
       Row row = make_row(name, p.warmup_s, p.step_s, p.stable, p.median_step_s, tokens, flops,
                          res.peak_tflops);
@@ -225,11 +228,12 @@ int run_bench_train(const Args& args) {
       print_row(row);
       if (!row.stable) notes.push_back(unstable_note(row, opt.rule));
       pj.update(row_json(row));
-      pj.update({{"ratio", row.tokens_per_s > 0 ? ours.tokens_per_s / row.tokens_per_s : 0.0},
-                 {"num_parameters", p.num_parameters},
-                 {"optimizer", p.optimizer},
-                 {"loss_first", p.loss_first},
-                 {"loss_last", p.loss_last}});
+      pj.update(io::JsonValue::object(
+          {{"ratio", row.tokens_per_s > 0 ? ours.tokens_per_s / row.tokens_per_s : 0.0},
+           {"num_parameters", p.num_parameters},
+           {"optimizer", p.optimizer},
+           {"loss_first", p.loss_first},
+           {"loss_last", p.loss_last}}));
       if (p.num_parameters != res.num_parameters)
         notes.push_back("WARNING: the " + p.dtype + " peer has " +
                         std::to_string(p.num_parameters) + " parameters, hp " +

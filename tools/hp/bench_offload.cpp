@@ -17,13 +17,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "hp/core/byte_size.h"
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
 #include "hp/dist/communicator.h"
+#include "hp/io/json.h"
 #include "hp/offload/async_file.h"
 #include "hp/ops/ops.h"
 #include "hp/train/step_timer.h"
@@ -145,13 +145,14 @@ int run_bench_offload(const Args& argv) {
               static_cast<long long>(rule.timed));
   std::printf("%-38s %10s %8s %8s %11s %11s %10s %10s %9s\n", "run", "tokens/s", "ratio",
               "target", "device peak", "host tier", "host<->dev", "disk r+w", "wait s");
-  nlohmann::ordered_json j;
+  io::JsonValue j;
   j["config"] = config;
   j["num_parameters"] = params;
   j["adamw_state_bytes_per_rank"] = state;
   j["device_budget_bytes"] = budget_bytes;
-  j["disk"] = {{"dir", disk_dir}, {"write_gbs", write_gbs}, {"read_gbs", read_gbs}};
-  j["runs"] = nlohmann::ordered_json::array();
+  j["disk"] =
+      io::JsonValue::object({{"dir", disk_dir}, {"write_gbs", write_gbs}, {"read_gbs", read_gbs}});
+  j["runs"] = io::JsonValue::array();
   const char* targets[] = {"-", ">= 0.85", ">= 0.60"};
   for (size_t k = 0; k < results.size(); ++k) {
     const Result& r = results[k];
@@ -166,18 +167,18 @@ int run_bench_offload(const Args& argv) {
                 human_bytes(double(s.host_to_device_bytes + s.device_to_host_bytes)).c_str(),
                 human_bytes(double(s.host_to_disk_bytes + s.disk_to_host_bytes)).c_str(),
                 s.transfer_wait_s, r.stable ? "" : " *");
-    j["runs"].push_back({{"name", r.name},
-                         {"tokens_per_s", r.tokens_per_s},
-                         {"median_step_s", r.median_s},
-                         {"ratio", ratio},
-                         {"stable", r.stable},
-                         {"device_peak_bytes", r.run.peak_mem_bytes},
-                         {"host_mem_bytes", s.host_mem_bytes},
-                         {"host_to_device_bytes", s.host_to_device_bytes},
-                         {"device_to_host_bytes", s.device_to_host_bytes},
-                         {"host_to_disk_bytes", s.host_to_disk_bytes},
-                         {"disk_to_host_bytes", s.disk_to_host_bytes},
-                         {"transfer_wait_s", s.transfer_wait_s}});
+    j["runs"].push_back(io::JsonValue::object({{"name", r.name},
+                                               {"tokens_per_s", r.tokens_per_s},
+                                               {"median_step_s", r.median_s},
+                                               {"ratio", ratio},
+                                               {"stable", r.stable},
+                                               {"device_peak_bytes", r.run.peak_mem_bytes},
+                                               {"host_mem_bytes", s.host_mem_bytes},
+                                               {"host_to_device_bytes", s.host_to_device_bytes},
+                                               {"device_to_host_bytes", s.device_to_host_bytes},
+                                               {"host_to_disk_bytes", s.host_to_disk_bytes},
+                                               {"disk_to_host_bytes", s.disk_to_host_bytes},
+                                               {"transfer_wait_s", s.transfer_wait_s}}));
   }
   std::printf("\n(* not stable after the warm-up cap; bytes and wait are the last step's)\n");
   if (!json.empty()) {

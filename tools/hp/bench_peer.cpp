@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "hp/core/error.h"
@@ -19,7 +18,7 @@
 namespace hp::cli {
 
 namespace fs = std::filesystem;
-using nlohmann::ordered_json;
+using io::JsonValue;
 
 namespace {
 
@@ -56,18 +55,18 @@ PeerRun parse_result(PeerRun r, const std::string& out, int status) {
     return r;
   }
   try {
-    const auto j = nlohmann::json::parse(last);
-    r.tokens_per_s = j.at("tokens_per_s").get<double>();
-    r.step_s = j.at("step_s").get<std::vector<double>>();
-    r.median_step_s = j.at("median_step_s").get<double>();
-    r.warmup_s = j.at("warmup_s").get<std::vector<double>>();
-    r.stable = j.at("stable").get<bool>();
-    r.loss_first = j.at("loss_first").get<double>();
-    r.loss_last = j.at("loss_last").get<double>();
-    r.num_parameters = j.value("num_parameters", int64_t{0});
-    r.optimizer = j.value("optimizer", std::string());
+    const io::Json j = io::parse_json(last, "the peer's result line");
+    r.tokens_per_s = j.get_double("tokens_per_s");
+    r.step_s = j.at("step_s").as_double_list();
+    r.median_step_s = j.get_double("median_step_s");
+    r.warmup_s = j.at("warmup_s").as_double_list();
+    r.stable = j.get_bool("stable");
+    r.loss_first = j.get_double("loss_first");
+    r.loss_last = j.get_double("loss_last");
+    r.num_parameters = j.get_int_or("num_parameters", 0);
+    r.optimizer = j.get_string_or("optimizer", "");
     r.ran = true;
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const IoError& e) {
     r.failed = true;
     r.note = std::string("bad peer result line: ") + e.what();
   }
@@ -92,15 +91,15 @@ std::string peer_spec_json(const train::Config& cfg, const std::string& dtype,
                            const train::WarmupRule& rule, int threads) {
   const auto& o = cfg.optimizer;
   const auto& t = cfg.training;
-  ordered_json j;
-  j["config"] = ordered_json::parse(peer_model_config_json(cfg));
+  JsonValue j;
+  j["config"] = io::parse_json_value(peer_model_config_json(cfg), "the peer's config.json");
   j["seq_len"] = t.seq_len;
   j["batch_size"] = t.batch_size;
   j["grad_accum"] = t.grad_accum;
-  j["warmup"] = {{"min_steps", rule.min_warmup},
-                 {"window", rule.window},
-                 {"tolerance", rule.tolerance},
-                 {"max_steps", rule.max_warmup}};
+  j["warmup"] = JsonValue::object({{"min_steps", rule.min_warmup},
+                                   {"window", rule.window},
+                                   {"tolerance", rule.tolerance},
+                                   {"max_steps", rule.max_warmup}});
   j["timed_steps"] = rule.timed;
   j["lr"] = o.lr;
   j["betas"] = o.betas;

@@ -2,11 +2,11 @@
 // from the command line. DIR is a step dir or a run dir (its latest checkpoint).
 #include <cstdio>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "hp/checkpoint/dcp.h"
 #include "hp/checkpoint/export.h"
+#include "hp/io/json.h"
 #include "hp/models/hf/weights.h"
 
 namespace hp::cli {
@@ -47,7 +47,7 @@ int inspect(const std::string& dir) {
               human_bytes(static_cast<double>(total - state)).c_str(),
               human_bytes(static_cast<double>(state)).c_str());
   std::printf("trainer state:\n%s\n",
-              nlohmann::json::parse(meta.trainer_state_json).dump(2).c_str());
+              io::parse_json(meta.trainer_state_json, "trainer state").dump(2).c_str());
   return 0;
 }
 

@@ -88,8 +88,9 @@ struct Metadata {
 // Reads <step_dir>/metadata.json with strict validation (version, types, unknown keys, piece
 // bounds, byte ranges that match sizes × dtype, pieces that tile each tensor exactly); errors name
 // metadata.json and the key at fault. The file protects itself: "metadata_crc32c" is the CRC32C
-// of the canonical body (the document without that key, serialized by nlohmann::json::dump():
-// compact, keys sorted), and a mismatch is an IoError naming metadata.json. Checkpoints written
+// of the canonical body (the document without that key, serialized as nlohmann::json::dump()
+// writes it — io::JsonValue::dump with KeyOrder::sorted: compact, keys sorted), and a mismatch is
+// an IoError naming metadata.json. Checkpoints written
 // before the key existed have none and still load (unchecked).
 Metadata read_metadata(const std::string& step_dir);
 

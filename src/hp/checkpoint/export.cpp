@@ -7,13 +7,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "hp/checkpoint/dcp.h"
 #include "hp/checkpoint/dcp_detail.h"
 #include "hp/core/error.h"
+#include "hp/io/json.h"
 #include "hp/io/safetensors.h"
 
 namespace hp::checkpoint {
@@ -124,18 +123,18 @@ Tensor output_data(const Metadata& meta, const Output& o, mx::Fp8BlockSize b) {
 
 // config.json of the export with quantization_config for block size `b`.
 std::string fp8_config_json(const fs::path& file, mx::Fp8BlockSize b) {
-  nlohmann::ordered_json j;
+  io::JsonValue j;
   try {
-    std::ifstream f(file);
-    j = nlohmann::ordered_json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
+    j = io::parse_json_value(io::read_text_file(file.string(), "ckpt"), file.string());
+  } catch (const IoError& e) {
     HP_THROW(IoError, "ckpt", file.string(), ": cannot read: ", e.what());
   }
   if (!j.is_object()) HP_THROW(IoError, "ckpt", file.string(), ": not a JSON object");
-  j["quantization_config"] = {{"quant_method", "fp8"},
-                              {"fmt", "e4m3"},
-                              {"activation_scheme", "dynamic"},
-                              {"weight_block_size", {b.rows, b.cols}}};
+  j["quantization_config"] =
+      io::JsonValue::object({{"quant_method", "fp8"},
+                             {"fmt", "e4m3"},
+                             {"activation_scheme", "dynamic"},
+                             {"weight_block_size", io::JsonValue::array({b.rows, b.cols})}});
   return j.dump(2) + "\n";
 }
 

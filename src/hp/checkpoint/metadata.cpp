@@ -1,7 +1,6 @@
 // metadata.json of a DCP step dir: writing, strict reading, and the invariants both sides check.
 #include <algorithm>
 #include <initializer_list>
-#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "hp/checkpoint/crc32c.h"
@@ -17,9 +16,9 @@ constexpr const char* kChecksumKey = "metadata_crc32c";
 
 // CRC32C of the canonical body (dcp.h read_metadata): `doc` without the checksum key, compact,
 // keys sorted. Writer and reader both hash a parsed document, so the file's layout never matters.
-uint32_t body_crc32c(nlohmann::json doc) {
+uint32_t body_crc32c(io::JsonValue doc) {
   doc.erase(kChecksumKey);
-  const std::string body = doc.dump();
+  const std::string body = doc.dump(-1, io::KeyOrder::sorted);
   return crc32c(body.data(), body.size());
 }
 
@@ -68,26 +67,27 @@ void validate_tensor(const TensorMeta& t, const std::string& source) {
 }
 
 std::string metadata_to_json(const Metadata& meta) {
-  nlohmann::ordered_json j;
+  io::JsonValue j;
   j["format"] = "hp-dcp";
   j["version"] = kFormatVersion;
   j["step"] = meta.step;
   j["world_size"] = meta.world_size;
-  j["trainer_state"] = nlohmann::ordered_json::parse(meta.trainer_state_json);
-  nlohmann::ordered_json tensors = nlohmann::ordered_json::object();
+  j["trainer_state"] = io::parse_json_value(meta.trainer_state_json, "trainer state");
+  io::JsonValue tensors = io::JsonValue::object();
   for (const TensorMeta& t : meta.tensors) {
-    nlohmann::ordered_json pieces = nlohmann::ordered_json::array();
+    io::JsonValue pieces = io::JsonValue::array();
     for (const TensorMeta::Piece& p : t.pieces)
-      pieces.push_back({{"offsets", p.offsets},
-                        {"sizes", p.sizes},
-                        {"file", p.file},
-                        {"byte_range", {p.begin, p.end}},
-                        {"crc32c", p.crc32c}});
-    tensors[t.fqn] = {
-        {"dtype", dtype_name(t.dtype)}, {"shape", t.global_shape}, {"pieces", pieces}};
+      pieces.push_back(
+          io::JsonValue::object({{"offsets", p.offsets},
+                                 {"sizes", p.sizes},
+                                 {"file", p.file},
+                                 {"byte_range", io::JsonValue::array({p.begin, p.end})},
+                                 {"crc32c", p.crc32c}}));
+    tensors[t.fqn] = io::JsonValue::object(
+        {{"dtype", dtype_name(t.dtype)}, {"shape", t.global_shape}, {"pieces", std::move(pieces)}});
   }
   j["tensors"] = std::move(tensors);
-  j[kChecksumKey] = body_crc32c(nlohmann::json::parse(j.dump()));
+  j[kChecksumKey] = body_crc32c(j);
   return j.dump(1) + "\n";
 }
 
@@ -137,7 +137,7 @@ Metadata parse_metadata(const std::string& step_dir) {
   if (root.is_object())
     if (const std::optional<io::Json> stored = root.find(kChecksumKey)) {
       const uint64_t want = stored->as_uint();
-      const uint32_t got = body_crc32c(root.raw());
+      const uint32_t got = body_crc32c(root.value());
       if (want != got)
         HP_THROW(IoError, "ckpt", root.file(), ": checksum mismatch (", kChecksumKey, " ", want,
                  ", the content hashes to ", got, "): the file is corrupted or was edited");

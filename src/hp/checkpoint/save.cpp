@@ -9,12 +9,12 @@
 #include <exception>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "hp/checkpoint/crc32c.h"
 #include "hp/checkpoint/dcp_detail.h"
 #include "hp/core/error.h"
+#include "hp/io/json.h"
 #include "hp/io/safetensors.h"
 
 namespace hp::checkpoint {
@@ -129,22 +129,22 @@ std::string write_rank_file(const std::string& path, const std::vector<Chunk>& c
   }
   writer.close(/*sync=*/true);
 
-  nlohmann::json list = nlohmann::json::array();
+  io::JsonValue list = io::JsonValue::array();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const Chunk& c = chunks[i];
-    nlohmann::json j = {{"fqn", c.fqn},
-                        {"dtype", dtype_name(c.local.dtype())},
-                        {"shape", c.global_shape},
-                        {"offsets", c.offsets},
-                        {"sizes", c.local.shape()},
-                        {"replicated", c.replicated}};
+    io::JsonValue j = io::JsonValue::object({{"fqn", c.fqn},
+                                             {"dtype", dtype_name(c.local.dtype())},
+                                             {"shape", c.global_shape},
+                                             {"offsets", c.offsets},
+                                             {"sizes", c.local.shape()},
+                                             {"replicated", c.replicated}});
     if (range[i].second > range[i].first) {
-      j["byte_range"] = {range[i].first, range[i].second};
+      j["byte_range"] = io::JsonValue::array({range[i].first, range[i].second});
       j["crc32c"] = crc[i];
     }
     list.push_back(std::move(j));
   }
-  return nlohmann::json{{"chunks", std::move(list)}}.dump();
+  return io::JsonValue::object({{"chunks", std::move(list)}}).dump(-1, io::KeyOrder::sorted);
 }
 
 // Rank 0: every rank's chunk descriptions → the checkpoint's tensors, checked for consistent dtype
@@ -155,12 +155,13 @@ std::vector<TensorMeta> collect_tensors(const std::vector<std::string>& rank_chu
   std::map<std::string, int> declared_by;  // fqn → first rank that declared it
   std::set<std::string> replicated_on_0;
   for (size_t r = 0; r < rank_chunks.size(); ++r) {
-    const auto list = nlohmann::json::parse(rank_chunks[r]).at("chunks");
-    for (const auto& j : list) {
-      const std::string fqn = j.at("fqn").get<std::string>();
-      const DType dt = dtype_from_name(j.at("dtype").get<std::string>());
-      const Shape shape = j.at("shape").get<Shape>();
-      const bool replicated = j.at("replicated").get<bool>();
+    const io::Json list =
+        io::parse_json(rank_chunks[r], "rank " + std::to_string(r) + " chunks").at("chunks");
+    for (const io::Json& j : list.elements()) {
+      const std::string fqn = j.get_string("fqn");
+      const DType dt = dtype_from_name(j.get_string("dtype"));
+      const Shape shape = j.at("shape").as_int_list();
+      const bool replicated = j.get_bool("replicated");
       if (replicated && r == 0) replicated_on_0.insert(fqn);
       if (replicated && r != 0 && !replicated_on_0.count(fqn))
         HP_THROW(ValueError, "ckpt", step_dir, ": tensor '", fqn, "' is replicated on rank ", r,
@@ -174,10 +175,9 @@ std::vector<TensorMeta> collect_tensors(const std::vector<std::string>& rank_chu
                  dtype_name(t.dtype), " on rank ", declared_by[fqn]);
       if (!j.contains("byte_range")) continue;
       const std::string file = rank_file_name(static_cast<int>(r));
-      t.pieces.push_back(
-          {j.at("offsets").get<std::vector<int64_t>>(), j.at("sizes").get<std::vector<int64_t>>(),
-           file, j.at("byte_range").at(0).get<uint64_t>(), j.at("byte_range").at(1).get<uint64_t>(),
-           j.at("crc32c").get<uint32_t>()});
+      t.pieces.push_back({j.at("offsets").as_int_list(), j.at("sizes").as_int_list(), file,
+                          j.at("byte_range").at(0).as_uint(), j.at("byte_range").at(1).as_uint(),
+                          static_cast<uint32_t>(j.get_uint("crc32c"))});
     }
   }
   std::vector<TensorMeta> out;
@@ -305,9 +305,8 @@ std::string save(const std::string& run_dir, int64_t step, const std::vector<Chu
     if (rank != 0) return std::string();
     if (step < 0) HP_THROW(ValueError, "ckpt", "step must be >= 0, got ", step);
     if (opt.keep < 0) HP_THROW(ValueError, "ckpt", "keep must be >= 0 (0 = all), got ", opt.keep);
-    const auto state =
-        nlohmann::json::parse(trainer_state_json, nullptr, /*allow_exceptions=*/false);
-    if (!state.is_object())
+    const auto state = io::try_parse_json(trainer_state_json, "trainer state");
+    if (!state || !state->is_object())
       HP_THROW(ValueError, "ckpt",
                "trainer state must be a JSON object, got: ", trainer_state_json.substr(0, 80));
     for (const auto& [name, content] : opt.extra_files) check_extra_file_name(name);

@@ -3,40 +3,39 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "hp/core/error.h"
 #include "hp/data/encoder.h"
-#include "hp/io/json.h"
 
 namespace hp::data {
 
 namespace {
 
-jinja::Value from_json(const nlohmann::json& j) {
+jinja::Value from_json(const io::JsonValue& j) {
   using jinja::Value;
+  using Type = io::JsonValue::Type;
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return Value::none();
-    case nlohmann::json::value_t::boolean: return Value::boolean(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return Value::integer(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned:
-      return Value::integer(static_cast<int64_t>(j.get<uint64_t>()));
-    case nlohmann::json::value_t::number_float: return Value::number(j.get<double>());
-    case nlohmann::json::value_t::string: return Value::string(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
+    case Type::null: return Value::none();
+    case Type::boolean: return Value::boolean(j.as_bool());
+    case Type::integer: return Value::integer(j.as_int());
+    case Type::unsigned_integer: return Value::integer(static_cast<int64_t>(j.as_uint()));
+    case Type::number: return Value::number(j.as_double());
+    case Type::string: return Value::string(j.as_string());
+    case Type::array: {
       jinja::List out;
-      for (const auto& e : j) out.push_back(from_json(e));
+      for (const io::JsonValue& e : j.elements()) out.push_back(from_json(e));
       return Value::make_list(std::move(out));
     }
-    case nlohmann::json::value_t::object: {
-      // nlohmann sorts keys; a JSONL record's order is not kept (tojson of a message then
-      // differs from Python's only in key order, which the supported templates never print).
+    case Type::object: {
+      // A parsed document's keys are sorted; a JSONL record's order is not kept (tojson of a
+      // message then differs from Python's only in key order, which the supported templates
+      // never print).
       jinja::Dict d;
-      for (const auto& [k, v] : j.items()) d.set(k, from_json(v));
+      for (const auto& [k, v] : j.members()) d.set(k, from_json(v));
       return Value::make_dict(std::move(d));
     }
-    default: return Value();
   }
+  return Value();
 }
 
 // bos_token / eos_token: a string, an AddedToken object {"content": ...}, or absent / null.
@@ -129,35 +128,34 @@ std::vector<std::pair<std::string, bool>> ChatTemplate::pieces(const jinja::Valu
   return out;
 }
 
-jinja::Value parse_conversation(const nlohmann::json& record, const std::string& field,
+jinja::Value parse_conversation(const io::Json& record, const std::string& field,
                                 const std::string& where) {
   if (!record.is_object())
     HP_THROW(ValueError, "data", where, ": the line is a JSON ", record.type_name(), ", not an object");
-  const auto it = record.find(field);
-  if (it == record.end())
-    HP_THROW(ValueError, "data", where, ": the line has no field '", field, "'");
-  if (!it->is_array())
-    HP_THROW(ValueError, "data", where, ": field '", field, "' is a ", it->type_name(),
+  const io::JsonValue* list = record.value().find(field);
+  if (!list) HP_THROW(ValueError, "data", where, ": the line has no field '", field, "'");
+  if (!list->is_array())
+    HP_THROW(ValueError, "data", where, ": field '", field, "' is a ", list->type_name(),
              ", not an array of messages");
   jinja::List messages;
-  for (size_t i = 0; i < it->size(); ++i) {
-    const nlohmann::json& m = (*it)[i];
+  for (size_t i = 0; i < list->size(); ++i) {
+    const io::JsonValue& m = (*list)[i];
     const std::string at = field + "[" + std::to_string(i) + "]";
     if (!m.is_object())
       HP_THROW(ValueError, "data", where, ": ", at, " is a ", m.type_name(), ", not an object");
-    const auto role = m.find("role");
-    if (role == m.end() || !role->is_string())
+    const io::JsonValue* role = m.find("role");
+    if (!role || !role->is_string())
       HP_THROW(ValueError, "data", where, ": ", at, ".role is ",
-               role == m.end() ? std::string("missing") : std::string("a ") + role->type_name(),
+               !role ? std::string("missing") : "a " + std::string(role->type_name()),
                " (a string: system, user, assistant or tool)");
-    const std::string r = role->get<std::string>();
+    const std::string& r = role->as_string();
     if (std::none_of(std::begin(kChatRoles), std::end(kChatRoles), [&](const char* k) { return r == k; }))
       HP_THROW(ValueError, "data", where, ": ", at, ".role '", r,
                "' is not one of system, user, assistant, tool");
-    const auto content = m.find("content");
-    if (content == m.end() || !content->is_string())
+    const io::JsonValue* content = m.find("content");
+    if (!content || !content->is_string())
       HP_THROW(ValueError, "data", where, ": ", at, ".content is ",
-               content == m.end() ? std::string("missing") : std::string("a ") + content->type_name(),
+               !content ? std::string("missing") : "a " + std::string(content->type_name()),
                ", not a string");
     messages.push_back(from_json(m));
   }
@@ -167,19 +165,10 @@ jinja::Value parse_conversation(const nlohmann::json& record, const std::string&
 
 jinja::Value parse_chat_line(std::string_view line, const std::string& field,
                              const std::string& where) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    // nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without
-    // its id and its line (one line is parsed).
-    std::string why = e.what();
-    if (why.rfind("[json.exception.", 0) == 0 && why.find("] ") != std::string::npos)
-      why.erase(0, why.find("] ") + 2);
-    if (why.rfind("parse error at line 1, ", 0) == 0) why = "parse error at " + why.substr(23);
-    HP_THROW(ValueError, "data", where, ": the line is not JSON (", why, ")");
-  }
-  return parse_conversation(j, field, where);
+  std::string why;
+  const std::optional<io::Json> j = io::try_parse_json(line, where, &why);
+  if (!j) HP_THROW(ValueError, "data", where, ": the line is not JSON (", why, ")");
+  return parse_conversation(*j, field, where);
 }
 
 std::string chat_template_path(const std::string& chat_template, const std::string& tokenizer) {

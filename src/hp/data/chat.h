@@ -16,13 +16,13 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "hp/data/jinja.h"
+#include "hp/io/json.h"
 
 namespace hp::data {
 
@@ -62,7 +62,7 @@ class ChatTemplate {
 // ("[data] WHERE: ...", WHERE = FILE:LINE) when the field is missing or not an array, a message is
 // not an object, its role is missing or not one of kChatRoles, or its content is not a string.
 // Other members of a message (reasoning_content, ...) are passed to the template as they are.
-jinja::Value parse_conversation(const nlohmann::json& record, const std::string& field,
+jinja::Value parse_conversation(const io::Json& record, const std::string& field,
                                 const std::string& where);
 
 // One JSONL line of chat data: the conversation in its member `field`. ValueError("[data] WHERE:

@@ -14,7 +14,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -25,6 +24,7 @@
 #include "hp/data/encoder.h"
 #include "hp/data/files.h"
 #include "hp/data/input.h"
+#include "hp/io/json.h"
 
 namespace hp::data {
 
@@ -77,16 +77,6 @@ bool blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return std::isspace(uint8_t(c)) != 0; });
 }
 
-// nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without the
-// bracketed id, and its line (always 1: one line is parsed) left out.
-std::string json_error(const std::exception& e) {
-  std::string s = e.what();
-  if (s.rfind("[json.exception.", 0) == 0 && s.find("] ") != std::string::npos)
-    s.erase(0, s.find("] ") + 2);
-  if (s.rfind("parse error at line 1, ", 0) == 0) s = "parse error at " + s.substr(23);
-  return s;
-}
-
 std::string describe_file(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return "missing";
@@ -107,9 +97,9 @@ class Preparer {
  private:
   void check_options();
   void list_inputs();
-  nlohmann::json fingerprint() const;
-  std::optional<nlohmann::json> read_journal(const nlohmann::json& fp) const;
-  void write_journal(const nlohmann::json& fp, const Cursor& at,
+  io::JsonValue fingerprint() const;
+  std::optional<io::Json> read_journal(const io::JsonValue& fp) const;
+  void write_journal(const io::JsonValue& fp, const Cursor& at,
                      const IndexedDatasetWriter::Position& pos) const;
   // From `from`, `bytes_done` decompressed input bytes being already done.
   void read_inputs(Cursor from, uint64_t bytes_done);
@@ -188,50 +178,53 @@ void Preparer::list_inputs() {
 }
 
 // Everything the output depends on; a journal resumes only a run with the same fingerprint.
-nlohmann::json Preparer::fingerprint() const {
-  nlohmann::json inputs = nlohmann::json::array();
-  for (const std::string& f : files_) inputs.push_back({{"path", f}, {"stat", describe_file(f)}});
-  return {{"version", kJournalVersion},
-          {"format", o_.format},
-          {"field", field_},
-          {"chat_template", o_.chat_template},
-          {"tokenizer", o_.tokenizer},
-          {"tokenizer_stat", o_.tokenizer.empty() ? "" : describe_file(o_.tokenizer)},
-          {"separator_token", o_.separator_token},
-          {"doc_separator", o_.doc_separator},
-          {"skip_bad_lines", o_.skip_bad_lines},
-          {"dtype", int(dtype_)},
-          {"inputs", inputs}};
+io::JsonValue Preparer::fingerprint() const {
+  io::JsonValue inputs = io::JsonValue::array();
+  for (const std::string& f : files_)
+    inputs.push_back(io::JsonValue::object({{"path", f}, {"stat", describe_file(f)}}));
+  return io::JsonValue::object(
+      {{"version", kJournalVersion},
+       {"format", o_.format},
+       {"field", field_},
+       {"chat_template", o_.chat_template},
+       {"tokenizer", o_.tokenizer},
+       {"tokenizer_stat", o_.tokenizer.empty() ? "" : describe_file(o_.tokenizer)},
+       {"separator_token", o_.separator_token},
+       {"doc_separator", o_.doc_separator},
+       {"skip_bad_lines", o_.skip_bad_lines},
+       {"dtype", int(dtype_)},
+       {"inputs", std::move(inputs)}});
 }
 
-std::optional<nlohmann::json> Preparer::read_journal(const nlohmann::json& fp) const {
-  std::ifstream in(prepare_journal_path(o_.out));
+std::optional<io::Json> Preparer::read_journal(const io::JsonValue& fp) const {
+  const std::string path = prepare_journal_path(o_.out);
+  std::ifstream in(path);
   if (!in) return std::nullopt;
-  try {
-    nlohmann::json j = nlohmann::json::parse(in);
-    if (j.at("fingerprint") != fp) return std::nullopt;
-    return j;
-  } catch (const std::exception&) {
-    return std::nullopt;  // a torn or foreign file: start over
-  }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A torn or foreign file: start over. Fingerprints compare by their canonical (sorted) form.
+  std::optional<io::Json> j = io::try_parse_json(text, path);
+  const std::optional<io::Json> stored = j ? j->find("fingerprint") : std::nullopt;
+  if (!stored || stored->dump() != fp.dump(-1, io::KeyOrder::sorted)) return std::nullopt;
+  return j;
 }
 
-void Preparer::write_journal(const nlohmann::json& fp, const Cursor& at,
+void Preparer::write_journal(const io::JsonValue& fp, const Cursor& at,
                              const IndexedDatasetWriter::Position& pos) const {
-  const nlohmann::json j = {
-      {"fingerprint", fp},
-      {"cursor", {{"file", at.file}, {"offset", at.offset}, {"line", at.line}}},
-      {"written",
-       {{"tokens", pos.tokens}, {"sequences", pos.sequences}, {"documents", pos.documents}}},
-      {"stats",
-       {{"bytes", res_.bytes},
-        {"empty_documents", res_.empty_documents},
-        {"skipped_lines", res_.skipped_lines},
-        {"first_skipped", res_.first_skipped}}}};
+  const io::JsonValue j = io::JsonValue::object(
+      {{"fingerprint", fp},
+       {"cursor",
+        io::JsonValue::object({{"file", at.file}, {"offset", at.offset}, {"line", at.line}})},
+       {"written",
+        io::JsonValue::object(
+            {{"tokens", pos.tokens}, {"sequences", pos.sequences}, {"documents", pos.documents}})},
+       {"stats", io::JsonValue::object({{"bytes", res_.bytes},
+                                        {"empty_documents", res_.empty_documents},
+                                        {"skipped_lines", res_.skipped_lines},
+                                        {"first_skipped", res_.first_skipped}})}});
   const std::string path = prepare_journal_path(o_.out), tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::trunc);
-    f << j.dump() << "\n";
+    f << j.dump(-1, io::KeyOrder::sorted) << "\n";
     f.flush();
     if (!f) HP_THROW(IoError, "data", "cannot write '", tmp, "'");
   }
@@ -327,20 +320,17 @@ void Preparer::process(const Item& item, const Batch& b, std::vector<int32_t>& i
   if (o_.format == "jsonl") {
     if (blank(raw)) return;  // a whitespace-only line is no document and no error
     std::string why;
-    try {
-      const nlohmann::json j = nlohmann::json::parse(raw);
-      if (!j.is_object()) {
-        why = std::string("is a JSON ") + j.type_name() + ", not an object";
-      } else if (auto it = j.find(field_); it == j.end()) {
-        why = "has no field '" + field_ + "'";
-      } else if (!it->is_string()) {
-        why = "field '" + field_ + "' is a " + it->type_name() + ", not a string";
-      } else {
-        text_storage = it->get<std::string>();
-        text = text_storage;
-      }
-    } catch (const nlohmann::json::exception& ex) {
-      why = "is not JSON (" + json_error(ex) + ")";
+    if (const std::optional<io::Json> j = io::try_parse_json(raw, file, &why); !j) {
+      why = "is not JSON (" + why + ")";
+    } else if (!j->is_object()) {
+      why = "is a JSON " + std::string(j->type_name()) + ", not an object";
+    } else if (const io::JsonValue* f = j->value().find(field_); !f) {
+      why = "has no field '" + field_ + "'";
+    } else if (!f->is_string()) {
+      why = "field '" + field_ + "' is a " + std::string(f->type_name()) + ", not a string";
+    } else {
+      text_storage = f->as_string();
+      text = text_storage;
     }
     if (!why.empty()) {
       const std::string where = file + ":" + std::to_string(item.where);
@@ -465,25 +455,21 @@ PrepareResult Preparer::run() {
   if (!fs::path(o_.out).parent_path().empty())
     fs::create_directories(fs::path(o_.out).parent_path());
 
-  const nlohmann::json fp = fingerprint();
+  const io::JsonValue fp = fingerprint();
   Cursor from;
   std::optional<IndexedDatasetWriter::Position> resume_at;
-  if (std::optional<nlohmann::json> j = read_journal(fp)) {
-    const auto& c = j->at("cursor");
-    const auto& w = j->at("written");
-    const auto& s = j->at("stats");
-    from = {c.at("file").get<int64_t>(), c.at("offset").get<uint64_t>(),
-            c.at("line").get<int64_t>()};
-    resume_at = IndexedDatasetWriter::Position{w.at("tokens").get<int64_t>(),
-                                               w.at("sequences").get<int64_t>(),
-                                               w.at("documents").get<int64_t>()};
+  if (const std::optional<io::Json> j = read_journal(fp)) {
+    const io::Json c = j->at("cursor"), w = j->at("written"), s = j->at("stats");
+    from = {c.get_int("file"), c.get_uint("offset"), c.get_int("line")};
+    resume_at = IndexedDatasetWriter::Position{w.get_int("tokens"), w.get_int("sequences"),
+                                               w.get_int("documents")};
     res_.resumed = true;
-    res_.bytes = res_.resumed_bytes = s.at("bytes").get<uint64_t>();
+    res_.bytes = res_.resumed_bytes = s.get_uint("bytes");
     res_.documents = res_.resumed_documents = resume_at->documents;
     res_.tokens = resume_at->tokens;
-    res_.empty_documents = s.at("empty_documents").get<int64_t>();
-    res_.skipped_lines = s.at("skipped_lines").get<int64_t>();
-    res_.first_skipped = s.at("first_skipped").get<std::string>();
+    res_.empty_documents = s.get_int("empty_documents");
+    res_.skipped_lines = s.get_int("skipped_lines");
+    res_.first_skipped = s.get_string("first_skipped");
   }
   IndexedDatasetWriter writer(o_.out, dtype_, resume_at, /*with_mask=*/chat_.has_value());
   if (!resume_at) std::remove(prepare_journal_path(o_.out).c_str());  // another run's record

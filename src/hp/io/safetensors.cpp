@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "hp/core/error.h"
 #include "hp/io/json.h"
@@ -42,8 +41,6 @@ struct SafetensorsState {
 
 namespace {
 
-using nlohmann::json;
-
 struct DTypeName {
   std::string_view name;
   DType dtype;
@@ -65,51 +62,50 @@ uint64_t read_le64(const std::byte* p) {
 }
 
 // Reads a non-negative integer from a JSON node; `what` names it in the error.
-uint64_t json_uint(const json& v, const std::string& file, const std::string& tensor,
+uint64_t json_uint(const JsonValue& v, const std::string& file, const std::string& tensor,
                    std::string_view what) {
-  if (v.is_number_unsigned()) return v.get<uint64_t>();
-  if (v.is_number_integer())
+  if (v.type() == JsonValue::Type::unsigned_integer) return v.as_uint();
+  if (v.type() == JsonValue::Type::integer)
     HP_THROW(IoError, "safetensors", file, ": tensor '", tensor, "': negative ", what, " ",
-             v.get<int64_t>());
+             v.as_int());
   HP_THROW(IoError, "safetensors", file, ": tensor '", tensor, "': ", what,
            " must be a non-negative integer, got ", v.dump());
 }
 
-SafetensorsTensor parse_entry(const std::string& file, const std::string& name, const json& v,
+SafetensorsTensor parse_entry(const std::string& file, const std::string& name, const JsonValue& v,
                               const std::byte* data, uint64_t data_size, uint64_t data_start) {
   if (!v.is_object())
     HP_THROW(IoError, "safetensors", file, ": tensor '", name, "': expected an object, got ",
              v.type_name());
-  for (auto it = v.begin(); it != v.end(); ++it)
-    if (it.key() != "dtype" && it.key() != "shape" && it.key() != "data_offsets")
-      HP_THROW(IoError, "safetensors", file, ": tensor '", name, "': unexpected key '", it.key(),
-               "'");
+  for (const auto& [key, value] : v.members())
+    if (key != "dtype" && key != "shape" && key != "data_offsets")
+      HP_THROW(IoError, "safetensors", file, ": tensor '", name, "': unexpected key '", key, "'");
   for (const char* key : {"dtype", "shape", "data_offsets"})
     if (!v.contains(key))
       HP_THROW(IoError, "safetensors", file, ": tensor '", name, "': missing '", key, "'");
 
   SafetensorsTensor t;
   t.name = name;
-  const json& dt = v["dtype"];
+  const JsonValue& dt = *v.find("dtype");
   if (!dt.is_string())
     HP_THROW(IoError, "safetensors", file, ": tensor '", name, "': dtype must be a string, got ",
              dt.dump());
   t.dtype = [&] {
     try {
-      return safetensors_dtype_from_name(dt.get<std::string>());
+      return safetensors_dtype_from_name(dt.as_string());
     } catch (const IoError& e) {
       HP_THROW(IoError, "safetensors", file, ": tensor '", name,
                "': ", std::string_view(e.what()).substr(std::strlen("[safetensors] ")));
     }
   }();
 
-  const json& shape = v["shape"];
+  const JsonValue& shape = *v.find("shape");
   if (!shape.is_array())
     HP_THROW(IoError, "safetensors", file, ": tensor '", name, "': shape must be an array, got ",
              shape.dump());
   uint64_t numel = 1;
   bool overflow = false, has_zero = false;
-  for (const json& d : shape) {
+  for (const JsonValue& d : shape.elements()) {
     uint64_t n = json_uint(d, file, name, "dimension");
     if (n > static_cast<uint64_t>(INT64_MAX))
       HP_THROW(IoError, "safetensors", file, ": tensor '", name, "': dimension ", n, " too large");
@@ -122,7 +118,7 @@ SafetensorsTensor parse_entry(const std::string& file, const std::string& name, 
   if (!has_zero && overflow)
     HP_THROW(IoError, "safetensors", file, ": tensor '", name, "': element count overflows");
 
-  const json& off = v["data_offsets"];
+  const JsonValue& off = *v.find("data_offsets");
   if (!off.is_array() || off.size() != 2)
     HP_THROW(IoError, "safetensors", file, ": tensor '", name,
              "': data_offsets must be [begin, end], got ", off.dump());
@@ -171,27 +167,27 @@ std::shared_ptr<detail::SafetensorsState> validate(std::shared_ptr<detail::Safet
       HP_THROW(IoError, "safetensors", file, ": invalid JSON header: ", e.what());
     }
   }();
-  const json& root = doc.raw();
+  const JsonValue& root = doc.value();
   if (!root.is_object())
     HP_THROW(IoError, "safetensors", file, ": header must be a JSON object, got ",
              root.type_name());
 
   const std::byte* data = st->base + 8 + n;
   uint64_t data_size = st->size - 8 - n;
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    if (it.key() == "__metadata__") {
-      if (!it->is_object())
+  for (const auto& [key, entry] : root.members()) {
+    if (key == "__metadata__") {
+      if (!entry.is_object())
         HP_THROW(IoError, "safetensors", file, ": __metadata__ must be an object, got ",
-                 it->type_name());
-      for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string())
-          HP_THROW(IoError, "safetensors", file, ": __metadata__ value of '", m.key(),
-                   "' must be a string, got ", m->dump());
-        st->metadata.emplace(m.key(), m->get<std::string>());
+                 entry.type_name());
+      for (const auto& [name, value] : entry.members()) {
+        if (!value.is_string())
+          HP_THROW(IoError, "safetensors", file, ": __metadata__ value of '", name,
+                   "' must be a string, got ", value.dump());
+        st->metadata.emplace(name, value.as_string());
       }
       continue;
     }
-    st->tensors.push_back(parse_entry(file, it.key(), *it, data, data_size, 8 + n));
+    st->tensors.push_back(parse_entry(file, key, entry, data, data_size, 8 + n));
   }
 
   // Offsets must tile [0, data_size) exactly: no overlap, no gap, no trailing bytes.

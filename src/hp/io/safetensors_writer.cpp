@@ -6,10 +6,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "hp/core/error.h"
+#include "hp/io/json.h"
 #include "hp/io/safetensors.h"
 
 namespace hp::io {
@@ -63,16 +63,22 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path,
     return sa != sb ? sa > sb : a->name < b->name;
   });
 
-  nlohmann::json header = nlohmann::json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  // Keys sorted, as the format's reference writer does.
+  JsonValue header = JsonValue::object();
+  if (!metadata.empty()) {
+    JsonValue m = JsonValue::object();
+    for (const auto& [key, value] : metadata) m[key] = value;
+    header["__metadata__"] = std::move(m);
+  }
   uint64_t offset = 0;
   for (const SafetensorsEntry* e : order) {
-    header[e->name] = {{"dtype", safetensors_dtype_name(e->dtype)},
-                       {"shape", e->shape},
-                       {"data_offsets", {offset, offset + e->nbytes}}};
+    header[e->name] =
+        JsonValue::object({{"dtype", safetensors_dtype_name(e->dtype)},
+                           {"shape", e->shape},
+                           {"data_offsets", JsonValue::array({offset, offset + e->nbytes})}});
     offset += e->nbytes;
   }
-  std::string text = header.dump();
+  std::string text = header.dump(-1, KeyOrder::sorted);
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t data_start = 8 + text.size();
   for (const SafetensorsEntry* e : order) {
@@ -145,11 +151,11 @@ std::string hf_shard_file(size_t index, size_t count) {
 
 std::string hf_index_json(const std::vector<std::pair<std::string, std::string>>& weight_map,
                           uint64_t total_bytes) {
-  nlohmann::ordered_json index;
-  index["metadata"] = {{"total_size", total_bytes}};
-  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  JsonValue index;
+  index["metadata"] = JsonValue::object({{"total_size", total_bytes}});
+  JsonValue map = JsonValue::object();
   for (const auto& [tensor, file] : weight_map) map[tensor] = file;
-  index["weight_map"] = map;
+  index["weight_map"] = std::move(map);
   return index.dump(2) + "\n";
 }
 

@@ -4,7 +4,6 @@
 // differently from the `tokenizers` package.
 #include <algorithm>
 #include <limits>
-#include <nlohmann/json.hpp>
 
 #include "hp/core/error.h"
 #include "hp/io/json.h"
@@ -13,8 +12,6 @@
 namespace hp::io::detail {
 
 namespace {
-
-using nlohmann::json;
 
 [[noreturn]] void unsupported(const Json& node, std::string_view what) {
   node.fail(hp::detail::cat("unsupported ", what));
@@ -35,17 +32,17 @@ std::unique_ptr<Model> load_model(const Json& model) {
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (!model.get_string_or(key, "").empty()) unsupported(model[key], key);
 
-  // The vocab can hold 100k+ entries: walk the raw node and only build paths for errors.
+  // The vocab can hold 100k+ entries: walk the nodes and only build paths for errors.
   Json vocab_node = model.at("vocab");
   if (!vocab_node.is_object())
     vocab_node.fail("expected object, got " + std::string(vocab_node.type_name()));
   TokenMap vocab;
   vocab.reserve(vocab_node.size());
-  for (auto it = vocab_node.raw().begin(); it != vocab_node.raw().end(); ++it) {
-    const json& v = *it;
-    if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<int32_t>::max())
-      token_id(vocab_node[it.key()]);  // throws with the key path
-    vocab.emplace(it.key(), static_cast<int32_t>(v.get<uint64_t>()));
+  for (const auto& [token, v] : vocab_node.value().members()) {
+    if (v.type() != JsonValue::Type::unsigned_integer ||
+        v.as_uint() > std::numeric_limits<int32_t>::max())
+      token_id(vocab_node[token]);  // throws with the key path
+    vocab.emplace(token, static_cast<int32_t>(v.as_uint()));
   }
 
   Json merges_node = model.at("merges");
@@ -53,19 +50,19 @@ std::unique_ptr<Model> load_model(const Json& model) {
     merges_node.fail("expected array, got " + std::string(merges_node.type_name()));
   std::vector<std::pair<std::string, std::string>> merges;
   merges.reserve(merges_node.size());
-  const json& raw_merges = merges_node.raw();
+  const std::vector<JsonValue>& raw_merges = merges_node.value().elements();
   for (size_t i = 0; i < raw_merges.size(); ++i) {
-    const json& m = raw_merges[i];
+    const JsonValue& m = raw_merges[i];
     std::pair<std::string, std::string> pair;
     if (m.is_string()) {
       // Legacy "a b" form: exactly one space (byte-level tokens never contain a raw space).
-      const std::string& s = m.get_ref<const std::string&>();
+      const std::string& s = m.as_string();
       size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
         merges_node.at(i).fail("merge \"" + s + "\" is not two tokens separated by one space");
       pair = {s.substr(0, sp), s.substr(sp + 1)};
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      pair = {m[0].get<std::string>(), m[1].get<std::string>()};
+      pair = {m[0].as_string(), m[1].as_string()};
     } else {
       merges_node.at(i).fail("merge must be \"a b\" or [\"a\", \"b\"], got " + m.dump());
     }

@@ -9,7 +9,6 @@
 // characters before encoding (a guard against tiktoken's recursion limit); hp has no such limit.
 #include <filesystem>
 #include <limits>
-#include <nlohmann/json.hpp>
 
 #include "hp/core/error.h"
 #include "hp/io/json.h"

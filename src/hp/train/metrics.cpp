@@ -11,10 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "hp/core/error.h"
+#include "hp/io/json.h"
 #include "hp/train/evaluate.h"
 
 namespace hp::train {
@@ -59,13 +59,13 @@ std::filesystem::path jsonl_path(const std::string& dir) {
 
 // JSON has no NaN or infinity: a non-finite value (a diverged step's loss or gradient norm) is
 // written as null, and null reads back as NaN.
-nlohmann::json number(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+io::JsonValue number(double v) {
+  return std::isfinite(v) ? io::JsonValue(v) : io::JsonValue();
 }
-double number_at(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end()) return 0.0;
-  return it->is_number() ? it->get<double>() : std::nan("");
+double number_at(const io::Json& j, const char* key) {
+  const std::optional<io::Json> v = j.find(key);
+  if (!v) return 0.0;
+  return v->is_number() ? v->as_double() : std::nan("");
 }
 
 // The step lines of metrics.jsonl, and its validation lines into *evals.
@@ -76,18 +76,19 @@ std::vector<StepRecord> read_jsonl(const std::filesystem::path& p, std::vector<E
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
+    const std::optional<io::Json> line_json = io::try_parse_json(line, p.string());
+    if (!line_json || !line_json->is_object() || !line_json->contains("step")) continue;
+    const io::Json& j = *line_json;
     if (j.contains("eval_loss")) {
       EvalResult e;
-      e.step = j.value("step", int64_t{0});
+      e.step = j.get_int_or("step", 0);
       e.loss = number_at(j, "eval_loss");
       e.ppl = number_at(j, "eval_ppl");
       evals->push_back(e);
       continue;
     }
     StepRecord r;
-    r.step = j.value("step", int64_t{0});
+    r.step = j.get_int_or("step", 0);
     r.loss = number_at(j, "loss");
     r.grad_norm = number_at(j, "grad_norm");
     r.lr = number_at(j, "lr");
@@ -95,15 +96,14 @@ std::vector<StepRecord> read_jsonl(const std::filesystem::path& p, std::vector<E
     r.mfu = number_at(j, "mfu");
     r.step_s = number_at(j, "step_s");
     r.tflops = number_at(j, "tflops");
-    r.peak_mem_bytes = j.value("peak_mem_bytes", int64_t{0});
-    r.act_mem_bytes = j.value("act_mem_bytes", int64_t{0});
-    r.host_mem_bytes = j.value("host_mem_bytes", int64_t{0});
-    if (j.contains("offload_bytes")) {
-      const auto& m = j["offload_bytes"];
-      r.device_to_host_bytes = m.value("device_to_host", int64_t{0});
-      r.host_to_device_bytes = m.value("host_to_device", int64_t{0});
-      r.host_to_disk_bytes = m.value("host_to_disk", int64_t{0});
-      r.disk_to_host_bytes = m.value("disk_to_host", int64_t{0});
+    r.peak_mem_bytes = j.get_int_or("peak_mem_bytes", 0);
+    r.act_mem_bytes = j.get_int_or("act_mem_bytes", 0);
+    r.host_mem_bytes = j.get_int_or("host_mem_bytes", 0);
+    if (const std::optional<io::Json> m = j.find("offload_bytes")) {
+      r.device_to_host_bytes = m->get_int_or("device_to_host", 0);
+      r.host_to_device_bytes = m->get_int_or("host_to_device", 0);
+      r.host_to_disk_bytes = m->get_int_or("host_to_disk", 0);
+      r.disk_to_host_bytes = m->get_int_or("disk_to_host", 0);
       r.transfer_wait_s = number_at(j, "transfer_wait_s");
     }
     out.push_back(r);
@@ -143,9 +143,8 @@ MetricsLog::MetricsLog(const MetricsConfig& cfg, const std::string& run_dir, int
     std::ifstream in(p);
     std::string line;
     while (std::getline(in, line)) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j.is_object() && j.value("step", int64_t{0}) <= resume_step)
-        keep.push_back(line);
+      const std::optional<io::Json> j = io::try_parse_json(line, p.string());
+      if (j && j->is_object() && j->get_int_or("step", 0) <= resume_step) keep.push_back(line);
     }
   }
   std::ofstream o(p, std::ios::trunc);
@@ -163,25 +162,25 @@ void MetricsLog::record(const StepRecord& r) {
   ++steps_seen_;
   if (!enabled_) return;
   if (logged(r.step) && cfg_.jsonl) {
-    nlohmann::json j = {{"step", r.step},
-                        {"loss", number(r.loss)},
-                        {"grad_norm", number(r.grad_norm)},
-                        {"lr", number(r.lr)},
-                        {"tokens_per_s", number(r.tokens_per_s)},
-                        {"tflops", number(r.tflops)},
-                        {"mfu", number(r.mfu)},
-                        {"peak_mem_bytes", r.peak_mem_bytes},
-                        {"act_mem_bytes", r.act_mem_bytes},
-                        {"step_s", number(r.step_s)}};
+    io::JsonValue j = io::JsonValue::object({{"step", r.step},
+                                             {"loss", number(r.loss)},
+                                             {"grad_norm", number(r.grad_norm)},
+                                             {"lr", number(r.lr)},
+                                             {"tokens_per_s", number(r.tokens_per_s)},
+                                             {"tflops", number(r.tflops)},
+                                             {"mfu", number(r.mfu)},
+                                             {"peak_mem_bytes", r.peak_mem_bytes},
+                                             {"act_mem_bytes", r.act_mem_bytes},
+                                             {"step_s", number(r.step_s)}});
     if (r.tp_comm_bytes > 0) j["tp_comm_bytes"] = r.tp_comm_bytes;
     if (r.host_mem_bytes > 0) j["host_mem_bytes"] = r.host_mem_bytes;
     const int64_t moved[] = {r.device_to_host_bytes, r.host_to_device_bytes, r.host_to_disk_bytes,
                              r.disk_to_host_bytes};
     if (moved[0] || moved[1] || moved[2] || moved[3]) {
-      j["offload_bytes"] = {{"device_to_host", moved[0]},
-                            {"host_to_device", moved[1]},
-                            {"host_to_disk", moved[2]},
-                            {"disk_to_host", moved[3]}};
+      j["offload_bytes"] = io::JsonValue::object({{"device_to_host", moved[0]},
+                                                  {"host_to_device", moved[1]},
+                                                  {"host_to_disk", moved[2]},
+                                                  {"disk_to_host", moved[3]}});
       j["transfer_wait_s"] = number(r.transfer_wait_s);
     }
     if (!r.source_tokens.empty()) j["source_tokens"] = r.source_tokens;
@@ -199,11 +198,12 @@ void MetricsLog::record(const StepRecord& r) {
   if (bar_) draw_bar(r);
 }
 
-void MetricsLog::append_jsonl(const nlohmann::json& j, int64_t step) {
+void MetricsLog::append_jsonl(const io::JsonValue& j, int64_t step) {
   // Checked after each write (ENOSPC shows at the flush): a full disk costs metrics, not the run.
+  // Keys sorted, as the lines have always been written.
   errno = 0;
   std::ofstream o(jsonl_path(run_dir_), std::ios::app);
-  if (!(o << j.dump() << "\n" << std::flush))
+  if (!(o << j.dump(-1, io::KeyOrder::sorted) << "\n" << std::flush))
     write_failed(jsonl_path(run_dir_).string(), step, errno);
 }
 
@@ -211,10 +211,10 @@ void MetricsLog::record_eval(const EvalResult& r) {
   evals_.push_back(r);
   if (!enabled_) return;
   if (cfg_.jsonl)
-    append_jsonl({{"step", r.step},
-                  {"eval_loss", number(r.loss)},
-                  {"eval_ppl", number(r.ppl)},
-                  {"eval_tokens", r.tokens}},
+    append_jsonl(io::JsonValue::object({{"step", r.step},
+                                        {"eval_loss", number(r.loss)},
+                                        {"eval_ppl", number(r.ppl)},
+                                        {"eval_tokens", r.tokens}}),
                  r.step);
   if (cfg_.progress != "none") message(Evaluator::format(r));
 }

@@ -4,13 +4,16 @@
 
 #include <cstdint>
 #include <iosfwd>
-#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 #include "hp/core/tensor.h"
 #include "hp/train/config.h"
 #include "hp/train/records.h"
+
+namespace hp::io {
+class JsonValue;
+}
 
 namespace hp::train {
 
@@ -52,7 +55,7 @@ class MetricsLog {
   void draw_bar(const StepRecord& r);
   void clear_bar();
   // Appends one line to metrics.jsonl (a failed write is recorded, not thrown).
-  void append_jsonl(const nlohmann::json& j, int64_t step);
+  void append_jsonl(const io::JsonValue& j, int64_t step);
   // Records a failed write of `path` (errno `err`) at `step`: a warning, at most one per step.
   void write_failed(const std::string& path, int64_t step, int err);
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <ostream>
 
 #include "hp/checkpoint/dcp.h"
@@ -24,11 +23,12 @@ namespace fs = std::filesystem;
 
 std::string trainer_state_json(int64_t step, const data::LoaderState& loader, int world_size) {
   const RngState rng = default_generator().state();
-  const nlohmann::json j = {{"step", step},
-                            {"loader", {{"epoch", loader.epoch}, {"cursor", loader.cursor}}},
-                            {"rng", {{"seed", rng.seed}, {"offset", rng.offset}}},
-                            {"world_size", world_size}};
-  return j.dump();
+  const io::JsonValue j = io::JsonValue::object(
+      {{"step", step},
+       {"loader", io::JsonValue::object({{"epoch", loader.epoch}, {"cursor", loader.cursor}})},
+       {"rng", io::JsonValue::object({{"seed", rng.seed}, {"offset", rng.offset}})},
+       {"world_size", world_size}});
+  return j.dump(-1, io::KeyOrder::sorted);
 }
 
 namespace {
@@ -178,17 +178,18 @@ int64_t restore(const std::string& step_dir, Parallelized& model, optim::Optimiz
   checkpoint::load(step_dir, model.chunks(state, /*for_save=*/false));
   opt.load_state_dict(state);
 
-  const auto j = nlohmann::json::parse(meta.trainer_state_json, nullptr, false);
-  if (j.is_discarded() || !j.contains("step") || !j.contains("loader") || !j.contains("rng"))
+  const std::optional<io::Json> j =
+      io::try_parse_json(meta.trainer_state_json, step_dir + "/metadata.json: trainer_state");
+  if (!j || !j->contains("step") || !j->contains("loader") || !j->contains("rng"))
     HP_THROW(ValueError, "train", step_dir,
              "/metadata.json: trainer_state lacks step / loader / rng: ", meta.trainer_state_json);
   data::LoaderState ls;
-  ls.epoch = j["loader"].value("epoch", int64_t{0});
-  ls.cursor = j["loader"].value("cursor", int64_t{0});
+  ls.epoch = j->at("loader").get_int_or("epoch", 0);
+  ls.cursor = j->at("loader").get_int_or("cursor", 0);
   loader.set_state(ls);
   default_generator().set_state(
-      RngState{j["rng"].value("seed", uint64_t{0}), j["rng"].value("offset", uint64_t{0})});
-  return j["step"].get<int64_t>();
+      RngState{j->at("rng").get_uint_or("seed", 0), j->at("rng").get_uint_or("offset", 0)});
+  return j->get_int("step");
 }
 
 }  // namespace hp::train

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "hp/autograd/grad_mode.h"

@@ -17,19 +17,19 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
 #include "hp/core/error.h"
 #include "hp/core/thread_pool.h"
+#include "hp/io/json.h"
 #include "hp/kernels/cpu/gemm_peak.h"
 
 namespace hp::kernels {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
+using io::JsonValue;
 
 constexpr int kCacheFormat = 1;
 
@@ -87,22 +87,27 @@ class CacheLock {
 };
 
 // Field readers that never throw: a field of the wrong type reads as absent.
-std::string string_at(const json& e, const char* key) {
-  const auto it = e.find(key);
-  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+std::string string_at(const JsonValue& e, const char* key) {
+  const JsonValue* v = e.find(key);
+  return v && v->is_string() ? v->as_string() : std::string();
 }
-double number_at(const json& e, const char* key, double absent) {
-  const auto it = e.find(key);
-  return it != e.end() && it->is_number() ? it->get<double>() : absent;
+double number_at(const JsonValue& e, const char* key, double absent) {
+  const JsonValue* v = e.find(key);
+  return v && v->is_number() ? v->as_double() : absent;
+}
+// The field as JSON text, for messages ("null" when absent).
+std::string text_at(const JsonValue& e, const char* key) {
+  const JsonValue* v = e.find(key);
+  return v ? v->dump() : "null";
 }
 
-json empty_cache() {
-  return json{{"format", kCacheFormat}, {"peaks", json::array()}};
+JsonValue empty_cache() {
+  return JsonValue::object({{"format", kCacheFormat}, {"peaks", JsonValue::array()}});
 }
 
 // The cache document, or an empty one when the file is absent; corrupt or unreadable → a warning
 // and an empty one (the file is rewritten whole after the measurement).
-json read_cache(const std::string& path, std::vector<std::string>* warnings) {
+JsonValue read_cache(const std::string& path, std::vector<std::string>* warnings) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return empty_cache();
   std::ifstream in(path);
@@ -112,36 +117,35 @@ json read_cache(const std::string& path, std::vector<std::string>* warnings) {
                         "; measuring afresh");
     return empty_cache();
   }
-  json doc = json::parse(text.str(), nullptr, false);
+  const std::optional<io::Json> parsed = io::try_parse_json(text.str(), path);
   std::string why;
-  if (doc.is_discarded())
+  if (!parsed)
     why = "not valid JSON";
-  else if (!doc.is_object() || !doc.contains("peaks") || !doc["peaks"].is_array())
+  else if (const JsonValue& doc = parsed->value();
+           !doc.contains("peaks") || !doc.find("peaks")->is_array())
     why = "no \"peaks\" list";
   else if (number_at(doc, "format", 0) != kCacheFormat)
-    why = "format " + doc.value("format", json()).dump() + ", expected " +
-          std::to_string(kCacheFormat);
-  if (why.empty()) return doc;
+    why = "format " + text_at(doc, "format") + ", expected " + std::to_string(kCacheFormat);
+  if (why.empty()) return parsed->value();
   warnings->push_back("ignoring the corrupt GEMM peak cache " + path + " (" + why +
                       "); measuring afresh");
   return empty_cache();
 }
 
-bool same_key(const json& e, const PeakKey& k) {
+bool same_key(const JsonValue& e, const PeakKey& k) {
   return e.is_object() && string_at(e, "cpu") == k.cpu && string_at(e, "isa") == k.isa &&
          number_at(e, "threads", -1) == k.threads && string_at(e, "dtype") == dtype_name(k.dtype);
 }
 
 // The entry for `key`; a malformed one is reported and treated as absent.
-std::optional<GemmPeak> find_entry(const json& doc, const PeakKey& key,
+std::optional<GemmPeak> find_entry(const JsonValue& doc, const PeakKey& key,
                                    std::vector<std::string>* warnings, const std::string& path) {
-  for (const json& e : doc["peaks"]) {
+  for (const JsonValue& e : doc.find("peaks")->elements()) {
     if (!same_key(e, key)) continue;
     const double gflops = number_at(e, "gflops", -1);
     if (!std::isfinite(gflops) || gflops <= 0) {
       warnings->push_back("ignoring the " + std::string(dtype_name(key.dtype)) + " entry of " +
-                          path + " (gflops " + e.value("gflops", json()).dump() +
-                          "); measuring afresh");
+                          path + " (gflops " + text_at(e, "gflops") + "); measuring afresh");
       return std::nullopt;
     }
     GemmPeak p;
@@ -157,14 +161,14 @@ std::optional<GemmPeak> find_entry(const json& doc, const PeakKey& key,
 }
 
 // Writes doc to path through a temporary file and a rename, so readers never see half a file.
-bool write_cache(const std::string& path, const json& doc, std::string* error) {
+bool write_cache(const std::string& path, const JsonValue& doc, std::string* error) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     errno = 0;
     std::ofstream out(tmp, std::ios::trunc);
-    if (!(out << doc.dump(2) << "\n" << std::flush)) {
+    if (!(out << doc.dump(2, io::KeyOrder::sorted) << "\n" << std::flush)) {
       *error = errno ? std::strerror(errno) : "write failed";
       fs::remove(tmp, ec);
       return false;
@@ -215,7 +219,7 @@ GemmPeak gemm_peak(DType dt, const PeakOptions& o) {
   const PeakKey key = peak_key(dt);
   std::vector<std::string> warnings;
   const CacheLock lock(path);  // concurrent ranks: one measures, the others then read its entry
-  json doc = read_cache(path, &warnings);
+  JsonValue doc = read_cache(path, &warnings);
   std::optional<GemmPeak> cached = find_entry(doc, key, &warnings, path);
   if (cached) {
     cached->cached = true;
@@ -262,18 +266,18 @@ GemmPeak gemm_peak(DType dt, const PeakOptions& o) {
     loaded[{dt, key.threads}] = p;
     return p;
   }
-  json& peaks = doc["peaks"];
+  JsonValue& peaks = doc["peaks"];
   for (size_t i = peaks.size(); i-- > 0;)
     if (same_key(peaks[i], key)) peaks.erase(i);
-  peaks.push_back({{"cpu", key.cpu},
-                   {"isa", key.isa},
-                   {"threads", key.threads},
-                   {"dtype", std::string(dtype_name(dt))},
-                   {"gflops", p.gflops},
-                   {"library", p.library},
-                   {"note", p.note},
-                   {"measured_at", p.measured_at},
-                   {"load_average", p.load_average}});
+  peaks.push_back(JsonValue::object({{"cpu", key.cpu},
+                                     {"isa", key.isa},
+                                     {"threads", key.threads},
+                                     {"dtype", std::string(dtype_name(dt))},
+                                     {"gflops", p.gflops},
+                                     {"library", p.library},
+                                     {"note", p.note},
+                                     {"measured_at", p.measured_at},
+                                     {"load_average", p.load_average}}));
   std::string error;
   if (write_cache(path, doc, &error))
     p.cache_path = path;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "hp/core/error.h"
 #include "hp/io/json.h"
@@ -328,8 +327,8 @@ ModelConfig read_model_config(const std::string& path) {
 }
 
 std::string model_config_to_json(const ModelConfig& c) {
-  nlohmann::ordered_json j;
-  j["architectures"] = {c.architecture};
+  io::JsonValue j;
+  j["architectures"] = io::JsonValue::array({c.architecture});
   j["model_type"] = c.model_type;
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;
@@ -354,7 +353,7 @@ std::string model_config_to_json(const ModelConfig& c) {
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
   const RopeScaling& r = c.rope_scaling;
   if (r.type != "default") {
-    nlohmann::ordered_json s;
+    io::JsonValue s;
     s["rope_type"] = r.type;
     s["factor"] = r.factor;
     if (r.type == "llama3" || r.type == "yarn")
@@ -401,9 +400,7 @@ std::string model_config_to_json(const ModelConfig& c) {
     j["num_nextn_predict_layers"] = 0;
   }
   if (arch && arch->extra_json) {
-    // Named: items() refers to the parsed object, which must outlive the loop.
-    const nlohmann::ordered_json extra = nlohmann::ordered_json::parse(arch->extra_json(c));
-    for (const auto& [key, value] : extra.items()) j[key] = value;
+    j.update(io::parse_json_value(arch->extra_json(c), c.architecture + " config extras"));
   }
   return j.dump(2) + "\n";
 }

@@ -2,8 +2,6 @@
 // DeepseekV4Config reads them: layer_types / mlp_layer_types (or the legacy compress_ratios /
 // num_hash_layers), compress_rates, the mHC and compressor sizes, and the nested rope_parameters
 // {"main": ..., "compress": ...}.
-#include <nlohmann/json.hpp>
-
 #include "hp/core/error.h"
 #include "hp/io/json.h"
 #include "hp/models/deepseek_v4.h"
@@ -134,7 +132,7 @@ void parse_deepseek_v4_fields(const io::Json& j, ModelConfig& c) {
   if (c.qk_rope_head_dim <= 0 || c.qk_rope_head_dim % 2 != 0 || c.qk_rope_head_dim > c.head_dim ||
       c.qk_rope_head_dim > c.index_head_dim)
     fail(j, "partial_rotary_factor",
-         "head_dim (" + std::to_string(c.head_dim) + ") × " + nlohmann::json(partial).dump() +
+         "head_dim (" + std::to_string(c.head_dim) + ") × " + io::JsonValue(partial).dump() +
              " = " + std::to_string(c.qk_rope_head_dim) +
              " rotary channels must be even, > 0 and at most head_dim and index_head_dim");
 
@@ -162,11 +160,11 @@ void parse_deepseek_v4_fields(const io::Json& j, ModelConfig& c) {
 }
 
 std::string deepseek_v4_json(const ModelConfig& c) {
-  nlohmann::ordered_json j;
+  io::JsonValue j;
   j["layer_types"] = c.layer_types;
   j["mlp_layer_types"] = c.mlp_layer_types;
-  j["compress_rates"] = {{kCompressedSparseAttention, c.compress_rate_csa},
-                         {kHeavilyCompressedAttention, c.compress_rate_hca}};
+  j["compress_rates"] = io::JsonValue::object({{kCompressedSparseAttention, c.compress_rate_csa},
+                                               {kHeavilyCompressedAttention, c.compress_rate_hca}});
   j["compress_rope_theta"] = c.compress_rope_theta;
   j["hc_mult"] = c.hc_mult;
   j["hc_sinkhorn_iters"] = c.hc_sinkhorn_iters;
@@ -184,7 +182,7 @@ std::string deepseek_v4_json(const ModelConfig& c) {
   j["routed_scaling_factor"] = c.routed_scaling_factor;
   j["partial_rotary_factor"] = double(c.qk_rope_head_dim) / double(c.head_dim);
   auto rope = [](const RopeScaling& r, double theta, double partial) {
-    nlohmann::ordered_json s;
+    io::JsonValue s;
     s["rope_type"] = r.type;
     s["rope_theta"] = theta;
     s["partial_rotary_factor"] = partial;
@@ -201,8 +199,9 @@ std::string deepseek_v4_json(const ModelConfig& c) {
     return s;
   };
   const double partial = double(c.qk_rope_head_dim) / double(c.head_dim);
-  j["rope_parameters"] = {{"main", rope(c.rope_scaling, c.rope_theta, partial)},
-                          {"compress", rope(c.compress_rope, c.compress_rope_theta, partial)}};
+  j["rope_parameters"] =
+      io::JsonValue::object({{"main", rope(c.rope_scaling, c.rope_theta, partial)},
+                             {"compress", rope(c.compress_rope, c.compress_rope_theta, partial)}});
   return j.dump();
 }
 

@@ -7,8 +7,6 @@
 // true, and applies to the layers `layer_types` marks "sliding_attention"; without layer_types,
 // to layers >= `max_window_layers` (absent: 28), as Qwen2Config / Qwen3Config derive it. Without
 // the window, layer_types is not read (nothing slides).
-#include <nlohmann/json.hpp>
-
 #include "hp/core/error.h"
 #include "hp/io/json.h"
 #include "hp/models/hf/registry.h"
@@ -69,15 +67,15 @@ void parse_qwen_sliding_window(const io::Json& j, ModelConfig& c) {
 }
 
 std::string mistral_sliding_window_json(const ModelConfig& c) {
-  nlohmann::ordered_json j;
-  j["sliding_window"] = c.sliding_window > 0 ? nlohmann::ordered_json(c.sliding_window) : nullptr;
+  io::JsonValue j;
+  j["sliding_window"] = c.sliding_window > 0 ? io::JsonValue(c.sliding_window) : nullptr;
   return j.dump();
 }
 
 std::string qwen_sliding_window_json(const ModelConfig& c) {
-  nlohmann::ordered_json j;
+  io::JsonValue j;
   j["use_sliding_window"] = c.sliding_window > 0;
-  j["sliding_window"] = c.sliding_window > 0 ? nlohmann::ordered_json(c.sliding_window) : nullptr;
+  j["sliding_window"] = c.sliding_window > 0 ? io::JsonValue(c.sliding_window) : nullptr;
   // layer_types decides which layers slide (max_window_layers only matters without it).
   if (!c.layer_types.empty()) j["layer_types"] = c.layer_types;
   return j.dump();
