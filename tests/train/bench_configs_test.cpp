@@ -22,8 +22,8 @@ int64_t llama_parameters(const ModelSection& m) {
 
 void expect_bench_settings(const Config& c) {
   EXPECT_EQ(c.model.arch, "llama");
-  EXPECT_EQ(c.optimizer.name, "adamw");
-  EXPECT_EQ(c.training.mixed_precision, "bf16");
+  EXPECT_EQ(c.optimizer.name, OptimizerName::adamw);
+  EXPECT_EQ(c.training.mixed_precision, MixedPrecision::bf16);
   EXPECT_EQ(c.checkpoint.interval, 0);
   EXPECT_FALSE(c.checkpoint.save_final);
   EXPECT_EQ(c.metrics.peak_tflops, 0) << "MFU must be against the measured GEMM peak";

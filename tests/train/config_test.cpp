@@ -48,7 +48,7 @@ TEST(Config, LoadsValuesAndKeepsDefaults) {
   Config c = parse_config(kValid, "run.yaml");
   EXPECT_EQ(c.model.arch, "llama");
   EXPECT_EQ(c.model.hidden, 64);
-  EXPECT_EQ(c.optimizer.name, "muon");
+  EXPECT_EQ(c.optimizer.name, OptimizerName::muon);
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.02);
   ASSERT_EQ(c.optimizer.groups.size(), 1u);
   EXPECT_EQ(c.optimizer.groups[0].params, (std::vector<std::string>{"*norm*", "*.bias"}));
@@ -57,7 +57,7 @@ TEST(Config, LoadsValuesAndKeepsDefaults) {
   EXPECT_EQ(c.training.steps, 100);
   EXPECT_EQ(c.training.seq_len, 2048);  // default
   EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.9, 0.95}));
-  EXPECT_EQ(c.lr_scheduler.name, "cosine");
+  EXPECT_EQ(c.lr_scheduler.name, LrSchedule::cosine);
   // A section with every key commented out is empty, not null.
   EXPECT_EQ(parse_config("training:\nmodel:\n  path: m\ndata:\n  path: d\n", "r.yaml").training,
             TrainingConfig{});
@@ -69,8 +69,8 @@ TEST(Config, SetOverridesAreTypedAndValidated) {
                            "training.mixed_precision=f32", "lr_scheduler.name=wsd"});
   EXPECT_EQ(c.training.steps, 10);
   EXPECT_EQ(c.optimizer.betas, (std::vector<double>{0.8, 0.99}));
-  EXPECT_EQ(c.training.mixed_precision, "f32");
-  EXPECT_EQ(c.lr_scheduler.name, "wsd");
+  EXPECT_EQ(c.training.mixed_precision, MixedPrecision::f32);
+  EXPECT_EQ(c.lr_scheduler.name, LrSchedule::wsd);
   EXPECT_EQ(error_of(kValid, {"training.steps=ten"}),
             "[config] --set training.steps=ten: training.steps: expected an integer, got 'ten'");
   EXPECT_EQ(error_of(kValid, {"training.stpes=10"}),
@@ -94,6 +94,64 @@ TEST(Config, RoundTripThroughYaml) {
   EXPECT_EQ(to_yaml(back), y);
   EXPECT_EQ(back.data.tokenizer, "true");  // a string that looks like a bool stays a string
   EXPECT_NE(y.find("lr: 0.02\n"), std::string::npos) << y;
+}
+
+// Every value of a config enum has one spelling in its table (a value missing there could be held
+// but never written back).
+template <class E>
+void expect_complete_table() {
+  const auto names = enum_names(E{});
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(enum_index(static_cast<E>(i)), i) << names[i].name;
+    for (size_t j = 0; j < i; ++j) EXPECT_STRNE(names[i].name, names[j].name);
+  }
+}
+
+TEST(Config, EnumKeysAreParsedOnceAndSpelledBack) {
+  expect_complete_table<DataFormat>();
+  expect_complete_table<AutoFlag>();
+  expect_complete_table<MuonUpdateScale>();
+  expect_complete_table<OptimizerName>();
+  expect_complete_table<GroupOptimizer>();
+  expect_complete_table<LrSchedule>();
+  expect_complete_table<MixedPrecision>();
+  expect_complete_table<FusionMode>();
+  expect_complete_table<ReduceDtype>();
+  expect_complete_table<MoEKernel>();
+  expect_complete_table<TpStyle>();
+  expect_complete_table<PipelineSchedule>();
+  expect_complete_table<CpMethod>();
+  expect_complete_table<LowPrecisionRecipe>();
+  expect_complete_table<MxElem>();
+  expect_complete_table<MxScaleMode>();
+  expect_complete_table<RecomputeMode>();
+  expect_complete_table<OffloadTier>();
+  expect_complete_table<HostOffload>();
+  expect_complete_table<ActivationSelect>();
+  expect_complete_table<Progress>();
+  EXPECT_EQ(enum_name(PipelineSchedule::one_f_one_b), "1f1b");
+  EXPECT_EQ(enum_name(AutoFlag::off), "false");
+
+  Config c = parse_config(kValid, "run.yaml",
+                          {"parallel.pipeline.schedule=interleaved_1f1b", "data.document_mask=true",
+                           "data.sources=[{path: a, format: chat}, {path: b}]", "data.path=\"\""});
+  EXPECT_EQ(c.parallel.pipeline.schedule, PipelineSchedule::interleaved_1f1b);
+  EXPECT_EQ(c.data.document_mask, AutoFlag::on);
+  // Unset optional formats mean data.format's.
+  EXPECT_EQ(c.data.sources[0].format, DataFormat::chat);
+  EXPECT_FALSE(c.data.sources[1].format.has_value());
+  EXPECT_FALSE(c.eval.format.has_value());
+  // Values set in code are written by their spellings, and read back equal.
+  c.offload.activations = OffloadTier::disk;
+  const std::string y = to_yaml(c);
+  EXPECT_NE(y.find("schedule: interleaved_1f1b\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("document_mask: \"true\"\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("activations: disk\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("format: \"\"\n"), std::string::npos) << y;
+  EXPECT_EQ(parse_config(y, "resolved.yaml"), c);
+  EXPECT_EQ(error_of(kValid, {"eval.data=v", "eval.format=csv"}),
+            "[config] --set eval.format=csv: eval.format: must be one of "
+            "text|tokens_u16|tokens_u32|indexed|chat, got 'csv'");
 }
 
 // --- golden messages, one per error kind ---
@@ -229,17 +287,18 @@ TEST(Config, MixedPrecisionAutoFollowsNativeBf16) {
 TEST(Config, MixedPrecisionAndItsDeprecatedAlias) {
   const std::string note =
       "[config] parallel.fsdp.param_dtype is deprecated: use training.mixed_precision";
-  EXPECT_EQ(parse_config(kValid, "run.yaml").training.mixed_precision, "bf16");  // the default
+  EXPECT_EQ(parse_config(kValid, "run.yaml").training.mixed_precision,
+            MixedPrecision::bf16);  // the default
   Config c = parse_config(kValid, "run.yaml", {"training.mixed_precision=f32"});
-  EXPECT_EQ(c.training.mixed_precision, "f32");
+  EXPECT_EQ(c.training.mixed_precision, MixedPrecision::f32);
   EXPECT_TRUE(c.notes.lines.empty());
   // The alias, in the file or from --set: its value is used, and the config notes it once.
   const std::string old_yaml = std::string(kValid) + "parallel:\n  fsdp:\n    param_dtype: f32\n";
   Config a = parse_config(old_yaml, "run.yaml");
-  EXPECT_EQ(a.training.mixed_precision, "f32");
+  EXPECT_EQ(a.training.mixed_precision, MixedPrecision::f32);
   EXPECT_EQ(a.notes.lines, std::vector<std::string>{note});
   Config b = parse_config(kValid, "run.yaml", {"parallel.fsdp.param_dtype=f32"});
-  EXPECT_EQ(b.training.mixed_precision, "f32");
+  EXPECT_EQ(b.training.mixed_precision, MixedPrecision::f32);
   EXPECT_EQ(b.notes.lines, std::vector<std::string>{note});
   // Set in the file and again by --set: still one note.
   EXPECT_EQ(parse_config(old_yaml, "run.yaml", {"parallel.fsdp.param_dtype=bf16"}).notes.lines,

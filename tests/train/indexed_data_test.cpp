@@ -148,7 +148,7 @@ TEST(IndexedData, ConfigRefusesTextOnlyKeys) {
       "model: {arch: qwen3, hidden: 32, layers: 1, heads: 4, kv_heads: 2, intermediate: 64}\n"
       "data: {format: indexed, path: p}\n",
       "c.yaml");
-  EXPECT_EQ(ok.data.format, "indexed");
+  EXPECT_EQ(ok.data.format, DataFormat::indexed);
 }
 
 TEST(IndexedData, WrongTokenizerIsNamed) {

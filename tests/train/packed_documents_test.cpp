@@ -94,9 +94,9 @@ std::string error_of(const std::vector<std::string>& sets) {
 
 TEST(PackedDocumentsConfig, KeysDefaultsAndErrors) {
   const Config c = config("keys");
-  EXPECT_EQ(c.data.document_mask, "true");
-  EXPECT_EQ(c.data.reset_position_ids, "auto");
-  EXPECT_EQ(Config{}.data.document_mask, "auto");
+  EXPECT_EQ(c.data.document_mask, AutoFlag::on);
+  EXPECT_EQ(c.data.reset_position_ids, AutoFlag::auto_);
+  EXPECT_EQ(Config{}.data.document_mask, AutoFlag::auto_);
   EXPECT_EQ(error_of({"data.document_mask=yes"}),
             "[config] --set data.document_mask=yes: data.document_mask: must be one of "
             "auto|true|false, got 'yes'");
@@ -114,12 +114,12 @@ TEST(PackedDocumentsConfig, AutoIsOnForMaskedData) {
     EXPECT_EQ(f.mask, masked);
     EXPECT_EQ(f.reset_positions, masked);
   }
-  c.data.document_mask = "true";
-  c.data.reset_position_ids = "false";
+  c.data.document_mask = AutoFlag::on;
+  c.data.reset_position_ids = AutoFlag::off;
   EXPECT_TRUE(document_flags(c, false).mask);
   EXPECT_FALSE(document_flags(c, false).reset_positions);
-  c.data.document_mask = "false";
-  c.data.reset_position_ids = "auto";
+  c.data.document_mask = AutoFlag::off;
+  c.data.reset_position_ids = AutoFlag::auto_;
   EXPECT_FALSE(document_flags(c, true).any());
 }
 

@@ -67,7 +67,7 @@ Config config_for(const std::string& data_path, int64_t vocab, int64_t batch, in
   c.model = tiny_model();
   c.model.vocab = vocab;
   c.data.path = data_path;
-  c.data.format = "tokens_u16";
+  c.data.format = DataFormat::tokens_u16;
   c.training.batch_size = batch;
   c.training.seq_len = seq_len;
   c.training.grad_accum = 1;

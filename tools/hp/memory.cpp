@@ -26,11 +26,13 @@ int run_memory(const Args& args_in) {
   const train::Config cfg = train::load_config(args.front(), sets);
   const train::MemoryPlan plan = train::plan_memory(cfg);
   if (dist::world()->rank() == 0)  // under hp launch every rank plans its own share alike
-    std::printf("hp memory plan %s (offload: params %s, grads %s, optimizer %s, activations "
-                "%s)\n%s",
-                args.front().c_str(), cfg.offload.params.c_str(), cfg.offload.grads.c_str(),
-                cfg.offload.optimizer.c_str(), cfg.offload.activations.c_str(),
-                plan.to_text().c_str());
+    std::printf(
+        "hp memory plan %s (offload: params %s, grads %s, optimizer %s, activations "
+        "%s)\n%s",
+        args.front().c_str(), train::enum_name(cfg.offload.params).c_str(),
+        train::enum_name(cfg.offload.grads).c_str(),
+        train::enum_name(cfg.offload.optimizer).c_str(),
+        train::enum_name(cfg.offload.activations).c_str(), plan.to_text().c_str());
   return plan.fits() ? 0 : 1;
 }
 

@@ -52,7 +52,7 @@ double tier_bytes_per_s(const Config& cfg, const Layout& layout) {
   std::memset(a.raw_data(), 1, size_t(kProbeBytes));
   std::memset(b.raw_data(), 2, size_t(kProbeBytes));
   double best = 1e30;
-  if (cfg.offload.activations == "disk") {
+  if (cfg.offload.activations == OffloadTier::disk) {
     offload::AsyncFile f(disk_tier_file(cfg, layout, "bandwidth"),
                          static_cast<int>(cfg.memory.io_threads));
     for (int i = 0; i < 2; ++i) {
@@ -113,7 +113,7 @@ std::string activation_blocks_text(const MemoryPlan& p) {
     const int f = static_cast<int>(b.fate);
     if (++counts[f] > 6 || b.fate == Fate::kept) continue;
     lists[f] += (counts[f] > 1 ? ", " : "") + b.fqn + " " + format_bytes(double(b.bytes));
-    if (p.activation_select == "auto") {
+    if (p.activation_select == ActivationSelect::auto_) {
       std::snprintf(cost, sizeof cost, " (recompute %.3g ms, swap %.3g ms)", 1e3 * b.recompute_s,
                     1e3 * b.swap_s);
       lists[f] += cost;
@@ -121,27 +121,28 @@ std::string activation_blocks_text(const MemoryPlan& p) {
   }
   for (const MemoryPlan::Block& b : p.activation_blocks)
     if (b.fate == Fate::swapped) swapped_bytes += b.bytes;
-  const char* how = p.activation_select == "largest" ? " (largest first until it fits)"
-                    : p.activation_select == "auto"  ? " (largest first until it fits, "
-                                                       "recomputed or swapped by cost)"
-                                                     : "";
-  std::string s = "offload    activations " + p.activation_tier + how + ": " +
-                  std::to_string(counts[int(Fate::swapped)]) + " of " +
-                  std::to_string(p.activation_blocks.size()) + " blocks swapped, " +
-                  std::to_string(counts[int(Fate::recomputed)]) + " recomputed; " +
-                  format_bytes(double(swapped_bytes)) + " per micro-batch on the " +
-                  p.activation_tier + " tier\n";
+  const std::string tier = enum_name(p.activation_tier);
+  const char* how = p.activation_select == ActivationSelect::largest
+                        ? " (largest first until it fits)"
+                    : p.activation_select == ActivationSelect::auto_
+                        ? " (largest first until it fits, recomputed or swapped by cost)"
+                        : "";
+  std::string s =
+      "offload    activations " + tier + how + ": " + std::to_string(counts[int(Fate::swapped)]) +
+      " of " + std::to_string(p.activation_blocks.size()) + " blocks swapped, " +
+      std::to_string(counts[int(Fate::recomputed)]) + " recomputed; " +
+      format_bytes(double(swapped_bytes)) + " per micro-batch on the " + tier + " tier\n";
   const char* names[3] = {"kept", "swapped", "recomputed"};
   for (int f : {int(Fate::swapped), int(Fate::recomputed)})
     if (counts[f] > 0)
       s += std::string("           ") + names[f] + ": " + lists[f] +
            (counts[f] > 6 ? ", ...\n" : "\n");
-  if (p.activation_select == "auto") {
+  if (p.activation_select == ActivationSelect::auto_) {
     std::snprintf(cost, sizeof cost, "           costs: GEMM %.1f GFLOP/s, %s tier %.2f GB/s\n",
-                  p.gemm_flops_per_s / 1e9, p.activation_tier.c_str(), p.tier_bytes_per_s / 1e9);
+                  p.gemm_flops_per_s / 1e9, tier.c_str(), p.tier_bytes_per_s / 1e9);
     s += cost;
   }
-  if (p.activation_select != "all")
+  if (p.activation_select != ActivationSelect::all)
     s += "           (device activations estimated for that choice; the largest batch / seq_len "
          "below swap every block)\n";
   return s;

@@ -66,8 +66,7 @@ void DataSourceConfig::describe(Schema& s) {
   s.add("path", &path, "a dataset as data.path").non_empty();
   s.add("weight", &weight, "its share of the training samples: weight / sum of the weights")
       .above(0);
-  s.add("format", &format, "as data.format (\"\" = data.format)")
-      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed", "chat"});
+  s.add("format", &format, "as data.format (\"\" = data.format)");
 }
 
 void DataConfig::describe(Schema& s) {
@@ -80,19 +79,19 @@ void DataConfig::describe(Schema& s) {
   s.add("format", &format,
         "text (tokenized on load), pre-tokenized little-endian ids, indexed (Megatron "
         ".bin/.idx from hp data prepare, memory-mapped), or chat (JSONL conversations, loss on "
-        "the assistant's tokens only; docs/DATA.md)")
-      .choices({"text", "tokens_u16", "tokens_u32", "indexed", "chat"});
+        "the assistant's tokens only; docs/DATA.md)");
   s.add("tokenizer", &tokenizer,
         "tokenizer.json for text data, or the one an indexed dataset was prepared with (\"\" = "
         "model.path's, else bytes: 256 ids + separator)");
   s.add("doc_separator", &doc_separator, "text: string splitting files into documents")
       .check([this] {
-        return doc_separator.empty() || format == "text"
+        return doc_separator.empty() || format == DataFormat::text
                    ? std::string()
-                   : "applies to format text only (format is " + format +
-                         (format == "indexed" ? "; an indexed dataset's documents were split by "
-                                                "hp data prepare --doc-separator)"
-                                              : ")");
+                   : "applies to format text only (format is " + enum_name(format) +
+                         (format == DataFormat::indexed
+                              ? "; an indexed dataset's documents were split by "
+                                "hp data prepare --doc-separator)"
+                              : ")");
       });
   s.add("separator_token", &separator_token,
         "token appended after each document (\"\" = the tokenizer's end-of-text)");
@@ -102,19 +101,16 @@ void DataConfig::describe(Schema& s) {
   s.add("shuffle", &shuffle, "visit sequences in a seeded random order each epoch");
   s.add("document_mask", &document_mask,
         "attention stays inside each packed document (Megatron's --reset-attention-mask); auto = "
-        "on for data with a loss mask (chat; docs/DATA.md)")
-      .choices({"auto", "true", "false"});
+        "on for data with a loss mask (chat; docs/DATA.md)");
   s.add("reset_position_ids", &reset_position_ids,
         "RoPE positions restart at 0 at each packed document (--reset-position-ids); auto = as "
-        "data.document_mask resolves")
-      .choices({"auto", "true", "false"});
+        "data.document_mask resolves");
 }
 
 void EvalConfig::describe(Schema& s) {
   s.add("data", &data,
         "validation dataset, in the forms of data.path (eval.format); or eval.split");
-  s.add("format", &format, "eval.data's format (\"\" = data.format)")
-      .choices({"", "text", "tokens_u16", "tokens_u32", "indexed", "chat"});
+  s.add("format", &format, "eval.data's format (\"\" = data.format)");
   s.add("split", &split,
         "hold out this fraction of data.path's documents for validation, never trained on "
         "(0 = none; docs/DATA.md)")
@@ -133,8 +129,7 @@ void MuonConfig::describe(Schema& s) {
   s.add("nesterov", &nesterov, "Nesterov momentum (update = g + momentum·buf)");
   s.add("ns_steps", &ns_steps, "Newton–Schulz iterations").min(1).max(20);
   s.add("update_scale", &update_scale,
-        "rms_match: 0.2·sqrt(max(rows, cols)) (shares AdamW's lr); shape: sqrt(max(1, rows/cols))")
-      .choices({"rms_match", "shape"});
+        "rms_match: 0.2·sqrt(max(rows, cols)) (shares AdamW's lr); shape: sqrt(max(1, rows/cols))");
   s.add("adamw_params", &adamw_params,
         "FQN globs of matrices kept on AdamW under muon (embeddings, output head)");
 }
@@ -142,15 +137,13 @@ void MuonConfig::describe(Schema& s) {
 void ParamGroupConfig::describe(Schema& s) {
   s.add("params", &params, "FQN globs of this group's parameters (first matching group wins)")
       .non_empty();
-  s.add("optimizer", &optimizer, "auto (the run's rule) | adamw | muon")
-      .choices({"auto", "adamw", "muon"});
+  s.add("optimizer", &optimizer, "auto (the run's rule) | adamw | muon");
   s.add("lr", &lr, "peak lr of this group (null = optimizer.lr)").above(0);
   s.add("weight_decay", &weight_decay, "weight decay of this group (null = optimizer's)").min(0);
 }
 
 void OptimizerConfig::describe(Schema& s) {
-  s.add("name", &name, "adamw for all, or muon for 2-D hidden matrices + AdamW for the rest")
-      .choices({"adamw", "muon"});
+  s.add("name", &name, "adamw for all, or muon for 2-D hidden matrices + AdamW for the rest");
   s.add("lr", &lr, "peak learning rate (the schedule scales it)").above(0);
   s.add("betas", &betas, "AdamW (beta1, beta2)").size(2).min(0).below(1);
   s.add("eps", &eps, "AdamW denominator epsilon").above(0);
@@ -160,8 +153,7 @@ void OptimizerConfig::describe(Schema& s) {
 }
 
 void LrSchedulerConfig::describe(Schema& s) {
-  s.add("name", &name, "constant | cosine | linear | wsd (warmup-stable-decay)")
-      .choices({"constant", "cosine", "linear", "wsd"});
+  s.add("name", &name, "constant | cosine | linear | wsd (warmup-stable-decay)");
   s.add("warmup_steps", &warmup_steps, "linear warmup steps").min(0);
   s.add("decay_fraction", &decay_fraction, "wsd: fraction of training.steps spent decaying")
       .above(0)
@@ -178,8 +170,7 @@ void TrainingConfig::describe(Schema& s) {
   s.add("grad_clip", &grad_clip, "max global gradient norm (0 = no clipping)").min(0);
   s.add("mixed_precision", &mixed_precision,
         "dtype the model computes in (parameters gathered and cast to it; f32 masters either "
-        "way); auto = bf16 where the CPU multiplies bf16 natively (AVX512_BF16, AMX), else f32")
-      .choices({"auto", "f32", "bf16"});
+        "way); auto = bf16 where the CPU multiplies bf16 natively (AVX512_BF16, AMX), else f32");
   s.add("sample_prompt", &sample_prompt, "prompt of the sample generated at the end");
   s.add("sample_tokens", &sample_tokens, "tokens generated at the end (0 = no sample)").min(0);
   s.add("max_skipped_steps", &max_skipped_steps,
@@ -189,24 +180,21 @@ void TrainingConfig::describe(Schema& s) {
   s.add("fusion", &fusion,
         "vector chains of the models through DVM fused regions (docs/FUSION.md \"Modes\"): "
         "none (eager ops) | auto (only what measured faster, bitwise equal to none) | lazy "
-        "(SwiGLU, the RMSNorms, residual add + norm: within rounding); HP_FUSION overrides it")
-      .choices({"none", "lazy", "auto"});
+        "(SwiGLU, the RMSNorms, residual add + norm: within rounding); HP_FUSION overrides it");
 }
 
 void FsdpConfig::describe(Schema& s) {
   s.add("reshard_after_forward", &reshard_after_forward,
         "free gathered parameters after forward (re-gather in backward)");
   s.deprecated_alias("param_dtype", "training.mixed_precision");
-  s.add("reduce_dtype", &reduce_dtype, "dtype gradients are reduce-scattered in")
-      .choices({"f32", "bf16"});
+  s.add("reduce_dtype", &reduce_dtype, "dtype gradients are reduce-scattered in");
 }
 
 void MoEParallelConfig::describe(Schema& s) {
   s.add("kernel", &kernel,
         "with ep > 1: megamoe (dispatch, expert GEMMs and combine as one Multicore pipeline per "
         "direction, all-to-all overlapping the GEMMs of other expert groups; docs/MULTICORE.md) | "
-        "sequential (one exchange, all experts, one exchange back); bitwise equal in f32")
-      .choices({"megamoe", "sequential"});
+        "sequential (one exchange, all experts, one exchange back); bitwise equal in f32");
   s.add("groups", &groups,
         "megamoe: expert groups G pipelined against each other (each rank's local experts split "
         "into G by the torch.chunk rule; more than the experts per rank acts as one per expert)")
@@ -217,8 +205,7 @@ void PlanEntryConfig::describe(Schema& s) {
   s.add("modules", &modules, "FQN globs of the modules this entry splits").non_empty();
   s.add("style", &style,
         "colwise (weight rows split, output local) | rowwise (weight columns split, output "
-        "reduced) | sequence (a norm on this rank's sequence slice) | replicate (not split)")
-      .choices({"colwise", "rowwise", "sequence", "replicate"});
+        "reduced) | sequence (a norm on this rank's sequence slice) | replicate (not split)");
 }
 
 void PipelineConfig::describe(Schema& s) {
@@ -229,8 +216,7 @@ void PipelineConfig::describe(Schema& s) {
         "bubble; FSDP reduces gradients once per step, after the last W; not with "
         "low_precision.recipe mxfp8) | zb_h2 (zero bubble H2: zb_h1 with up to "
         "2·pp − 1 microbatches in flight and weight gradients held back for the tail: a smaller "
-        "bubble when they cost less than the input gradients; more activation memory)")
-      .choices({"gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "zb_h2"});
+        "bubble when they cost less than the input gradients; more activation memory)");
   s.add("microbatches", &microbatches,
         "microbatches per step (the batch splits as with training.grad_accum, which this sets; "
         "0 = training.grad_accum); >= parallel.pp except for gpipe")
@@ -277,8 +263,7 @@ void ParallelConfig::describe(Schema& s) {
       .min(1);
   s.add("cp_method", &cp_method,
         "ring (K/V blocks passed around the ring, overlapped with attention) | alltoall "
-        "(Ulysses: heads split over cp; the query heads per tp rank must divide by cp)")
-      .choices({"ring", "alltoall"});
+        "(Ulysses: heads split over cp; the query heads per tp rank must divide by cp)");
   s.add("sequence_parallel", &sequence_parallel,
         "with tp > 1: norms and the residual stream hold this rank's slice of the sequence "
         "(Megatron-SP; not for MoE models)");
@@ -291,17 +276,15 @@ void ParallelConfig::describe(Schema& s) {
 }
 
 void LowPrecisionConfig::describe(Schema& s) {
-  s.add("recipe", &recipe, "none or mxfp8 (MX linear layers)").choices({"none", "mxfp8"});
-  s.add("elem", &elem, "MX element format").choices({"e4m3", "e5m2"});
-  s.add("scale_mode", &scale_mode, "MX scale rounding (rceil never saturates)")
-      .choices({"floor", "rceil"});
+  s.add("recipe", &recipe, "none or mxfp8 (MX linear layers)");
+  s.add("elem", &elem, "MX element format");
+  s.add("scale_mode", &scale_mode, "MX scale rounding (rceil never saturates)");
   s.add("modules", &modules, "FQN globs of linear modules to run in MX");
   s.add("exclude", &exclude, "FQN globs excluded from modules");
 }
 
 void RecomputeConfig::describe(Schema& s) {
-  s.add("mode", &mode, "activation recompute: none | full | selective")
-      .choices({"none", "full", "selective"});
+  s.add("mode", &mode, "activation recompute: none | full | selective");
   s.add("every_k_layers", &every_k_layers,
         "selective: recompute layers i with i % every_k_layers == 0 (0, k, 2k, ...)")
       .min(1);
@@ -338,23 +321,19 @@ void OffloadConfig::describe(Schema& s) {
   s.add("optimizer", &optimizer,
         "optimizer state (AdamW moments, Muon momentum): none (device tier) | host (host tier; "
         "the step runs there, as ZeRO-Offload) | disk (files in memory.disk_dir, streamed per "
-        "FSDP group: the next group is read while one steps, each written back after it)")
-      .choices({"none", "host", "disk"});
+        "FSDP group: the next group is read while one steps, each written back after it)");
   s.add("params", &params,
         "FSDP's f32 master shards: none (device tier) | host (host tier; each group's shard is "
-        "copied up when it is gathered, and the optimizer steps it there)")
-      .choices({"none", "host"});
+        "copied up when it is gathered, and the optimizer steps it there)");
   s.add("grads", &grads,
         "the master shards' gradients: none (device tier) | host (each reduction's result is "
-        "copied down and accumulated there)")
-      .choices({"none", "host"});
+        "copied down and accumulated there)");
   s.add("activations", &activations,
         "tensors the selected decoder layers save for backward: none (device tier) | host (copied "
         "to the host tier as they are saved, fetched back before their layer's backward, the "
         "previous layer's prefetched meanwhile) | disk (as host, but written to the disk tier's "
         "file in memory.disk_dir and read back); with recompute, a recomputed layer saves only "
-        "its input, and that is what moves")
-      .choices({"none", "host", "disk"});
+        "its input, and that is what moves");
   s.add("activations_every_k_layers", &activations_every_k_layers,
         "activation offload of layers i with i % k == 0 (0, k, 2k, ...)")
       .min(1);
@@ -369,8 +348,7 @@ void OffloadConfig::describe(Schema& s) {
         "largest (of those, the blocks that save the most bytes first, until the memory plan's "
         "device total fits memory.device_budget; hp memory plan lists the choice) | auto (as "
         "largest, each chosen block either recomputed or swapped, whichever costs less: its "
-        "forward FLOPs at the GEMM rate vs its bytes at the tier's bandwidth less the overlap)")
-      .choices({"all", "largest", "auto"});
+        "forward FLOPs at the GEMM rate vs its bytes at the tier's bandwidth less the overlap)");
 }
 
 void CheckpointConfig::describe(Schema& s) {
@@ -386,8 +364,7 @@ void MetricsConfig::describe(Schema& s) {
         "MFU denominator in TFLOP/s (0 = the GEMM peak of the compute dtype, measured once per "
         "machine and cached: hp bench peak)")
       .min(0);
-  s.add("progress", &progress, "auto (a bar on a terminal, else lines) | bar | lines | none")
-      .choices({"auto", "bar", "lines", "none"});
+  s.add("progress", &progress, "auto (a bar on a terminal, else lines) | bar | lines | none");
   s.add("profile_steps", &profile_steps,
         "[first, last] steps (1-based, inclusive) to profile: a Chrome trace in run.dir/trace.json "
         "and per-op / per-layer time tables at the end ([] = off; hp train --profile picks three)")
@@ -431,13 +408,52 @@ void Config::describe(Schema& s) {
 
 DocumentFlags document_flags(const Config& c, bool masked_data) {
   DocumentFlags f;
-  f.mask = c.data.document_mask == "auto" ? masked_data : c.data.document_mask == "true";
-  f.reset_positions =
-      c.data.reset_position_ids == "auto" ? f.mask : c.data.reset_position_ids == "true";
+  f.mask =
+      c.data.document_mask == AutoFlag::auto_ ? masked_data : c.data.document_mask == AutoFlag::on;
+  f.reset_positions = c.data.reset_position_ids == AutoFlag::auto_
+                          ? f.mask
+                          : c.data.reset_position_ids == AutoFlag::on;
   return f;
 }
 
 namespace {
+
+// parallel.pipeline.stage_ranks (heterogeneous stages) against parallel.pp, the other degrees and
+// the micro-batch rows.
+template <class Fail>
+void check_stage_ranks(const Config& c, Fail&& fail) {
+  const ParallelConfig& p = c.parallel;
+  const PipelineConfig& pl = p.pipeline;
+  auto str = [](auto v) { return std::to_string(v); };
+  if (pl.stage_ranks.empty()) return;
+  std::string list;
+  bool whole = true;
+  for (double v : pl.stage_ranks) {
+    list += (list.empty() ? "" : ", ") + detail::cat(v);
+    whole &= v >= 1 && v == double(int64_t(v));
+  }
+  const int64_t rows =
+      c.training.grad_accum >= 1 ? c.training.batch_size / c.training.grad_accum : 0;
+  if (int64_t(pl.stage_ranks.size()) != p.pp)
+    fail("parallel.pipeline.stage_ranks", "[" + list + "] has " + str(pl.stage_ranks.size()) +
+                                              " entries for parallel.pp = " + str(p.pp));
+  else if (!whole)
+    fail("parallel.pipeline.stage_ranks",
+         "[" + list + "]: every stage needs a whole number >= 1 of ranks");
+  else if (p.tp != 1 || p.cp != 1 || p.dp_replicate != 1 || p.ep != 1 || pl.virtual_stages != 1)
+    fail("parallel.pipeline.stage_ranks", "[" + list +
+                                              "] needs parallel.tp, cp, dp_replicate, ep and "
+                                              "parallel.pipeline.virtual_stages 1");
+  else
+    for (double v : pl.stage_ranks)
+      if (rows > 0 && rows % int64_t(v) != 0) {
+        fail("parallel.pipeline.stage_ranks",
+             "[" + list + "]: a micro-batch's " + str(rows) +
+                 " rows (training.batch_size / grad_accum) do not split over " + detail::cat(v) +
+                 " ranks");
+        break;
+      }
+}
 
 // parallel.pp and parallel.pipeline against each other and the model (train/pipeline_step.h runs
 // them). A model loaded from model.path is checked again once its config.json is read.
@@ -454,14 +470,16 @@ void check_pipeline(const Config& c, Fail&& fail) {
   if (p.pp == 1) return;
   const int64_t micro = pl.microbatches > 0 ? pl.microbatches : c.training.grad_accum;
   const int64_t stages = p.pp * pl.virtual_stages;
-  const bool interleaved = pl.schedule == "interleaved_1f1b";
-  if (pl.schedule != "gpipe" && micro < p.pp)
+  const std::string schedule = enum_name(pl.schedule);
+  const bool interleaved = pl.schedule == PipelineSchedule::interleaved_1f1b;
+  if (pl.schedule != PipelineSchedule::gpipe && micro < p.pp)
     fail("parallel.pipeline.microbatches",
          str(micro) + " (training.grad_accum when 0) is fewer than parallel.pp = " + str(p.pp) +
-             ": schedule " + pl.schedule + " needs at least one microbatch per stage");
-  if ((pl.schedule == "zb_h1" || pl.schedule == "zb_h2") && c.low_precision.recipe == "mxfp8")
+             ": schedule " + schedule + " needs at least one microbatch per stage");
+  if ((pl.schedule == PipelineSchedule::zb_h1 || pl.schedule == PipelineSchedule::zb_h2) &&
+      c.low_precision.recipe == LowPrecisionRecipe::mxfp8)
     fail("parallel.pipeline.schedule",
-         pl.schedule +
+         schedule +
              " splits the linear layers' backward, which low_precision.recipe mxfp8 "
              "(MX GEMM kernels) does not support; use 1f1b");
   if (interleaved && pl.virtual_stages < 2)
@@ -469,7 +487,7 @@ void check_pipeline(const Config& c, Fail&& fail) {
          "must be >= 2 with schedule interleaved_1f1b, got " + str(pl.virtual_stages));
   if (!interleaved && pl.virtual_stages != 1)
     fail("parallel.pipeline.virtual_stages",
-         str(pl.virtual_stages) + " needs schedule interleaved_1f1b, not " + pl.schedule);
+         str(pl.virtual_stages) + " needs schedule interleaved_1f1b, not " + schedule);
   if (interleaved && micro % p.pp != 0)
     fail("parallel.pipeline.microbatches",
          str(micro) + " is not a multiple of parallel.pp = " + str(p.pp) +
@@ -494,35 +512,7 @@ void check_pipeline(const Config& c, Fail&& fail) {
       fail("parallel.pipeline.layers_per_stage", "[" + list + "] sums to " + detail::cat(sum) +
                                                      ", not model.layers = " + str(c.model.layers));
   }
-  if (!pl.stage_ranks.empty()) {
-    std::string list;
-    bool whole = true;
-    for (double v : pl.stage_ranks) {
-      list += (list.empty() ? "" : ", ") + detail::cat(v);
-      whole &= v >= 1 && v == double(int64_t(v));
-    }
-    const int64_t rows =
-        c.training.grad_accum >= 1 ? c.training.batch_size / c.training.grad_accum : 0;
-    if (int64_t(pl.stage_ranks.size()) != p.pp)
-      fail("parallel.pipeline.stage_ranks", "[" + list + "] has " + str(pl.stage_ranks.size()) +
-                                                " entries for parallel.pp = " + str(p.pp));
-    else if (!whole)
-      fail("parallel.pipeline.stage_ranks",
-           "[" + list + "]: every stage needs a whole number >= 1 of ranks");
-    else if (p.tp != 1 || p.cp != 1 || p.dp_replicate != 1 || p.ep != 1 || pl.virtual_stages != 1)
-      fail("parallel.pipeline.stage_ranks", "[" + list +
-                                                "] needs parallel.tp, cp, dp_replicate, ep and "
-                                                "parallel.pipeline.virtual_stages 1");
-    else
-      for (double v : pl.stage_ranks)
-        if (rows > 0 && rows % int64_t(v) != 0) {
-          fail("parallel.pipeline.stage_ranks",
-               "[" + list + "]: a micro-batch's " + str(rows) +
-                   " rows (training.batch_size / grad_accum) do not split over " + detail::cat(v) +
-                   " ranks");
-          break;
-        }
-  }
+  check_stage_ranks(c, fail);
   if (c.model.layers > 0 && c.model.layers < stages)
     fail("parallel.pp", str(p.pp) + " × parallel.pipeline.virtual_stages " +
                             str(pl.virtual_stages) + " = " + str(stages) +
@@ -541,6 +531,80 @@ void check_pipeline(const Config& c, Fail&& fail) {
     fail("parallel.pp", str(p.pp) +
                             " with a router load-balancing loss "
                             "(model.router_aux_loss_coef > 0) is not supported yet");
+}
+
+// training.batch_size and seq_len against the parallel degrees, and those against the model.
+template <class Fail>
+void check_degrees(const Config& c, Fail&& fail) {
+  const ModelSection& m = c.model;
+  const TrainingConfig& t = c.training;
+  // With dp_shard -1 the world size is known only at launch (checked again there). A factor < 1
+  // has already been reported at its own key (and would divide by zero here).
+  // A product that overflows int64 exceeds batch_size: it cannot divide it.
+  int64_t split = 0;
+  const bool huge =
+      __builtin_mul_overflow(t.grad_accum, std::max<int64_t>(1, c.parallel.dp_shard), &split) ||
+      __builtin_mul_overflow(split, c.parallel.dp_replicate, &split);
+  if (t.grad_accum >= 1 && c.parallel.dp_replicate >= 1 && (huge || t.batch_size % split != 0))
+    fail("training.batch_size",
+         std::to_string(t.batch_size) +
+             " does not divide into grad_accum × dp_shard × dp_replicate = " +
+             std::to_string(split) + " equal micro-batches");
+  // Context parallelism: each rank holds 2 of the 2·cp equal chunks of a row's seq_len positions.
+  if (c.parallel.cp > 1 && t.seq_len >= 1 && t.seq_len % (2 * c.parallel.cp) != 0)
+    fail("training.seq_len", std::to_string(t.seq_len) + " does not split into 2 × parallel.cp = " +
+                                 std::to_string(2 * c.parallel.cp) +
+                                 " equal chunks (context parallelism's load-balanced layout)");
+  if (c.parallel.cp > 1 && c.parallel.cp_method == CpMethod::alltoall && m.heads >= 1 &&
+      c.parallel.tp >= 1 && m.heads % c.parallel.tp == 0 &&
+      (m.heads / c.parallel.tp) % c.parallel.cp != 0)
+    fail("parallel.cp", std::to_string(c.parallel.cp) + " does not divide the query heads per " +
+                            "tp rank (model.heads " + std::to_string(m.heads) + " / parallel.tp " +
+                            std::to_string(c.parallel.tp) +
+                            "), which Ulysses (cp_method alltoall) splits; use cp_method ring");
+  // Expert parallelism: at least one expert per ep rank (uneven splits follow the chunk rule); the
+  // ep ranks come from dp_shard × cp (with
+  // dp_shard -1, checked again at launch).
+  // (A model loaded from model.path is checked once its config.json is read.)
+  if (c.parallel.ep > 1 && m.experts == 0 && m.path.empty())
+    fail("parallel.ep", std::to_string(c.parallel.ep) + " needs a mixture-of-experts model (" +
+                            "model.experts is 0)");
+  if (c.parallel.ep > 1 && m.experts > 0 &&
+      (c.parallel.ep - 1) * ((m.experts + c.parallel.ep - 1) / c.parallel.ep) >= m.experts)
+    fail("parallel.ep", std::to_string(c.parallel.ep) + " leaves an ep rank without an expert " +
+                            "(model.experts " + std::to_string(m.experts) + " in chunks of " +
+                            std::to_string((m.experts + c.parallel.ep - 1) / c.parallel.ep) + ")");
+  if (c.parallel.ep > 1 && c.parallel.dp_shard >= 1 && c.parallel.cp >= 1 &&
+      (c.parallel.dp_shard * c.parallel.cp) % c.parallel.ep != 0)
+    fail("parallel.ep", std::to_string(c.parallel.ep) + " does not divide parallel.dp_shard × " +
+                            "parallel.cp = " + std::to_string(c.parallel.dp_shard) + " × " +
+                            std::to_string(c.parallel.cp) + " (the ranks experts split over)");
+}
+
+// offload.activations_select and recompute against each other and the memory budget.
+template <class Fail>
+void check_memory(const Config& c, Fail&& fail) {
+  const ModelSection& m = c.model;
+  // "largest first until it fits" needs something to offload and a budget to fit; auto plans
+  // recompute itself.
+  const ActivationSelect select = c.offload.activations_select;
+  if (select != ActivationSelect::all && c.offload.activations == OffloadTier::none)
+    fail("offload.activations_select", enum_name(select) +
+                                           " needs offload.activations host or disk, got "
+                                           "offload.activations none");
+  if (select != ActivationSelect::all && c.memory.device_budget.empty())
+    fail("offload.activations_select",
+         enum_name(select) + " needs memory.device_budget to fit (unset: unlimited)");
+  if (select == ActivationSelect::auto_ && c.recompute.mode != RecomputeMode::none)
+    fail("recompute.mode",
+         "must be none with offload.activations_select auto (the memory plan "
+         "chooses the blocks to recompute), got " +
+             enum_name(c.recompute.mode));
+  if (c.recompute.mode == RecomputeMode::selective && m.layers > 0 &&
+      c.recompute.every_k_layers > m.layers)
+    fail("recompute.every_k_layers", std::to_string(c.recompute.every_k_layers) +
+                                         " exceeds model.layers (" + std::to_string(m.layers) +
+                                         ")");
 }
 
 // Cross-field consistency; each error is reported at the field the user should change.
@@ -594,7 +658,7 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     fail("eval.split", "give eval.data or eval.split, not both");
   if (c.eval.split > 0 && !c.data.sources.empty())
     fail("eval.split", "holds out documents of data.path; with data.sources give eval.data");
-  if (!c.eval.enabled() && (c.eval.interval > 0 || c.eval.batch_size > 0 || !c.eval.format.empty()))
+  if (!c.eval.enabled() && (c.eval.interval > 0 || c.eval.batch_size > 0 || c.eval.format))
     fail("eval.data",
          "required (or eval.split) when eval.interval, eval.batch_size or eval.format is set");
   const TrainingConfig& t = c.training;
@@ -602,49 +666,9 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     fail("lr_scheduler.warmup_steps", std::to_string(c.lr_scheduler.warmup_steps) +
                                           " exceeds training.steps (" + std::to_string(t.steps) +
                                           ")");
-  // With dp_shard -1 the world size is known only at launch (checked again there). A factor < 1
-  // has already been reported at its own key (and would divide by zero here).
-  // A product that overflows int64 exceeds batch_size: it cannot divide it.
-  int64_t split = 0;
-  const bool huge =
-      __builtin_mul_overflow(t.grad_accum, std::max<int64_t>(1, c.parallel.dp_shard), &split) ||
-      __builtin_mul_overflow(split, c.parallel.dp_replicate, &split);
-  if (t.grad_accum >= 1 && c.parallel.dp_replicate >= 1 && (huge || t.batch_size % split != 0))
-    fail("training.batch_size",
-         std::to_string(t.batch_size) +
-             " does not divide into grad_accum × dp_shard × dp_replicate = " +
-             std::to_string(split) + " equal micro-batches");
-  // Context parallelism: each rank holds 2 of the 2·cp equal chunks of a row's seq_len positions.
-  if (c.parallel.cp > 1 && t.seq_len >= 1 && t.seq_len % (2 * c.parallel.cp) != 0)
-    fail("training.seq_len", std::to_string(t.seq_len) + " does not split into 2 × parallel.cp = " +
-                                 std::to_string(2 * c.parallel.cp) +
-                                 " equal chunks (context parallelism's load-balanced layout)");
-  if (c.parallel.cp > 1 && c.parallel.cp_method == "alltoall" && m.heads >= 1 &&
-      c.parallel.tp >= 1 && m.heads % c.parallel.tp == 0 &&
-      (m.heads / c.parallel.tp) % c.parallel.cp != 0)
-    fail("parallel.cp", std::to_string(c.parallel.cp) + " does not divide the query heads per " +
-                            "tp rank (model.heads " + std::to_string(m.heads) + " / parallel.tp " +
-                            std::to_string(c.parallel.tp) +
-                            "), which Ulysses (cp_method alltoall) splits; use cp_method ring");
-  // Expert parallelism: at least one expert per ep rank (uneven splits follow the chunk rule); the
-  // ep ranks come from dp_shard × cp (with
-  // dp_shard -1, checked again at launch).
-  // (A model loaded from model.path is checked once its config.json is read.)
-  if (c.parallel.ep > 1 && m.experts == 0 && m.path.empty())
-    fail("parallel.ep", std::to_string(c.parallel.ep) + " needs a mixture-of-experts model (" +
-                            "model.experts is 0)");
-  if (c.parallel.ep > 1 && m.experts > 0 &&
-      (c.parallel.ep - 1) * ((m.experts + c.parallel.ep - 1) / c.parallel.ep) >= m.experts)
-    fail("parallel.ep", std::to_string(c.parallel.ep) + " leaves an ep rank without an expert " +
-                            "(model.experts " + std::to_string(m.experts) + " in chunks of " +
-                            std::to_string((m.experts + c.parallel.ep - 1) / c.parallel.ep) + ")");
-  if (c.parallel.ep > 1 && c.parallel.dp_shard >= 1 && c.parallel.cp >= 1 &&
-      (c.parallel.dp_shard * c.parallel.cp) % c.parallel.ep != 0)
-    fail("parallel.ep", std::to_string(c.parallel.ep) + " does not divide parallel.dp_shard × " +
-                            "parallel.cp = " + std::to_string(c.parallel.dp_shard) + " × " +
-                            std::to_string(c.parallel.cp) + " (the ranks experts split over)");
+  check_degrees(c, fail);
   check_pipeline(c, fail);
-  if (c.low_precision.recipe == "mxfp8" && c.low_precision.modules.empty())
+  if (c.low_precision.recipe == LowPrecisionRecipe::mxfp8 && c.low_precision.modules.empty())
     fail("low_precision.modules", "must not be empty with recipe mxfp8");
   // (model.arch not buildable from sizes is the field's own check.)
   if (arch && arch->buildable_from_sizes && arch->moe() && m.experts < 1)
@@ -658,23 +682,7 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                                         "], got " + std::to_string(m.experts_per_token));
   if (m.experts > 0 && !(arch && arch->moe()))
     fail("model.experts", "needs model.arch " + moe_names(", ", " or ") + ", got '" + m.arch + "'");
-  // "largest first until it fits" needs something to offload and a budget to fit; auto plans
-  // recompute itself.
-  const std::string& select = c.offload.activations_select;
-  if (select != "all" && c.offload.activations == "none")
-    fail("offload.activations_select", select +
-                                           " needs offload.activations host or disk, got "
-                                           "offload.activations none");
-  if (select != "all" && c.memory.device_budget.empty())
-    fail("offload.activations_select",
-         select + " needs memory.device_budget to fit (unset: unlimited)");
-  if (select == "auto" && c.recompute.mode != "none")
-    fail("recompute.mode", "must be none with offload.activations_select auto (the memory plan "
-                           "chooses the blocks to recompute), got " + c.recompute.mode);
-  if (c.recompute.mode == "selective" && m.layers > 0 && c.recompute.every_k_layers > m.layers)
-    fail("recompute.every_k_layers", std::to_string(c.recompute.every_k_layers) +
-                                         " exceeds model.layers (" + std::to_string(m.layers) +
-                                         ")");
+  check_memory(c, fail);
 }
 
 void throw_if_any(const std::vector<std::string>& errors) {

@@ -9,12 +9,63 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "hp/train/enum_names.h"
 
 namespace hp::train {
 
 class Schema;
+
+// The keys that take one of a fixed set of words hold an enum. Each enum's spellings are its
+// enum_names table (config_enums.cpp): the enumerator's own name, except auto_ ("auto"), on / off
+// ("true" / "false") and one_f_one_b ("1f1b"). The YAML is parsed into them once, at load;
+// train/options.cpp translates them into the components' own types.
+enum class DataFormat { text, tokens_u16, tokens_u32, indexed, chat };
+enum class AutoFlag { auto_, on, off };
+enum class MuonUpdateScale { rms_match, shape };
+enum class OptimizerName { adamw, muon };
+enum class GroupOptimizer { auto_, adamw, muon };
+enum class LrSchedule { constant, cosine, linear, wsd };
+enum class MixedPrecision { auto_, f32, bf16 };
+enum class FusionMode { none, lazy, auto_ };
+enum class ReduceDtype { f32, bf16 };
+enum class MoEKernel { megamoe, sequential };
+enum class TpStyle { colwise, rowwise, sequence, replicate };
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1, zb_h2 };
+enum class CpMethod { ring, alltoall };
+enum class LowPrecisionRecipe { none, mxfp8 };
+enum class MxElem { e4m3, e5m2 };
+enum class MxScaleMode { floor, rceil };
+enum class RecomputeMode { none, full, selective };
+enum class OffloadTier { none, host, disk };  // none: the device tier
+enum class HostOffload { none, host };
+enum class ActivationSelect { all, largest, auto_ };
+enum class Progress { auto_, bar, lines, none };
+
+std::span<const EnumName<DataFormat>> enum_names(DataFormat);
+std::span<const EnumName<AutoFlag>> enum_names(AutoFlag);
+std::span<const EnumName<MuonUpdateScale>> enum_names(MuonUpdateScale);
+std::span<const EnumName<OptimizerName>> enum_names(OptimizerName);
+std::span<const EnumName<GroupOptimizer>> enum_names(GroupOptimizer);
+std::span<const EnumName<LrSchedule>> enum_names(LrSchedule);
+std::span<const EnumName<MixedPrecision>> enum_names(MixedPrecision);
+std::span<const EnumName<FusionMode>> enum_names(FusionMode);
+std::span<const EnumName<ReduceDtype>> enum_names(ReduceDtype);
+std::span<const EnumName<MoEKernel>> enum_names(MoEKernel);
+std::span<const EnumName<TpStyle>> enum_names(TpStyle);
+std::span<const EnumName<PipelineSchedule>> enum_names(PipelineSchedule);
+std::span<const EnumName<CpMethod>> enum_names(CpMethod);
+std::span<const EnumName<LowPrecisionRecipe>> enum_names(LowPrecisionRecipe);
+std::span<const EnumName<MxElem>> enum_names(MxElem);
+std::span<const EnumName<MxScaleMode>> enum_names(MxScaleMode);
+std::span<const EnumName<RecomputeMode>> enum_names(RecomputeMode);
+std::span<const EnumName<OffloadTier>> enum_names(OffloadTier);
+std::span<const EnumName<HostOffload>> enum_names(HostOffload);
+std::span<const EnumName<ActivationSelect>> enum_names(ActivationSelect);
+std::span<const EnumName<Progress>> enum_names(Progress);
 
 // The model section (not models::ModelConfig, the typed config.json it leads to).
 struct ModelSection {
@@ -39,7 +90,7 @@ struct ModelSection {
 struct DataSourceConfig {
   std::string path;    // as data.path
   double weight = 1;   // share of the training samples: weight / Σ weights
-  std::string format;  // as data.format ("" = data.format)
+  std::optional<DataFormat> format;  // as data.format (unset: data.format)
   void describe(Schema& s);
   bool operator==(const DataSourceConfig&) const = default;
 };
@@ -47,16 +98,16 @@ struct DataSourceConfig {
 struct DataConfig {
   std::string path;  // corpus file or directory; indexed: PREFIX of .bin + .idx; or sources
   std::vector<DataSourceConfig> sources;  // several datasets blended by weight (data/blend.h)
-  std::string format = "text";            // text | tokens_u16 | tokens_u32 | indexed | chat
+  DataFormat format = DataFormat::text;
   std::string tokenizer;        // tokenizer.json ("" = the one in model.path, else byte-level)
   std::string doc_separator;    // text: splits files into documents ("" = one per file)
   std::string separator_token;  // token after each document ("" = the tokenizer's end-of-text)
   std::string chat_template;    // chat: tokenizer_config.json / .jinja ("" = beside tokenizer)
   bool shuffle = true;
   // Packed documents (docs/DATA.md): attention within each document / RoPE positions restarting
-  // at each document. auto | true | false; auto = on for chat data.
-  std::string document_mask = "auto";
-  std::string reset_position_ids = "auto";  // auto = as document_mask resolves
+  // at each document. auto = on for chat data.
+  AutoFlag document_mask = AutoFlag::auto_;
+  AutoFlag reset_position_ids = AutoFlag::auto_;  // auto = as document_mask resolves
   void describe(Schema& s);
   bool operator==(const DataConfig&) const = default;
 };
@@ -64,7 +115,7 @@ struct DataConfig {
 // Validation (train/evaluate.h): off unless data or split is given.
 struct EvalConfig {
   std::string data;    // a dataset like data.path (format: eval.format), or "" with split
-  std::string format;  // "" = data.format
+  std::optional<DataFormat> format;  // unset: data.format
   double split = 0;    // hold out this fraction of data.path's documents (0 = none)
   int64_t interval = 0, steps = 10;
   int64_t batch_size = 0;  // sequences per eval batch; 0 = training.batch_size / grad_accum
@@ -77,7 +128,7 @@ struct MuonConfig {
   double momentum = 0.95;
   bool nesterov = true;
   int64_t ns_steps = 5;
-  std::string update_scale = "rms_match";  // rms_match | shape
+  MuonUpdateScale update_scale = MuonUpdateScale::rms_match;
   std::vector<std::string> adamw_params = {"*embed*", "*lm_head*"};
   void describe(Schema& s);
   bool operator==(const MuonConfig&) const = default;
@@ -85,7 +136,7 @@ struct MuonConfig {
 
 struct ParamGroupConfig {
   std::vector<std::string> params;  // FQN globs
-  std::string optimizer = "auto";   // auto | adamw | muon
+  GroupOptimizer optimizer = GroupOptimizer::auto_;
   std::optional<double> lr;         // absolute peak lr (scaled by the schedule)
   std::optional<double> weight_decay;
   void describe(Schema& s);
@@ -93,7 +144,7 @@ struct ParamGroupConfig {
 };
 
 struct OptimizerConfig {
-  std::string name = "adamw";  // adamw | muon
+  OptimizerName name = OptimizerName::adamw;
   double lr = 3e-4;
   std::vector<double> betas = {0.9, 0.95};
   double eps = 1e-8;
@@ -105,7 +156,7 @@ struct OptimizerConfig {
 };
 
 struct LrSchedulerConfig {
-  std::string name = "cosine";  // constant | cosine | linear | wsd
+  LrSchedule name = LrSchedule::cosine;
   int64_t warmup_steps = 0;
   double decay_fraction = 0.1;
   double min_lr_ratio = 0.0;
@@ -116,14 +167,14 @@ struct LrSchedulerConfig {
 struct TrainingConfig {
   int64_t steps = 1000, seed = 0, batch_size = 8, seq_len = 2048, grad_accum = 1;
   double grad_clip = 1.0;
-  std::string mixed_precision = "bf16";  // compute dtype f32 | bf16 (f32 masters either way)
-  std::string sample_prompt = "The";     // generated from at the end of the run (rank 0)
-  int64_t sample_tokens = 0;             // 0 = no sample
+  MixedPrecision mixed_precision = MixedPrecision::bf16;  // compute dtype (f32 masters either way)
+  std::string sample_prompt = "The";  // generated from at the end of the run (rank 0)
+  int64_t sample_tokens = 0;          // 0 = no sample
   // Stop (as diverged, without saving) after this many consecutive steps whose update was
   // skipped for a non-finite gradient norm; 0 = never stop.
   int64_t max_skipped_steps = 10;
-  // Vector chains of the models through DVM fused regions: none | lazy | auto (fusion/mode.h).
-  std::string fusion = "auto";
+  // Vector chains of the models through DVM fused regions (fusion/mode.h).
+  FusionMode fusion = FusionMode::auto_;
   void describe(Schema& s);
   bool operator==(const TrainingConfig&) const = default;
 };
@@ -131,15 +182,15 @@ struct TrainingConfig {
 struct FsdpConfig {
   bool reshard_after_forward = true;
   // parallel.fsdp.param_dtype is a deprecated alias of training.mixed_precision (the gather dtype).
-  std::string reduce_dtype = "f32";
+  ReduceDtype reduce_dtype = ReduceDtype::f32;
   void describe(Schema& s);
   bool operator==(const FsdpConfig&) const = default;
 };
 
 // parallel.moe: how routed experts run under expert parallelism (models::ExpertParallelKernel).
 struct MoEParallelConfig {
-  std::string kernel = "megamoe";  // megamoe | sequential; used when parallel.ep > 1
-  int64_t groups = 2;              // MegaMoE expert groups (G)
+  MoEKernel kernel = MoEKernel::megamoe;  // used when parallel.ep > 1
+  int64_t groups = 2;                     // MegaMoE expert groups (G)
   void describe(Schema& s);
   bool operator==(const MoEParallelConfig&) const = default;
 };
@@ -147,15 +198,14 @@ struct MoEParallelConfig {
 // One entry of parallel.plan: modules (FQN globs) and how tensor parallelism splits them.
 struct PlanEntryConfig {
   std::vector<std::string> modules;
-  std::string style = "colwise";  // colwise | rowwise | replicate | sequence
+  TpStyle style = TpStyle::colwise;
   void describe(Schema& s);
   bool operator==(const PlanEntryConfig&) const = default;
 };
 
 // parallel.pipeline: how the model is cut into stages and the schedule that runs them (pp > 1).
 struct PipelineConfig {
-  // gpipe | 1f1b | interleaved_1f1b | zb_h1 | zb_h2 (pipeline/schedule.h)
-  std::string schedule = "1f1b";
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // (pipeline/schedule.h)
   int64_t microbatches = 0;              // per step; 0 = training.grad_accum (sets it when given)
   std::vector<double> layers_per_stage;  // decoder layers of each stage; [] = balanced by cost
   int64_t virtual_stages = 1;            // model chunks per rank (interleaved_1f1b)
@@ -168,7 +218,7 @@ struct ParallelConfig {
   int64_t pp = 1;  // pipeline-parallel degree (outermost mesh axis)
   int64_t dp_shard = -1, dp_replicate = 1, tp = 1, cp = 1;
   int64_t ep = 1;  // expert-parallel degree, borrowed from dp_shard × cp
-  std::string cp_method = "ring";  // ring | alltoall (parallel/context_parallel.h)
+  CpMethod cp_method = CpMethod::ring;  // (parallel/context_parallel.h)
   bool sequence_parallel = true;
   std::vector<PlanEntryConfig> plan;  // overrides of the architecture's TP plan, per module
   FsdpConfig fsdp;
@@ -179,7 +229,9 @@ struct ParallelConfig {
 };
 
 struct LowPrecisionConfig {
-  std::string recipe = "none", elem = "e4m3", scale_mode = "rceil";
+  LowPrecisionRecipe recipe = LowPrecisionRecipe::none;
+  MxElem elem = MxElem::e4m3;
+  MxScaleMode scale_mode = MxScaleMode::rceil;
   std::vector<std::string> modules = {"*"};
   std::vector<std::string> exclude = {"*lm_head*"};
   void describe(Schema& s);
@@ -187,7 +239,7 @@ struct LowPrecisionConfig {
 };
 
 struct RecomputeConfig {
-  std::string mode = "none";  // none | full | selective
+  RecomputeMode mode = RecomputeMode::none;
   int64_t every_k_layers = 1;
   std::vector<std::string> modules;  // selective: block globs within a layer (models/recompute.h)
   void describe(Schema& s);
@@ -206,19 +258,18 @@ struct MemoryConfig {
 
 // Where state lives between uses: none (the device tier), host or disk.
 struct OffloadConfig {
-  std::string optimizer = "none";  // none | host | disk
-  std::string params = "none";     // none | host: FSDP's f32 master shards
-  std::string grads = "none";      // none | host: their gradients
-  // none | host | disk: tensors decoder layers (or their blocks) save for backward
-  // (offload/activations.h)
-  std::string activations = "none";
+  OffloadTier optimizer = OffloadTier::none;
+  HostOffload params = HostOffload::none;  // FSDP's f32 master shards
+  HostOffload grads = HostOffload::none;   // their gradients
+  // Tensors decoder layers (or their blocks) save for backward (offload/activations.h).
+  OffloadTier activations = OffloadTier::none;
   int64_t activations_every_k_layers = 1;        // layers i with i % k == 0
   std::vector<std::string> activations_modules;  // block globs within a layer (empty: whole layers)
   int64_t activations_min_bytes = 65536;         // smaller storages stay on the device
   // all: every block the two keys above select | largest: of those, the largest savers first until
   // the memory plan fits memory.device_budget | auto: as largest, each block recomputed or swapped
   // by cost (train/memory_plan.h)
-  std::string activations_select = "all";
+  ActivationSelect activations_select = ActivationSelect::all;
   void describe(Schema& s);
   bool operator==(const OffloadConfig&) const = default;
 };
@@ -234,7 +285,7 @@ struct MetricsConfig {
   int64_t log_every = 10;
   bool jsonl = true;
   double peak_tflops = 0;         // MFU denominator; 0 = the cached GEMM peak of the compute dtype
-  std::string progress = "auto";  // auto (bar on a terminal) | bar | lines | none
+  Progress progress = Progress::auto_;  // auto: a bar on a terminal
   std::vector<double> profile_steps;  // [first, last] steps to profile; [] = off (train/profile.h)
   int64_t profile_max_events = 500000;  // the profiler's event cap (profiler::kDefaultMaxEvents)
   void describe(Schema& s);

@@ -87,7 +87,7 @@ Measured measure(const Config& cfg, const models::ModelConfig& c, const Layout& 
       model = models::build_model(ci);
     }
     Parallelized par = parallelize(*model, one, cl);
-    const bool grads_on_device = cfg.offload.grads != "host";
+    const bool grads_on_device = cfg.offload.grads != HostOffload::host;
     for (int si = 0; si < 2; ++si)
       m.act[li][si] = double(measure_activations(*model, par, sh.rows[si], sh.seqs[si],
                                                  c.vocab_size, grads_on_device));
@@ -226,24 +226,24 @@ MemoryPlan plan_memory(const Config& cfg_in) {
   p.parameters = io_params + layer_params;
   const int64_t ranks = p.shard_ranks * layout.tp;
   const int64_t f32_shard = 4 * p.parameters / ranks;
-  (cfg_in.offload.params == "host" ? p.host : p.device).params = f32_shard;
-  (cfg_in.offload.grads == "host" ? p.host : p.device).grads = f32_shard;
+  (cfg_in.offload.params == HostOffload::host ? p.host : p.device).params = f32_shard;
+  (cfg_in.offload.grads == HostOffload::host ? p.host : p.device).grads = f32_shard;
   // Zero-bubble schedules reduce FSDP's gradients once per step (fsdp.h reduce_at_finish): unless
   // FSDP passes the masters through, the unsharded f32 gradients stay on the device beside the
   // reduced shard until then (the whole model's, as this plan counts every layer on every rank).
-  const bool fsdp_passthrough = p.shard_ranks == 1 && layout.dp_replicate == 1 &&
-                                compute_dtype(cfg_in) == DType::f32 &&
-                                cfg_in.offload.params != "host" && cfg_in.offload.grads != "host";
+  const bool fsdp_passthrough =
+      p.shard_ranks == 1 && layout.dp_replicate == 1 && compute_dtype(cfg_in) == DType::f32 &&
+      cfg_in.offload.params != HostOffload::host && cfg_in.offload.grads != HostOffload::host;
   if (cfg_in.parallel.pp > 1 && pipeline::splits_backward(pipeline_spec(cfg_in).kind) &&
       !fsdp_passthrough)
     p.device.grads += 4 * p.parameters / layout.tp;
   // AdamW keeps two f32 moments, Muon one momentum buffer (its hidden matrices only).
-  const int64_t state =
-      cfg_in.optimizer.name == "muon" ? (8 * (p.parameters - layer_matrix) + 4 * layer_matrix) / ranks
-                                      : 8 * p.parameters / ranks;
-  if (cfg_in.offload.optimizer == "none") {
+  const int64_t state = cfg_in.optimizer.name == OptimizerName::muon
+                            ? (8 * (p.parameters - layer_matrix) + 4 * layer_matrix) / ranks
+                            : 8 * p.parameters / ranks;
+  if (cfg_in.offload.optimizer == OffloadTier::none) {
     p.device.optimizer = state;
-  } else if (cfg_in.offload.optimizer == "host") {
+  } else if (cfg_in.offload.optimizer == OffloadTier::host) {
     p.host.optimizer = state;
   } else {
     p.disk.optimizer = state;
@@ -257,12 +257,13 @@ MemoryPlan plan_memory(const Config& cfg_in) {
   cfg.parallel.dp_shard = cfg.parallel.dp_replicate = cfg.parallel.tp = cfg.parallel.cp = 1;
   cfg.parallel.ep = cfg.parallel.pp = 1;  // (with pp kept, the world of one refused the config)
   // largest | auto: measure the whole selection swapped (and, below, none of it), then choose.
-  const std::string& select = cfg_in.offload.activations_select;
-  const bool choose = cfg.offload.activations != "none" && select != "all";
-  cfg.offload.activations_select = "all";
+  const ActivationSelect select = cfg_in.offload.activations_select;
+  const bool choose =
+      cfg.offload.activations != OffloadTier::none && select != ActivationSelect::all;
+  cfg.offload.activations_select = ActivationSelect::all;
   // The device side of disk offload is that of host offload (the same copies leave and come
   // back); measuring through the host tier leaves no files behind.
-  if (cfg.offload.activations == "disk") cfg.offload.activations = "host";
+  if (cfg.offload.activations == OffloadTier::disk) cfg.offload.activations = OffloadTier::host;
   const dist::CommPtr self = world->split(world->rank(), 0);
   Shapes sh;
   sh.layers[0] = std::min<int64_t>(2, c.num_hidden_layers);
@@ -288,7 +289,7 @@ MemoryPlan plan_memory(const Config& cfg_in) {
   // kind (layers alike): all swapped, or chosen (train/activation_choice.h).
   p.activation_tier = cfg_in.offload.activations;
   p.activation_select = select;
-  const bool by_cost = select == "auto";
+  const bool by_cost = select == ActivationSelect::auto_;
   std::vector<double> flops(m.blocks.size());
   for (size_t j = 0; j < m.blocks.size() && by_cost; ++j)
     flops[j] = block_forward_flops(c, m.blocks[j].first, rb, sb);
@@ -305,7 +306,7 @@ MemoryPlan plan_memory(const Config& cfg_in) {
     }
   if (choose) {
     Config none_cfg = cfg;
-    none_cfg.offload.activations = "none";
+    none_cfg.offload.activations = OffloadTier::none;
     MemoryPlan none = p;
     fit(none, measure(none_cfg, c, one, sh), sh);
     if (by_cost) {
@@ -319,7 +320,7 @@ MemoryPlan plan_memory(const Config& cfg_in) {
   int64_t moved = 0;
   for (const MemoryPlan::Block& b : p.activation_blocks)
     if (b.fate == MemoryPlan::Fate::swapped) moved += b.bytes;
-  (cfg_in.offload.activations == "disk" ? p.disk : p.host).activations = moved;
+  (cfg_in.offload.activations == OffloadTier::disk ? p.disk : p.host).activations = moved;
   return p;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "hp/train/config.h"
+
 namespace hp::train {
 
 struct MemoryPlan {
@@ -40,7 +42,8 @@ struct MemoryPlan {
     double recompute_s = 0, swap_s = 0;  // auto: the costs compared
   };
   std::vector<Block> activation_blocks;
-  std::string activation_tier, activation_select;  // offload.activations / _select
+  OffloadTier activation_tier = OffloadTier::none;             // offload.activations
+  ActivationSelect activation_select = ActivationSelect::all;  // offload.activations_select
   double gemm_flops_per_s = 0, tier_bytes_per_s = 0;  // auto: the rates behind the costs
   std::vector<std::string> offloaded_blocks() const;   // swapped
   std::vector<std::string> recomputed_blocks() const;

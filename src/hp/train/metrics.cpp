@@ -133,8 +133,8 @@ MetricsLog::MetricsLog(const MetricsConfig& cfg, const std::string& run_dir, int
                        int64_t resume_step, std::ostream& out, bool enabled)
     : cfg_(cfg), run_dir_(run_dir), total_steps_(total_steps), out_(out), enabled_(enabled) {
   if (!enabled_) return;
-  bar_ = cfg.progress == "bar" ||
-         (cfg.progress == "auto" && isatty(STDOUT_FILENO) && &out_ == &std::cout);
+  bar_ = cfg.progress == Progress::bar ||
+         (cfg.progress == Progress::auto_ && isatty(STDOUT_FILENO) && &out_ == &std::cout);
   if (!cfg_.jsonl) return;
   // Keep the lines of the steps before the resume point (they are not re-run); drop later ones.
   const auto p = jsonl_path(run_dir_);
@@ -193,7 +193,7 @@ void MetricsLog::record(const StepRecord& r) {
     }
     append_jsonl(j, r.step);
   }
-  if (cfg_.progress == "none") return;
+  if (cfg_.progress == Progress::none) return;
   if (logged(r.step)) print_line(r);
   if (bar_) draw_bar(r);
 }
@@ -216,7 +216,7 @@ void MetricsLog::record_eval(const EvalResult& r) {
                                         {"eval_ppl", number(r.ppl)},
                                         {"eval_tokens", r.tokens}}),
                  r.step);
-  if (cfg_.progress != "none") message(Evaluator::format(r));
+  if (cfg_.progress != Progress::none) message(Evaluator::format(r));
 }
 
 void MetricsLog::print_line(const StepRecord& r) {

@@ -29,7 +29,7 @@ namespace hp::train {
 data::DatasetOptions dataset_options(const Config& cfg) {
   data::DatasetOptions o;
   o.path = cfg.data.path;
-  o.format = cfg.data.format;
+  o.format = enum_name(cfg.data.format);
   o.tokenizer = cfg.data.tokenizer;
   // A model directory's own tokenizer (tokenizer.json, or Kimi's tiktoken.model directory).
   if (o.tokenizer.empty() && !cfg.model.path.empty() && io::Tokenizer::in_dir(cfg.model.path))
@@ -85,8 +85,9 @@ models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab,
 
 mx::ConvertSpec mx_convert_spec(const LowPrecisionConfig& c) {
   mx::ConvertSpec s;
-  s.quant.elem = c.elem == "e5m2" ? mx::ElemFormat::e5m2 : mx::ElemFormat::e4m3;
-  s.quant.scale_mode = c.scale_mode == "floor" ? mx::ScaleMode::floor : mx::ScaleMode::rceil;
+  s.quant.elem = c.elem == MxElem::e5m2 ? mx::ElemFormat::e5m2 : mx::ElemFormat::e4m3;
+  s.quant.scale_mode =
+      c.scale_mode == MxScaleMode::floor ? mx::ScaleMode::floor : mx::ScaleMode::rceil;
   s.modules = c.modules;
   s.exclude = c.exclude;
   return s;
@@ -94,7 +95,7 @@ mx::ConvertSpec mx_convert_spec(const LowPrecisionConfig& c) {
 
 models::RecomputeSpec recompute_spec(const RecomputeConfig& c) {
   models::RecomputeSpec s;
-  s.mode = c.mode;
+  s.mode = enum_name(c.mode);  // models/recompute.h takes the YAML spelling
   s.every_k_layers = c.every_k_layers;
   s.modules = c.modules;
   return s;
@@ -105,9 +106,9 @@ fsdp::FsdpOptions fsdp_options(const Config& cfg) {
   const FsdpConfig& f = cfg.parallel.fsdp;
   o.reshard_after_forward = f.reshard_after_forward;
   o.param_dtype = compute_dtype(cfg);
-  o.reduce_dtype = f.reduce_dtype == "bf16" ? DType::bf16 : DType::f32;
-  o.master_tier = cfg.offload.params == "host" ? MemTier::host : MemTier::device;
-  o.grad_tier = cfg.offload.grads == "host" ? MemTier::host : MemTier::device;
+  o.reduce_dtype = f.reduce_dtype == ReduceDtype::bf16 ? DType::bf16 : DType::f32;
+  o.master_tier = cfg.offload.params == HostOffload::host ? MemTier::host : MemTier::device;
+  o.grad_tier = cfg.offload.grads == HostOffload::host ? MemTier::host : MemTier::device;
   // Zero-bubble schedules add a layer's weight gradients (W) after the backward that ends its
   // input gradients (I): its gradients are reduced once, after the step's last W.
   o.reduce_at_finish = cfg.parallel.pp > 1 && pipeline::splits_backward(pipeline_spec(cfg).kind);
@@ -116,8 +117,14 @@ fsdp::FsdpOptions fsdp_options(const Config& cfg) {
 
 pipeline::ScheduleSpec pipeline_spec(const Config& cfg) {
   const PipelineConfig& p = cfg.parallel.pipeline;
-  return {pipeline::schedule_kind_from_name(p.schedule), cfg.parallel.pp, cfg.training.grad_accum,
-          p.virtual_stages};
+  using K = pipeline::ScheduleKind;
+  const PipelineSchedule s = p.schedule;
+  const K kind = s == PipelineSchedule::gpipe              ? K::gpipe
+                 : s == PipelineSchedule::one_f_one_b      ? K::one_f_one_b
+                 : s == PipelineSchedule::interleaved_1f1b ? K::interleaved_1f1b
+                 : s == PipelineSchedule::zb_h1            ? K::zb_h1
+                                                           : K::zb_h2;
+  return {kind, cfg.parallel.pp, cfg.training.grad_accum, p.virtual_stages};
 }
 
 optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
@@ -126,9 +133,10 @@ optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
   o.muon.momentum = c.muon.momentum;
   o.muon.nesterov = c.muon.nesterov;
   o.muon.ns_steps = static_cast<int>(c.muon.ns_steps);
-  o.muon.update_scale = optim::muon_scale_from_name(c.muon.update_scale);
+  o.muon.update_scale = c.muon.update_scale == MuonUpdateScale::shape ? optim::MuonScale::shape
+                                                                      : optim::MuonScale::rms_match;
   o.muon.weight_decay = c.weight_decay;
-  const bool muon = c.name == "muon";
+  const bool muon = c.name == OptimizerName::muon;
   const auto run_rule = muon ? optim::Algorithm::auto_select : optim::Algorithm::adamw;
   // The routers' correction biases get no gradient (train/expert_balance.h moves them), nor do
   // DeepSeek-V4's hash-routing tables (expert ids): first, so that no group's weight decay
@@ -140,7 +148,9 @@ optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
     optim::ParamGroup pg;
     pg.name = "optimizer.groups[" + std::to_string(i) + "]";
     pg.globs = g.params;
-    pg.algorithm = g.optimizer == "auto" ? run_rule : optim::algorithm_from_name(g.optimizer);
+    pg.algorithm = g.optimizer == GroupOptimizer::auto_  ? run_rule
+                   : g.optimizer == GroupOptimizer::muon ? optim::Algorithm::muon
+                                                         : optim::Algorithm::adamw;
     pg.lr_scale = g.lr ? *g.lr / c.lr : 1.0;
     pg.weight_decay = g.weight_decay;
     o.groups.push_back(std::move(pg));
@@ -153,16 +163,22 @@ optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
 }
 
 optim::ScheduleSpec schedule_spec(const Config& c) {
-  return {optim::schedule_kind_from_name(c.lr_scheduler.name), c.training.steps,
-          c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_fraction, c.lr_scheduler.min_lr_ratio};
+  using K = optim::ScheduleKind;
+  const LrSchedule s = c.lr_scheduler.name;
+  const K kind = s == LrSchedule::constant ? K::constant
+                 : s == LrSchedule::cosine ? K::cosine
+                 : s == LrSchedule::linear ? K::linear
+                                           : K::wsd;
+  return {kind, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_fraction,
+          c.lr_scheduler.min_lr_ratio};
 }
 
 DType compute_dtype(const Config& cfg) {
-  const std::string& mp = cfg.training.mixed_precision;
+  const MixedPrecision mp = cfg.training.mixed_precision;
   // auto: bf16 only where native bf16 multiplies beat f32 ones (measured: AVX512_BF16 alone does
   // not say); elsewhere bf16 GEMMs widen to f32 and the conversions make bf16 the slower dtype.
-  if (mp == "auto") return kernels::bf16_compute_pays() ? DType::bf16 : DType::f32;
-  return mp == "bf16" ? DType::bf16 : DType::f32;
+  if (mp == MixedPrecision::auto_) return kernels::bf16_compute_pays() ? DType::bf16 : DType::f32;
+  return mp == MixedPrecision::bf16 ? DType::bf16 : DType::f32;
 }
 
 std::string disk_tier_file(const Config& cfg, const Layout& layout, const std::string& what) {
@@ -178,40 +194,48 @@ std::string disk_tier_file(const Config& cfg, const Layout& layout, const std::s
 optim::StateOffloadOptions state_offload_options(const Config& cfg, const Layout& layout,
                                                  std::vector<std::string> group_prefixes) {
   optim::StateOffloadOptions o;
-  o.placement = optim::state_placement_from_name(cfg.offload.optimizer);
+  const OffloadTier tier = cfg.offload.optimizer;
+  o.placement = tier == OffloadTier::host   ? optim::StatePlacement::host
+                : tier == OffloadTier::disk ? optim::StatePlacement::disk
+                                            : optim::StatePlacement::device;
   o.group_prefixes = std::move(group_prefixes);
   o.file = disk_tier_file(cfg, layout, "optimizer");
   o.io_threads = static_cast<int>(cfg.memory.io_threads);
-  o.params_on_host = cfg.offload.params == "host";
-  o.grads_on_host = cfg.offload.grads == "host";
+  o.params_on_host = cfg.offload.params == HostOffload::host;
+  o.grads_on_host = cfg.offload.grads == HostOffload::host;
   return o;
 }
 
 models::ExpertParallelKernel expert_parallel_kernel(const MoEParallelConfig& c) {
-  return {c.kernel == "megamoe", c.groups};
+  return {c.kernel == MoEKernel::megamoe, c.groups};
 }
 
 parallel::ContextMethod context_method(const ParallelConfig& p) {
-  return parallel::context_method_from_name(p.cp_method);
+  return p.cp_method == CpMethod::alltoall ? parallel::ContextMethod::alltoall
+                                           : parallel::ContextMethod::ring;
 }
 
 offload::ActivationOffloadOptions activation_offload_options(const Config& cfg,
                                                              const Layout& layout) {
   offload::ActivationOffloadOptions o;
   o.min_bytes = cfg.offload.activations_min_bytes;
-  if (cfg.offload.activations == "disk") o.disk_file = disk_tier_file(cfg, layout, "activations");
+  if (cfg.offload.activations == OffloadTier::disk)
+    o.disk_file = disk_tier_file(cfg, layout, "activations");
   o.io_threads = static_cast<int>(cfg.memory.io_threads);
   return o;
 }
 
 fusion::Mode fusion_mode(const Config& cfg) {
-  return fusion::parse_mode(cfg.training.fusion, "training.fusion");
+  const FusionMode m = cfg.training.fusion;
+  return m == FusionMode::none   ? fusion::Mode::none
+         : m == FusionMode::lazy ? fusion::Mode::lazy
+                                 : fusion::Mode::auto_;
 }
 
 MetricsConfig metrics_config(const Config& cfg, int nranks) {
   MetricsConfig m = cfg.metrics;
   // mpirun hands ranks a pseudo-terminal: a bar would look right there but not in captured logs.
-  if (nranks > 1 && m.progress == "auto") m.progress = "lines";
+  if (nranks > 1 && m.progress == Progress::auto_) m.progress = Progress::lines;
   return m;
 }
 

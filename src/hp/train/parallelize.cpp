@@ -30,12 +30,12 @@ namespace hp::train {
 namespace {
 
 // Step 1: the architecture's plan over tp; returns the DTensors of the parameters it split.
-shard::StylePtr style_by_name(const std::string& name, bool sequence_parallel) {
+shard::StylePtr style_of(TpStyle style, bool sequence_parallel) {
   const shard::Placement region =
       sequence_parallel ? shard::Placement{shard::Shard{1}} : shard::Placement{shard::Replicate{}};
-  if (name == "colwise") return std::make_shared<shard::ColwiseParallel>(0, region);
-  if (name == "rowwise") return std::make_shared<shard::RowwiseParallel>(0, region);
-  if (name == "sequence") return std::make_shared<shard::SequenceParallel>();
+  if (style == TpStyle::colwise) return std::make_shared<shard::ColwiseParallel>(0, region);
+  if (style == TpStyle::rowwise) return std::make_shared<shard::RowwiseParallel>(0, region);
+  if (style == TpStyle::sequence) return std::make_shared<shard::SequenceParallel>();
   return nullptr;  // replicate
 }
 
@@ -59,7 +59,7 @@ shard::ShardingPlan with_overrides(models::CausalLM& model, const shard::Shardin
     for (size_t i = 0; i < overrides.size() && !rule.user; ++i)
       for (const std::string& glob : overrides[i].modules)
         if (nn::glob_match(glob, fqn)) {
-          rule.style = style_by_name(overrides[i].style, sequence_parallel);
+          rule.style = style_of(overrides[i].style, sequence_parallel);
           rule.user = used[i] = true;
           break;
         }
@@ -227,7 +227,8 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config& cfg,
                          const ActivationChoice* choice) {
   const OffloadConfig& o = cfg.offload;
-  HP_CHECK(o.activations_select == "all" || choice != nullptr);  // the plan's (setup.cpp)
+  HP_CHECK(o.activations_select == ActivationSelect::all ||
+           choice != nullptr);  // the plan's (setup.cpp)
   Parallelized out;
   out.sequence_parallel = l.tp > 1 && cfg.parallel.sequence_parallel &&
                           models::supports_sequence_parallel(model.config());
@@ -242,7 +243,7 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   // 3. CP.
   apply_context_parallel(model, l, cfg.parallel);
   // 4. MXFP8 (the kernel hook sits under the TP wrappers).
-  if (cfg.low_precision.recipe == "mxfp8")
+  if (cfg.low_precision.recipe == LowPrecisionRecipe::mxfp8)
     out.mx_modules = mx::convert_to_mx(model, mx_convert_spec(cfg.low_precision));
   // 5. Recompute (FSDP's wrappers go outside it, so a recomputed forward re-gathers).
   out.recompute_modules = models::apply_recompute(model, recompute_spec(cfg.recompute));
@@ -261,7 +262,7 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   out.fsdp = std::make_unique<fsdp::FsdpModel>(model, std::move(groups), l.shard_comm,
                                                l.replicate_comm, fsdp_options(cfg));
   // 7. Activation offload, outside FSDP's wrappers.
-  if (o.activations != "none") {
+  if (o.activations != OffloadTier::none) {
     out.activation_offload = std::make_shared<offload::ActivationOffload>(
         activation_offload_options(cfg, l));
     for (const models::SelectedBlock& b :

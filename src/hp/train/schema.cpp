@@ -215,6 +215,41 @@ FieldRef Schema::add(std::string_view name, std::vector<std::string>* v, std::st
       no_numbers);
 }
 
+FieldRef Schema::add_enum(std::string_view name, std::string doc, EnumBinding binding) {
+  auto b = std::make_shared<EnumBinding>(std::move(binding));
+  std::string joined;
+  for (const auto& n : b->names) joined += (joined.empty() ? "" : "|") + n;
+  Field& f = add_field(name, joined, std::move(doc));
+  const auto spelling = [b] {
+    const int i = b->index();
+    return i < 0 ? std::string() : b->names[static_cast<size_t>(i)];
+  };
+  // The text last given. A spelling outside the table is reported by validate, with the config's
+  // other value errors and after every --set (which may still correct a file's value).
+  auto given = std::make_shared<std::string>(spelling());
+  f.assign = [b, given, path = f.path](const YAML::Node& n, Source& src) {
+    if (!detail::parse_string(n, given.get())) {
+      src.error(n, path, "expected a string, got " + describe_node(n));
+      return;
+    }
+    if (given->empty() && b->optional) return b->store(-1);
+    for (size_t i = 0; i < b->names.size(); ++i)
+      if (b->names[i] == *given) return b->store(static_cast<int>(i));
+  };
+  f.emit = [spelling](YAML::Emitter& e) { detail::emit_string(e, spelling()); };
+  f.numbers = [] { return std::vector<double>{}; };
+  f.checks.push_back([b, given, joined] {
+    if (given->empty() && b->optional) return std::string();
+    for (const auto& n : b->names)
+      if (n == *given) return std::string();
+    return "must be one of " + joined + ", got '" + *given + "'";
+  });
+  YAML::Emitter e;
+  f.emit(e);
+  f.default_text = e.c_str();
+  return FieldRef(f);
+}
+
 void Schema::bind_list(Field& f, std::function<void(size_t)> resize,
                        std::function<void(size_t, Schema&)> describe_item,
                        std::function<size_t()> size) {

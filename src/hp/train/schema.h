@@ -9,8 +9,9 @@
 // "--set training.steps=10") so errors name it. A renamed key stays readable as a deprecated alias:
 //   s.deprecated_alias("param_dtype", "training.mixed_precision");
 // sets the field at the full path given, the config notes "[config] <alias> is deprecated: use
-// <target>", and setting both is an error. A Schema points into the config it was built on, so
-// that config must outlive it and not move.
+// <target>", and setting both is an error. An enum member binds the same way, read and written as
+// the spellings of its enum_names table (enum_names.h). A Schema points into the config it was
+// built on, so that config must outlive it and not move.
 #pragma once
 
 #include <functional>
@@ -19,6 +20,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "hp/train/enum_names.h"
 
 namespace YAML {
 class Node;
@@ -69,6 +72,15 @@ struct Field {
   std::function<std::unique_ptr<Schema>()> item_template;
 };
 
+// An enum field with its type erased: Schema::add of an enum member builds it from the enum's
+// table.
+struct EnumBinding {
+  std::vector<std::string> names;  // the spellings, in table order
+  std::function<int()> index;      // the current value's position in names; -1: unset
+  std::function<void(int)> store;  // sets the value at that position; -1: unset
+  bool optional = false;           // a std::optional<E>: "" (its default) leaves it unset
+};
+
 // Chained validators on the field just added.
 class FieldRef {
  public:
@@ -99,6 +111,27 @@ class Schema {
   FieldRef add(std::string_view name, std::optional<double>* v, std::string doc);
   FieldRef add(std::string_view name, std::vector<double>* v, std::string doc);
   FieldRef add(std::string_view name, std::vector<std::string>* v, std::string doc);
+  // An enum member, type "a|b|c" from its table. A spelling outside the table sets nothing and is
+  // kept as given until validate reports it ("must be one of a|b|c, got 'd'").
+  template <Enum E>
+  FieldRef add(std::string_view name, E* v, std::string doc) {
+    return add_enum(name, std::move(doc),
+                    {spellings<E>(), [v] { return static_cast<int>(enum_index(*v)); },
+                     [v](int i) { *v = enum_names(E{})[static_cast<size_t>(i)].value; }, false});
+  }
+  // An optional enum member: "" (the default) leaves it unset, meaning another key's value.
+  template <Enum E>
+  FieldRef add(std::string_view name, std::optional<E>* v, std::string doc) {
+    return add_enum(name, std::move(doc),
+                    {spellings<E>(), [v] { return *v ? static_cast<int>(enum_index(**v)) : -1; },
+                     [v](int i) {
+                       if (i < 0)
+                         v->reset();
+                       else
+                         *v = enum_names(E{})[static_cast<size_t>(i)].value;
+                     },
+                     true});
+  }
 
   // `name` (under the current section) as a deprecated spelling of the field at `target` (its
   // full path in this schema): a value given under it sets `target`.
@@ -153,6 +186,13 @@ class Schema {
 
  private:
   Field& add_field(std::string_view name, std::string type, std::string doc);
+  FieldRef add_enum(std::string_view name, std::string doc, EnumBinding binding);
+  template <class E>
+  static std::vector<std::string> spellings() {
+    std::vector<std::string> out;
+    for (const EnumName<E>& n : enum_names(E{})) out.emplace_back(n.name);
+    return out;
+  }
   const Field* field(std::string_view path) const;
   // The field a value given at `f` goes to: f itself, or an alias's target (null: unknown).
   Field* target_of(Field* f);

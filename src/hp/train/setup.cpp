@@ -26,11 +26,11 @@ namespace fs = std::filesystem;
 namespace {
 
 data::DatasetOptions with_format(data::DatasetOptions o, const std::string& path,
-                                 const std::string& format) {
+                                 DataFormat format) {
   o.path = path;
-  if (!format.empty()) o.format = format;
-  if (o.format != "text") o.doc_separator.clear();  // a text option (data.doc_separator)
-  if (o.format != "chat") o.chat_template.clear();  // a chat option (data.chat_template)
+  o.format = enum_name(format);
+  if (format != DataFormat::text) o.doc_separator.clear();  // a text option (data.doc_separator)
+  if (format != DataFormat::chat) o.chat_template.clear();  // a chat option (data.chat_template)
   return o;
 }
 
@@ -65,16 +65,20 @@ RunData load_run_data(const Config& cfg) {
   for (size_t i = 0; i < cfg.data.sources.size(); ++i) {
     const DataSourceConfig& src = cfg.data.sources[i];
     const std::string key = "data.sources[" + std::to_string(i) + "]";
-    d.sources.push_back(
-        {keyed(key,
-               [&] { return data::TokenDataset::load(with_format(base, src.path, src.format)); }),
-         src.weight});
+    d.sources.push_back({keyed(key,
+                               [&] {
+                                 return data::TokenDataset::load(with_format(
+                                     base, src.path, src.format.value_or(cfg.data.format)));
+                               }),
+                         src.weight});
     d.names.push_back(src.path);
   }
   const EvalConfig& e = cfg.eval;
   if (!e.data.empty()) {
-    d.eval = keyed("eval.data",
-                   [&] { return data::TokenDataset::load(with_format(base, e.data, e.format)); });
+    d.eval = keyed("eval.data", [&] {
+      return data::TokenDataset::load(
+          with_format(base, e.data, e.format.value_or(cfg.data.format)));
+    });
     d.eval_name = e.data;
   } else if (e.split > 0) {
     auto [train, held] = keyed("eval.split", [&] {
@@ -144,7 +148,7 @@ RunSetup build_run(const Config& cfg, const Layout& layout, const MemoryPlan* pl
   // the largest savers until the device total fits, swapped or (auto) recomputed (before the model
   // exists, so it measures alone).
   std::optional<ActivationChoice> choice;
-  if (cfg.offload.activations_select != "all") {
+  if (cfg.offload.activations_select != ActivationSelect::all) {
     const MemoryPlan own = plan ? MemoryPlan() : plan_memory(cfg);
     const MemoryPlan& p = plan ? *plan : own;
     choice = ActivationChoice{p.offloaded_blocks(), p.recomputed_blocks()};
@@ -155,7 +159,7 @@ RunSetup build_run(const Config& cfg, const Layout& layout, const MemoryPlan* pl
   // device budget never holds the whole model.
   const MemCategoryScope as_params(MemCategory::params);
   std::optional<MemTierScope> on_host;
-  if (cfg.offload.params == "host") on_host.emplace(MemTier::host);
+  if (cfg.offload.params == HostOffload::host) on_host.emplace(MemTier::host);
   r.model = build_causal_lm(cfg, *r.data.sources.front().dataset);
   for (size_t s = 1; s < r.data.sources.size(); ++s)
     check_data_fits(*r.model, *r.data.sources[s].dataset, r.data.names[s], cfg);

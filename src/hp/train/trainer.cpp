@@ -84,7 +84,7 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
          ", vocabulary-parallel head and loss";
   std::string cp;
   if (layout.cp > 1)
-    cp = " × cp " + std::to_string(layout.cp) + " (" + cfg.parallel.cp_method + ", " +
+    cp = " × cp " + std::to_string(layout.cp) + " (" + enum_name(cfg.parallel.cp_method) + ", " +
          std::to_string(cfg.training.seq_len / layout.cp) + " of " +
          std::to_string(cfg.training.seq_len) + " tokens per rank)";
   std::string ep;
@@ -92,7 +92,7 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
     ep = ", ep " + std::to_string(layout.ep) + " (each MoE layer's experts split over " +
          std::to_string(layout.ep) + " of the dp_shard × cp ranks, FSDP over the other " +
          std::to_string(layout.dp_shard * layout.cp / layout.ep) + ")" +
-         (cfg.parallel.moe.kernel == "megamoe"
+         (cfg.parallel.moe.kernel == MoEKernel::megamoe
               ? " on MegaMoE (" + std::to_string(cfg.parallel.moe.groups) + " expert groups)"
               : std::string(" on the sequential exchange"));
   const std::string pp = layout.pp > 1 ? "pp " + std::to_string(layout.pp) + " × (" : std::string();
@@ -102,33 +102,35 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
               std::to_string(layout.dp_replicate) + " × dp_shard " +
               std::to_string(layout.dp_shard) + cp + tp + ep + (pp.empty() ? "" : ")") +
               "; params " + std::string(dtype_name(compute_dtype(cfg))) +
-              (cfg.training.mixed_precision == "auto" ? " (auto)" : "") +
+              (cfg.training.mixed_precision == MixedPrecision::auto_ ? " (auto)" : "") +
               " compute, f32 masters; " + kernels::isa_summary());
   if (!res.mx_modules.empty()) {
     std::string list;
     for (const auto& m : res.mx_modules) list += (list.empty() ? "" : ", ") + m;
-    log.message("low precision: mxfp8 (" + cfg.low_precision.elem + ", " +
-                cfg.low_precision.scale_mode + ") on " + std::to_string(res.mx_modules.size()) +
-                " modules: " + list);
+    log.message("low precision: mxfp8 (" + enum_name(cfg.low_precision.elem) + ", " +
+                enum_name(cfg.low_precision.scale_mode) + ") on " +
+                std::to_string(res.mx_modules.size()) + " modules: " + list);
   }
   if (!res.recompute_modules.empty())
     log.message("recompute: " +
-                (cfg.recompute.mode == "none" ? "by cost (offload.activations_select auto)"
-                                              : cfg.recompute.mode) +
+                (cfg.recompute.mode == RecomputeMode::none
+                     ? "by cost (offload.activations_select auto)"
+                     : enum_name(cfg.recompute.mode)) +
                 " on " + std::to_string(res.recompute_modules.size()) + " modules");
   if (!res.offload_modules.empty())
-    log.message("activation offload: " + cfg.offload.activations + " for " +
+    log.message("activation offload: " + enum_name(cfg.offload.activations) + " for " +
                 std::to_string(res.offload_modules.size()) + " modules (storages >= " +
                 std::to_string(cfg.offload.activations_min_bytes) + " bytes)");
   const OffloadConfig& o = cfg.offload;
-  if (!cfg.memory.device_budget.empty() || o.optimizer != "none" || o.params != "none" ||
-      o.grads != "none" || o.activations != "none")
-    log.message("memory: device budget " +
-                (cfg.memory.device_budget.empty()
-                     ? std::string("unlimited")
-                     : format_bytes(double(device_budget_bytes(cfg)))) +
-                "; offload params " + o.params + ", grads " + o.grads + ", optimizer " +
-                o.optimizer + ", activations " + o.activations);
+  if (!cfg.memory.device_budget.empty() || o.optimizer != OffloadTier::none ||
+      o.params != HostOffload::none || o.grads != HostOffload::none ||
+      o.activations != OffloadTier::none)
+    log.message(
+        "memory: device budget " +
+        (cfg.memory.device_budget.empty() ? std::string("unlimited")
+                                          : format_bytes(double(device_budget_bytes(cfg)))) +
+        "; offload params " + enum_name(o.params) + ", grads " + enum_name(o.grads) +
+        ", optimizer " + enum_name(o.optimizer) + ", activations " + enum_name(o.activations));
 }
 
 // data.sources: "data: tokens trained per source: a 1024 (50.0%), b 1024 (50.0%)".
@@ -453,7 +455,8 @@ void Trainer::describe(fusion::Mode fusion) {
   if (const std::string line = step_->describe(); !line.empty()) metrics_->message(line);
   if (fusion::env_mode() && fusion != fusion_mode(cfg_))
     metrics_->message(std::string("fusion: ") + fusion::mode_name(fusion) +
-                      " (HP_FUSION overrides training.fusion: " + cfg_.training.fusion + ")");
+                      " (HP_FUSION overrides training.fusion: " + enum_name(cfg_.training.fusion) +
+                      ")");
   if (evaluator_) metrics_->message(evaluator_->describe(run_.data.eval_name));
   if (run_.documents.any())
     metrics_->message(
@@ -484,7 +487,7 @@ TrainResult Trainer::run(fusion::Mode fusion) {
   counted_ = run_.par.norm_parameters(layout_);
   // The f32 gradients every step allocates on the device tier; excluded from the activation
   // figure (none there with offload.grads host).
-  if (cfg_.offload.grads != "host")
+  if (cfg_.offload.grads != HostOffload::host)
     for (const Tensor& p : run_.opt->parameters()) grad_bytes_ += p.numel() * int64_t(sizeof(float));
   return loop(done);
 }
