@@ -165,42 +165,54 @@ bool same(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  auto ep = dist::world();
-  auto arg = [&](int i, int64_t def) { return argc > i ? std::atoll(argv[i]) : def; };
-  const int64_t tokens = arg(1, 32), H = arg(2, 2048), I = arg(3, 1536), E = arg(4, 16),
-                k = arg(5, 8), groups = arg(6, 2);
-  const char* reps_env = std::getenv("HP_MC_REPS");
-  const int reps = reps_env && *reps_env ? std::atoi(reps_env) : 3;
-  const int rank = ep->rank(), n = ep->size();
-  const bool root = rank == 0;
+// The command line [tokens hidden inter experts top_k groups] and the HP_MC_* variables.
+struct Options {
+  int64_t tokens = 32, H = 2048, I = 1536, E = 16, k = 8, groups = 2;
+  int reps = 3;           // HP_MC_REPS
   DType dt = DType::f32;  // of the rows and the expert weights
+};
+
+// Fills *o (over its defaults) and g_mx; false when HP_MC_MX / HP_MC_DTYPE are bad (rank 0 says
+// why).
+bool parse_options(int argc, char** argv, bool root, Options* o) {
+  auto arg = [&](int i, int64_t def) { return argc > i ? std::atoll(argv[i]) : def; };
+  o->tokens = arg(1, o->tokens), o->H = arg(2, o->H), o->I = arg(3, o->I), o->E = arg(4, o->E),
+  o->k = arg(5, o->k), o->groups = arg(6, o->groups);
+  const char* reps_env = std::getenv("HP_MC_REPS");
+  if (reps_env && *reps_env) o->reps = std::atoi(reps_env);
   const char* mx_env = std::getenv("HP_MC_MX");
   const char* dt_env = std::getenv("HP_MC_DTYPE");
   for (const auto& [var, v] : {std::pair{"HP_MC_MX", mx_env}, {"HP_MC_DTYPE", dt_env}}) {
     if (!v || !*v) continue;
     if (std::strcmp(v, "f32") != 0 && std::strcmp(v, "bf16") != 0) {
       if (root) std::fprintf(stderr, "bench_megamoe: %s must be f32 or bf16, got '%s'\n", var, v);
-      return 2;
+      return false;
     }
-    dt = std::strcmp(v, "bf16") == 0 ? DType::bf16 : DType::f32;
+    o->dt = std::strcmp(v, "bf16") == 0 ? DType::bf16 : DType::f32;
   }
   if (mx_env && *mx_env) {
     if (dt_env && *dt_env && std::strcmp(mx_env, dt_env) != 0) {
       if (root)
         std::fprintf(stderr, "bench_megamoe: HP_MC_MX=%s and HP_MC_DTYPE=%s disagree\n", mx_env,
                      dt_env);
-      return 2;
+      return false;
     }
     g_mx = mx::QuantSpec{};
   }
+  return true;
+}
+
+// The layer: every rank draws all experts' weights (gate, up [I, H], down [H, I]) and keeps its
+// own, so all hold one model; then its own rows x, wsum [tokens, H], routing weights w and k
+// distinct experts per token, uniformly ([tokens, k]).
+Layer make_layer(const Options& o, int rank, int n) {
+  const int64_t tokens = o.tokens, H = o.H, I = o.I, E = o.E, k = o.k;
+  const DType dt = o.dt;
   Layer l;
   l.experts = E;
   const moe::ExpertRange own = moe::local_experts(E, n, rank);
   manual_seed(1);
-  for (int64_t e = 0; e < E; ++e) {  // every rank draws all, keeps its own: the same model
+  for (int64_t e = 0; e < E; ++e) {
     Tensor g = randn({I, H}, DType::f32, 0.0, 0.02), u = randn({I, H}, DType::f32, 0.0, 0.02),
            d = randn({H, I}, DType::f32, 0.0, 0.02);
     if (e >= own.first && e < own.first + own.count) {
@@ -213,7 +225,7 @@ int main(int argc, char** argv) {
   l.x = randn({tokens, H}).to(dt);
   l.wsum = randn({tokens, H}).to(dt);
   l.w = softmax(randn({tokens, k}), -1);
-  std::vector<int64_t> ids;  // k distinct experts per token, uniformly
+  std::vector<int64_t> ids;
   for (int64_t t = 0; t < tokens; ++t) {
     std::vector<double> key = randn({E}).to_vector();
     std::vector<int64_t> order(static_cast<size_t>(E));
@@ -223,127 +235,188 @@ int main(int argc, char** argv) {
     ids.insert(ids.end(), order.begin(), order.begin() + k);
   }
   l.ids = from_data<int64_t>(ids, {tokens, k});
+  return l;
+}
 
-  // Ceiling: gemm_f32 on one expert's average rows × [H → I], 1 thread, all ranks at once.
-  const int64_t rows = std::max<int64_t>(1, n * tokens * k / E);  // an expert's mean rows
-  double ceiling = 0;
-  {
-    Tensor a = randn({rows, H}), b = randn({I, H}), c = empty({rows, I});
-    double best = 1e30;
-    for (int r = 0; r < reps + 1; ++r) {
-      ep->barrier();
-      const auto t0 = std::chrono::steady_clock::now();
-      kernels::gemm_f32(false, true, rows, I, H, 1.0f, a.data<float>(), H, b.data<float>(), H, 0.0f,
-                        c.data<float>(), I);
-      if (r > 0) best = std::min(best, seconds_since(t0));
-    }
-    ceiling = 2.0 * double(rows * I * H) / slowest(*ep, best) / 1e9;
+// Ceiling (GFLOP/s): gemm_f32 on one expert's `rows` × [H → I], 1 thread, all ranks at once.
+double gemm_ceiling(dist::Communicator& ep, const Options& o, int64_t rows) {
+  const int64_t H = o.H, I = o.I;
+  Tensor a = randn({rows, H}), b = randn({I, H}), c = empty({rows, I});
+  double best = 1e30;
+  for (int r = 0; r < o.reps + 1; ++r) {
+    ep.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels::gemm_f32(false, true, rows, I, H, 1.0f, a.data<float>(), H, b.data<float>(), H, 0.0f,
+                      c.data<float>(), I);
+    if (r > 0) best = std::min(best, seconds_since(t0));
   }
-  auto best_of = [&](int kind) {
+  return 2.0 * double(rows * I * H) / slowest(ep, best) / 1e9;
+}
+
+// The runs and the table's rows (printed on rank 0).
+class Bench {
+ public:
+  Bench(dist::CommPtr ep, const Options& o, const Layer& l)
+      : ep_(std::move(ep)),
+        options_(o),
+        layer_(l),
+        root_(ep_->rank() == 0),
+        threads_(num_threads()),
+        // Expert GEMM flops of one fwd + bwd per rank (mean): 3 forward and 6 backward GEMMs.
+        flops_(2.0 * 9.0 * double(o.tokens * o.k) * double(o.H) * double(o.I)) {}
+
+  // Host shared memory: the sequential EP layer, the task-by-task plan, MegaMoE. Returns the
+  // task-by-task run (the link-model rows' reference); *equal: whether the sequential layer's
+  // outputs and gradients are bitwise the task-by-task plan's.
+  Result host_rows(bool* equal) const {
+    const Result seq = best_of(0), plan_seq = best_of(1), mega = best_of(2);
+    const Result seq_fair = best_of_fair(0), plan_seq_fair = best_of_fair(1);
+    // The sequential layer's exposed communication is not traced: the task-by-task run's stands
+    // in.
+    Result seq_shown = seq;
+    seq_shown.exposed_s = plan_seq.exposed_s;
+    row("host (no model)", "sequential", seq_shown, mega, plan_seq.comm_s / plan_seq.step_s);
+    row("host (no model)", "task-by-task", plan_seq, mega, plan_seq.comm_s / plan_seq.step_s);
+    Result seq_fair_shown = seq_fair;
+    seq_fair_shown.exposed_s = plan_seq_fair.exposed_s;
+    row("host (no model)", "seq T+1 thr", seq_fair_shown, mega,
+        plan_seq_fair.comm_s / plan_seq_fair.step_s);
+    row("host (no model)", "tbt T+1 thr", plan_seq_fair, mega,
+        plan_seq_fair.comm_s / plan_seq_fair.step_s);
+    *equal = same(seq.out, plan_seq.out);
+    if (root_)
+      std::printf(
+          "MegaMoE all-to-all bytes per step (fwd + bwd, to other ranks, most of any rank): "
+          "%lld (%s rows)\n",
+          (long long)mega.bytes, std::string(dtype_name(options_.dt)).c_str());
+    return plan_seq;
+  }
+
+  // The link model at comm shares of the task-by-task host run `plan_seq`.
+  void link_model_rows(const Result& plan_seq) const {
+    const double compute_s = plan_seq.step_s - plan_seq.comm_s;  // the step without communication
+    for (double share : {0.17, 0.30, 0.50}) {
+      // comm / (compute + comm) = share in the task-by-task run, every call's modelled transfer in
+      // turn: the bandwidth that moves this rank's bytes in share / (1 − share) × compute.
+      multicore::LinkModel m;
+      m.gbps = double(plan_seq.bytes) / (share / (1.0 - share) * compute_s) / 1e9;
+      g_link = m;
+      const Result b = best_of(1), o = best_of(2), b_fair = best_of_fair(1);
+      char name[64];
+      std::snprintf(name, sizeof name, "model %.0f%% (%.3g GB/s)", share * 100, m.gbps);
+      row(name, "task-by-task", b, o, b.comm_s / b.step_s);
+      row(name, "tbt T+1 thr", b_fair, o, b_fair.comm_s / b_fair.step_s);
+    }
+  }
+
+ private:
+  // The best of HP_MC_REPS steps of `kind` (step()), each figure the slowest rank's.
+  Result best_of(int kind) const {
     Result best;
     best.step_s = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      Result x = step(l, ep, kind, groups);
+    for (int r = 0; r < options_.reps; ++r) {
+      Result x = step(layer_, ep_, kind, options_.groups);
       if (x.step_s < best.step_s) best = std::move(x);
     }
-    best.step_s = slowest(*ep, best.step_s);
-    best.exposed_s = slowest(*ep, best.exposed_s);
-    best.comm_s = slowest(*ep, best.comm_s);
-    best.compute_s = slowest(*ep, best.compute_s);
-    best.bytes = int64_t(slowest(*ep, double(best.bytes)));
+    best.step_s = slowest(*ep_, best.step_s);
+    best.exposed_s = slowest(*ep_, best.exposed_s);
+    best.comm_s = slowest(*ep_, best.comm_s);
+    best.compute_s = slowest(*ep_, best.compute_s);
+    best.bytes = int64_t(slowest(*ep_, double(best.bytes)));
     return best;
-  };
-  // Expert GEMM flops of one fwd + bwd per rank (mean): 3 forward and 6 backward GEMMs.
-  const double flops = 2.0 * 9.0 * double(tokens * k) * double(H) * double(I);
-  if (root) {
-    std::printf(
-        "ranks %d, per rank: tokens %lld, hidden %lld, inter %lld, experts %lld (%lld here), "
-        "top-%lld, MegaMoE groups %lld; %d cube + 1 vector + comm worker per rank, best of %d; "
-        "experts %s\n",
-        n, (long long)tokens, (long long)H, (long long)I, (long long)E, (long long)own.count,
-        (long long)k, (long long)groups, num_threads(), reps,
-        g_mx ? (dt == DType::bf16 ? "MXFP8 E4M3, bf16 rows and weights" : "MXFP8 E4M3, f32")
-             : (dt == DType::bf16 ? "f32, bf16 rows and weights" : "f32"));
-    std::printf(
-        "GEMM ceiling: %.1f GFLOP/s per rank (gemm_f32 [%lld, %lld]·[%lld, %lld]ᵀ, 1 thread, "
-        "all ranks at once)\n",
-        ceiling, (long long)rows, (long long)H, (long long)I, (long long)H);
-    std::printf("%-24s %-12s %6s %9s %9s %7s %6s %16s %16s %8s %6s\n", "link", "baseline",
-                "comm%", "base ms", "mega ms", "speedup", "bound", "exposed base", "exposed mega",
-                "GF/s", "equal");
   }
-  auto row = [&](const std::string& name, const std::string& base_name, const Result& base,
-                 const Result& mega, double comm_share) {
-    if (!root) return;
+
+  // Baseline `kind` with one more pool thread: MegaMoE's compute-thread budget (see the top).
+  Result best_of_fair(int kind) const {
+    set_num_threads(threads_ + 1);
+    Result r = best_of(kind);
+    set_num_threads(threads_);
+    return r;
+  }
+
+  void row(const std::string& name, const std::string& base_name, const Result& base,
+           const Result& mega, double comm_share) const {
+    if (!root_) return;
     std::printf(
         "%-24s %-12s %5.0f%% %9.1f %9.1f %6.2fx %5.2fx %6.0f ms (%3.0f%%) %6.0f ms (%3.0f%%) %8.1f "
         "%6s\n",
         name.c_str(), base_name.c_str(), comm_share * 100, base.step_s * 1e3, mega.step_s * 1e3,
-        base.step_s / mega.step_s, 1.0 / (1.0 - std::min(comm_share, 0.99)), base.exposed_s * 1e3, 100 * base.exposed_s / base.step_s,
-        mega.exposed_s * 1e3, 100 * mega.exposed_s / mega.step_s, flops / mega.step_s / 1e9,
+        base.step_s / mega.step_s, 1.0 / (1.0 - std::min(comm_share, 0.99)), base.exposed_s * 1e3,
+        100 * base.exposed_s / base.step_s, mega.exposed_s * 1e3,
+        100 * mega.exposed_s / mega.step_s, flops_ / mega.step_s / 1e9,
         same(base.out, mega.out) ? "yes" : "NO");
-  };
-  // Baseline `kind` with one more pool thread: MegaMoE's compute-thread budget (see the top).
-  const int threads = num_threads();
-  auto best_of_fair = [&](int kind) {
-    set_num_threads(threads + 1);
-    Result r = best_of(kind);
-    set_num_threads(threads);
-    return r;
-  };
-  // Host shared memory: the sequential EP layer, the task-by-task plan, MegaMoE.
-  const Result seq = best_of(0), plan_seq = best_of(1), mega = best_of(2);
-  const Result seq_fair = best_of_fair(0), plan_seq_fair = best_of_fair(1);
-  const double compute_s = plan_seq.step_s - plan_seq.comm_s;  // the step without communication
-  // The sequential layer's exposed communication is not traced: the task-by-task run's stands in.
-  Result seq_shown = seq;
-  seq_shown.exposed_s = plan_seq.exposed_s;
-  row("host (no model)", "sequential", seq_shown, mega, plan_seq.comm_s / plan_seq.step_s);
-  row("host (no model)", "task-by-task", plan_seq, mega, plan_seq.comm_s / plan_seq.step_s);
-  Result seq_fair_shown = seq_fair;
-  seq_fair_shown.exposed_s = plan_seq_fair.exposed_s;
-  row("host (no model)", "seq T+1 thr", seq_fair_shown, mega,
-      plan_seq_fair.comm_s / plan_seq_fair.step_s);
-  row("host (no model)", "tbt T+1 thr", plan_seq_fair, mega,
-      plan_seq_fair.comm_s / plan_seq_fair.step_s);
-  const bool equal = same(seq.out, plan_seq.out);
-  if (root)
-    std::printf("MegaMoE all-to-all bytes per step (fwd + bwd, to other ranks, most of any rank): "
-                "%lld (%s rows)\n",
-                (long long)mega.bytes, std::string(dtype_name(dt)).c_str());
-  for (double share : {0.17, 0.30, 0.50}) {
-    // comm / (compute + comm) = share in the task-by-task run, every call's modelled transfer in
-    // turn: the bandwidth that moves this rank's bytes in share / (1 − share) × compute.
-    multicore::LinkModel m;
-    m.gbps = double(plan_seq.bytes) / (share / (1.0 - share) * compute_s) / 1e9;
-    g_link = m;
-    const Result b = best_of(1), o = best_of(2), b_fair = best_of_fair(1);
-    char name[64];
-    std::snprintf(name, sizeof name, "model %.0f%% (%.3g GB/s)", share * 100, m.gbps);
-    row(name, "task-by-task", b, o, b.comm_s / b.step_s);
-    row(name, "tbt T+1 thr", b_fair, o, b_fair.comm_s / b_fair.step_s);
   }
+
+  dist::CommPtr ep_;
+  const Options& options_;
+  const Layer& layer_;
+  const bool root_;
+  const int threads_;  // the pool's threads (T)
+  const double flops_;
+};
+
+void print_header(const Options& o, int n, int64_t own_experts, double ceiling, int64_t rows) {
+  const DType dt = o.dt;
+  std::printf(
+      "ranks %d, per rank: tokens %lld, hidden %lld, inter %lld, experts %lld (%lld here), "
+      "top-%lld, MegaMoE groups %lld; %d cube + 1 vector + comm worker per rank, best of %d; "
+      "experts %s\n",
+      n, (long long)o.tokens, (long long)o.H, (long long)o.I, (long long)o.E,
+      (long long)own_experts, (long long)o.k, (long long)o.groups, num_threads(), o.reps,
+      g_mx ? (dt == DType::bf16 ? "MXFP8 E4M3, bf16 rows and weights" : "MXFP8 E4M3, f32")
+           : (dt == DType::bf16 ? "f32, bf16 rows and weights" : "f32"));
+  std::printf(
+      "GEMM ceiling: %.1f GFLOP/s per rank (gemm_f32 [%lld, %lld]·[%lld, %lld]ᵀ, 1 thread, "
+      "all ranks at once)\n",
+      ceiling, (long long)rows, (long long)o.H, (long long)o.I, (long long)o.H);
+  std::printf("%-24s %-12s %6s %9s %9s %7s %6s %16s %16s %8s %6s\n", "link", "baseline", "comm%",
+              "base ms", "mega ms", "speedup", "bound", "exposed base", "exposed mega", "GF/s",
+              "equal");
+}
+
+// HP_MC_TRACE=PREFIX: one overlapped host step's Chrome traces, PREFIX.{fwd,bwd}.rank<r>.json;
+// false when a file cannot be written.
+bool write_traces(const char* prefix, const Layer& l, const dist::CommPtr& ep, int64_t groups) {
+  g_link = multicore::LinkModel{};
+  g_trace = true;
+  step(l, ep, 2, groups);
+  g_trace = false;
+  for (const auto& [dir, stats] : {std::pair{"fwd", moe::megamoe_last_forward()},
+                                   std::pair{"bwd", moe::megamoe_last_backward()}}) {
+    const std::string path =
+        std::string(prefix) + "." + dir + ".rank" + std::to_string(ep->rank()) + ".json";
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fputs(stats.chrome_trace.c_str(), f);
+      std::fclose(f);
+    } else {
+      std::fprintf(stderr, "bench_megamoe: cannot write %s\n", path.c_str());
+      return false;
+    }
+  }
+  if (ep->rank() == 0) std::printf("Chrome traces: %s.{fwd,bwd}.rank<r>.json\n", prefix);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto ep = dist::world();
+  const int rank = ep->rank(), n = ep->size();
+  const bool root = rank == 0;
+  Options o;
+  if (!parse_options(argc, argv, root, &o)) return 2;
+  const Layer l = make_layer(o, rank, n);
+  const int64_t rows = std::max<int64_t>(1, n * o.tokens * o.k / o.E);  // an expert's mean rows
+  const double ceiling = gemm_ceiling(*ep, o, rows);
+  if (root) print_header(o, n, moe::local_experts(o.E, n, rank).count, ceiling, rows);
+  const Bench bench(ep, o, l);
+  bool equal = false;
+  const Result plan_seq = bench.host_rows(&equal);
+  bench.link_model_rows(plan_seq);
   if (root)
     std::printf("sequential EP layer vs task-by-task plan bitwise equal: %s\n",
                 equal ? "yes" : "NO");
-  if (const char* prefix = std::getenv("HP_MC_TRACE"); prefix && *prefix) {
-    g_link = multicore::LinkModel{};
-    g_trace = true;
-    step(l, ep, 2, groups);
-    g_trace = false;
-    for (const auto& [dir, stats] : {std::pair{"fwd", moe::megamoe_last_forward()},
-                                     std::pair{"bwd", moe::megamoe_last_backward()}}) {
-      const std::string path =
-          std::string(prefix) + "." + dir + ".rank" + std::to_string(rank) + ".json";
-      if (FILE* f = std::fopen(path.c_str(), "w")) {
-        std::fputs(stats.chrome_trace.c_str(), f);
-        std::fclose(f);
-      } else {
-        std::fprintf(stderr, "bench_megamoe: cannot write %s\n", path.c_str());
-        return 1;
-      }
-    }
-    if (root) std::printf("Chrome traces: %s.{fwd,bwd}.rank<r>.json\n", prefix);
-  }
+  if (const char* prefix = std::getenv("HP_MC_TRACE"); prefix && *prefix)
+    if (!write_traces(prefix, l, ep, o.groups)) return 1;
   return 0;
 }

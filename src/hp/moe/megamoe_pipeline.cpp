@@ -118,152 +118,207 @@ Tensor rows_of(int64_t rows, int64_t cols, DType dtype) {
   return empty({std::max<int64_t>(rows, 1), cols}, dtype);
 }
 
-std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPtr& comm,
-                                       BufferId count, BufferId in, BufferId out,
-                                       const std::vector<RowBuffer>& extra, const Compute& compute,
-                                       const AfterCombine& after) {
-  const int64_t H = L.hidden, G = int64_t(L.groups.size());
-  const DType dt = L.dtype, ct = L.compute;
-  const int64_t row_bytes = H * int64_t(dtype_size(dt));  // one [H] row on the wire
-  struct Ids {
-    BufferId send, recv, ysend, back;
-    GroupBuffers b;
-    EventId routed, laid_out, dispatched, regrouped, unregrouped, combined, placed;
-  };
-  std::vector<Ids> ids(L.groups.size());
-  for (int64_t gi = 0; gi < G; ++gi) {
-    const Group& g = L.groups[size_t(gi)];
-    const std::string s = suffix(int64_t(gi));
-    Ids& d = ids[size_t(gi)];
-    d.send = plan.add_buffer("send" + s, rows_of(g.S, H, dt));
-    d.recv = plan.add_dynamic_buffer("recv" + s, dt);
-    d.b.x = plan.add_dynamic_buffer("x" + s, ct);
-    d.b.y = plan.add_dynamic_buffer("y" + s, ct);
-    for (const RowBuffer& r : extra) d.b.rows.push_back(plan.add_dynamic_buffer(r.name + s, ct));
-    d.ysend = plan.add_dynamic_buffer("y send" + s, dt);
-    d.back = plan.add_buffer("back" + s, rows_of(g.S, H, dt));
-    d.routed = plan.add_event("routed" + s);
-    d.laid_out = plan.add_event("laid out" + s);
-    d.dispatched = plan.add_event("dispatched" + s);
-    d.regrouped = plan.add_event("regrouped" + s);
-    d.unregrouped = plan.add_event("unregrouped" + s);
-    d.combined = plan.add_event("combined" + s);
-    d.placed = plan.add_event("placed" + s);
+namespace {
+
+// Group g's buffers and events in the plan (rows [·, H] in L.dtype unless said otherwise): send
+// [S, H] and back [S, H] (this rank's rows out and home), recv [R, H] and y send [R, H] (the
+// owner's side), the compute's buffers b (L.compute), and the events of its chain.
+struct GroupIds {
+  BufferId send, recv, ysend, back;
+  GroupBuffers b;
+  EventId routed, laid_out, dispatched, regrouped, unregrouped, combined, placed;
+};
+
+// Source s's rows of each expert between the received order and the regrouped one (one block
+// per source): to_regrouped copies recv → x, else y → y send, converting between the rows' and
+// the compute's dtypes (bf16 rows of f32 experts: widened here, each output row rounded here
+// where the sequential path casts y).
+multicore::VectorFn regroup_rows(Layout* lp, int64_t H, size_t gi, bool to_regrouped, BufferId from,
+                                 BufferId to) {
+  return
+      [lp, H, gi, to_regrouped, from, to](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
+        const Group& g = lp->groups[gi];
+        const size_t ne = size_t(g.experts());
+        for (size_t s = size_t(b); s < size_t(e); ++s)
+          for (size_t j = 0; j < ne; ++j) {
+            const size_t k = s * ne + j;
+            const int64_t src = to_regrouped ? g.block_at[k] : g.regroup_at[k];
+            const int64_t dst = to_regrouped ? g.regroup_at[k] : g.block_at[k];
+            copy_rows(ctx, from, src, to, dst, g.block_rows[k], H);
+          }
+      };
+}
+
+// add_pipeline's tasks, added in its order: every group's buffers and events, the count exchange,
+// every group's route and layout, then group by group the exchange chain (dispatch posted one
+// group ahead, regroup, compute, unregroup, combine, place one group behind).
+class PipelineBuilder {
+ public:
+  PipelineBuilder(Plan& plan, Layout& L, const dist::CommPtr& comm, BufferId in, BufferId out,
+                  const std::vector<RowBuffer>& extra)
+      : plan_(plan),
+        layout_(L),
+        comm_(comm),
+        in_(in),
+        out_(out),
+        extra_(extra),
+        row_bytes_(L.hidden * int64_t(dtype_size(L.dtype))) {}
+
+  void add_group_ids() {
+    const Layout& L = layout_;
+    const int64_t H = L.hidden, G = int64_t(L.groups.size());
+    const DType dt = L.dtype, ct = L.compute;
+    ids_.resize(L.groups.size());
+    for (int64_t gi = 0; gi < G; ++gi) {
+      const Group& g = L.groups[size_t(gi)];
+      const std::string s = suffix(int64_t(gi));
+      GroupIds& d = ids_[size_t(gi)];
+      d.send = plan_.add_buffer("send" + s, rows_of(g.S, H, dt));
+      d.recv = plan_.add_dynamic_buffer("recv" + s, dt);
+      d.b.x = plan_.add_dynamic_buffer("x" + s, ct);
+      d.b.y = plan_.add_dynamic_buffer("y" + s, ct);
+      for (const RowBuffer& r : extra_)
+        d.b.rows.push_back(plan_.add_dynamic_buffer(r.name + s, ct));
+      d.ysend = plan_.add_dynamic_buffer("y send" + s, dt);
+      d.back = plan_.add_buffer("back" + s, rows_of(g.S, H, dt));
+      d.routed = plan_.add_event("routed" + s);
+      d.laid_out = plan_.add_event("laid out" + s);
+      d.dispatched = plan_.add_event("dispatched" + s);
+      d.regrouped = plan_.add_event("regrouped" + s);
+      d.unregrouped = plan_.add_event("unregrouped" + s);
+      d.combined = plan_.add_event("combined" + s);
+      d.placed = plan_.add_event("placed" + s);
+    }
   }
-  Layout* lp = &L;
+
   // The counts first: this rank's count of every expert to its owner, n · local arrive (block s:
   // source s's counts of this rank's experts). Posted at once; the routes run meanwhile.
-  EventId counted = multicore::kNoEvent;
-  BufferId received = multicore::kNoBuffer;
-  if (count != multicore::kNoBuffer) {
-    const int64_t E = plan.buffer(count).numel();
-    received = plan.add_buffer("received counts",
-                               empty({std::max<int64_t>(L.n * L.local, 1)}, DType::i64));
-    counted = plan.add_event("counted");
+  void add_count_exchange(BufferId count) {
+    const Layout& L = layout_;
+    const int64_t E = plan_.buffer(count).numel();
+    received_ = plan_.add_buffer("received counts",
+                                 empty({std::max<int64_t>(L.n * L.local, 1)}, DType::i64));
+    counted_ = plan_.add_event("counted");
     const std::vector<int64_t> split = experts_per_rank(E, L.n), mine(size_t(L.n), L.local);
-    auto post = [comm, count, split, mine](const TaskContext& ctx) {
+    auto post = [comm = comm_, count, split, mine](const TaskContext& ctx) {
       return comm->iall_to_all_v(ctx.buffer(count), split, mine);
     };
-    plan.add_comm(
+    plan_.add_comm(
         "counts", {count}, {},
-        {.post = post, .result_into = received, .bytes = (E - L.local) * int64_t(sizeof(int64_t))},
-        {{}, counted});
+        {.post = post, .result_into = received_, .bytes = (E - L.local) * int64_t(sizeof(int64_t))},
+        {{}, counted_});
   }
+
   // route g: owner r's rows home[r] of `in` → send rows [send_at[r], +send[r]); one block per
   // owner.
-  for (int64_t gi = 0; gi < G; ++gi) {
-    const Ids& d = ids[size_t(gi)];
-    plan.add_vector("route " + std::to_string(gi), {in}, {d.send}, L.n, 1,
-                    [lp, gi, in, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
-                      const Group& g = lp->groups[size_t(gi)];
-                      for (int64_t r = b; r < e; ++r)
-                        copy_rows(ctx, in, g.home[size_t(r)], d.send, g.send_at[size_t(r)],
-                                  g.send[size_t(r)], H);
-                    },
-                    {{}, d.routed});
+  void add_routes() {
+    Layout* lp = &layout_;
+    const int64_t H = layout_.hidden;
+    for (int64_t gi = 0; gi < int64_t(ids_.size()); ++gi) {
+      const GroupIds& d = ids_[size_t(gi)];
+      plan_.add_vector(
+          "route " + std::to_string(gi), {in_}, {d.send}, layout_.n, 1,
+          [lp, gi, in = in_, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
+            const Group& g = lp->groups[size_t(gi)];
+            for (int64_t r = b; r < e; ++r)
+              copy_rows(ctx, in, g.home[size_t(r)], d.send, g.send_at[size_t(r)], g.send[size_t(r)],
+                        H);
+          },
+          {{}, d.routed});
+    }
   }
+
   // layout g: group g's receive side and its [R, ·] buffers (their shapes depend on the counts).
-  for (int64_t gi = 0; gi < G; ++gi) {
-    const Ids& d = ids[size_t(gi)];
-    std::vector<BufferId> sized{d.recv, d.b.x, d.b.y, d.ysend};
-    std::vector<int64_t> cols{H, H, H, H};
-    for (size_t i = 0; i < extra.size(); ++i) {
-      sized.push_back(d.b.rows[i]);
-      cols.push_back(extra[i].cols);
+  void add_layouts() {
+    Layout* lp = &layout_;
+    const int64_t H = layout_.hidden;
+    const BufferId received = received_;
+    for (int64_t gi = 0; gi < int64_t(ids_.size()); ++gi) {
+      const GroupIds& d = ids_[size_t(gi)];
+      std::vector<BufferId> sized{d.recv, d.b.x, d.b.y, d.ysend};
+      std::vector<int64_t> cols{H, H, H, H};
+      for (size_t i = 0; i < extra_.size(); ++i) {
+        sized.push_back(d.b.rows[i]);
+        cols.push_back(extra_[i].cols);
+      }
+      std::vector<BufferId> reads;
+      std::vector<multicore::Wait> waits;
+      if (received != multicore::kNoBuffer) {
+        reads.push_back(received);
+        waits.push_back({counted_, 1});
+      }
+      plan_.add_vector("layout" + suffix(gi), reads, sized,
+                       [lp, gi, received, sized, cols](const TaskContext& ctx) {
+                         Group& g = lp->groups[size_t(gi)];
+                         if (received != multicore::kNoBuffer)
+                           receive_counts(*lp, g, ctx.data<int64_t>(received));
+                         for (size_t i = 0; i < sized.size(); ++i)
+                           ctx.allocate(sized[i], rows_shape(g.R, cols[i]));
+                       },
+                       {waits, d.laid_out});
     }
-    std::vector<BufferId> reads;
-    std::vector<multicore::Wait> waits;
-    if (received != multicore::kNoBuffer) {
-      reads.push_back(received);
-      waits.push_back({counted, 1});
-    }
-    plan.add_vector("layout" + suffix(gi), reads, sized,
-                    [lp, gi, received, sized, cols](const TaskContext& ctx) {
-                      Group& g = lp->groups[size_t(gi)];
-                      if (received != multicore::kNoBuffer)
-                        receive_counts(*lp, g, ctx.data<int64_t>(received));
-                      for (size_t i = 0; i < sized.size(); ++i)
-                        ctx.allocate(sized[i], rows_shape(g.R, cols[i]));
-                    },
-                    {waits, d.laid_out});
   }
-  auto dispatch = [&](int64_t gi) {
-    const Ids& d = ids[size_t(gi)];
-    const Group& g = L.groups[size_t(gi)];
+
+  // Group by group: the next group's dispatch is posted before this group's compute, and the
+  // previous group's place after this group's combine (place tasks chain: they share `out`).
+  void add_exchanges(const Compute& compute, const AfterCombine& after) {
+    const int64_t G = int64_t(ids_.size());
+    if (G > 0) add_dispatch(0);
+    for (int64_t gi = 0; gi < G; ++gi) {
+      if (gi + 1 < G) add_dispatch(gi + 1);
+      add_experts(gi, compute);
+      add_combine(gi);
+      if (after) after(plan_, size_t(gi));
+      if (gi > 0) add_place(gi - 1);
+    }
+    if (G > 0) add_place(G - 1);
+  }
+
+  std::vector<GroupBuffers> group_buffers() const {
+    std::vector<GroupBuffers> out_ids;
+    for (const GroupIds& d : ids_) out_ids.push_back(d.b);
+    return out_ids;
+  }
+
+ private:
+  // dispatch g: send [S, H] → recv [R, H], once routed and the receive side is known.
+  void add_dispatch(int64_t gi) {
+    const GroupIds& d = ids_[size_t(gi)];
+    const Group& g = layout_.groups[size_t(gi)];
     const BufferId send = d.send;
-    auto post = [comm, send, lp, gi](const TaskContext& ctx) {
+    auto post = [comm = comm_, send, lp = &layout_, gi](const TaskContext& ctx) {
       const Group& gg = lp->groups[size_t(gi)];
       return comm->iall_to_all_v(narrow(ctx.buffer(send), 0, 0, gg.S), gg.send, gg.recv);
     };
-    plan.add_comm(
-        "dispatch " + std::to_string(gi), {d.send}, {},
-        {.post = post, .result_into = d.recv, .bytes = (g.S - g.send[size_t(L.rank)]) * row_bytes},
-        {{{d.routed, 1}, {d.laid_out, 1}}, d.dispatched});
-  };
-  auto place = [&](int64_t gi) {  // back rows → `out` at the rows they left; chained (one `out`)
-    const Ids& d = ids[size_t(gi)];
-    std::vector<multicore::Wait> waits{{d.combined, 1}};
-    if (gi > 0) waits.push_back({ids[size_t(gi - 1)].placed, 1});
-    plan.add_vector("place " + std::to_string(gi), {d.back}, {out}, L.n, 1,
-                    [lp, gi, out, d, H](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
-                      const Group& g = lp->groups[size_t(gi)];
-                      for (int64_t r = b; r < e; ++r)
-                        copy_rows(ctx, d.back, g.send_at[size_t(r)], out, g.home[size_t(r)],
-                                  g.send[size_t(r)], H);
-                    },
-                    {waits, d.placed});
-  };
-  // Source s's rows of each expert between the received order and the regrouped one (one block
-  // per source): to_regrouped copies recv → x, else y → y send, converting between the rows' and
-  // the compute's dtypes (bf16 rows of f32 experts: widened here, each output row rounded here
-  // where the sequential path casts y).
-  auto regroup = [lp, H](size_t gi, bool to_regrouped, BufferId from, BufferId to) {
-    return
-        [lp, H, gi, to_regrouped, from, to](const TaskContext& ctx, int64_t, int64_t b, int64_t e) {
-          const Group& g = lp->groups[gi];
-          const size_t ne = size_t(g.experts());
-          for (size_t s = size_t(b); s < size_t(e); ++s)
-            for (size_t j = 0; j < ne; ++j) {
-              const size_t k = s * ne + j;
-              const int64_t src = to_regrouped ? g.block_at[k] : g.regroup_at[k];
-              const int64_t dst = to_regrouped ? g.regroup_at[k] : g.block_at[k];
-              copy_rows(ctx, from, src, to, dst, g.block_rows[k], H);
-            }
-        };
-  };
-  if (G > 0) dispatch(0);
-  for (int64_t gi = 0; gi < G; ++gi) {
-    const Ids& d = ids[size_t(gi)];
+    plan_.add_comm("dispatch " + std::to_string(gi), {d.send}, {},
+                   {.post = post,
+                    .result_into = d.recv,
+                    .bytes = (g.S - g.send[size_t(layout_.rank)]) * row_bytes_},
+                   {{{d.routed, 1}, {d.laid_out, 1}}, d.dispatched});
+  }
+
+  // regroup g (recv → x by expert), the caller's compute (x → y), unregroup g (y → y send).
+  void add_experts(int64_t gi, const Compute& compute) {
+    const GroupIds& d = ids_[size_t(gi)];
     const std::string s = suffix(int64_t(gi));
-    if (gi + 1 < G) dispatch(gi + 1);
-    plan.add_vector("regroup" + s, {d.recv}, {d.b.x}, L.n, 1,
-                    regroup(size_t(gi), true, d.recv, d.b.x), {{{d.dispatched, 1}}, d.regrouped});
-    const EventId computed = compute(plan, size_t(gi), d.b, d.regrouped);
-    plan.add_vector("unregroup" + s, {d.b.y}, {d.ysend}, L.n, 1,
-                    regroup(size_t(gi), false, d.b.y, d.ysend), {{{computed, 1}}, d.unregrouped});
+    Layout* lp = &layout_;
+    const int64_t H = layout_.hidden;
+    plan_.add_vector("regroup" + s, {d.recv}, {d.b.x}, layout_.n, 1,
+                     regroup_rows(lp, H, size_t(gi), true, d.recv, d.b.x),
+                     {{{d.dispatched, 1}}, d.regrouped});
+    const EventId computed = compute(plan_, size_t(gi), d.b, d.regrouped);
+    plan_.add_vector("unregroup" + s, {d.b.y}, {d.ysend}, layout_.n, 1,
+                     regroup_rows(lp, H, size_t(gi), false, d.b.y, d.ysend),
+                     {{{computed, 1}}, d.unregrouped});
+  }
+
+  // combine g: y send [R, H] → back [S, H], the dispatch reversed; its bytes known at run time.
+  void add_combine(int64_t gi) {
+    const GroupIds& d = ids_[size_t(gi)];
     const BufferId ysend = d.ysend;
-    const int64_t rank = L.rank;
-    auto post = [comm, ysend, lp, gi](const TaskContext& ctx) {
+    const int64_t rank = layout_.rank, row_bytes = row_bytes_;
+    Layout* lp = &layout_;
+    auto post = [comm = comm_, ysend, lp, gi](const TaskContext& ctx) {
       const Group& gg = lp->groups[size_t(gi)];
       return comm->iall_to_all_v(narrow(ctx.buffer(ysend), 0, 0, gg.R), gg.recv, gg.send);
     };
@@ -271,16 +326,52 @@ std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPt
       const Group& gg = lp->groups[size_t(gi)];
       return (gg.R - gg.recv[size_t(rank)]) * row_bytes;
     };
-    plan.add_comm("combine" + s, {d.ysend}, {},
-                  {.post = post, .result_into = d.back, .bytes_fn = bytes},
-                  {{{d.unregrouped, 1}}, d.combined});
-    if (after) after(plan, size_t(gi));
-    if (gi > 0) place(gi - 1);
+    plan_.add_comm("combine" + suffix(int64_t(gi)), {d.ysend}, {},
+                   {.post = post, .result_into = d.back, .bytes_fn = bytes},
+                   {{{d.unregrouped, 1}}, d.combined});
   }
-  if (G > 0) place(G - 1);
-  std::vector<GroupBuffers> out_ids;
-  for (const Ids& d : ids) out_ids.push_back(d.b);
-  return out_ids;
+
+  // place g: back rows → `out` at the rows they left; chained (one `out`).
+  void add_place(int64_t gi) {
+    const GroupIds& d = ids_[size_t(gi)];
+    std::vector<multicore::Wait> waits{{d.combined, 1}};
+    if (gi > 0) waits.push_back({ids_[size_t(gi - 1)].placed, 1});
+    const int64_t H = layout_.hidden;
+    plan_.add_vector("place " + std::to_string(gi), {d.back}, {out_}, layout_.n, 1,
+                     [lp = &layout_, gi, out = out_, d, H](const TaskContext& ctx, int64_t,
+                                                           int64_t b, int64_t e) {
+                       const Group& g = lp->groups[size_t(gi)];
+                       for (int64_t r = b; r < e; ++r)
+                         copy_rows(ctx, d.back, g.send_at[size_t(r)], out, g.home[size_t(r)],
+                                   g.send[size_t(r)], H);
+                     },
+                     {waits, d.placed});
+  }
+
+  Plan& plan_;
+  Layout& layout_;
+  const dist::CommPtr& comm_;
+  const BufferId in_, out_;
+  const std::vector<RowBuffer>& extra_;
+  const int64_t row_bytes_;                   // one [H] row on the wire
+  std::vector<GroupIds> ids_;                 // [groups]
+  EventId counted_ = multicore::kNoEvent;     // the counts arrived (none: kNoEvent)
+  BufferId received_ = multicore::kNoBuffer;  // [n · local] the counts received
+};
+
+}  // namespace
+
+std::vector<GroupBuffers> add_pipeline(Plan& plan, Layout& L, const dist::CommPtr& comm,
+                                       BufferId count, BufferId in, BufferId out,
+                                       const std::vector<RowBuffer>& extra, const Compute& compute,
+                                       const AfterCombine& after) {
+  PipelineBuilder builder(plan, L, comm, in, out, extra);
+  builder.add_group_ids();
+  if (count != multicore::kNoBuffer) builder.add_count_exchange(count);
+  builder.add_routes();
+  builder.add_layouts();
+  builder.add_exchanges(compute, after);
+  return builder.group_buffers();
 }
 
 }  // namespace hp::moe::megamoe_detail

@@ -70,6 +70,8 @@ class Executor {
   };
   // The pieces this rank exchanges with pipeline rank `other`, in row order.
   std::vector<Piece> pieces(int64_t other) const;
+  // One run(): its transfers and the tensors kept between actions (executor.cpp).
+  class Step;
 
   Schedule schedule_;
   dist::CommPtr comm_;

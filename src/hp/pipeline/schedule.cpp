@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 namespace hp::pipeline {
 
@@ -226,77 +227,170 @@ namespace {
 // What the simulator records: (op, microbatch, stage) → the time it completed.
 using Key = std::tuple<Op, int64_t, int64_t>;
 
-}  // namespace
+// What an action needs before it can run: (time it is ready, or null) and its name. `local` needs
+// come from the rank itself: missing now means missing forever (list order).
+struct Need {
+  const double* ready;
+  std::string name;
+  bool local;
+};
 
-Timeline simulate(const Schedule& s, const Costs& costs) {
-  return simulate(s, std::vector<Costs>(static_cast<size_t>(s.num_stages), costs));
+void action_error(int64_t r, size_t i, const Action& a, const std::string& what) {
+  HP_THROW(ScheduleError, "pipeline", "rank ", r, " action ", i, " (", to_string(a), "): ", what);
 }
 
-Timeline simulate(const Schedule& s, const std::vector<Costs>& stage_costs) {
-  const int64_t p = s.spec.ranks, m = s.spec.microbatches, n = s.num_stages;
-  HP_CHECK(static_cast<int64_t>(s.actions.size()) == p, "schedule has ", s.actions.size(),
-           " rank lists for ", p, " ranks");
-  HP_CHECK(static_cast<int64_t>(stage_costs.size()) == n, stage_costs.size(), " stage costs for ",
-           n, " stages");
-  std::map<Key, double> done;  // completed actions (sends: when sent)
-  std::map<Key, int64_t> by_rank;
-  auto err = [](int64_t r, size_t i, const Action& a, const std::string& what) {
-    HP_THROW(ScheduleError, "pipeline", "rank ", r, " action ", i, " (", to_string(a), "): ", what);
-  };
-  // Static checks: stage held by the rank, microbatch in range, each action at most once.
-  for (int64_t r = 0; r < p; ++r) {
-    const auto& list = s.actions[static_cast<size_t>(r)];
-    for (size_t i = 0; i < list.size(); ++i) {
-      const Action& a = list[i];
-      if (a.stage < 0 || a.stage >= n) err(r, i, a, detail::cat("no stage ", a.stage, " of ", n));
-      if (a.microbatch < 0 || a.microbatch >= m)
-        err(r, i, a, detail::cat("no microbatch ", a.microbatch, " of ", m));
-      if (s.rank_of_stage(a.stage) != r)
-        err(r, i, a, detail::cat("stage ", a.stage, " lives on rank ", s.rank_of_stage(a.stage)));
-      if (!by_rank.emplace(Key{a.op, a.microbatch, a.stage}, r).second)
-        err(r, i, a, "appears twice");
-      const bool first = a.stage == 0, last = a.stage == n - 1;
-      const bool prev_remote = !first && s.rank_of_stage(a.stage - 1) != r;
-      const bool next_remote = !last && s.rank_of_stage(a.stage + 1) != r;
-      if ((a.op == Op::send_act && !next_remote) || (a.op == Op::recv_grad && !next_remote) ||
-          (a.op == Op::recv_act && !prev_remote) || (a.op == Op::send_grad && !prev_remote))
-        err(r, i, a, "no transfer between this stage and a neighbour on another rank");
+// One simulate() run, its phases in the order simulate() calls them: the static checks of the
+// action lists, the event loop (every rank runs its list in order until an action waits on another
+// rank), and the reports of a deadlock or of a send no rank receives.
+class Simulation {
+ public:
+  Simulation(const Schedule& s, const std::vector<Costs>& stage_costs)
+      : schedule_(s),
+        stage_costs_(stage_costs),
+        ranks_(s.spec.ranks),
+        microbatches_(s.spec.microbatches),
+        stages_(s.num_stages) {}
+
+  // Stage held by the rank, microbatch in range, each action at most once, transfers only to a
+  // neighbour stage on another rank.
+  void check_actions() {
+    const Schedule& s = schedule_;
+    const int64_t m = microbatches_, n = stages_;
+    for (int64_t r = 0; r < ranks_; ++r) {
+      const auto& list = s.actions[static_cast<size_t>(r)];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        if (a.stage < 0 || a.stage >= n)
+          action_error(r, i, a, detail::cat("no stage ", a.stage, " of ", n));
+        if (a.microbatch < 0 || a.microbatch >= m)
+          action_error(r, i, a, detail::cat("no microbatch ", a.microbatch, " of ", m));
+        if (s.rank_of_stage(a.stage) != r)
+          action_error(r, i, a,
+                       detail::cat("stage ", a.stage, " lives on rank ", s.rank_of_stage(a.stage)));
+        if (!by_rank_.emplace(Key{a.op, a.microbatch, a.stage}, r).second)
+          action_error(r, i, a, "appears twice");
+        const bool first = a.stage == 0, last = a.stage == n - 1;
+        const bool prev_remote = !first && s.rank_of_stage(a.stage - 1) != r;
+        const bool next_remote = !last && s.rank_of_stage(a.stage + 1) != r;
+        if ((a.op == Op::send_act && !next_remote) || (a.op == Op::recv_grad && !next_remote) ||
+            (a.op == Op::recv_act && !prev_remote) || (a.op == Op::send_grad && !prev_remote))
+          action_error(r, i, a, "no transfer between this stage and a neighbour on another rank");
+      }
     }
   }
-  auto has = [&](Op op, int64_t mb, int64_t st) { return by_rank.count(Key{op, mb, st}) > 0; };
-  // Every microbatch: F, and B or (I and W), on every stage; a split backward has both halves.
-  for (int64_t st = 0; st < n; ++st)
-    for (int64_t mb = 0; mb < m; ++mb) {
-      const std::string what =
-          detail::cat("microbatch ", mb, " of stage ", st, " (rank ", s.rank_of_stage(st), ")");
-      if (!has(Op::forward, mb, st)) HP_THROW(ScheduleError, "pipeline", what, " has no F");
-      const bool b = has(Op::backward, mb, st), i = has(Op::backward_input, mb, st),
-                 w = has(Op::backward_weight, mb, st);
-      if (b && (i || w))
-        HP_THROW(ScheduleError, "pipeline", what, " has both B and a split backward (I / W)");
-      if (!b && !(i && w))
-        HP_THROW(ScheduleError, "pipeline", what,
-                 !b && !i && !w ? " has no backward (B, or I and W)"
-                                : (i ? " has I but no W" : " has W but no I"));
-    }
 
-  Timeline t;
-  t.busy.assign(static_cast<size_t>(p), 0.0);
-  t.spans.resize(static_cast<size_t>(p));
-  std::vector<size_t> pc(static_cast<size_t>(p), 0);
-  std::vector<double> clock(static_cast<size_t>(p), 0.0);
-  auto when = [&](Op op, int64_t mb, int64_t st) -> const double* {
-    auto it = done.find(Key{op, mb, st});
-    return it == done.end() ? nullptr : &it->second;
-  };
-  // What action a of rank r needs before it can run: (time it is ready, or null) and its name.
-  // `local` needs come from the rank itself: missing now means missing forever (list order).
-  struct Need {
-    const double* ready;
-    std::string name;
-    bool local;
-  };
-  auto needs = [&](int64_t r, const Action& a) {
+  // Every microbatch: F, and B or (I and W), on every stage; a split backward has both halves.
+  void check_every_microbatch() const {
+    for (int64_t st = 0; st < stages_; ++st)
+      for (int64_t mb = 0; mb < microbatches_; ++mb) {
+        const std::string what = detail::cat("microbatch ", mb, " of stage ", st, " (rank ",
+                                             schedule_.rank_of_stage(st), ")");
+        if (!has(Op::forward, mb, st)) HP_THROW(ScheduleError, "pipeline", what, " has no F");
+        const bool b = has(Op::backward, mb, st), i = has(Op::backward_input, mb, st),
+                   w = has(Op::backward_weight, mb, st);
+        if (b && (i || w))
+          HP_THROW(ScheduleError, "pipeline", what, " has both B and a split backward (I / W)");
+        if (!b && !(i && w))
+          HP_THROW(ScheduleError, "pipeline", what,
+                   !b && !i && !w ? " has no backward (B, or I and W)"
+                                  : (i ? " has I but no W" : " has W but no I"));
+      }
+  }
+
+  // Sweeps the ranks, each running its list until an action waits on another rank's, until a
+  // sweep runs nothing: then every list is done, or the ranks left deadlock.
+  void run() {
+    const auto p = static_cast<size_t>(ranks_);
+    timeline_.busy.assign(p, 0.0);
+    timeline_.spans.resize(p);
+    pc_.assign(p, 0);
+    clock_.assign(p, 0.0);
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int64_t r = 0; r < ranks_; ++r) progress |= advance(r);
+    }
+  }
+
+  void check_no_deadlock() const {
+    std::string stuck;
+    for (int64_t r = 0; r < ranks_; ++r) {
+      const auto& list = schedule_.actions[static_cast<size_t>(r)];
+      const size_t i = pc_[static_cast<size_t>(r)];
+      if (i < list.size()) {
+        std::string waits;
+        for (const Need& need : needs(r, list[i]))
+          if (!need.ready) waits = need.name;
+        stuck += detail::cat(stuck.empty() ? "" : "; ", "rank ", r, " at action ", i, " (",
+                             to_string(list[i]), ") waits for ", waits);
+      }
+    }
+    if (!stuck.empty()) HP_THROW(ScheduleError, "pipeline", "deadlock: ", stuck);
+  }
+
+  // Every send was received (a receive without its send deadlocks: check_no_deadlock).
+  void check_every_send_received() const {
+    const Schedule& s = schedule_;
+    for (const auto& [key, r] : by_rank_) {
+      const auto [op, mb, st] = key;
+      if (op == Op::send_act && !has(Op::recv_act, mb, st + 1))
+        HP_THROW(ScheduleError, "pipeline", "rank ", r, ": ", to_string({op, mb, st}),
+                 " has no matching ", to_string({Op::recv_act, mb, st + 1}), " on rank ",
+                 s.rank_of_stage(st + 1));
+      if (op == Op::send_grad && !has(Op::recv_grad, mb, st - 1))
+        HP_THROW(ScheduleError, "pipeline", "rank ", r, ": ", to_string({op, mb, st}),
+                 " has no matching ", to_string({Op::recv_grad, mb, st - 1}), " on rank ",
+                 s.rank_of_stage(st - 1));
+    }
+  }
+
+  Timeline timeline() {
+    for (double c : clock_) timeline_.makespan = std::max(timeline_.makespan, c);
+    return std::move(timeline_);
+  }
+
+ private:
+  bool has(Op op, int64_t mb, int64_t st) const { return by_rank_.count(Key{op, mb, st}) > 0; }
+
+  const double* when(Op op, int64_t mb, int64_t st) const {
+    auto it = done_.find(Key{op, mb, st});
+    return it == done_.end() ? nullptr : &it->second;
+  }
+
+  // Runs rank r's actions from its pc on until one waits on another rank; true when any ran.
+  bool advance(int64_t r) {
+    const auto& list = schedule_.actions[static_cast<size_t>(r)];
+    size_t& i = pc_[static_cast<size_t>(r)];
+    double& c = clock_[static_cast<size_t>(r)];
+    bool progress = false;
+    for (; i < list.size(); ++i) {
+      const Action& a = list[i];
+      double start = c;
+      bool blocked = false;
+      for (const Need& need : needs(r, a)) {
+        if (need.ready) {
+          start = std::max(start, *need.ready);
+        } else if (need.local) {
+          action_error(r, i, a,
+                       "needs " + need.name + ", which rank " + std::to_string(r) +
+                           " does not run before it");
+        } else {
+          blocked = true;
+        }
+      }
+      if (blocked) break;
+      const double end = start + cost(a.op, a.stage);
+      if (is_compute(a.op)) timeline_.busy[static_cast<size_t>(r)] += end - start;
+      timeline_.spans[static_cast<size_t>(r)].emplace_back(start, end);
+      done_[Key{a.op, a.microbatch, a.stage}] = end;
+      c = end;
+      progress = true;
+    }
+    return progress;
+  }
+
+  // What action a of rank r needs before it can run.
+  std::vector<Need> needs(int64_t r, const Action& a) const {
+    const Schedule& s = schedule_;
     std::vector<Need> out;
     const int64_t mb = a.microbatch, st = a.stage;
     auto input_of = [&](int64_t stage) {  // the stage's input activation
@@ -326,7 +420,7 @@ Timeline simulate(const Schedule& s, const std::vector<Costs>& stage_costs) {
       case Op::backward:
       case Op::backward_input:
         out.push_back({when(Op::forward, mb, st), to_string({Op::forward, mb, st}), true});
-        if (st + 1 < n) output_grad_of(st);
+        if (st + 1 < stages_) output_grad_of(st);
         break;
       case Op::backward_weight:
         out.push_back(
@@ -352,9 +446,10 @@ Timeline simulate(const Schedule& s, const std::vector<Costs>& stage_costs) {
         break;
     }
     return out;
-  };
-  auto cost = [&](Op op, int64_t stage) {
-    const Costs& costs = stage_costs[static_cast<size_t>(stage)];
+  }
+
+  double cost(Op op, int64_t stage) const {
+    const Costs& costs = stage_costs_[static_cast<size_t>(stage)];
     switch (op) {
       case Op::forward:
         return costs.forward;
@@ -370,65 +465,37 @@ Timeline simulate(const Schedule& s, const std::vector<Costs>& stage_costs) {
       default:
         return 0.0;
     }
-  };
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (int64_t r = 0; r < p; ++r) {
-      const auto& list = s.actions[static_cast<size_t>(r)];
-      size_t& i = pc[static_cast<size_t>(r)];
-      double& c = clock[static_cast<size_t>(r)];
-      for (; i < list.size(); ++i) {
-        const Action& a = list[i];
-        double start = c;
-        bool blocked = false;
-        for (const Need& need : needs(r, a)) {
-          if (need.ready) {
-            start = std::max(start, *need.ready);
-          } else if (need.local) {
-            err(r, i, a,
-                "needs " + need.name + ", which rank " + std::to_string(r) +
-                    " does not run before it");
-          } else {
-            blocked = true;
-          }
-        }
-        if (blocked) break;
-        const double end = start + cost(a.op, a.stage);
-        if (is_compute(a.op)) t.busy[static_cast<size_t>(r)] += end - start;
-        t.spans[static_cast<size_t>(r)].emplace_back(start, end);
-        done[Key{a.op, a.microbatch, a.stage}] = end;
-        c = end;
-        progress = true;
-      }
-    }
   }
-  std::string stuck;
-  for (int64_t r = 0; r < p; ++r) {
-    const auto& list = s.actions[static_cast<size_t>(r)];
-    const size_t i = pc[static_cast<size_t>(r)];
-    if (i < list.size()) {
-      std::string waits;
-      for (const Need& need : needs(r, list[i]))
-        if (!need.ready) waits = need.name;
-      stuck += detail::cat(stuck.empty() ? "" : "; ", "rank ", r, " at action ", i, " (",
-                           to_string(list[i]), ") waits for ", waits);
-    }
-  }
-  if (!stuck.empty()) HP_THROW(ScheduleError, "pipeline", "deadlock: ", stuck);
-  // Every send was received (a receive without its send deadlocks above).
-  for (const auto& [key, r] : by_rank) {
-    const auto [op, mb, st] = key;
-    if (op == Op::send_act && !has(Op::recv_act, mb, st + 1))
-      HP_THROW(ScheduleError, "pipeline", "rank ", r, ": ", to_string({op, mb, st}),
-               " has no matching ", to_string({Op::recv_act, mb, st + 1}), " on rank ",
-               s.rank_of_stage(st + 1));
-    if (op == Op::send_grad && !has(Op::recv_grad, mb, st - 1))
-      HP_THROW(ScheduleError, "pipeline", "rank ", r, ": ", to_string({op, mb, st}),
-               " has no matching ", to_string({Op::recv_grad, mb, st - 1}), " on rank ",
-               s.rank_of_stage(st - 1));
-  }
-  for (double c : clock) t.makespan = std::max(t.makespan, c);
-  return t;
+
+  const Schedule& schedule_;
+  const std::vector<Costs>& stage_costs_;
+  const int64_t ranks_, microbatches_, stages_;
+  std::map<Key, double> done_;      // completed actions (sends: when sent)
+  std::map<Key, int64_t> by_rank_;  // every action → the rank that runs it
+  Timeline timeline_;
+  std::vector<size_t> pc_;     // [ranks] each rank's next action
+  std::vector<double> clock_;  // [ranks] when each rank's last action ended
+};
+
+}  // namespace
+
+Timeline simulate(const Schedule& s, const Costs& costs) {
+  return simulate(s, std::vector<Costs>(static_cast<size_t>(s.num_stages), costs));
+}
+
+Timeline simulate(const Schedule& s, const std::vector<Costs>& stage_costs) {
+  const int64_t p = s.spec.ranks, n = s.num_stages;
+  HP_CHECK(static_cast<int64_t>(s.actions.size()) == p, "schedule has ", s.actions.size(),
+           " rank lists for ", p, " ranks");
+  HP_CHECK(static_cast<int64_t>(stage_costs.size()) == n, stage_costs.size(), " stage costs for ",
+           n, " stages");
+  Simulation sim(s, stage_costs);
+  sim.check_actions();
+  sim.check_every_microbatch();
+  sim.run();
+  sim.check_no_deadlock();
+  sim.check_every_send_received();
+  return sim.timeline();
 }
 
 double theoretical_bubble(const ScheduleSpec& spec) {
