@@ -197,6 +197,11 @@ TEST(ConfigErrors, OutOfRange) {
   EXPECT_EQ(error_of(kValid, {"optimizer.name=sgd"}),
             "[config] --set optimizer.name=sgd: optimizer.name: must be one of adamw|muon, got "
             "'sgd'");
+  // A rejected word holds its default, so the checks across fields wait: without that, pp 2
+  // would be judged against schedule 1f1b, a value the user never wrote.
+  EXPECT_EQ(error_of(kValid, {"parallel.pp=2", "parallel.pipeline.schedule=dualpipe"}),
+            "[config] --set parallel.pipeline.schedule=dualpipe: parallel.pipeline.schedule: must "
+            "be one of gpipe|1f1b|interleaved_1f1b|zb_h1|zb_h2, got 'dualpipe'");
   EXPECT_EQ(error_of(kValid, {"optimizer.groups=[{params: []}]"}),
             "[config] --set optimizer.groups=[{params: []}]: optimizer.groups[0].params: must "
             "not be empty");

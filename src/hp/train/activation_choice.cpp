@@ -103,49 +103,5 @@ void choose_blocks(MemoryPlan& p, int64_t act_none, int64_t act_all, bool by_cos
   p.device.activations = act;
 }
 
-std::string activation_blocks_text(const MemoryPlan& p) {
-  using Fate = MemoryPlan::Fate;
-  if (p.activation_blocks.empty()) return "";
-  int64_t counts[3] = {}, swapped_bytes = 0;
-  std::string lists[3];
-  char cost[96];
-  for (const MemoryPlan::Block& b : p.activation_blocks) {
-    const int f = static_cast<int>(b.fate);
-    if (++counts[f] > 6 || b.fate == Fate::kept) continue;
-    lists[f] += (counts[f] > 1 ? ", " : "") + b.fqn + " " + format_bytes(double(b.bytes));
-    if (p.activation_select == ActivationSelect::auto_) {
-      std::snprintf(cost, sizeof cost, " (recompute %.3g ms, swap %.3g ms)", 1e3 * b.recompute_s,
-                    1e3 * b.swap_s);
-      lists[f] += cost;
-    }
-  }
-  for (const MemoryPlan::Block& b : p.activation_blocks)
-    if (b.fate == Fate::swapped) swapped_bytes += b.bytes;
-  const std::string tier = enum_name(p.activation_tier);
-  const char* how = p.activation_select == ActivationSelect::largest
-                        ? " (largest first until it fits)"
-                    : p.activation_select == ActivationSelect::auto_
-                        ? " (largest first until it fits, recomputed or swapped by cost)"
-                        : "";
-  std::string s =
-      "offload    activations " + tier + how + ": " + std::to_string(counts[int(Fate::swapped)]) +
-      " of " + std::to_string(p.activation_blocks.size()) + " blocks swapped, " +
-      std::to_string(counts[int(Fate::recomputed)]) + " recomputed; " +
-      format_bytes(double(swapped_bytes)) + " per micro-batch on the " + tier + " tier\n";
-  const char* names[3] = {"kept", "swapped", "recomputed"};
-  for (int f : {int(Fate::swapped), int(Fate::recomputed)})
-    if (counts[f] > 0)
-      s += std::string("           ") + names[f] + ": " + lists[f] +
-           (counts[f] > 6 ? ", ...\n" : "\n");
-  if (p.activation_select == ActivationSelect::auto_) {
-    std::snprintf(cost, sizeof cost, "           costs: GEMM %.1f GFLOP/s, %s tier %.2f GB/s\n",
-                  p.gemm_flops_per_s / 1e9, tier.c_str(), p.tier_bytes_per_s / 1e9);
-    s += cost;
-  }
-  if (p.activation_select != ActivationSelect::all)
-    s += "           (device activations estimated for that choice; the largest batch / seq_len "
-         "below swap every block)\n";
-  return s;
-}
 
 }  // namespace hp::train

@@ -46,8 +46,5 @@ double tier_bytes_per_s(const Config& cfg, const Layout& layout);
 void choose_blocks(MemoryPlan& p, int64_t act_none, int64_t act_all, bool by_cost,
                    int64_t input_bytes);
 
-// The plan's lines on them ("" without activation offload): how many are swapped / recomputed,
-// the tier's bytes, the blocks, and auto's costs.
-std::string activation_blocks_text(const MemoryPlan& p);
 
 }  // namespace hp::train

@@ -711,12 +711,14 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
   if (!root.IsNull()) s.apply(root, src);
   for (const auto& set : sets) s.apply_override(set, &errors);
   throw_if_any(errors);
-  s.validate(source, &errors);
+  // A rejected word leaves its field at the default: the checks across fields would judge a value
+  // the user did not write, so they wait until the word is fixed.
+  const bool rejected_word = s.validate(source, &errors);
   // parallel.pipeline.microbatches is training.grad_accum under another name (the batch splits the
   // same way): given alone, it sets it.
   if (c.parallel.pipeline.microbatches > 0 && c.training.grad_accum == 1)
     c.training.grad_accum = c.parallel.pipeline.microbatches;
-  check_consistency(c, s, source, &errors);
+  if (!rejected_word) check_consistency(c, s, source, &errors);
   throw_if_any(errors);
   c.notes.lines = s.deprecations();
   return c;

@@ -131,56 +131,6 @@ void fit(MemoryPlan& p, const Measured& m, const Shapes& sh) {
 
 }  // namespace
 
-std::string MemoryPlan::to_text() const {
-  std::string s;
-  char line[256];
-  std::snprintf(line, sizeof line,
-                "model      %lld parameters; per rank (FSDP over %lld): micro-batch %lld x %lld "
-                "tokens\n",
-                static_cast<long long>(parameters), static_cast<long long>(shard_ranks),
-                static_cast<long long>(micro_rows), static_cast<long long>(seq_len));
-  s += line;
-  std::snprintf(line, sizeof line, "%-8s %12s %12s %12s %12s %12s\n", "tier", "params", "grads",
-                "optimizer", "activations", "total");
-  s += line;
-  const std::pair<const char*, const Tier*> tiers[] = {
-      {"device", &device}, {"host", &host}, {"disk", &disk}};
-  for (const auto& [name, t] : tiers) {
-    std::snprintf(line, sizeof line, "%-8s %12s %12s %12s %12s %12s\n", name,
-                  format_bytes(double(t->params)).c_str(), format_bytes(double(t->grads)).c_str(),
-                  format_bytes(double(t->optimizer)).c_str(),
-                  format_bytes(double(t->activations)).c_str(),
-                  format_bytes(double(t->total())).c_str());
-    s += line;
-  }
-  s += "activations: measured on the model at 2 and 3 layers with the micro-batch and half of it, "
-       "extrapolated to its depth; they include FSDP's gathered compute copies and the step's "
-       "transient buffers, as the trainer's act_mem_bytes\n";
-  std::snprintf(line, sizeof line,
-                "measured   at %lld and %lld layers x %lld and %lld tokens: %lld %lld / %lld %lld "
-                "bytes\n",
-                static_cast<long long>(measured_layers[0]),
-                static_cast<long long>(measured_layers[1]),
-                static_cast<long long>(measured_tokens[0]),
-                static_cast<long long>(measured_tokens[1]),
-                static_cast<long long>(act_measured[0][0]),
-                static_cast<long long>(act_measured[0][1]),
-                static_cast<long long>(act_measured[1][0]),
-                static_cast<long long>(act_measured[1][1]));
-  s += line;
-  s += activation_blocks_text(*this);
-  if (budget == 0) {
-    s += "budget     memory.device_budget unset (unlimited)\n";
-  } else {
-    s += "budget     memory.device_budget " + format_bytes(double(budget)) + ": " +
-         (fits() ? "fits" : "does NOT fit") + " (device total " +
-         format_bytes(double(device.total())) + ")\n";
-    s += "largest    micro-batch rows at seq_len " + std::to_string(seq_len) + ": " +
-         std::to_string(max_rows()) + "; seq_len at " + std::to_string(micro_rows) +
-         " rows: " + std::to_string(max_seq_len()) + "\n";
-  }
-  return s;
-}
 
 int64_t device_budget_bytes(const Config& cfg) {
   return cfg.memory.device_budget.empty()

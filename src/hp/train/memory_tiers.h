@@ -56,7 +56,7 @@ struct MemoryPlan {
   int64_t max_seq_len() const;
   // The smallest device tier a step can run in: static device bytes + one layer's activations.
   int64_t minimum_device_bytes() const;
-  // The table `hp memory plan` prints (defined with plan_memory, memory_plan.cpp).
+  // The table `hp memory plan` prints.
   std::string to_text() const;
 };
 

@@ -220,6 +220,7 @@ FieldRef Schema::add_enum(std::string_view name, std::string doc, EnumBinding bi
   std::string joined;
   for (const auto& n : b->names) joined += (joined.empty() ? "" : "|") + n;
   Field& f = add_field(name, joined, std::move(doc));
+  f.enumerated = true;
   const auto spelling = [b] {
     const int i = b->index();
     return i < 0 ? std::string() : b->names[static_cast<size_t>(i)];

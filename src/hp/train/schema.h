@@ -70,6 +70,8 @@ struct Field {
   // List-of-sections fields: one schema per element, and an empty element's schema for docs.
   std::vector<std::unique_ptr<Schema>> items;
   std::function<std::unique_ptr<Schema>()> item_template;
+  // A word field (Schema::add of an enum): a spelling outside its table leaves the default.
+  bool enumerated = false;
 };
 
 // An enum field with its type erased: Schema::add of an enum member builds it from the enum's
@@ -174,7 +176,8 @@ class Schema {
   void apply_override(const std::string& assignment, std::vector<std::string>* errors);
   // Runs every field's checks, recording "[config] <origin>: <path>: <what>" (a value given
   // through an alias is reported at the alias), and rejects an alias set together with its target.
-  void validate(const std::string& default_origin, std::vector<std::string>* errors) const;
+  // Returns whether a word field's spelling was rejected (that field still holds its default).
+  bool validate(const std::string& default_origin, std::vector<std::string>* errors) const;
   // "[config] <alias> is deprecated: use <target>" for each alias that was set, in schema order.
   std::vector<std::string> deprecations() const;
   // Writes the current values as nested YAML mappings (the body of the enclosing map).

@@ -130,7 +130,8 @@ void Schema::apply_override(const std::string& assignment, std::vector<std::stri
   f->origin = src.name();
 }
 
-void Schema::validate(const std::string& default_origin, std::vector<std::string>* errors) const {
+bool Schema::validate(const std::string& default_origin, std::vector<std::string>* errors) const {
+  bool rejected_word = false;
   for (const auto& f : fields_) {
     if (!f->alias_of.empty()) {
       const Field* target = field(f->alias_of);
@@ -150,10 +151,12 @@ void Schema::validate(const std::string& default_origin, std::vector<std::string
       if (what.empty()) continue;
       errors->push_back("[config] " + (via->origin.empty() ? default_origin : via->origin) + ": " +
                         via->path + ": " + what);
+      rejected_word |= f->enumerated;
       break;
     }
-    for (const auto& item : f->items) item->validate(default_origin, errors);
+    for (const auto& item : f->items) rejected_word |= item->validate(default_origin, errors);
   }
+  return rejected_word;
 }
 
 std::vector<std::string> Schema::deprecations() const {
