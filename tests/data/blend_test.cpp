@@ -23,7 +23,7 @@ constexpr int64_t kSeqLen = 4;
 std::shared_ptr<const TokenDataset> constant_dataset(const TempDir& dir, uint32_t id, int64_t n) {
   const std::string path = dir.file("const" + std::to_string(id) + ".bin");
   write_tokens(path, std::vector<uint32_t>(static_cast<size_t>(n), id));
-  return TokenDataset::load({.path = path, .format = "tokens_u32"});
+  return TokenDataset::load({.path = path, .format = DatasetFormat::tokens_u32});
 }
 
 // Source of every row of `batch` (its constant id).
@@ -193,7 +193,7 @@ TEST(HoldOut, AnIndexedDatasetHoldsOutTheDocumentsItsTextWould) {
   o.doc_separator = "\n\n";
   prepare_dataset(o);
   auto text = TokenDataset::load({.path = dir.file("docs.txt"), .doc_separator = "\n\n"});
-  auto mapped = TokenDataset::load({.path = dir.file("docs"), .format = "indexed"});
+  auto mapped = TokenDataset::load({.path = dir.file("docs"), .format = DatasetFormat::indexed});
   ASSERT_EQ(mapped->num_documents(), 53);
   for (int64_t d = 0; d <= 53; ++d) EXPECT_EQ(mapped->document_start(d), text->document_start(d));
   const auto [t_train, t_held] = TokenDataset::hold_out(text, 0.2);
@@ -210,7 +210,7 @@ TEST(HoldOut, TokenFilesAreDocumentsAndBadFractionsNameTheData) {
   TempDir dir;
   for (uint32_t f = 0; f < 8; ++f)
     write_tokens(dir.file("tok/" + std::to_string(f) + ".bin"), std::vector<uint32_t>(10 + f, f));
-  auto full = TokenDataset::load({.path = dir.file("tok"), .format = "tokens_u32"});
+  auto full = TokenDataset::load({.path = dir.file("tok"), .format = DatasetFormat::tokens_u32});
   const auto [train, held] = TokenDataset::hold_out(full, 0.25);  // files 3 and 7
   std::vector<int32_t> h = held->tokens(0, held->size());
   EXPECT_EQ(h, [] {

@@ -37,7 +37,9 @@ std::string template_path() {
 }
 
 DatasetOptions chat_options(const std::string& path) {
-  return {.path = path, .format = "chat", .tokenizer = test::tokenizer_fixture("qwen2"),
+  return {.path = path,
+          .format = DatasetFormat::chat,
+          .tokenizer = test::tokenizer_fixture("qwen2"),
           .chat_template = template_path()};
 }
 
@@ -99,9 +101,11 @@ TEST(ChatDataset, BadLinesNameFileAndLine) {
   fails(R"({"messages": [{"role": "user", "content": {"text": "x"}}]})",
         {"bad.jsonl:1: messages[0].content is a object, not a string"});
   fails(R"({"text": "plain"})", {"bad.jsonl:1: the line has no field 'messages'"});
-  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("bad.jsonl"), .format = "chat"}), ValueError,
-                   "chat data needs a chat template");
-  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("bad.jsonl"), .format = "text",
+  EXPECT_THROW_MSG(
+      TokenDataset::load({.path = dir.file("bad.jsonl"), .format = DatasetFormat::chat}),
+      ValueError, "chat data needs a chat template");
+  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("bad.jsonl"),
+                                       .format = DatasetFormat::text,
                                        .chat_template = template_path()}),
                    ValueError, "chat_template", "applies to chat datasets only");
 }
@@ -125,7 +129,8 @@ TEST(ChatDataset, PreparedIndexedDatasetCarriesTheMask) {
   const PrepareResult r = prepare_dataset(prepare_chat(dir.file("chat.jsonl"), dir.file("out/c"), 3));
   EXPECT_EQ(r.documents, 3);
   ASSERT_TRUE(std::filesystem::exists(indexed_mask_path(dir.file("out/c"))));
-  const auto idx = TokenDataset::load({.path = dir.file("out/c"), .format = "indexed",
+  const auto idx = TokenDataset::load({.path = dir.file("out/c"),
+                                       .format = DatasetFormat::indexed,
                                        .tokenizer = test::tokenizer_fixture("qwen2")});
   ASSERT_TRUE(idx->has_mask());
   EXPECT_EQ(idx->tokens(0, idx->size()), mem->tokens(0, mem->size()));

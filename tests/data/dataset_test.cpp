@@ -193,7 +193,8 @@ TEST(Dataset, TokenFilesRoundTrip) {
   TempDir dir;
   std::vector<uint16_t> u16{5, 0, 65535, 7};
   write_tokens(dir.file("t16.bin"), u16);
-  auto ds16 = TokenDataset::load({.path = dir.file("t16.bin"), .format = "tokens_u16"});
+  auto ds16 =
+      TokenDataset::load({.path = dir.file("t16.bin"), .format = DatasetFormat::tokens_u16});
   EXPECT_EQ(stream_of(*ds16), (std::vector<int32_t>{5, 0, 65535, 7}));
   EXPECT_EQ(ds16->vocab_size(), 65536);
   EXPECT_EQ(ds16->separator_id(), -1);
@@ -203,7 +204,7 @@ TEST(Dataset, TokenFilesRoundTrip) {
   const uint32_t big = std::numeric_limits<int32_t>::max();
   write_tokens(dir.file("t32/b.bin"), std::vector<uint32_t>{3, 4});
   write_tokens(dir.file("t32/a.bin"), std::vector<uint32_t>{100000, big, 1});
-  auto ds32 = TokenDataset::load({.path = dir.file("t32"), .format = "tokens_u32"});
+  auto ds32 = TokenDataset::load({.path = dir.file("t32"), .format = DatasetFormat::tokens_u32});
   EXPECT_EQ(stream_of(*ds32), (std::vector<int32_t>{100000, static_cast<int32_t>(big), 1, 3, 4}));
   EXPECT_EQ(ds32->vocab_size(), int64_t{big} + 1);
   EXPECT_EQ(ds32->num_documents(), 2);
@@ -214,7 +215,8 @@ TEST(Dataset, TokenFilesRoundTrip) {
 // data.format indexed: the .bin read front to back through the mapping, with the tokenizer's
 // vocabulary and separator; nothing of it held in memory.
 TEST(Dataset, IndexedIsTheBinFrontToBack) {
-  auto ds = TokenDataset::load({.path = indexed_fixture("corpus"), .format = "indexed"});
+  auto ds =
+      TokenDataset::load({.path = indexed_fixture("corpus"), .format = DatasetFormat::indexed});
   auto text = TokenDataset::load({.path = indexed_fixture("corpus.txt"), .doc_separator = "\n\n"});
   EXPECT_TRUE(ds->mapped());
   EXPECT_FALSE(text->mapped());
@@ -236,17 +238,17 @@ TEST(Dataset, IndexedIsTheBinFrontToBack) {
 TEST(DatasetErrors, IndexedIdsOutsideTheVocabularyAreNamedWhenRead) {
   // The u16 fixture holds id 65535 (position 4): fine for no tokenizer at load, an error when that
   // window is read under the byte-level vocabulary, naming the id, its position and the remedy.
-  auto ds = TokenDataset::load({.path = indexed_fixture("u16"), .format = "indexed"});
+  auto ds = TokenDataset::load({.path = indexed_fixture("u16"), .format = DatasetFormat::indexed});
   std::vector<int64_t> row(4);
   ds->read(0, 4, row.data());
   EXPECT_EQ(row, (std::vector<int64_t>{1, 2, 3, 256}));
   EXPECT_THROW_MSG(ds->read(2, 4, row.data()), ValueError, "[data]", "u16", "token id 65535",
                    "position 4", "[0, 257)", "data.tokenizer");
   // Options of text datasets and float elements are refused at load.
-  EXPECT_THROW_MSG(
-      TokenDataset::load(
-          {.path = indexed_fixture("u16"), .format = "indexed", .doc_separator = "\n"}),
-      ValueError, "[data]", "doc_separator", "indexed");
+  EXPECT_THROW_MSG(TokenDataset::load({.path = indexed_fixture("u16"),
+                                       .format = DatasetFormat::indexed,
+                                       .doc_separator = "\n"}),
+                   ValueError, "[data]", "doc_separator", "indexed");
   TempDir dir;
   {
     IndexedDatasetWriter w(dir.file("f"), IndexedDType::u16);
@@ -257,10 +259,10 @@ TEST(DatasetErrors, IndexedIdsOutsideTheVocabularyAreNamedWhenRead) {
   idx[17] = 7;  // float32: 2 elements of 4 bytes
   write_file(dir.file("f.idx"), idx);
   write_file(dir.file("f.bin"), std::string(8, '\0'));
-  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("f"), .format = "indexed"}), IoError,
-                   "[data]", "float32", "not token ids");
-  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("nope"), .format = "indexed"}), IoError,
-                   "[data]", "nope.idx", "does not exist");
+  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("f"), .format = DatasetFormat::indexed}),
+                   IoError, "[data]", "float32", "not token ids");
+  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("nope"), .format = DatasetFormat::indexed}),
+                   IoError, "[data]", "nope.idx", "does not exist");
 }
 
 TEST(Dataset, CompressedTextFilesAreDecompressed) {
@@ -297,23 +299,24 @@ TEST(DatasetErrors, UnreadableFile) {
 TEST(DatasetErrors, TokenFileSizes) {
   TempDir dir;
   write_file(dir.file("odd.bin"), "abc");
-  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("odd.bin"), .format = "tokens_u16"}),
-                   IoError, "[data]", "odd.bin", "3 bytes", "multiple of 2");
+  EXPECT_THROW_MSG(
+      TokenDataset::load({.path = dir.file("odd.bin"), .format = DatasetFormat::tokens_u16}),
+      IoError, "[data]", "odd.bin", "3 bytes", "multiple of 2");
   write_file(dir.file("five.bin"), "abcde");
-  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("five.bin"), .format = "tokens_u32"}),
-                   IoError, "[data]", "five.bin", "5 bytes", "multiple of 4");
+  EXPECT_THROW_MSG(
+      TokenDataset::load({.path = dir.file("five.bin"), .format = DatasetFormat::tokens_u32}),
+      IoError, "[data]", "five.bin", "5 bytes", "multiple of 4");
   write_tokens(dir.file("huge.bin"), std::vector<uint32_t>{1, 4294967295u});
-  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("huge.bin"), .format = "tokens_u32"}),
-                   IoError, "[data]", "huge.bin", "4294967295", "index 1");
+  EXPECT_THROW_MSG(
+      TokenDataset::load({.path = dir.file("huge.bin"), .format = DatasetFormat::tokens_u32}),
+      IoError, "[data]", "huge.bin", "4294967295", "index 1");
 }
 
 TEST(DatasetErrors, Options) {
   TempDir dir;
   write_file(dir.file("a.txt"), "abc");
-  EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("a.txt"), .format = "tokens_u8"}),
-                   ValueError, "[data]", "tokens_u8", "a.txt");
   EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("a.txt"),
-                                       .format = "tokens_u16",
+                                       .format = DatasetFormat::tokens_u16,
                                        .tokenizer = tokenizer_fixture("gpt2")}),
                    ValueError, "[data]", "tokenizer", "tokens_u16");
   EXPECT_THROW_MSG(TokenDataset::load({.path = dir.file("a.txt"), .separator_token = "</s>"}),

@@ -72,7 +72,8 @@ TEST(DocumentPositions, TextIndexedAndHeldOutFollowDocuments) {
     }
     w.finish();
   }
-  const auto indexed = TokenDataset::load({.path = dir.file("idx"), .format = "indexed"});
+  const auto indexed =
+      TokenDataset::load({.path = dir.file("idx"), .format = DatasetFormat::indexed});
   ASSERT_EQ(indexed->num_documents(), 9);
   expect_positions_follow_separators(*indexed, "indexed");
 
@@ -93,7 +94,7 @@ TEST(DocumentPositions, ChatConversationsAreDocuments) {
       "\n");
   const auto ds = TokenDataset::load(
       {.path = dir.file("c.jsonl"),
-       .format = "chat",
+       .format = DatasetFormat::chat,
        .tokenizer = test::tokenizer_fixture("qwen2"),
        .chat_template = std::string(HP_TEST_DIR) + "/fixtures/chat/qwen2/tokenizer_config.json"});
   ASSERT_EQ(ds->num_documents(), 3);
@@ -104,7 +105,7 @@ TEST(DocumentPositions, TokenFilesAreOneDocumentEach) {
   TempDir dir;
   test::write_tokens(dir.file("f/a.bin"), std::vector<uint16_t>{5, 6, 7});
   test::write_tokens(dir.file("f/b.bin"), std::vector<uint16_t>{8, 9});
-  const auto ds = TokenDataset::load({.path = dir.file("f"), .format = "tokens_u16"});
+  const auto ds = TokenDataset::load({.path = dir.file("f"), .format = DatasetFormat::tokens_u16});
   std::vector<int64_t> p(5);
   ds->read_positions(0, 5, p.data());
   EXPECT_EQ(p, (std::vector<int64_t>{0, 1, 2, 0, 1}));

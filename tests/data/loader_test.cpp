@@ -25,7 +25,7 @@ std::shared_ptr<const TokenDataset> iota_dataset(const TempDir& dir, int64_t n =
   std::vector<uint32_t> ids(static_cast<size_t>(n));
   std::iota(ids.begin(), ids.end(), 0u);
   write_tokens(dir.file("iota.bin"), ids);
-  return TokenDataset::load({.path = dir.file("iota.bin"), .format = "tokens_u32"});
+  return TokenDataset::load({.path = dir.file("iota.bin"), .format = DatasetFormat::tokens_u32});
 }
 
 // Window indices of a batch's rows, after checking each row is a contiguous window.
@@ -187,7 +187,7 @@ TEST(Loader, IndexedDatasetGivesTheTextBatches) {
   o.doc_separator = "\n\n";
   prepare_dataset(o);
   auto from_text = TokenDataset::load({.path = dir.file("kjv.txt"), .doc_separator = "\n\n"});
-  auto mapped = TokenDataset::load({.path = dir.file("kjv"), .format = "indexed"});
+  auto mapped = TokenDataset::load({.path = dir.file("kjv"), .format = DatasetFormat::indexed});
   ASSERT_EQ(mapped->size(), from_text->size());
   DataLoader a(from_text, 64, 11), b(mapped, 64, 11);
   auto same = [](const Tensor& x, const Tensor& y) {

@@ -233,8 +233,8 @@ TEST(Prepare, OutputIsTheTrainersStreamForAnyWorkerCount) {
   }
   const auto text =
       TokenDataset::load({.path = dir.file("corpus"), .tokenizer = tok, .doc_separator = "\n\n"});
-  const auto indexed =
-      TokenDataset::load({.path = dir.file("w1"), .format = "indexed", .tokenizer = tok});
+  const auto indexed = TokenDataset::load(
+      {.path = dir.file("w1"), .format = DatasetFormat::indexed, .tokenizer = tok});
   ASSERT_EQ(indexed->size(), text->size());
   EXPECT_EQ(indexed->tokens(0, indexed->size()), text->tokens(0, text->size()));
   EXPECT_EQ(indexed->num_documents(), text->num_documents());
@@ -284,8 +284,8 @@ TEST(Prepare, InterruptedRunResumesToTheSameBytes) {
     EXPECT_FALSE(fs::exists(prefix + ".idx"));
     EXPECT_FALSE(fs::exists(prefix + ".bin"));
     EXPECT_TRUE(fs::exists(prepare_journal_path(prefix)));
-    EXPECT_THROW_MSG(TokenDataset::load({.path = prefix, .format = "indexed"}), IoError,
-                     "incomplete", "did not finish");
+    EXPECT_THROW_MSG(TokenDataset::load({.path = prefix, .format = DatasetFormat::indexed}),
+                     IoError, "incomplete", "did not finish");
     o.stop_after_checkpoints = 0;
     o.workers = 3;  // the worker count is no part of what a resume must match
     const PrepareResult r = prepare_dataset(o);

@@ -32,14 +32,14 @@ std::shared_ptr<CausalLM> model_with(const ModelConfig& c, const RecomputeSpec& 
 TEST(Recompute, RegionsFollowModeLayersAndModules) {
   const ModelConfig c = tiny_config("qwen3", 64, 4);
   std::vector<std::string> f;
-  model_with(c, {"none", 1, {}}, &f);
+  model_with(c, {RecomputeMode::none, 1, {}}, &f);
   EXPECT_TRUE(f.empty());
-  model_with(c, {"full", 1, {}}, &f);
+  model_with(c, {RecomputeMode::full, 1, {}}, &f);
   EXPECT_EQ(f, (std::vector<std::string>{"model.layers.0", "model.layers.1", "model.layers.2",
                                          "model.layers.3"}));
-  model_with(c, {"selective", 3, {}}, &f);
+  model_with(c, {RecomputeMode::selective, 3, {}}, &f);
   EXPECT_EQ(f, (std::vector<std::string>{"model.layers.0", "model.layers.3"}));
-  model_with(c, {"selective", 2, {"mlp", "*_layernorm"}}, &f);
+  model_with(c, {RecomputeMode::selective, 2, {"mlp", "*_layernorm"}}, &f);
   EXPECT_EQ(f, (std::vector<std::string>{"model.layers.0.mlp", "model.layers.0.input_layernorm",
                                          "model.layers.0.post_attention_layernorm",
                                          "model.layers.2.mlp", "model.layers.2.input_layernorm",
@@ -57,10 +57,9 @@ TEST(Recompute, BadSpecsAreErrorsNamingTheValue) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_error({"partial", 1, {}}, "'partial'");
-  expect_error({"selective", 0, {}}, "every_k_layers");
-  expect_error({"selective", 1, {"mlp", "attn"}}, "'attn'");
-  expect_error({"full", 1, {"mlp"}}, "selective");
+  expect_error({RecomputeMode::selective, 0, {}}, "every_k_layers");
+  expect_error({RecomputeMode::selective, 1, {"mlp", "attn"}}, "'attn'");
+  expect_error({RecomputeMode::full, 1, {"mlp"}}, "selective");
   // Nothing was wrapped by the failed calls.
   for (auto& [fqn, mod] : m->named_modules()) EXPECT_FALSE(mod->has_forward_wrapper()) << fqn;
 }
@@ -82,10 +81,10 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 }
 
 TEST(Recompute, GradientsAreBitwiseEqual) {
-  const std::vector<RecomputeSpec> specs = {{"full", 1, {}},
-                                            {"selective", 2, {}},
-                                            {"selective", 1, {"mlp"}},
-                                            {"selective", 1, {"self_attn"}}};
+  const std::vector<RecomputeSpec> specs = {{RecomputeMode::full, 1, {}},
+                                            {RecomputeMode::selective, 2, {}},
+                                            {RecomputeMode::selective, 1, {"mlp"}},
+                                            {RecomputeMode::selective, 1, {"self_attn"}}};
   for (const std::string type : {"llama", "qwen3", "qwen3_moe"}) {
     const ModelConfig c = tiny_config(type, 64, 3);
     const Tensor ids = random_ids(2, 24, c.vocab_size);
@@ -94,13 +93,13 @@ TEST(Recompute, GradientsAreBitwiseEqual) {
     for (const RecomputeSpec& s : specs) {
       auto m = model_with(c, s);
       const auto [l1, g1] = loss_and_grads(*m, ids);
-      EXPECT_EQ(l1, l0) << type << " " << s.mode;
+      EXPECT_EQ(l1, l0) << type << " " << enum_name(s.mode);
       ASSERT_EQ(g1.size(), g0.size());
       const auto names = m->named_parameters();
       for (size_t i = 0; i < g0.size(); ++i) {
         ASSERT_TRUE(g0[i].defined()) << names[i].first;
-        EXPECT_TRUE(bitwise_equal(g1[i], g0[i]))
-            << type << " " << s.mode << " " << s.every_k_layers << ": " << names[i].first;
+        EXPECT_TRUE(bitwise_equal(g1[i], g0[i])) << type << " " << enum_name(s.mode) << " "
+                                                 << s.every_k_layers << ": " << names[i].first;
       }
     }
   }
@@ -114,7 +113,7 @@ TEST(Recompute, GradientsAreBitwiseEqualOverMxModules) {
   auto plain = model_with(c, {});
   mx::convert_to_mx(*plain, {});
   const auto [l0, g0] = loss_and_grads(*plain, ids);
-  auto m = model_with(c, {"full", 1, {}});
+  auto m = model_with(c, {RecomputeMode::full, 1, {}});
   mx::convert_to_mx(*m, {});
   const auto [l1, g1] = loss_and_grads(*m, ids);
   EXPECT_EQ(l1, l0);
@@ -145,8 +144,9 @@ TEST(Recompute, FullRecomputeCutsPeakActivationMemory) {
     peak_activation_bytes(*m, ids);  // warm-up: lazily built tables, first-touch allocations
     return peak_activation_bytes(*m, ids);
   };
-  const int64_t none = peak({}), full = peak({"full", 1, {}}),
-                sel_mlp = peak({"selective", 1, {"mlp"}}), sel_k2 = peak({"selective", 2, {}});
+  const int64_t none = peak({}), full = peak({RecomputeMode::full, 1, {}}),
+                sel_mlp = peak({RecomputeMode::selective, 1, {"mlp"}}),
+                sel_k2 = peak({RecomputeMode::selective, 2, {}});
   std::printf(
       "peak activation bytes: none %lld, selective mlp %lld, selective k=2 %lld, full %lld\n",
       (long long)none, (long long)sel_mlp, (long long)sel_k2, (long long)full);

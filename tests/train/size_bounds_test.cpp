@@ -78,7 +78,7 @@ TEST(SizeBounds, BatchWhoseElementCountOverflowsFailsBeforeAllocation) {
   const std::string path = token_file("batch", std::vector<uint16_t>(64, 3));
   data::DatasetOptions o;
   o.path = path;
-  o.format = "tokens_u16";
+  o.format = data::DatasetFormat::tokens_u16;
   const auto ds = data::TokenDataset::load(o);
   EXPECT_NE(build_causal_lm(config_for(path, 16, 2, 8), *ds), nullptr);
   const std::string e =
@@ -95,7 +95,7 @@ TEST(SizeBounds, TokenIdOutsideTheVocabularyIsNamedWithItsPosition) {
   const std::string path = token_file("vocab", ids);
   data::DatasetOptions o;
   o.path = path;
-  o.format = "tokens_u16";
+  o.format = data::DatasetFormat::tokens_u16;
   const auto ds = data::TokenDataset::load(o);
   const std::string e = error_of([&] { build_causal_lm(config_for(path, 257, 2, 8), *ds); });
   // The first bad id as stored (300, not the largest id or a clamped one) and where it is.

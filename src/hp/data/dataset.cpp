@@ -19,6 +19,16 @@ namespace hp::data {
 static_assert(std::endian::native == std::endian::little,
               "token files are little-endian and read without byte swapping");
 
+std::span<const EnumName<DatasetFormat>> enum_names(DatasetFormat) {
+  using enum DatasetFormat;
+  static constexpr EnumName<DatasetFormat> names[] = {{"text", text},
+                                                      {"tokens_u16", tokens_u16},
+                                                      {"tokens_u32", tokens_u32},
+                                                      {"indexed", indexed},
+                                                      {"chat", chat}};
+  return names;
+}
+
 namespace {
 
 // Documents are encoded in batches of consecutive documents holding at least this many bytes, so
@@ -51,37 +61,35 @@ std::shared_ptr<const TokenDataset> TokenDataset::load(const DatasetOptions& o) 
   std::shared_ptr<TokenDataset> ds(new TokenDataset());
   ds->options_ = o;
   int elem_size = 0;
-  if (o.format == "tokens_u16") {
+  if (o.format == DatasetFormat::tokens_u16)
     elem_size = 2;
-  } else if (o.format == "tokens_u32") {
+  else if (o.format == DatasetFormat::tokens_u32)
     elem_size = 4;
-  } else if (o.format != "text" && o.format != "indexed" && o.format != "chat") {
-    HP_THROW(ValueError, "data", "unknown dataset format '", o.format, "' for '", o.path,
-             "' (text | tokens_u16 | tokens_u32 | indexed | chat)");
-  }
-  if (!o.chat_template.empty() && o.format != "chat")
+  if (!o.chat_template.empty() && o.format != DatasetFormat::chat)
     HP_THROW(ValueError, "data", "chat_template '", o.chat_template, "' applies to chat datasets ",
-             "only; '", o.path, "' has format ", o.format);
-  if ((o.format == "indexed" || o.format == "chat") && !o.doc_separator.empty())
+             "only; '", o.path, "' has format ", enum_name(o.format));
+  if ((o.format == DatasetFormat::indexed || o.format == DatasetFormat::chat) &&
+      !o.doc_separator.empty())
     HP_THROW(ValueError, "data", "doc_separator '", o.doc_separator,
              "' applies to text datasets only; '", o.path, "' is ",
-             o.format == "chat" ? "a chat dataset, one conversation per JSONL line"
-                                : "an indexed dataset, whose documents were split when it was prepared");
+             o.format == DatasetFormat::chat
+                 ? "a chat dataset, one conversation per JSONL line"
+                 : "an indexed dataset, whose documents were split when it was prepared");
   if (elem_size != 0) {
     for (const auto& [key, value] : {std::pair{"tokenizer", &o.tokenizer},
                                      {"doc_separator", &o.doc_separator},
                                      {"separator_token", &o.separator_token}}) {
       if (!value->empty())
         HP_THROW(ValueError, "data", key, " '", *value, "' applies to text datasets only; '",
-                 o.path, "' has format ", o.format);
+                 o.path, "' has format ", enum_name(o.format));
     }
   }
-  if (o.format == "indexed") {
+  if (o.format == DatasetFormat::indexed) {
     ds->load_indexed();
     return ds;
   }
   ds->files_ = detail::list_files(o.path);
-  if (o.format == "chat") {
+  if (o.format == DatasetFormat::chat) {
     ds->load_chat();
   } else if (elem_size == 0) {
     ds->load_text();
@@ -179,7 +187,7 @@ void TokenDataset::load_token_files(int elem_size) {
     size_t bytes = detail::InputFile(path).size();
     if (bytes % elem_size != 0)
       HP_THROW(IoError, "data", "token file '", path, "' has ", bytes, " bytes, not a multiple of ",
-               elem_size, " (format ", options_.format, ")");
+               elem_size, " (format ", enum_name(options_.format), ")");
     counts.push_back(bytes / elem_size);
     total += bytes / elem_size;
   }
@@ -319,7 +327,7 @@ const DocumentEncoder& TokenDataset::encoder(const char* what) const {
   if (base_) return base_->encoder(what);
   if (!encoder_)
     HP_THROW(ValueError, "data", what, " needs a text or indexed dataset; '", options_.path,
-             "' has format ", options_.format);
+             "' has format ", enum_name(options_.format));
   return *encoder_;
 }
 

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "hp/data/dataset_format.h"
 #include "hp/data/encoder.h"
 
 namespace hp::data {
@@ -43,9 +44,8 @@ struct DatasetOptions {
   // A file, or a directory (every regular file below it, recursively, sorted by path); indexed:
   // the PREFIX of PREFIX.bin + PREFIX.idx.
   std::string path{};
-  // text | tokens_u16 | tokens_u32 (raw little-endian ids, documents already separated) |
-  // indexed (Megatron .bin/.idx) | chat (JSONL conversations, loss on the assistant's tokens).
-  std::string format = "text";
+  // How the files are laid out (dataset_format.h).
+  DatasetFormat format = DatasetFormat::text;
   // text: tokenizer.json path; "" = byte-level (id = byte value, vocab 257, separator 256).
   // indexed: the tokenizer the dataset was prepared with (its vocabulary and separator).
   std::string tokenizer{};

@@ -63,15 +63,16 @@ TokenDataset::hold_out(const std::shared_ptr<const TokenDataset>& ds, double fra
     else
       ranges.emplace_back(d, d + 1);
   }
+  const DatasetFormat format = ds->options().format;
   if (eval.empty() || train.empty())
     HP_THROW(ValueError, "data", "a held-out fraction ", fraction, " of the ", docs,
              " document(s) of '", ds->options().path, "' holds out ",
              eval.empty() ? "none" : "all of them",
-             ds->options().format == "text"
+             format == DatasetFormat::text
                  ? " (text splits into documents at data.doc_separator, e.g. \"\\n\\n\"; \"\" is "
                    "one document per file)"
-             : ds->options().format == "indexed" ? ""
-                                                 : " (token files: one document per file)");
+             : format == DatasetFormat::indexed ? ""
+                                                : " (token files: one document per file)");
   return {subset(ds, train, "training documents"), subset(ds, eval, "held-out documents")};
 }
 

@@ -8,6 +8,13 @@
 
 namespace hp::models {
 
+std::span<const EnumName<RecomputeMode>> enum_names(RecomputeMode) {
+  using enum RecomputeMode;
+  static constexpr EnumName<RecomputeMode> names[] = {
+      {"none", none}, {"full", full}, {"selective", selective}};
+  return names;
+}
+
 void install_recompute(const SelectedBlock& r) {
   FeedForward* side = r.side;
   r.module->add_forward_wrapper([side](const Tensor& x, const nn::Module::ForwardFn& inner) {
@@ -72,16 +79,13 @@ std::vector<SelectedBlock> select_blocks(CausalLM& model, int64_t every_k_layers
 }
 
 std::vector<std::string> apply_recompute(CausalLM& model, const RecomputeSpec& spec) {
-  if (spec.mode != "none" && spec.mode != "full" && spec.mode != "selective")
-    HP_THROW(ValueError, "recompute", "unknown mode '", spec.mode,
-             "' (expected none, full or selective)");
   if (spec.every_k_layers < 1)
     HP_THROW(ValueError, "recompute", "every_k_layers must be >= 1, got ", spec.every_k_layers);
-  if (!spec.modules.empty() && spec.mode != "selective")
+  if (!spec.modules.empty() && spec.mode != RecomputeMode::selective)
     HP_THROW(ValueError, "recompute", "modules (", spec.modules.front(),
-             ", ...) apply to mode selective only, mode is '", spec.mode, "'");
-  if (spec.mode == "none") return {};
-  const bool full = spec.mode == "full";
+             ", ...) apply to mode selective only, mode is '", enum_name(spec.mode), "'");
+  if (spec.mode == RecomputeMode::none) return {};
+  const bool full = spec.mode == RecomputeMode::full;
   std::vector<std::string> out;
   for (const SelectedBlock& r :
        select_blocks(model, full ? 1 : spec.every_k_layers, spec.modules, "recompute")) {

@@ -16,13 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "hp/models/recompute_mode.h"
 #include "hp/models/transformer.h"
 
 namespace hp::models {
 
 struct RecomputeSpec {
   // none | full (every decoder layer) | selective (see below).
-  std::string mode = "none";
+  RecomputeMode mode = RecomputeMode::none;
   // selective: the layers i with i % every_k_layers == 0 (layers 0, k, 2k, ...), >= 1.
   int64_t every_k_layers = 1;
   // selective: globs (nn::glob_match) over a selected layer's block names — its children
@@ -54,8 +55,8 @@ void install_recompute(const SelectedBlock& block);
 
 // Installs the regions on `model` (call once); returns the module FQNs wrapped, in model order
 // ("model.layers.0", or "model.layers.0.mlp" for blocks). Throws ValueError ("[recompute] ...")
-// for an unknown mode, every_k_layers < 1, modules given without selective, or a modules glob that
-// matches no block of the selected layers, before wrapping anything.
+// for every_k_layers < 1, modules given without selective, or a modules glob that matches no block
+// of the selected layers, before wrapping anything.
 std::vector<std::string> apply_recompute(CausalLM& model, const RecomputeSpec& spec);
 
 }  // namespace hp::models

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "hp/data/dataset_format.h"
+#include "hp/models/recompute_mode.h"
 #include "hp/train/enum_names.h"
 
 namespace hp::train {
@@ -22,8 +24,10 @@ class Schema;
 // The keys that take one of a fixed set of words hold an enum. Each enum's spellings are its
 // enum_names table (config_enums.cpp): the enumerator's own name, except auto_ ("auto"), on / off
 // ("true" / "false") and one_f_one_b ("1f1b"). The YAML is parsed into them once, at load;
-// train/options.cpp translates them into the components' own types.
-enum class DataFormat { text, tokens_u16, tokens_u32, indexed, chat };
+// train/options.cpp translates them into the components' own types. DataFormat and RecomputeMode
+// are those types themselves (their tables live beside them, in data/ and models/), so the value
+// reaching the component is the one parsed, not a spelling read back.
+using DataFormat = data::DatasetFormat;
 enum class AutoFlag { auto_, on, off };
 enum class MuonUpdateScale { rms_match, shape };
 enum class OptimizerName { adamw, muon };
@@ -39,13 +43,12 @@ enum class CpMethod { ring, alltoall };
 enum class LowPrecisionRecipe { none, mxfp8 };
 enum class MxElem { e4m3, e5m2 };
 enum class MxScaleMode { floor, rceil };
-enum class RecomputeMode { none, full, selective };
+using RecomputeMode = models::RecomputeMode;
 enum class OffloadTier { none, host, disk };  // none: the device tier
 enum class HostOffload { none, host };
 enum class ActivationSelect { all, largest, auto_ };
 enum class Progress { auto_, bar, lines, none };
 
-std::span<const EnumName<DataFormat>> enum_names(DataFormat);
 std::span<const EnumName<AutoFlag>> enum_names(AutoFlag);
 std::span<const EnumName<MuonUpdateScale>> enum_names(MuonUpdateScale);
 std::span<const EnumName<OptimizerName>> enum_names(OptimizerName);
@@ -61,7 +64,6 @@ std::span<const EnumName<CpMethod>> enum_names(CpMethod);
 std::span<const EnumName<LowPrecisionRecipe>> enum_names(LowPrecisionRecipe);
 std::span<const EnumName<MxElem>> enum_names(MxElem);
 std::span<const EnumName<MxScaleMode>> enum_names(MxScaleMode);
-std::span<const EnumName<RecomputeMode>> enum_names(RecomputeMode);
 std::span<const EnumName<OffloadTier>> enum_names(OffloadTier);
 std::span<const EnumName<HostOffload>> enum_names(HostOffload);
 std::span<const EnumName<ActivationSelect>> enum_names(ActivationSelect);

@@ -1,19 +1,10 @@
 // The YAML spelling of every value of the config enums (config.h; enum_names.h), in the order
 // "must be one of ..." lists them. The config's YAML, `hp config`, log lines and error messages all
-// spell a value from here.
+// spell a value from here. data.format's and recompute.mode's tables live with their components'
+// enums (data/dataset.cpp, models/recompute.cpp).
 #include "hp/train/config.h"
 
 namespace hp::train {
-
-std::span<const EnumName<DataFormat>> enum_names(DataFormat) {
-  using enum DataFormat;
-  static constexpr EnumName<DataFormat> names[] = {{"text", text},
-                                                   {"tokens_u16", tokens_u16},
-                                                   {"tokens_u32", tokens_u32},
-                                                   {"indexed", indexed},
-                                                   {"chat", chat}};
-  return names;
-}
 
 std::span<const EnumName<AutoFlag>> enum_names(AutoFlag) {
   using enum AutoFlag;
@@ -110,13 +101,6 @@ std::span<const EnumName<MxElem>> enum_names(MxElem) {
 std::span<const EnumName<MxScaleMode>> enum_names(MxScaleMode) {
   using enum MxScaleMode;
   static constexpr EnumName<MxScaleMode> names[] = {{"floor", floor}, {"rceil", rceil}};
-  return names;
-}
-
-std::span<const EnumName<RecomputeMode>> enum_names(RecomputeMode) {
-  using enum RecomputeMode;
-  static constexpr EnumName<RecomputeMode> names[] = {
-      {"none", none}, {"full", full}, {"selective", selective}};
   return names;
 }
 

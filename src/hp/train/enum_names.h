@@ -1,43 +1,14 @@
-// Enums spelled by name in text: the config's YAML (schema.h reads and writes them), the run's log
-// lines, `hp memory plan`. An enum takes part by declaring, beside it,
-//   std::span<const EnumName<E>> enum_names(E);
-// (found by argument-dependent lookup): every value once, with its one spelling, in the order
-// messages list them ("must be one of ring|alltoall"). The spellings live in that one table, so a
-// value is compared as an enum everywhere and turned back into text only where text is written.
+// The name tables of enums live in core (core/enum_names.h) so that lower layers can spell their
+// own enums; the config, its schema and the tools name them as train::EnumName / train::enum_name.
 #pragma once
 
-#include <cstddef>
-#include <span>
-#include <string>
-#include <type_traits>
-
-#include "hp/core/error.h"
+#include "hp/core/enum_names.h"
 
 namespace hp::train {
 
-template <class E>
-concept Enum = std::is_enum_v<E>;
-
-template <Enum E>
-struct EnumName {
-  const char* name;
-  E value;
-};
-
-// v's position in its table.
-template <Enum E>
-size_t enum_index(E v) {
-  const std::span<const EnumName<E>> names = enum_names(v);
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i].value == v) return i;
-  HP_THROW(InternalError, "train", "enum value ", static_cast<long long>(v),
-           " is missing from its enum_names table");
-}
-
-// v's spelling: "1f1b" for PipelineSchedule::one_f_one_b.
-template <Enum E>
-std::string enum_name(E v) {
-  return enum_names(v)[enum_index(v)].name;
-}
+using hp::Enum;
+using hp::enum_index;
+using hp::enum_name;
+using hp::EnumName;
 
 }  // namespace hp::train

@@ -29,7 +29,7 @@ namespace hp::train {
 data::DatasetOptions dataset_options(const Config& cfg) {
   data::DatasetOptions o;
   o.path = cfg.data.path;
-  o.format = enum_name(cfg.data.format);
+  o.format = cfg.data.format;
   o.tokenizer = cfg.data.tokenizer;
   // A model directory's own tokenizer (tokenizer.json, or Kimi's tiktoken.model directory).
   if (o.tokenizer.empty() && !cfg.model.path.empty() && io::Tokenizer::in_dir(cfg.model.path))
@@ -95,7 +95,7 @@ mx::ConvertSpec mx_convert_spec(const LowPrecisionConfig& c) {
 
 models::RecomputeSpec recompute_spec(const RecomputeConfig& c) {
   models::RecomputeSpec s;
-  s.mode = enum_name(c.mode);  // models/recompute.h takes the YAML spelling
+  s.mode = c.mode;
   s.every_k_layers = c.every_k_layers;
   s.modules = c.modules;
   return s;

@@ -28,7 +28,7 @@ namespace {
 data::DatasetOptions with_format(data::DatasetOptions o, const std::string& path,
                                  DataFormat format) {
   o.path = path;
-  o.format = enum_name(format);
+  o.format = format;
   if (format != DataFormat::text) o.doc_separator.clear();  // a text option (data.doc_separator)
   if (format != DataFormat::chat) o.chat_template.clear();  // a chat option (data.chat_template)
   return o;
