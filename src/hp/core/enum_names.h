@@ -33,7 +33,7 @@ size_t enum_index(E v) {
   const std::span<const EnumName<E>> names = enum_names(v);
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i].value == v) return i;
-  HP_THROW(InternalError, "train", "enum value ", static_cast<long long>(v),
+  HP_THROW(InternalError, "core", "enum value ", static_cast<long long>(v),
            " is missing from its enum_names table");
 }
 
