@@ -144,7 +144,7 @@ int run_bench_train(const Args& args) {
   const train::Config cfg = train::load_config(opt.config, opt.sets);
   const int threads = num_threads();
   for (auto& d : opt.peer_dtypes)
-    if (d.empty()) d = train::enum_name(cfg.training.mixed_precision);
+    if (d.empty()) d = enum_name(cfg.training.mixed_precision);
   // Fail before training when the peer cannot mirror the config.
   if (!opt.peer_dtypes.empty()) peer_model_config_json(cfg);
 
@@ -158,7 +158,7 @@ int run_bench_train(const Args& args) {
   // trainer's TFLOP/s.
   const double flops = res.flops_per_token / double(dist::world()->size());
   const Row ours =
-      make_row("hp (" + train::enum_name(cfg.training.mixed_precision) + ")", timer.warmup_s(),
+      make_row("hp (" + enum_name(cfg.training.mixed_precision) + ")", timer.warmup_s(),
                timer.timed_s(), timer.stable(), timer.median_s(), tokens, flops, res.peak_tflops);
 
   std::vector<PeerRun> peers;
@@ -176,11 +176,11 @@ int run_bench_train(const Args& args) {
       "shape      batch %lld x seq %lld = %lld tokens/step, grad_accum %lld, %s, %d threads\n",
       static_cast<long long>(cfg.training.batch_size), static_cast<long long>(cfg.training.seq_len),
       static_cast<long long>(tokens), static_cast<long long>(cfg.training.grad_accum),
-      train::enum_name(cfg.optimizer.name).c_str(), threads);
+      enum_name(cfg.optimizer.name).c_str(), threads);
   std::printf("hp         mixed_precision %s, low_precision %s, recompute %s\n",
-              train::enum_name(cfg.training.mixed_precision).c_str(),
-              train::enum_name(cfg.low_precision.recipe).c_str(),
-              train::enum_name(cfg.recompute.mode).c_str());
+              enum_name(cfg.training.mixed_precision).c_str(),
+              enum_name(cfg.low_precision.recipe).c_str(),
+              enum_name(cfg.recompute.mode).c_str());
   std::printf("ceiling    MFU against %s\n", res.peak_source.c_str());
   std::printf(
       "timing     each side warms up until its last %lld of >= %lld warm-up steps are within "
@@ -212,7 +212,7 @@ int run_bench_train(const Args& args) {
                                        {"timed_steps", opt.rule.timed},
                                        {"statistic", "median"}});
   j["hp"] = row_json(ours);
-  j["hp"]["mixed_precision"] = train::enum_name(cfg.training.mixed_precision);
+  j["hp"]["mixed_precision"] = enum_name(cfg.training.mixed_precision);
   j["hp"]["loss_first"] = res.steps.empty() ? 0.0 : res.steps.front().loss;
   j["hp"]["loss_last"] = res.steps.empty() ? 0.0 : res.steps.back().loss;
   j["peers"] = io::JsonValue::array();

@@ -133,8 +133,8 @@ int run_bench_offload(const Args& argv) {
   std::printf("shape      batch %lld x seq %lld, %s, recompute %s, %d threads, %d rank(s)\n",
               static_cast<long long>(last_cfg.training.batch_size),
               static_cast<long long>(last_cfg.training.seq_len),
-              train::enum_name(last_cfg.training.mixed_precision).c_str(),
-              train::enum_name(last_cfg.recompute.mode).c_str(), num_threads(),
+              enum_name(last_cfg.training.mixed_precision).c_str(),
+              enum_name(last_cfg.recompute.mode).c_str(), num_threads(),
               dist::world()->size());
   std::printf("disk tier  %s: write %.2f GB/s, read %.2f GB/s (%s through the pread/pwrite pool, "
               "%lld threads, page cache included)\n",

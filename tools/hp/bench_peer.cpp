@@ -29,7 +29,7 @@ models::ModelConfig arch_config(const train::Config& cfg) {
   const bool byte_level = cfg.data.format == train::DataFormat::text && cfg.data.tokenizer.empty();
   if (cfg.model.vocab == 0 && !byte_level)
     HP_THROW(ValueError, "bench", "model.vocab = 0 takes the vocabulary of the data (format ",
-             train::enum_name(cfg.data.format), ", tokenizer '", cfg.data.tokenizer,
+             enum_name(cfg.data.format), ", tokenizer '", cfg.data.tokenizer,
              "'); set it (--set model.vocab=N) so the peer builds the same model, or --no-peer");
   return train::arch_model_config(cfg.model, 257, cfg.training.seq_len, -1);
 }
@@ -76,7 +76,7 @@ PeerRun parse_result(PeerRun r, const std::string& out, int status) {
 
 std::string peer_model_config_json(const train::Config& cfg) {
   if (cfg.optimizer.name != train::OptimizerName::adamw)
-    HP_THROW(ValueError, "bench", "optimizer.name = '", train::enum_name(cfg.optimizer.name),
+    HP_THROW(ValueError, "bench", "optimizer.name = '", enum_name(cfg.optimizer.name),
              "': the peer trains with AdamW only (use adamw, or --no-peer)");
   if (!cfg.model.path.empty()) {
     const fs::path dir(cfg.model.path);

@@ -29,10 +29,10 @@ int run_memory(const Args& args_in) {
     std::printf(
         "hp memory plan %s (offload: params %s, grads %s, optimizer %s, activations "
         "%s)\n%s",
-        args.front().c_str(), train::enum_name(cfg.offload.params).c_str(),
-        train::enum_name(cfg.offload.grads).c_str(),
-        train::enum_name(cfg.offload.optimizer).c_str(),
-        train::enum_name(cfg.offload.activations).c_str(), plan.to_text().c_str());
+        args.front().c_str(), enum_name(cfg.offload.params).c_str(),
+        enum_name(cfg.offload.grads).c_str(),
+        enum_name(cfg.offload.optimizer).c_str(),
+        enum_name(cfg.offload.activations).c_str(), plan.to_text().c_str());
   return plan.fits() ? 0 : 1;
 }
 

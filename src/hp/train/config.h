@@ -15,7 +15,7 @@
 
 #include "hp/data/dataset_format.h"
 #include "hp/models/recompute_mode.h"
-#include "hp/train/enum_names.h"
+#include "hp/core/enum_names.h"
 
 namespace hp::train {
 

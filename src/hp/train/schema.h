@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hp/train/enum_names.h"
+#include "hp/core/enum_names.h"
 
 namespace YAML {
 class Node;
