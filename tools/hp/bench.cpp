@@ -179,8 +179,7 @@ int run_bench_train(const Args& args) {
       enum_name(cfg.optimizer.name).c_str(), threads);
   std::printf("hp         mixed_precision %s, low_precision %s, recompute %s\n",
               enum_name(cfg.training.mixed_precision).c_str(),
-              enum_name(cfg.low_precision.recipe).c_str(),
-              enum_name(cfg.recompute.mode).c_str());
+              enum_name(cfg.low_precision.recipe).c_str(), enum_name(cfg.recompute.mode).c_str());
   std::printf("ceiling    MFU against %s\n", res.peak_source.c_str());
   std::printf(
       "timing     each side warms up until its last %lld of >= %lld warm-up steps are within "

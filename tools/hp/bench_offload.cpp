@@ -134,8 +134,7 @@ int run_bench_offload(const Args& argv) {
               static_cast<long long>(last_cfg.training.batch_size),
               static_cast<long long>(last_cfg.training.seq_len),
               enum_name(last_cfg.training.mixed_precision).c_str(),
-              enum_name(last_cfg.recompute.mode).c_str(), num_threads(),
-              dist::world()->size());
+              enum_name(last_cfg.recompute.mode).c_str(), num_threads(), dist::world()->size());
   std::printf("disk tier  %s: write %.2f GB/s, read %.2f GB/s (%s through the pread/pwrite pool, "
               "%lld threads, page cache included)\n",
               disk_dir.c_str(), write_gbs, read_gbs, human_bytes(double(std::min<int64_t>(

@@ -85,12 +85,18 @@ template <class J>
 J to_nlohmann(const JsonValue& v) {
   using Type = JsonValue::Type;
   switch (v.type()) {
-    case Type::null: return J(nullptr);
-    case Type::boolean: return J(v.as_bool());
-    case Type::integer: return J(v.as_int());
-    case Type::unsigned_integer: return J(v.as_uint());
-    case Type::number: return J(v.as_double());
-    case Type::string: return J(v.as_string());
+    case Type::null:
+      return J(nullptr);
+    case Type::boolean:
+      return J(v.as_bool());
+    case Type::integer:
+      return J(v.as_int());
+    case Type::unsigned_integer:
+      return J(v.as_uint());
+    case Type::number:
+      return J(v.as_double());
+    case Type::string:
+      return J(v.as_string());
     case Type::array: {
       J out = J::array();
       auto& a = out.template get_ref<typename J::array_t&>();
@@ -218,12 +224,18 @@ bool JsonValue::is_number() const {
 
 std::string_view JsonValue::type_name() const {
   switch (type()) {
-    case Type::null: return "null";
-    case Type::boolean: return "boolean";
-    case Type::string: return "string";
-    case Type::array: return "array";
-    case Type::object: return "object";
-    default: return "number";
+    case Type::null:
+      return "null";
+    case Type::boolean:
+      return "boolean";
+    case Type::string:
+      return "string";
+    case Type::array:
+      return "array";
+    case Type::object:
+      return "object";
+    default:
+      return "number";
   }
 }
 
@@ -336,10 +348,14 @@ uint64_t JsonValue::as_uint() const {
 
 double JsonValue::as_double() const {
   switch (type()) {
-    case Type::integer: return static_cast<double>(std::get<int64_t>(v_));
-    case Type::unsigned_integer: return static_cast<double>(std::get<uint64_t>(v_));
-    case Type::number: return std::get<double>(v_);
-    default: HP_THROW(IoError, "json", "expected number, got ", type_name());
+    case Type::integer:
+      return static_cast<double>(std::get<int64_t>(v_));
+    case Type::unsigned_integer:
+      return static_cast<double>(std::get<uint64_t>(v_));
+    case Type::number:
+      return std::get<double>(v_);
+    default:
+      HP_THROW(IoError, "json", "expected number, got ", type_name());
   }
 }
 
@@ -465,10 +481,9 @@ bool detail::JsonBuilder::key(std::string& k) {
 bool detail::JsonBuilder::end_object() {
   if (order_ == Order::sorted) {
     auto& o = std::get<JsonValue::Object>(frames_.back().value.v_);
-    std::sort(o.members.begin(), o.members.end(),
-              [](const JsonValue::Member& a, const JsonValue::Member& b) {
-                return a.first < b.first;
-              });
+    std::sort(
+        o.members.begin(), o.members.end(),
+        [](const JsonValue::Member& a, const JsonValue::Member& b) { return a.first < b.first; });
     o.reindex();
   }
   return close();

@@ -40,7 +40,8 @@ template <class R, class Value>
 concept JsonSequence = requires(const R& r) {
   std::begin(r);
   std::end(r);
-} && !std::is_convertible_v<const R&, std::string_view> && !std::is_same_v<R, Value>;
+}
+&&!std::is_convertible_v<const R&, std::string_view> && !std::is_same_v<R, Value>;
 }  // namespace detail
 
 // The order dump() writes object members in: as inserted, or sorted by key (nlohmann::json's
@@ -70,8 +71,7 @@ class JsonValue {
   JsonValue(std::nullptr_t) {}
   JsonValue(bool b) : v_(b) {}
   template <class T>
-    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-  JsonValue(T n) {
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) JsonValue(T n) {
     if constexpr (std::is_signed_v<T>)
       v_ = static_cast<int64_t>(n);
     else
@@ -83,8 +83,8 @@ class JsonValue {
   JsonValue(std::string_view s) : v_(std::string(s)) {}
   // An array of the elements of `seq`, each converted as above.
   template <class R>
-    requires detail::JsonSequence<R, JsonValue>
-  JsonValue(const R& seq) : v_(std::vector<JsonValue>(std::begin(seq), std::end(seq))) {}
+  requires detail::JsonSequence<R, JsonValue> JsonValue(const R& seq)
+      : v_(std::vector<JsonValue>(std::begin(seq), std::end(seq))) {}
   static JsonValue array(std::initializer_list<JsonValue> elements = {});
   // JsonValue::object({{"dtype", "bf16"}, {"shape", shape}}); a key given twice is a bug
   // (InternalError).
@@ -172,8 +172,8 @@ class JsonValue {
   Object& object_for_write();
   std::vector<JsonValue>& array_for_write();
 
-  std::variant<std::nullptr_t, bool, int64_t, uint64_t, double, std::string,
-               std::vector<JsonValue>, Object>
+  std::variant<std::nullptr_t, bool, int64_t, uint64_t, double, std::string, std::vector<JsonValue>,
+               Object>
       v_;
 };
 

@@ -130,7 +130,9 @@ void Optimizer::step(double lr, double grad_scale) {
     if (h.after_step) h.after_step();
 }
 
-void Optimizer::add_hook(Hook hook) { hooks_.push_back(std::move(hook)); }
+void Optimizer::add_hook(Hook hook) {
+  hooks_.push_back(std::move(hook));
+}
 
 void Optimizer::update(double lr, double grad_scale) {
   if (!offload_) {

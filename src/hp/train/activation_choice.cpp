@@ -103,5 +103,4 @@ void choose_blocks(MemoryPlan& p, int64_t act_none, int64_t act_all, bool by_cos
   p.device.activations = act;
 }
 
-
 }  // namespace hp::train

@@ -46,5 +46,4 @@ double tier_bytes_per_s(const Config& cfg, const Layout& layout);
 void choose_blocks(MemoryPlan& p, int64_t act_none, int64_t act_all, bool by_cost,
                    int64_t input_bytes);
 
-
 }  // namespace hp::train

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "hp/core/enum_names.h"
 #include "hp/data/dataset_format.h"
 #include "hp/models/recompute_mode.h"
-#include "hp/core/enum_names.h"
 
 namespace hp::train {
 

@@ -139,17 +139,14 @@ std::string MemoryPlan::to_text() const {
   s += "activations: measured on the model at 2 and 3 layers with the micro-batch and half of it, "
        "extrapolated to its depth; they include FSDP's gathered compute copies and the step's "
        "transient buffers, as the trainer's act_mem_bytes\n";
-  std::snprintf(line, sizeof line,
-                "measured   at %lld and %lld layers x %lld and %lld tokens: %lld %lld / %lld %lld "
-                "bytes\n",
-                static_cast<long long>(measured_layers[0]),
-                static_cast<long long>(measured_layers[1]),
-                static_cast<long long>(measured_tokens[0]),
-                static_cast<long long>(measured_tokens[1]),
-                static_cast<long long>(act_measured[0][0]),
-                static_cast<long long>(act_measured[0][1]),
-                static_cast<long long>(act_measured[1][0]),
-                static_cast<long long>(act_measured[1][1]));
+  std::snprintf(
+      line, sizeof line,
+      "measured   at %lld and %lld layers x %lld and %lld tokens: %lld %lld / %lld %lld "
+      "bytes\n",
+      static_cast<long long>(measured_layers[0]), static_cast<long long>(measured_layers[1]),
+      static_cast<long long>(measured_tokens[0]), static_cast<long long>(measured_tokens[1]),
+      static_cast<long long>(act_measured[0][0]), static_cast<long long>(act_measured[0][1]),
+      static_cast<long long>(act_measured[1][0]), static_cast<long long>(act_measured[1][1]));
   s += line;
   s += activation_blocks_text(*this);
   if (budget == 0) {

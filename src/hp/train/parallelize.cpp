@@ -12,15 +12,15 @@
 #include "hp/fsdp/fsdp.h"
 #include "hp/kernels/cpu/isa.h"
 #include "hp/models/context_plan.h"
+#include "hp/models/hf/registry.h"
 #include "hp/models/moe.h"
 #include "hp/models/recompute.h"
-#include "hp/models/hf/registry.h"
 #include "hp/models/tp_plan.h"
 #include "hp/models/transformer.h"
+#include "hp/moe/expert_parallel.h"
 #include "hp/mx/convert.h"
 #include "hp/offload/activations.h"
 #include "hp/parallel/context_parallel.h"
-#include "hp/moe/expert_parallel.h"
 #include "hp/parallel/vocab_parallel.h"
 #include "hp/train/options.h"
 #include "hp/train/pipeline_cut.h"
@@ -194,7 +194,7 @@ void apply_context_parallel(models::CausalLM& model, const Layout& l, const Para
              "tp rank (num_attention_heads ", heads, " / parallel.tp ", l.tp,
              "), which Ulysses (parallel.cp_method alltoall) splits; use cp_method ring");
   auto attention = [comm = l.cp_comm, method](const Tensor& q, const Tensor& k, const Tensor& v,
-                                               double scale, const Tensor& segments) {
+                                              double scale, const Tensor& segments) {
     return parallel::context_attention(q, k, v, scale, method, comm, segments);
   };
   auto sum = [comm = l.cp_comm](const std::vector<double>& x) {

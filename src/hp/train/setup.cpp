@@ -16,8 +16,8 @@
 #include "hp/shard/mesh.h"
 #include "hp/train/expert_balance.h"
 #include "hp/train/memory_plan.h"
-#include "hp/train/options.h"
 #include "hp/train/metrics.h"
+#include "hp/train/options.h"
 
 namespace hp::train {
 
@@ -170,8 +170,8 @@ RunSetup build_run(const Config& cfg, const Layout& layout, const MemoryPlan* pl
   r.opt = std::make_unique<optim::Optimizer>(
       r.par.named_parameters(), optimizer_options(cfg.optimizer), r.par.shard_specs(layout));
   r.opt->set_state_offload(state_offload_options(cfg, layout, r.par.fsdp_prefixes));
-  r.after_forward = install_expert_balance(*r.model, r.par, layout,
-                                           cfg.model.router_bias_update_rate, *r.opt);
+  r.after_forward =
+      install_expert_balance(*r.model, r.par, layout, cfg.model.router_bias_update_rate, *r.opt);
   r.loader = std::make_unique<data::DataLoader>(r.data.sources, cfg.training.seq_len,
                                                 static_cast<uint64_t>(cfg.training.seed),
                                                 cfg.data.shuffle);

@@ -18,7 +18,6 @@
 #include "hp/core/random.h"
 #include "hp/data/dataset.h"
 #include "hp/data/loader.h"
-#include "hp/offload/activations.h"
 #include "hp/dist/communicator.h"
 #include "hp/fsdp/fsdp.h"
 #include "hp/fusion/mode.h"
@@ -26,6 +25,7 @@
 #include "hp/kernels/cpu/isa.h"
 #include "hp/models/generate.h"
 #include "hp/models/hf/registry.h"
+#include "hp/offload/activations.h"
 #include "hp/ops/ops.h"
 #include "hp/optim/grad.h"
 #include "hp/optim/optimizer.h"
@@ -371,7 +371,8 @@ std::optional<StepRecord> Trainer::run_step(int64_t step) {
     // The clip is the update's gradient scale (the same values as clip_grad_norm's in-place
     // scaling, one pass over the gradients fewer).
     grad_norm = optim::global_grad_norm(counted_, {}, *layout_.norm_comm);
-    if (std::isfinite(grad_norm)) opt.step(lr, optim::clip_factor(grad_norm, cfg_.training.grad_clip));
+    if (std::isfinite(grad_norm))
+      opt.step(lr, optim::clip_factor(grad_norm, cfg_.training.grad_clip));
   }
   if (std::isfinite(grad_norm)) {
     skipped_ = 0;
