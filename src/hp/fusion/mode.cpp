@@ -14,22 +14,13 @@ std::atomic<int> g_set{-1};
 }  // namespace
 
 Mode parse_mode(const std::string& s, const std::string& key) {
-  if (s == "none") return Mode::none;
-  if (s == "lazy") return Mode::lazy;
-  if (s == "auto") return Mode::auto_;
+  for (const EnumName<Mode>& n : enum_names(Mode{}))
+    if (s == n.name) return n.value;
   HP_THROW(ValueError, "fusion", key, " = '", s, "' is not a fusion mode (none | lazy | auto)");
 }
 
 const char* mode_name(Mode m) {
-  switch (m) {
-    case Mode::none:
-      return "none";
-    case Mode::lazy:
-      return "lazy";
-    case Mode::auto_:
-      return "auto";
-  }
-  return "?";
+  return enum_names(m)[enum_index(m)].name;
 }
 
 std::optional<Mode> env_mode() {
@@ -61,6 +52,12 @@ ModeScope::ModeScope(Mode m) : prev_(g_set.load(std::memory_order_relaxed)) {
 
 ModeScope::~ModeScope() {
   g_set.store(prev_, std::memory_order_relaxed);
+}
+
+std::span<const EnumName<Mode>> enum_names(Mode) {
+  using enum Mode;
+  static constexpr EnumName<Mode> names[] = {{"none", none}, {"lazy", lazy}, {"auto", auto_}};
+  return names;
 }
 
 }  // namespace hp::fusion

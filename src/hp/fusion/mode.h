@@ -14,11 +14,16 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
+
+#include "hp/core/enum_names.h"
 
 namespace hp::fusion {
 
 enum class Mode { none, lazy, auto_ };
+// Its spellings in the config and messages (core/enum_names.h).
+std::span<const EnumName<Mode>> enum_names(Mode);
 
 // "none" | "lazy" | "auto"; anything else throws ValueError naming `key` and the value.
 Mode parse_mode(const std::string& s, const std::string& key);

@@ -48,8 +48,9 @@ Tensor span_loss(CausalLM& model, const Tensor& ids, const Tensor& labels,
   const int64_t b = ids.size(0), t = ids.size(1), n = t - 1;
   // The documents of the rows that predict ([B, n]); positions of this rank's tokens of them.
   AttentionContext doc_ctx = model.document_context(ids, docs);
-  if (doc_ctx.segments.defined())
-    doc_ctx.segments = document_segments(narrow(docs.positions, 1, 0, n));
+  // Document ids count the restarts before each token, so the first n ids of a row are its
+  // first n tokens' ids: a narrowed copy, not a second pass.
+  if (doc_ctx.segments.defined()) doc_ctx.segments = contiguous(narrow(doc_ctx.segments, 1, 0, n));
   if (doc_ctx.positions.defined())
     doc_ctx.positions = contiguous(spans_of(cp, narrow(docs.positions, 1, 0, n), 1));
   const Tensor in = spans_of(cp, narrow(ids, 1, 0, n), 1);

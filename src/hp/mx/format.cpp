@@ -118,4 +118,16 @@ uint8_t quantize_block_ref(const float* x, int64_t n, int64_t stride, QuantSpec 
 
 }  // namespace detail
 
+std::span<const EnumName<ElemFormat>> enum_names(ElemFormat) {
+  using enum ElemFormat;
+  static constexpr EnumName<ElemFormat> names[] = {{"e4m3", e4m3}, {"e5m2", e5m2}};
+  return names;
+}
+
+std::span<const EnumName<ScaleMode>> enum_names(ScaleMode) {
+  using enum ScaleMode;
+  static constexpr EnumName<ScaleMode> names[] = {{"floor", floor}, {"rceil", rceil}};
+  return names;
+}
+
 }  // namespace hp::mx

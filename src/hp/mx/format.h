@@ -14,7 +14,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
+
+#include "hp/core/enum_names.h"
 
 namespace hp::mx {
 
@@ -26,7 +29,11 @@ inline constexpr uint8_t kScaleNaN = 0xFF;
 inline constexpr uint8_t kElemNaN = 0x7F;
 
 enum class ElemFormat : uint8_t { e4m3, e5m2 };
+// Its spellings in the config and messages (core/enum_names.h).
+std::span<const EnumName<ElemFormat>> enum_names(ElemFormat);
 enum class ScaleMode : uint8_t { floor, rceil };
+// Its spellings in the config and messages (core/enum_names.h).
+std::span<const EnumName<ScaleMode>> enum_names(ScaleMode);
 
 // What to quantize to; the default is the recipe docs/ARCHITECTURE.md §4 names (rceil, E4M3).
 struct QuantSpec {

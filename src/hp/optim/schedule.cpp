@@ -82,4 +82,11 @@ double lr_factor(const ScheduleSpec& spec, int64_t step) {
   return 1.0;
 }
 
+std::span<const EnumName<ScheduleKind>> enum_names(ScheduleKind) {
+  using enum ScheduleKind;
+  static constexpr EnumName<ScheduleKind> names[] = {
+      {"constant", constant}, {"cosine", cosine}, {"linear", linear}, {"wsd", wsd}};
+  return names;
+}
+
 }  // namespace hp::optim

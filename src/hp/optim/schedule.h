@@ -9,7 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
+
+#include "hp/core/enum_names.h"
 
 namespace hp::optim {
 
@@ -19,6 +22,8 @@ enum class ScheduleKind {
   linear,    // warmup, then a straight line down to min_lr_ratio at the last step
   wsd,  // warmup, stable at the peak, then a linear decay over the last decay_fraction of steps
 };
+// Its spellings in the config and messages (core/enum_names.h).
+std::span<const EnumName<ScheduleKind>> enum_names(ScheduleKind);
 
 struct ScheduleSpec {
   ScheduleKind kind = ScheduleKind::constant;

@@ -15,7 +15,10 @@
 
 #include "hp/core/enum_names.h"
 #include "hp/data/dataset_format.h"
+#include "hp/fusion/mode.h"
 #include "hp/models/recompute_mode.h"
+#include "hp/mx/format.h"
+#include "hp/optim/schedule.h"
 
 namespace hp::train {
 
@@ -24,25 +27,25 @@ class Schema;
 // The keys that take one of a fixed set of words hold an enum. Each enum's spellings are its
 // enum_names table (config_enums.cpp): the enumerator's own name, except auto_ ("auto"), on / off
 // ("true" / "false") and one_f_one_b ("1f1b"). The YAML is parsed into them once, at load;
-// train/options.cpp translates them into the components' own types. DataFormat and RecomputeMode
-// are those types themselves (their tables live beside them, in data/ and models/), so the value
-// reaching the component is the one parsed, not a spelling read back.
+// train/options.cpp translates them into the components' own types. Where a component has the
+// same choice (DataFormat, RecomputeMode, LrSchedule, FusionMode, MxElem, MxScaleMode) the config
+// holds that very type, its table beside it, so the value reaching the component is the one parsed.
 using DataFormat = data::DatasetFormat;
 enum class AutoFlag { auto_, on, off };
 enum class MuonUpdateScale { rms_match, shape };
 enum class OptimizerName { adamw, muon };
 enum class GroupOptimizer { auto_, adamw, muon };
-enum class LrSchedule { constant, cosine, linear, wsd };
+using LrSchedule = optim::ScheduleKind;
 enum class MixedPrecision { auto_, f32, bf16 };
-enum class FusionMode { none, lazy, auto_ };
+using FusionMode = fusion::Mode;
 enum class ReduceDtype { f32, bf16 };
 enum class MoEKernel { megamoe, sequential };
 enum class TpStyle { colwise, rowwise, sequence, replicate };
 enum class PipelineSchedule { gpipe, one_f_one_b, interleaved_1f1b, zb_h1, zb_h2 };
 enum class CpMethod { ring, alltoall };
 enum class LowPrecisionRecipe { none, mxfp8 };
-enum class MxElem { e4m3, e5m2 };
-enum class MxScaleMode { floor, rceil };
+using MxElem = mx::ElemFormat;
+using MxScaleMode = mx::ScaleMode;
 using RecomputeMode = models::RecomputeMode;
 enum class OffloadTier { none, host, disk };  // none: the device tier
 enum class HostOffload { none, host };
@@ -53,17 +56,13 @@ std::span<const EnumName<AutoFlag>> enum_names(AutoFlag);
 std::span<const EnumName<MuonUpdateScale>> enum_names(MuonUpdateScale);
 std::span<const EnumName<OptimizerName>> enum_names(OptimizerName);
 std::span<const EnumName<GroupOptimizer>> enum_names(GroupOptimizer);
-std::span<const EnumName<LrSchedule>> enum_names(LrSchedule);
 std::span<const EnumName<MixedPrecision>> enum_names(MixedPrecision);
-std::span<const EnumName<FusionMode>> enum_names(FusionMode);
 std::span<const EnumName<ReduceDtype>> enum_names(ReduceDtype);
 std::span<const EnumName<MoEKernel>> enum_names(MoEKernel);
 std::span<const EnumName<TpStyle>> enum_names(TpStyle);
 std::span<const EnumName<PipelineSchedule>> enum_names(PipelineSchedule);
 std::span<const EnumName<CpMethod>> enum_names(CpMethod);
 std::span<const EnumName<LowPrecisionRecipe>> enum_names(LowPrecisionRecipe);
-std::span<const EnumName<MxElem>> enum_names(MxElem);
-std::span<const EnumName<MxScaleMode>> enum_names(MxScaleMode);
 std::span<const EnumName<OffloadTier>> enum_names(OffloadTier);
 std::span<const EnumName<HostOffload>> enum_names(HostOffload);
 std::span<const EnumName<ActivationSelect>> enum_names(ActivationSelect);

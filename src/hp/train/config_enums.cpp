@@ -1,7 +1,7 @@
 // The YAML spelling of every value of the config enums (config.h; enum_names.h), in the order
 // "must be one of ..." lists them. The config's YAML, `hp config`, log lines and error messages all
-// spell a value from here. data.format's and recompute.mode's tables live with their components'
-// enums (data/dataset.cpp, models/recompute.cpp).
+// spell a value from here. The tables of the enums the config takes from its components (data.format,
+// recompute.mode, lr_scheduler.name, muon, fusion, mxfp8) live beside those enums.
 #include "hp/train/config.h"
 
 namespace hp::train {
@@ -31,23 +31,10 @@ std::span<const EnumName<GroupOptimizer>> enum_names(GroupOptimizer) {
   return names;
 }
 
-std::span<const EnumName<LrSchedule>> enum_names(LrSchedule) {
-  using enum LrSchedule;
-  static constexpr EnumName<LrSchedule> names[] = {
-      {"constant", constant}, {"cosine", cosine}, {"linear", linear}, {"wsd", wsd}};
-  return names;
-}
-
 std::span<const EnumName<MixedPrecision>> enum_names(MixedPrecision) {
   using enum MixedPrecision;
   static constexpr EnumName<MixedPrecision> names[] = {
       {"auto", auto_}, {"f32", f32}, {"bf16", bf16}};
-  return names;
-}
-
-std::span<const EnumName<FusionMode>> enum_names(FusionMode) {
-  using enum FusionMode;
-  static constexpr EnumName<FusionMode> names[] = {{"none", none}, {"lazy", lazy}, {"auto", auto_}};
   return names;
 }
 
@@ -89,18 +76,6 @@ std::span<const EnumName<CpMethod>> enum_names(CpMethod) {
 std::span<const EnumName<LowPrecisionRecipe>> enum_names(LowPrecisionRecipe) {
   using enum LowPrecisionRecipe;
   static constexpr EnumName<LowPrecisionRecipe> names[] = {{"none", none}, {"mxfp8", mxfp8}};
-  return names;
-}
-
-std::span<const EnumName<MxElem>> enum_names(MxElem) {
-  using enum MxElem;
-  static constexpr EnumName<MxElem> names[] = {{"e4m3", e4m3}, {"e5m2", e5m2}};
-  return names;
-}
-
-std::span<const EnumName<MxScaleMode>> enum_names(MxScaleMode) {
-  using enum MxScaleMode;
-  static constexpr EnumName<MxScaleMode> names[] = {{"floor", floor}, {"rceil", rceil}};
   return names;
 }
 

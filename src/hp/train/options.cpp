@@ -85,9 +85,8 @@ models::ModelConfig arch_model_config(const ModelSection& m, int64_t data_vocab,
 
 mx::ConvertSpec mx_convert_spec(const LowPrecisionConfig& c) {
   mx::ConvertSpec s;
-  s.quant.elem = c.elem == MxElem::e5m2 ? mx::ElemFormat::e5m2 : mx::ElemFormat::e4m3;
-  s.quant.scale_mode =
-      c.scale_mode == MxScaleMode::floor ? mx::ScaleMode::floor : mx::ScaleMode::rceil;
+  s.quant.elem = c.elem;
+  s.quant.scale_mode = c.scale_mode;
   s.modules = c.modules;
   s.exclude = c.exclude;
   return s;
@@ -163,13 +162,7 @@ optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
 }
 
 optim::ScheduleSpec schedule_spec(const Config& c) {
-  using K = optim::ScheduleKind;
-  const LrSchedule s = c.lr_scheduler.name;
-  const K kind = s == LrSchedule::constant ? K::constant
-                 : s == LrSchedule::cosine ? K::cosine
-                 : s == LrSchedule::linear ? K::linear
-                                           : K::wsd;
-  return {kind, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_fraction,
+  return {c.lr_scheduler.name, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_fraction,
           c.lr_scheduler.min_lr_ratio};
 }
 
@@ -223,13 +216,6 @@ offload::ActivationOffloadOptions activation_offload_options(const Config& cfg,
     o.disk_file = disk_tier_file(cfg, layout, "activations");
   o.io_threads = static_cast<int>(cfg.memory.io_threads);
   return o;
-}
-
-fusion::Mode fusion_mode(const Config& cfg) {
-  const FusionMode m = cfg.training.fusion;
-  return m == FusionMode::none   ? fusion::Mode::none
-         : m == FusionMode::lazy ? fusion::Mode::lazy
-                                 : fusion::Mode::auto_;
 }
 
 MetricsConfig metrics_config(const Config& cfg, int nranks) {

@@ -85,8 +85,6 @@ std::string disk_tier_file(const Config& cfg, const Layout& layout, const std::s
 optim::StateOffloadOptions state_offload_options(const Config& cfg, const Layout& layout,
                                                  std::vector<std::string> group_prefixes);
 
-// training.fusion (HP_FUSION, when set, overrides it for the run: fusion/mode.h).
-fusion::Mode fusion_mode(const Config& cfg);
 
 // metrics.* for a run over `nranks` ranks (progress auto prints lines, not a bar, under a launch).
 MetricsConfig metrics_config(const Config& cfg, int nranks);

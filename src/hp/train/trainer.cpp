@@ -454,7 +454,7 @@ void Trainer::finish() {
 void Trainer::describe(fusion::Mode fusion) {
   describe_run(cfg_, res_, run_.data, *run_.loader, layout_, run_.par, *run_.model, *metrics_);
   if (const std::string line = step_->describe(); !line.empty()) metrics_->message(line);
-  if (fusion::env_mode() && fusion != fusion_mode(cfg_))
+  if (fusion::env_mode() && fusion != cfg_.training.fusion)
     metrics_->message(std::string("fusion: ") + fusion::mode_name(fusion) +
                       " (HP_FUSION overrides training.fusion: " + enum_name(cfg_.training.fusion) +
                       ")");
@@ -526,7 +526,7 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   // Held until train returns.
   const RunDir run_dir(cfg, options.resume, options.overwrite, *world, log);
   // training.fusion for the run (HP_FUSION, when set, overrides it), restored after.
-  const fusion::Mode fusion = fusion::env_mode().value_or(fusion_mode(cfg));
+  const fusion::Mode fusion = fusion::env_mode().value_or(cfg.training.fusion);
   const fusion::ModeScope fusion_scope(fusion);
   // memory.device_budget caps the device tier for the run (restored after: tests run many).
   const DeviceBudgetScope budget(device_budget_bytes(cfg), "memory.device_budget");
