@@ -115,6 +115,29 @@ TEST(Config, JsonRoundTrip) {
   EXPECT_EQ(rope_frequencies(r, r.head_dim).inv_freq, rope_frequencies(c, c.head_dim).inv_freq);
 }
 
+// Every fixture's config exported and read back: the same model (a key written as 0 or left out
+// would refuse to load or change the layers). Mixtral's export has no moe_intermediate_size, as
+// transformers' MixtralConfig has none.
+TEST(Config, ExportOfEveryFixtureLoadsBack) {
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(fixture(""))) {
+    if (!std::filesystem::exists(entry.path() / "config.json")) continue;
+    const ModelConfig c = read_model_config(entry.path().string());
+    const std::string text = model_config_to_json(c);
+    const ModelConfig r = parse_model_config(io::parse_json(text, "rt"));
+    const std::string what = entry.path().filename().string();
+    EXPECT_EQ(r.architecture, c.architecture) << what;
+    EXPECT_EQ(r.num_experts, c.num_experts) << what;
+    EXPECT_EQ(r.intermediate_size, c.intermediate_size) << what;
+    EXPECT_EQ(r.moe_intermediate_size, c.moe_intermediate_size) << what;
+    EXPECT_EQ(model_config_to_json(r), text) << what;
+    if (c.architecture == "MixtralForCausalLM")
+      EXPECT_FALSE(io::parse_json(text, "rt").contains("moe_intermediate_size"));
+    ++checked;
+  }
+  EXPECT_GE(checked, 18);
+}
+
 // Sliding windows of the Llama family (models/hf/sliding_window.cpp), as transformers derives them:
 // Mistral's default 4096 and null; Qwen's use_sliding_window gate, max_window_layers and
 // layer_types; the export round trip; bad values naming the key.

@@ -448,7 +448,17 @@ TEST(ConfigErrors, PipelineKeys) {
   EXPECT_EQ(error_of(kValid, with({"parallel.pipeline.schedule=dualpipe"})),
             "[config] --set parallel.pipeline.schedule=dualpipe: parallel.pipeline.schedule: must "
             "be one of gpipe|1f1b|interleaved_1f1b|zb_h1|zb_h2, got 'dualpipe'");
-  EXPECT_EQ(error_of(kValid, {"parallel.pp=2"}),
+  // Neither key given: one microbatch per stage, said in the config's notes; given as 1: refused.
+  const Config defaulted = parse_config(kValid, "run.yaml", {"parallel.pp=2"});
+  EXPECT_EQ(defaulted.training.grad_accum, 2);
+  ASSERT_EQ(defaulted.notes.lines.size(), 1u);
+  EXPECT_EQ(defaulted.notes.lines[0],
+            "[config] parallel.pipeline.microbatches: 2 (not given: schedule 1f1b needs one per "
+            "stage; training.grad_accum follows)");
+  EXPECT_EQ(parse_config(kValid, "run.yaml", {"parallel.pp=2", "parallel.pipeline.schedule=gpipe"})
+                .training.grad_accum,
+            1);
+  EXPECT_EQ(error_of(kValid, {"parallel.pp=2", "training.grad_accum=1"}),
             "[config] run.yaml: parallel.pipeline.microbatches: 1 (training.grad_accum when 0) is "
             "fewer than parallel.pp = 2: schedule 1f1b needs at least one microbatch per stage");
   EXPECT_EQ(error_of(kValid, {"parallel.pp=2", "parallel.pipeline.schedule=gpipe"}), "(no error)");

@@ -692,6 +692,20 @@ void throw_if_any(const std::vector<std::string>& errors) {
   throw ValueError(all);
 }
 
+// Neither parallel.pipeline.microbatches nor training.grad_accum given under pp > 1: as many
+// microbatches as the schedule needs, one per stage (gpipe runs with any number, so it keeps 1).
+// Returns the log line that says so ("" when nothing was chosen).
+std::string default_microbatches(Config& c, const Schema& s) {
+  const PipelineConfig& pl = c.parallel.pipeline;
+  if (c.parallel.pp < 2 || pl.schedule == PipelineSchedule::gpipe ||
+      s.given("parallel.pipeline.microbatches") || s.given("training.grad_accum"))
+    return "";
+  c.training.grad_accum = c.parallel.pp;
+  return "[config] parallel.pipeline.microbatches: " + std::to_string(c.parallel.pp) +
+         " (not given: schedule " + enum_name(pl.schedule) +
+         " needs one per stage; training.grad_accum follows)";
+}
+
 }  // namespace
 
 Config parse_config(const std::string& yaml_text, const std::string& source,
@@ -718,9 +732,12 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
   // same way): given alone, it sets it.
   if (c.parallel.pipeline.microbatches > 0 && c.training.grad_accum == 1)
     c.training.grad_accum = c.parallel.pipeline.microbatches;
-  if (!rejected_word) check_consistency(c, s, source, &errors);
-  throw_if_any(errors);
   c.notes.lines = s.deprecations();
+  if (!rejected_word) {
+    if (std::string note = default_microbatches(c, s); !note.empty()) c.notes.lines.push_back(note);
+    check_consistency(c, s, source, &errors);
+  }
+  throw_if_any(errors);
   return c;
 }
 

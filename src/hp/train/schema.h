@@ -178,6 +178,8 @@ class Schema {
   // through an alias is reported at the alias), and rejects an alias set together with its target.
   // Returns whether a word field's spelling was rejected (that field still holds its default).
   bool validate(const std::string& default_origin, std::vector<std::string>* errors) const;
+  // Whether the field at `path` was given (a file, an alias or --set), not left at its default.
+  bool given(std::string_view path) const;
   // "[config] <alias> is deprecated: use <target>" for each alias that was set, in schema order.
   std::vector<std::string> deprecations() const;
   // Writes the current values as nested YAML mappings (the body of the enclosing map).

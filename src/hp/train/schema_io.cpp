@@ -32,6 +32,15 @@ const Field* Schema::field(std::string_view path) const {
   return nullptr;
 }
 
+bool Schema::given(std::string_view path) const {
+  const Field* f = field(path);
+  if (!f) return false;
+  if (!f->origin.empty()) return true;
+  for (const auto& a : fields_)
+    if (a->alias_of == f->path && !a->origin.empty()) return true;
+  return false;
+}
+
 Field* Schema::target_of(Field* f) {
   return f->alias_of.empty() ? f : find(f->alias_of);
 }

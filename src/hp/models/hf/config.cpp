@@ -375,7 +375,9 @@ std::string model_config_to_json(const ModelConfig& c) {
   if (c.is_moe()) {
     j[arch && arch->moe() ? arch->experts_key : "num_experts"] = c.num_experts;
     j["num_experts_per_tok"] = c.num_experts_per_tok;
-    j["moe_intermediate_size"] = c.moe_intermediate_size;
+    // Mixtral's experts are intermediate_size wide and its config has no such key: a 0 here
+    // would not load back.
+    if (c.moe_intermediate_size > 0) j["moe_intermediate_size"] = c.moe_intermediate_size;
     j["norm_topk_prob"] = c.norm_topk_prob;
     j["decoder_sparse_step"] = c.decoder_sparse_step;
     j["mlp_only_layers"] = c.mlp_only_layers;
