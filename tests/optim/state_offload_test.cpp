@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -187,6 +188,39 @@ TEST(AsyncFile, WritesAndReadsBackLargeBuffersInChunks) {
   }
   EXPECT_FALSE(fs::exists(path));  // scratch: deleted with the file object
   fs::remove_all(fs::path(path).parent_path());
+}
+
+// A crashed run's scratch file goes at the next run's start: the file of a process that has
+// exited is removed; a live process's, another rank's and one not named by a pid stay.
+TEST(AsyncFile, FilesOfDeadProcessesAreRemoved) {
+  const fs::path dir = fs::temp_directory_path() / ("hp_dead_scratch_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // reaped: no process has this pid now
+  const std::string dead = "optimizer-rank0-pid" + std::to_string(child) + ".bin";
+  const std::string live = "optimizer-rank0-pid" + std::to_string(getpid()) + ".bin";
+  const std::string other_rank = "optimizer-rank1-pid" + std::to_string(child) + ".bin";
+  // A killed process not yet reaped by its parent (a zombie) has ended too.
+  const pid_t zombie = fork();
+  if (zombie == 0) _exit(0);
+  ASSERT_GT(zombie, 0);
+  usleep(100 * 1000);
+  const std::string unreaped = "optimizer-rank0-pid" + std::to_string(zombie) + ".bin";
+  for (const std::string name :
+       {dead, live, other_rank, unreaped, std::string("optimizer-rank0-pidX.bin")})
+    std::ofstream(dir / name) << "x";
+  EXPECT_EQ(offload::remove_files_of_dead_processes(dir.string(), "optimizer-rank0-pid"), 2);
+  ASSERT_EQ(waitpid(zombie, nullptr, 0), zombie);
+  EXPECT_FALSE(fs::exists(dir / dead));
+  EXPECT_FALSE(fs::exists(dir / unreaped));
+  EXPECT_TRUE(fs::exists(dir / live));
+  EXPECT_TRUE(fs::exists(dir / other_rank));
+  EXPECT_TRUE(fs::exists(dir / "optimizer-rank0-pidX.bin"));
+  EXPECT_EQ(offload::remove_files_of_dead_processes((dir / "missing").string(), "x"), 0);
+  fs::remove_all(dir);
 }
 
 TEST(ActivationDisk, ExtentsAreReusedAndAFailedWriteFailsEveryRead) {

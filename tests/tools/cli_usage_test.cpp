@@ -47,6 +47,20 @@ TEST(CliUsage, EverySubcommandAnswersHelpWithItsUsage) {
   EXPECT_NE(r.output.find("echo --help"), std::string::npos) << r.output;
 }
 
+// A command that cannot start exits 127 and says why (mpirun's own 132 reads as 128 + SIGILL),
+// for a path and for a name looked up in PATH; one that can runs on every rank.
+TEST(CliUsage, LaunchOfAMissingCommandExits127) {
+  for (const std::string missing : {"/nonexistent/hp_no_such_program", "hp_no_such_program"}) {
+    const auto r = run_hp("launch -n 1 -- " + missing + " --flag");
+    EXPECT_EQ(r.code, 127) << r.output;
+    EXPECT_NE(r.output.find("hp launch: cannot run '" + missing + "': no such executable file"),
+              std::string::npos)
+        << r.output;
+  }
+  const auto ok = run_hp("launch -n 2 -- true");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+}
+
 // A model that greedily generates token 191 of the qwen2 tokenizer, "Ā": byte-level BPE's
 // spelling of the byte 0x00. Every layer's output projections are zero, so the residual stream
 // is the embedding (all ones), and lm_head scores only token 191.

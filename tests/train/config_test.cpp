@@ -194,6 +194,14 @@ TEST(ConfigErrors, OutOfRange) {
             "[config] --set optimizer.betas=[0.9, 1.0]: optimizer.betas: must be < 1, got 1");
   EXPECT_EQ(error_of(kValid, {"optimizer.betas=[0.9]"}),
             "[config] --set optimizer.betas=[0.9]: optimizer.betas: must have 2 elements, got 1");
+  // Non-finite numbers, in any spelling, are refused naming the key (nan passes every bound).
+  EXPECT_EQ(error_of(kValid, {"optimizer.lr=inf"}),
+            "[config] --set optimizer.lr=inf: optimizer.lr: must be a finite number, got inf");
+  EXPECT_EQ(error_of(kValid, {"optimizer.lr=.nan"}),
+            "[config] --set optimizer.lr=.nan: optimizer.lr: must be a finite number, got nan");
+  EXPECT_EQ(error_of(kValid, {"optimizer.betas=[0.9, -.inf]"}),
+            "[config] --set optimizer.betas=[0.9, -.inf]: optimizer.betas: must be a finite "
+            "number, got -inf");
   EXPECT_EQ(error_of(kValid, {"optimizer.name=sgd"}),
             "[config] --set optimizer.name=sgd: optimizer.name: must be one of adamw|muon, got "
             "'sgd'");

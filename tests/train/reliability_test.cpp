@@ -167,7 +167,29 @@ TEST(Reliability, NoFinalCheckpointOfADivergedModel) {
   ASSERT_FALSE(std::isfinite(r.steps.back().grad_norm)) << log;
   EXPECT_EQ(r.last_checkpoint, "");
   EXPECT_FALSE(checkpoint::find_latest(c.run.dir).has_value());
-  EXPECT_NE(log.find("step 20: no checkpoint saved"), std::string::npos) << log;
+  EXPECT_NE(log.find("step 20: no checkpoint saved (its update was skipped); none exists yet"),
+            std::string::npos)
+      << log;
+}
+
+// A run whose last steps are skipped, fewer than max_skipped_steps, has no result to show: it
+// ends as diverged (hp train exits 3) naming the steps, and says no checkpoint exists rather than
+// that "the last one is kept".
+TEST(Reliability, RunEndingInSkippedStepsIsDiverged) {
+  const Config c = tiny("diverged_at_end", {"optimizer.lr=1e30", "training.steps=6",
+                                            "checkpoint.interval=2", "lr_scheduler.warmup_steps=1",
+                                            "training.max_skipped_steps=10"});
+  std::string log, what;
+  try {
+    run(c, &log);
+    FAIL() << "no TrainingDiverged\n" << log;
+  } catch (const TrainingDiverged& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("training diverged: ended at step 6 after "), std::string::npos) << what;
+  EXPECT_NE(what.find("the last checkpoint is none"), std::string::npos) << what;
+  EXPECT_EQ(log.find("the last one is kept"), std::string::npos) << log;
+  EXPECT_NE(log.find("none exists yet"), std::string::npos) << log;
 }
 
 // Defect 6: another holder of run.dir/.lock (here this process, through its own descriptor, as a

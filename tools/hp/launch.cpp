@@ -174,6 +174,26 @@ int run_mpirun(std::vector<std::string> argv) {
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+// Whether execvp would start `file`: a path with a slash names the file itself, a bare name is
+// looked up in PATH.
+bool runnable(const std::string& file) {
+  auto executable = [](const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0;
+  };
+  if (file.find('/') != std::string::npos) return executable(file);
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t begin = 0; begin <= dirs.size();) {
+    size_t end = dirs.find(':', begin);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(begin, end - begin);
+    if (executable(std::filesystem::path(dir.empty() ? "." : dir) / file)) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 int run_launch(const Args& in) {
@@ -233,6 +253,14 @@ int run_launch(const Args& in) {
   if (dry) {
     std::printf("%s\n", line.c_str());
     return 0;
+  }
+  // On one machine a command that cannot start is the shell's 127, not mpirun's own code (132,
+  // which reads as a signal); on several hosts it need not exist here.
+  if (!multi_host && !runnable(cmd.front())) {
+    std::fprintf(stderr, "hp launch: cannot run '%s': no such executable file%s\n",
+                 cmd.front().c_str(),
+                 cmd.front().find('/') == std::string::npos ? " in PATH" : "");
+    return 127;
   }
   return run_mpirun(std::move(argv));
 }

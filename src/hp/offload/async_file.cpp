@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <string>
+#include <fstream>
 
 #include "hp/core/byte_size.h"
 #include "hp/core/error.h"
@@ -138,6 +141,38 @@ void AsyncFile::wait(Ticket t) {
 AsyncFile::Stats AsyncFile::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   return stats_;
+}
+
+namespace {
+// Whether process `pid` has ended: no such process (ESRCH; EPERM means it runs under another
+// user), or a zombie its parent has not reaped yet (its files are as dead as its memory).
+bool process_ended(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t close = line.rfind(')');  // the name in parentheses may hold spaces
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+}  // namespace
+
+int remove_files_of_dead_processes(const std::string& dir, const std::string& prefix) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= prefix.size() + 4 || name.compare(0, prefix.size(), prefix) != 0 ||
+        name.compare(name.size() - 4, 4, ".bin") != 0)
+      continue;
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - 4);
+    if (digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid > 0 && process_ended(pid) && fs::remove(entry.path(), ec)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace hp::offload

@@ -76,4 +76,9 @@ class AsyncFile {
   std::vector<std::thread> threads_;
 };
 
+// Removes the scratch files <dir>/<prefix><pid>.bin whose process no longer runs (a crashed
+// run's). A file of a live process (another run sharing the directory) stays, and so does one
+// whose pid was reused: a leak, never a loss. Returns how many were removed.
+int remove_files_of_dead_processes(const std::string& dir, const std::string& prefix);
+
 }  // namespace hp::offload

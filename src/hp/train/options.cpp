@@ -18,6 +18,7 @@
 #include "hp/models/recompute.h"
 #include "hp/mx/convert.h"
 #include "hp/offload/activations.h"
+#include "hp/offload/async_file.h"
 #include "hp/optim/optimizer.h"
 #include "hp/optim/schedule.h"
 #include "hp/optim/state_offload.h"
@@ -179,9 +180,10 @@ std::string disk_tier_file(const Config& cfg, const Layout& layout, const std::s
                                         ? std::filesystem::path(cfg.run.dir) / "offload"
                                         : std::filesystem::path(cfg.memory.disk_dir);
   const int rank = layout.mesh->comm()->rank();
-  return (dir / (what + "-rank" + std::to_string(rank) + "-pid" + std::to_string(::getpid()) +
-                 ".bin"))
-      .string();
+  const std::string prefix = what + "-rank" + std::to_string(rank) + "-pid";
+  // A crashed run's file under this name would stay forever: every run names its own by pid.
+  offload::remove_files_of_dead_processes(dir.string(), prefix);
+  return (dir / (prefix + std::to_string(::getpid()) + ".bin")).string();
 }
 
 optim::StateOffloadOptions state_offload_options(const Config& cfg, const Layout& layout,

@@ -76,7 +76,8 @@ optim::ScheduleSpec schedule_spec(const Config& c);
 
 // The disk tier's scratch file for `what` ("optimizer", "activations"): under memory.disk_dir
 // (default <run.dir>/offload), per rank and process (ranks share the directory, and so may
-// concurrent runs).
+// concurrent runs). The files of this rank's `what` that a dead process left (a crash) are
+// removed first.
 std::string disk_tier_file(const Config& cfg, const Layout& layout, const std::string& what);
 
 // offload.optimizer and memory.* as the optimizer's state placement: streamed per FSDP group

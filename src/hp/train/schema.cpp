@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <limits>
 #include <sstream>
 
 #include "hp/train/schema_detail.h"
@@ -35,6 +36,17 @@ bool parse_int(const YAML::Node& n, int64_t* out) {
 bool parse_float(const YAML::Node& n, double* out) {
   if (!n.IsScalar()) return false;
   const std::string& s = n.Scalar();
+  // YAML's spellings of the non-finite numbers read as numbers, so that validate refuses them
+  // naming the key ("must be finite") rather than calling them something other than a number.
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  static const std::pair<std::string_view, double> special[] = {
+      {".nan", std::numeric_limits<double>::quiet_NaN()},
+      {".NaN", std::numeric_limits<double>::quiet_NaN()},
+      {".NAN", std::numeric_limits<double>::quiet_NaN()},
+      {".inf", inf}, {".Inf", inf}, {".INF", inf}, {"+.inf", inf}, {"+.Inf", inf},
+      {"+.INF", inf}, {"-.inf", -inf}, {"-.Inf", -inf}, {"-.INF", -inf}};
+  for (const auto& [word, value] : special)
+    if (s == word) return *out = value, true;
   auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
   return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
 }

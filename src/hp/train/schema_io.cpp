@@ -2,6 +2,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "hp/train/schema.h"
@@ -155,6 +156,20 @@ bool Schema::validate(const std::string& default_origin, std::vector<std::string
     if (f->origin.empty())
       for (const auto& a : fields_)
         if (a->alias_of == f->path && !a->origin.empty()) via = a.get();
+    // Every number of the config is finite (inf and nan reach no check as a failure otherwise:
+    // nan compares false with every bound).
+    std::string non_finite;
+    if (f->numbers)
+      for (double x : f->numbers())
+        if (!std::isfinite(x)) {
+          non_finite = std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
+          break;
+        }
+    if (!non_finite.empty()) {
+      errors->push_back("[config] " + (via->origin.empty() ? default_origin : via->origin) + ": " +
+                        via->path + ": must be a finite number, got " + non_finite);
+      continue;
+    }
     for (const auto& check : f->checks) {
       std::string what = check();
       if (what.empty()) continue;

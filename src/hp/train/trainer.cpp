@@ -419,20 +419,27 @@ bool Trainer::after_step(int64_t step, int64_t done, const StepRecord& r) {
   }
   const bool periodic = cfg_.checkpoint.interval > 0 && step % cfg_.checkpoint.interval == 0;
   const bool save_now = periodic || stop || (last && cfg_.checkpoint.save_final);
-  if (save_now && skipped_ > 0)
+  if (save_now && skipped_ > 0) {
+    const auto kept = checkpoint::find_latest(cfg_.run.dir);
     metrics_->message("step " + std::to_string(step) +
-                      ": no checkpoint saved (its update was skipped); the last one is kept");
+                      ": no checkpoint saved (its update was skipped); " +
+                      (kept ? "the last one, " + *kept + ", is kept" : "none exists yet"));
+  }
   if (save_now && skipped_ == 0) save(step, /*timed=*/true);
   profile_->end_step(step);
-  if (cfg_.training.max_skipped_steps > 0 && skipped_ >= cfg_.training.max_skipped_steps) {
+  // Diverged: too many skipped steps in a row, or (unless max_skipped_steps 0 lets a run skip
+  // without end) a run whose last steps were skipped: its final weights are not a result.
+  const int64_t max_skipped = cfg_.training.max_skipped_steps;
+  const bool too_many = max_skipped > 0 && skipped_ >= max_skipped;
+  if (too_many || (max_skipped > 0 && last && skipped_ > 0)) {
     summarize(res_);
     metrics_->finish(res_);
     finish();
     const auto kept = checkpoint::find_latest(cfg_.run.dir);
-    HP_THROW(TrainingDiverged, "train", "training diverged: stopped at step ", step, " after ",
-             skipped_, " consecutive steps (", step - skipped_ + 1, "..", step,
-             ") with a non-finite gradient norm (training.max_skipped_steps = ",
-             cfg_.training.max_skipped_steps, "); nothing saved since, the last checkpoint is ",
+    HP_THROW(TrainingDiverged, "train", "training diverged: ", too_many ? "stopped" : "ended",
+             " at step ", step, " after ", skipped_, " consecutive steps (", step - skipped_ + 1,
+             "..", step, ") with a non-finite gradient norm (training.max_skipped_steps = ",
+             max_skipped, "); nothing saved since, the last checkpoint is ",
              kept ? *kept : std::string("none"),
              ". Lower optimizer.lr (or raise lr_scheduler.warmup_steps) and resume from it.");
   }
