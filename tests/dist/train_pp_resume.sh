@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hp train with pipeline parallelism, continued (train_pp.sh): a run saved at pp 2 resumes at pp 1
 # and one saved at pp 1 at pp 2 with the losses of the uninterrupted run; a mixture-of-experts
-# model at pp 2 equals 1 rank; hp train --profile puts every pipeline action on each rank's
+# model at pp 2 equals 1 rank; tied embeddings at every pipeline layout equal 1 rank (and so does
+# the end-of-run sample); hp train --profile puts every pipeline action on each rank's
 # Chrome trace; bad pipeline keys fail naming the key and values.
 # Usage: train_pp_resume.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
@@ -41,4 +42,30 @@ run prof 2 --set parallel.pp=2 --profile
 grep -q '"pipeline F0@s0"' "$dir/prof/trace.json"
 grep -q '"pipeline RECV_B3@s0"' "$dir/prof/trace.json"
 grep -q '"pipeline B3@s1"' "$dir/prof/trace.rank1.json"
-echo "pipeline parallel resumes, MoE, profile and errors pass"
+# Tied embeddings (Megatron's embedding group: the first and last stages each hold the matrix and
+# add their gradients after backward) at pp 2, interleaved (the last of 4 stages on rank 1), pp 4,
+# pp 2 × dp_shard 2 and pp 2 × tp 2 equal 1 rank; a run saved at pp 2 resumes at 1 rank; the
+# end-of-run sample runs through the stages and prints 1 rank's text.
+tied=(--set model.tie_embeddings=true --set training.sample_tokens=24
+  --set 'training.sample_prompt="And God"')
+run ref_tied 1 "${tied[@]}"
+tied_layout() {
+  local name=$1 n=$2
+  shift 2
+  run "$name" "$n" "${tied[@]}" "$@"
+  compare "tied embeddings: $name vs 1 rank" "$dir/ref_tied" "$dir/$name" 1e-5 6
+  cmp <(grep -a '^sample: ' "$dir/ref_tied.log") <(grep -a '^sample: ' "$dir/$name.log")
+}
+tied_layout tied_pp2 2 --set parallel.pp=2
+tied_layout tied_interleaved 2 --set parallel.pp=2 --set parallel.pipeline.schedule=interleaved_1f1b \
+  --set parallel.pipeline.virtual_stages=2
+tied_layout tied_pp4 4 --set parallel.pp=4
+tied_layout tied_pp2_dp2 4 --set parallel.pp=2
+tied_layout tied_pp2_tp2 4 --set parallel.pp=2 --set parallel.tp=2
+ckpt=(--set checkpoint.interval=3 --set training.sample_tokens=0)
+run tied_saved 2 "${tied[@]}" "${ckpt[@]}" --set parallel.pp=2 --stop-after 3
+run tied_saved 1 "${tied[@]}" "${ckpt[@]}" --resume auto
+compare "tied embeddings: saved at pp 2, resumed at 1 rank" "$dir/ref_tied" "$dir/tied_saved" 1e-5 6
+expect_error tied_mpmd 3 "parallel.pipeline.stage_ranks: with tied embeddings" "${tied[@]}" \
+  --set parallel.pp=2 --set "parallel.pipeline.stage_ranks=[2, 1]"
+echo "pipeline parallel resumes, MoE, tied embeddings, profile and errors pass"

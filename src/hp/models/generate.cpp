@@ -42,36 +42,31 @@ int64_t pick_token(const std::vector<float>& logits, const GenerateOptions& opt,
   return order[keep - 1];
 }
 
-std::vector<int64_t> generate(CausalLM& model, const std::vector<int64_t>& prompt,
-                              const GenerateOptions& opt) {
+namespace {
+
+// The next token's logits for `input`: the new tokens after what the callee has cached
+// (incremental), else the whole sequence.
+using StepLogits = std::function<std::vector<float>(const Tensor& input)>;
+
+std::vector<int64_t> generate_loop(const StepLogits& step_logits, bool incremental, int64_t vocab,
+                                   const std::vector<int64_t>& prompt, const GenerateOptions& opt) {
   if (prompt.empty()) HP_THROW(ValueError, "generate", "empty prompt");
-  const int64_t vocab = model.config().vocab_size;
   for (int64_t id : prompt)
     if (id < 0 || id >= vocab)
       HP_THROW(ValueError, "generate", "prompt token ", id, " outside the vocabulary [0, ", vocab,
                ")");
   autograd::NoGradGuard no_grad;
   std::mt19937_64 rng(opt.seed);
-  KVCache cache = model.new_cache();
   std::vector<int64_t> out;
   std::vector<double> ids(prompt.begin(), prompt.end());
   Tensor input = from_vector(ids, {1, static_cast<int64_t>(ids.size())}, DType::i64);
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    std::vector<float> logits;  // [V] at the last position
-    if (opt.kv_cache) {
-      const Tensor h = model.hidden_states(input, &cache);  // [1, T, hidden]
-      // Only the last position's logits are needed: [1, hidden] · headᵀ → [1, V].
-      const Tensor last = narrow(h, 1, h.size(1) - 1, 1).contiguous();
-      logits = linear(reshape(last, {1, last.size(2)}), model.head_weight()).to_vector_as<float>();
-    } else {
-      const Tensor all = model.forward(input);  // [1, T, V]
-      logits = narrow(all, 1, all.size(1) - 1, 1).contiguous().to_vector_as<float>();
-    }
+    const std::vector<float> logits = step_logits(input);  // [V] at the last position
     const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;
     const int64_t next = pick_token(logits, opt, u);
     out.push_back(next);
     if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), next) != opt.stop_ids.end()) break;
-    if (opt.kv_cache) {
+    if (incremental) {
       input = from_vector({static_cast<double>(next)}, {1, 1}, DType::i64);
     } else {
       ids.push_back(static_cast<double>(next));
@@ -79,6 +74,34 @@ std::vector<int64_t> generate(CausalLM& model, const std::vector<int64_t>& promp
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<int64_t> generate(CausalLM& model, const std::vector<int64_t>& prompt,
+                              const GenerateOptions& opt) {
+  if (!opt.kv_cache)
+    return generate_loop(
+        [&](const Tensor& ids) {
+          const Tensor all = model.forward(ids);  // [1, T, V]
+          return narrow(all, 1, all.size(1) - 1, 1).contiguous().to_vector_as<float>();
+        },
+        false, model.config().vocab_size, prompt, opt);
+  KVCache cache = model.new_cache();
+  return generate_loop(
+      [&](const Tensor& input) {
+        const Tensor h = model.hidden_states(input, &cache);  // [1, T, hidden]
+        // Only the last position's logits are needed: [1, hidden] · headᵀ → [1, V].
+        const Tensor last = narrow(h, 1, h.size(1) - 1, 1).contiguous();
+        return linear(reshape(last, {1, last.size(2)}), model.head_weight())
+            .to_vector_as<float>();
+      },
+      true, model.config().vocab_size, prompt, opt);
+}
+
+std::vector<int64_t> generate(const SequenceLogits& logits, int64_t vocab,
+                              const std::vector<int64_t>& prompt, const GenerateOptions& opt) {
+  return generate_loop(logits, false, vocab, prompt, opt);
 }
 
 }  // namespace hp::models

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "hp/models/transformer.h"
@@ -33,5 +34,13 @@ int64_t pick_token(const std::vector<float>& logits, const GenerateOptions& opt,
 // The new tokens (not the prompt) for `prompt` ids; inference only (no tape).
 std::vector<int64_t> generate(CausalLM& model, const std::vector<int64_t>& prompt,
                               const GenerateOptions& opt);
+
+// The logits [V] (f32 values) of the token after ids [1, T], the model run over the whole sequence.
+using SequenceLogits = std::function<std::vector<float>(const Tensor& ids)>;
+// generate() for a model this rank does not hold whole (pipeline stages: train/pipeline_step.h);
+// always without a cache (opt.kv_cache is ignored). Every rank that calls it must get the same
+// logits: the tokens are then the same on each.
+std::vector<int64_t> generate(const SequenceLogits& logits, int64_t vocab,
+                              const std::vector<int64_t>& prompt, const GenerateOptions& opt);
 
 }  // namespace hp::models

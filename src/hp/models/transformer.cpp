@@ -296,6 +296,12 @@ Tensor CausalLM::forward(const Tensor& ids, KVCache* cache) {
   return vocab_split_.gather ? vocab_split_.gather(logits) : logits;
 }
 
+Tensor CausalLM::logits_from_hidden(const Tensor& h) const {
+  HP_CHECK(model->norm != nullptr, "the head is on another pipeline stage");
+  const Tensor logits = head(final_norm(h));
+  return vocab_split_.gather ? vocab_split_.gather(logits) : logits;
+}
+
 Tensor CausalLM::head(const Tensor& h) const {
   return lm_head ? lm_head->forward(h) : tied_head->forward(h);
 }
@@ -378,9 +384,6 @@ Tensor CausalLM::loss_from_hidden(const Tensor& h, const Tensor& ids, const Tens
 
 void CausalLM::keep_pipeline_stages(const std::function<bool(int64_t)>& keep_layer, bool embedding,
                                     bool head) {
-  if (tied_head && embedding != head)
-    HP_THROW(ValueError, "models", "tied embeddings (tie_word_embeddings) cannot be split over ",
-             "pipeline stages: the first stage holds the embedding, the last the head");
   nn::Module* list = nullptr;
   for (const auto& [name, child] : model->children())
     if (name == "layers") list = child.get();
@@ -390,7 +393,7 @@ void CausalLM::keep_pipeline_stages(const std::function<bool(int64_t)>& keep_lay
       list->remove_child(std::to_string(i));
       model->layers[i] = nullptr;
     }
-  if (!embedding && model->embed_tokens) {
+  if (!embedding && !(head && tied_head) && model->embed_tokens) {
     model->remove_child("embed_tokens");
     model->embed_tokens = nullptr;
   }

@@ -257,11 +257,16 @@ class CausalLM : public nn::Module {
               const PackedDocuments& docs = PackedDocuments());
   // lm_head weight [vocab, hidden] (the embedding when tied).
   Tensor head_weight() const;
+  // The last stage's logits [B, T, vocab] from h, the last layer's output (as run_layers gives
+  // it): the final norm and the head, the vocabulary gathered under a vocabulary split.
+  Tensor logits_from_hidden(const Tensor& h) const;
 
   // Pipeline stages (the parallelize step cuts the model at layer boundaries). keep_pipeline_stages
   // drops the decoder layers `keep_layer` rejects, the embedding unless `embedding` and the final
   // norm and head unless `head` (FQNs unchanged; a dropped layer's model->layers entry becomes
-  // null). A tied head needs the embedding and the head on the same stage.
+  // null). A tied head keeps the embedding's matrix (model.embed_tokens) on a stage that holds the
+  // head but not the embedding: that stage holds a copy whose gradient the trainer adds to the first
+  // stage's (train/pipeline_cut.h, Megatron's embedding group).
   void keep_pipeline_stages(const std::function<bool(int64_t)>& keep_layer, bool embedding,
                             bool head);
   // One stage's forward: layers [begin, end) on x — token ids [B, T] when begin == 0 (the

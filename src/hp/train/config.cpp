@@ -518,15 +518,21 @@ void check_pipeline(const Config& c, Fail&& fail) {
                             str(pl.virtual_stages) + " = " + str(stages) +
                             " stages for model.layers = " + str(c.model.layers) +
                             ": every stage needs a layer");
-  if (c.model.path.empty() && c.model.tie_embeddings)
-    fail("parallel.pp", str(p.pp) +
-                            " needs untied embeddings (model.tie_embeddings false): the "
-                            "first stage holds the embedding and the last the head");
+  const bool unequal_stages = std::any_of(pl.stage_ranks.begin(), pl.stage_ranks.end(),
+                                          [&](double k) { return k != pl.stage_ranks.front(); });
+  if (c.model.path.empty() && c.model.tie_embeddings && unequal_stages)
+    fail("parallel.pipeline.stage_ranks",
+         "with tied embeddings (model.tie_embeddings): the first and last stages shard the "
+         "embedding differently, so they cannot add its gradients shard by shard; give equal "
+         "stages");
   if (p.cp > 1) fail("parallel.pp", str(p.pp) + " with parallel.cp > 1 is not supported yet");
   if (c.eval.enabled())
     fail("parallel.pp", str(p.pp) + " with validation (eval.*) is not supported yet");
-  if (c.training.sample_tokens > 0)
-    fail("parallel.pp", str(p.pp) + " with training.sample_tokens > 0 is not supported yet");
+  if (c.training.sample_tokens > 0 && unequal_stages)
+    fail("training.sample_tokens",
+         str(c.training.sample_tokens) +
+             ": the end-of-run sample runs the stages one row at a time, which stages of "
+             "different rank counts (parallel.pipeline.stage_ranks) do not; set it to 0");
   if (c.model.experts > 0 && c.model.router_aux_loss_coef > 0)
     fail("parallel.pp", str(p.pp) +
                             " with a router load-balancing loss "

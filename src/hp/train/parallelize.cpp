@@ -20,6 +20,7 @@
 #include "hp/moe/expert_parallel.h"
 #include "hp/mx/convert.h"
 #include "hp/offload/activations.h"
+#include "hp/ops/ops.h"
 #include "hp/parallel/context_parallel.h"
 #include "hp/parallel/vocab_parallel.h"
 #include "hp/train/options.h"
@@ -233,7 +234,7 @@ Parallelized parallelize(models::CausalLM& model, const Layout& l, const Config&
   out.sequence_parallel = l.tp > 1 && cfg.parallel.sequence_parallel &&
                           models::supports_sequence_parallel(model.config());
   // 0. PP: this rank keeps its stages' modules only.
-  if (l.pp > 1) out.layers_per_stage = apply_pipeline(model, l, cfg, &out.held_elsewhere);
+  if (l.pp > 1) apply_pipeline(model, l, cfg, &out);
   // 1. TP / SP.
   const shard::ShardedParameters tp =
       apply_tensor_parallel(model, l, out.sequence_parallel, cfg.parallel.plan);
@@ -319,17 +320,37 @@ std::vector<Tensor> Parallelized::norm_parameters(const Layout& l) const {
   std::vector<Tensor> out;
   const bool tp_lead = l.tp_comm->rank() == 0;
   for (const auto& [fqn, t] : params)
-    if (tp_lead || split_over_tp(t)) out.push_back(t.local());
+    if ((tp_lead || split_over_tp(t)) && !is_tied_copy(fqn)) out.push_back(t.local());
   return out;
+}
+
+void Parallelized::add_tied_grads(const Layout& l) const {
+  if (tied.peer < 0) return;
+  for (const auto& [fqn, t] : params) {
+    if (fqn != tied.fqn) continue;
+    // Both holders see the same shard boxes: equal stages shard the matrix alike.
+    const Tensor p = t.local();
+    const Tensor g = p.grad().defined() ? p.grad() : zeros(p.shape(), DType::f32, p.tier());
+    const dist::WorkPtr sent = l.pp_comm->isend(g, tied.peer, /*tag=*/7);
+    const dist::WorkPtr got = l.pp_comm->irecv(g.shape(), g.dtype(), tied.peer, /*tag=*/7);
+    sent->wait();
+    const Tensor other = got->result();
+    // a + b on one rank and b + a on the other: IEEE addition commutes, so both hold one value.
+    p.set_grad(add(g, other));
+    return;
+  }
+  HP_CHECK(false, "tied parameter ", tied.fqn, " not among this rank's parameters");
 }
 
 std::vector<checkpoint::Chunk> Parallelized::chunks(
     const std::vector<optim::NamedTensor>& optimizer_state, bool for_save) const {
   std::vector<checkpoint::Chunk> out;
   std::map<std::string, const shard::DTensor*> by_fqn;
-  // A piece replicated over an axis is written by that axis's coordinate 0 only.
-  auto writes = [&](const shard::DTensor& t) {
+  // A piece replicated over an axis is written by that axis's coordinate 0 only, and the embedding
+  // group's copy (tied) by the first stage only.
+  auto writes = [&](const std::string& fqn, const shard::DTensor& t) {
     if (!for_save) return true;
+    if (is_tied_copy(fqn)) return false;
     const auto& m = *t.mesh();
     for (int64_t a = 0; a < m.ndim(); ++a)
       if (shard::is_replicate(t.placements()[static_cast<size_t>(a)]) && m.coordinate(a) != 0)
@@ -338,7 +359,7 @@ std::vector<checkpoint::Chunk> Parallelized::chunks(
   };
   for (const auto& [fqn, t] : params) {
     by_fqn[fqn] = &t;
-    if (!writes(t)) continue;
+    if (!writes(fqn, t)) continue;
     out.push_back({fqn, t.local(), t.global_shape(), t.offsets()});
   }
   for (const auto& [key, v] : optimizer_state) {
@@ -352,11 +373,11 @@ std::vector<checkpoint::Chunk> Parallelized::chunks(
       // One scalar per parameter, written by the rank at coordinate 0 of every axis of the
       // parameter's mesh: rank 0, except for experts, whose mesh holds their expert coordinate.
       const auto& coords = t.mesh()->coordinates();
-      if (!for_save || std::all_of(coords.begin(), coords.end(), [](int64_t c) { return c == 0; }))
+      if (!for_save || (!is_tied_copy(fqn) && std::all_of(coords.begin(), coords.end(), [](int64_t c) { return c == 0; })))
         out.push_back({key, v, Shape{}, {}});
       continue;
     }
-    if (!writes(t)) continue;
+    if (!writes(fqn, t)) continue;
     out.push_back({key, v, t.global_shape(), t.offsets()});
   }
   return out;

@@ -85,6 +85,16 @@ struct Parallelized {
   std::set<std::string> held_elsewhere;
   // PP: decoder layers of each stage, in model order (train/pipeline_step.h); empty when pp = 1.
   std::vector<int64_t> layers_per_stage;
+  // PP with tied embeddings whose first and last stages run on different ranks: Megatron's
+  // embedding group. Both ranks hold the matrix (the last as its head's weight) and, after
+  // backward, add each other's gradient (add_tied_grads), so they take the same update. The last
+  // stage's rank holds the copy: it neither saves it nor counts it in the gradient norm.
+  struct Tied {
+    std::string fqn;  // "" = none
+    int peer = -1;    // the other holder's rank in Layout::pp_comm; -1 on the other stages
+    bool copy = false;
+  } tied;
+  bool is_tied_copy(const std::string& fqn) const { return tied.copy && fqn == tied.fqn; }
 
   Parallelized();
   ~Parallelized();
@@ -98,6 +108,9 @@ struct Parallelized {
   // element of the model once: parameters replicated over tp count on tp rank 0 only; the others
   // are clipped alike, since the clip is the optimizer's gradient scale).
   std::vector<Tensor> norm_parameters(const Layout& layout) const;
+  // The embedding group's gradient exchange (tied): grad += the peer's grad, on both ranks (the
+  // same sum, in either order); nothing on other ranks.
+  void add_tied_grads(const Layout& layout) const;
   // This rank's checkpoint pieces of the parameters and of the optimizer state (moments share
   // their parameter's box; step counters are 0-d tensors written once). Pieces replicated over a
   // mesh axis are written by its coordinate 0 only (`for_save`); loading lists every piece.

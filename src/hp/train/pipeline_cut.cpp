@@ -35,16 +35,22 @@ StageCosts stage_costs(const models::CausalLM& model, int64_t seq_len) {
   return out;
 }
 
-std::vector<int64_t> apply_pipeline(models::CausalLM& model, const Layout& l, const Config& cfg,
-                                    std::set<std::string>* held_elsewhere) {
+void apply_pipeline(models::CausalLM& model, const Layout& l, const Config& cfg, Parallelized* out) {
   const PipelineConfig& pc = cfg.parallel.pipeline;
   const pipeline::ScheduleSpec spec = pipeline_spec(cfg);
   const int64_t stages = spec.ranks * spec.virtual_stages;
   const int64_t layers = model.config().num_hidden_layers;
-  if (model.config().tie_word_embeddings)
-    HP_THROW(ValueError, "train", "parallel.pp = ", l.pp, " needs untied embeddings: the model ",
-             "ties its head to the embedding (tie_word_embeddings), which the first and last ",
-             "stages would both hold");
+  const int last_rank = static_cast<int>((stages - 1) % l.pp);  // holds the head
+  if (model.config().tie_word_embeddings && last_rank != 0) {
+    // The embedding group: the first stage's rank and the last's each hold the matrix.
+    if (l.heterogeneous())
+      HP_THROW(ValueError, "train", "parallel.pipeline.stage_ranks with tied embeddings ",
+               "(tie_word_embeddings): the first and last stages shard the embedding differently, ",
+               "so they cannot add its gradients shard by shard; give equal stages");
+    out->tied.fqn = "model.embed_tokens.weight";
+    out->tied.peer = l.pp_rank == 0 ? last_rank : l.pp_rank == last_rank ? 0 : -1;
+    out->tied.copy = l.pp_rank == last_rank;
+  }
   if (model.config().output_router_logits && model.config().router_aux_loss_coef != 0.0)
     HP_THROW(ValueError, "train", "parallel.pp = ", l.pp, " with a router load-balancing loss ",
              "over all layers is not supported yet (router_aux_loss_coef ",
@@ -75,10 +81,10 @@ std::vector<int64_t> apply_pipeline(models::CausalLM& model, const Layout& l, co
   std::set<std::string> before;
   for (const auto& [fqn, t] : model.named_parameters()) before.insert(fqn);
   model.keep_pipeline_stages([&](int64_t i) { return keep[size_t(i)]; }, l.pp_rank == 0,
-                             (stages - 1) % l.pp == l.pp_rank);
+                             l.pp_rank == last_rank);
   for (const auto& [fqn, t] : model.named_parameters()) before.erase(fqn);
-  held_elsewhere->insert(before.begin(), before.end());
-  return cut;
+  out->held_elsewhere.insert(before.begin(), before.end());
+  out->layers_per_stage = cut;
 }
 
 }  // namespace hp::train

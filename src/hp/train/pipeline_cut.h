@@ -9,6 +9,7 @@
 
 #include "hp/train/config.h"
 #include "hp/train/layout.h"
+#include "hp/train/parallelize.h"
 
 namespace hp::models {
 class CausalLM;
@@ -25,10 +26,10 @@ struct StageCosts {
 StageCosts stage_costs(const models::CausalLM& model, int64_t seq_len);
 
 // Step 0 of parallelize: decides the cut (layers per stage, all stages) and drops every module of
-// the stages other ranks run from `model`; returns the cut and adds the dropped parameters' FQNs to
-// `held_elsewhere`. Throws ValueError naming parallel.pipeline.layers_per_stage for a cut that does
+// the stages other ranks run from `model`; sets out->layers_per_stage, adds the dropped parameters'
+// FQNs to out->held_elsewhere and, for tied embeddings split over two ranks, out->tied (the
+// embedding group). Throws ValueError naming parallel.pipeline.layers_per_stage for a cut that does
 // not fit the model.
-std::vector<int64_t> apply_pipeline(models::CausalLM& model, const Layout& l, const Config& cfg,
-                                    std::set<std::string>* held_elsewhere);
+void apply_pipeline(models::CausalLM& model, const Layout& l, const Config& cfg, Parallelized* out);
 
 }  // namespace hp::train

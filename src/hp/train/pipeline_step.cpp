@@ -122,6 +122,59 @@ StepOutcome PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int6
   return {loss_sum_, 0};
 }
 
+namespace {
+
+// Inference transfers between stages: a header [dtype, ndim, dims ...] and the data (tags apart
+// from the executor's, which are per microbatch and stage).
+constexpr int kInferHeaderTag = 1 << 20, kInferDataTag = kInferHeaderTag + 1;
+constexpr int64_t kInferHeader = 8;
+
+void send_activation(dist::Communicator& comm, const Tensor& t, int dst) {
+  HP_CHECK(t.dim() <= kInferHeader - 2, "a ", t.dim(), "-d tensor between stages");
+  std::vector<int64_t> h(kInferHeader, 0);
+  h[0] = static_cast<int64_t>(t.dtype());
+  h[1] = t.dim();
+  for (int64_t d = 0; d < t.dim(); ++d) h[size_t(d) + 2] = t.size(d);
+  comm.send(from_data<int64_t>(h, {kInferHeader}), dst, kInferHeaderTag);
+  comm.send(t.contiguous(), dst, kInferDataTag);
+}
+
+Tensor recv_activation(dist::Communicator& comm, int src) {
+  const std::vector<double> h = comm.recv({kInferHeader}, DType::i64, src, kInferHeaderTag).to_vector();
+  Shape shape;
+  for (int64_t d = 0; d < int64_t(h[1]); ++d) shape.push_back(int64_t(h[size_t(d) + 2]));
+  return comm.recv(shape, static_cast<DType>(int(h[0])), src, kInferDataTag);
+}
+
+}  // namespace
+
+models::SequenceLogits PipelineStep::sequence_logits() {
+  HP_CHECK(layout_.pp_comm != nullptr, "generation over stages of different rank counts");
+  return [this](const Tensor& ids) {
+    const pipeline::Schedule& s = executor_->schedule();
+    const auto ranges = pipeline::stage_ranges(layers_per_stage_);
+    dist::Communicator& comm = *layout_.pp_comm;
+    const int me = layout_.pp_rank;
+    Tensor h = ids;  // the first stage's input; then each stage's output
+    for (int64_t st = 0; st < s.num_stages; ++st) {
+      const int rank = static_cast<int>(s.rank_of_stage(st));
+      const int prev = st == 0 ? rank : static_cast<int>(s.rank_of_stage(st - 1));
+      if (prev != rank && me == prev) send_activation(comm, h, rank);
+      if (prev != rank && me == rank) h = recv_activation(comm, prev);
+      if (me == rank)
+        h = model_.run_layers(h, ranges[size_t(st)].first, ranges[size_t(st)].second);
+    }
+    const int last = static_cast<int>(s.rank_of_stage(s.num_stages - 1));
+    const int64_t vocab = model_.config().vocab_size;
+    Tensor logits = zeros({vocab}, DType::f32);
+    if (me == last) {
+      const Tensor all = model_.logits_from_hidden(h);  // [1, T, V]
+      logits = cast(reshape(narrow(all, 1, all.size(1) - 1, 1).contiguous(), {vocab}), DType::f32);
+    }
+    return comm.broadcast(logits, last).to_vector_as<float>();
+  };
+}
+
 void PipelineStep::record(StepRecord* r) const {
   r->pp_bubble = measured_;
   r->pp_bubble_theory = theory_;

@@ -51,6 +51,10 @@ class PipelineStep : public TrainStep {
   void record(StepRecord* r) const override;
   // One line for the run log: the schedule, the cut and the theoretical bubble.
   std::string describe() const override;
+  // The stages' forwards in stage order, each rank's output sent on to the next stage's rank; the
+  // last stage's logits at the last position are broadcast to every pipeline rank. Collective
+  // over the pipeline group (equal stages only: parallel.pipeline.stage_ranks of one size).
+  models::SequenceLogits sequence_logits() override;
 
  private:
   models::CausalLM& model_;

@@ -9,14 +9,11 @@
 #include <string>
 
 #include "hp/data/loader.h"
+#include "hp/models/generate.h"
 #include "hp/train/config.h"
 #include "hp/train/layout.h"
 #include "hp/train/records.h"
 #include "hp/train/run_dir.h"
-
-namespace hp::models {
-class CausalLM;
-}
 
 namespace hp::train {
 
@@ -40,6 +37,9 @@ class TrainStep {
   virtual void record(StepRecord*) const {}
   // One line for the run log ("" = none).
   virtual std::string describe() const { return {}; }
+  // For generating from the trained model (the end-of-run sample): the logits after ids when the
+  // model is not whole on this rank (pipeline stages), else null (generate runs the model).
+  virtual models::SequenceLogits sequence_logits() { return {}; }
 };
 
 // pp = 1: the micro-batches one after the other; between two of them every rank asks for a stop

@@ -210,8 +210,9 @@ void record_transfers(const optim::TransferStats& a, const optim::TransferStats&
   r->transfer_wait_s = b.wait_s - a.wait_s;
 }
 
-std::string sample_text(models::CausalLM& model, const data::TokenDataset& data,
-                        const TrainingConfig& t, bool kv_cache) {
+// `logits`: the model's logits when it is not whole on this rank (TrainStep::sequence_logits).
+std::string sample_text(models::CausalLM& model, const models::SequenceLogits& logits,
+                        const data::TokenDataset& data, const TrainingConfig& t, bool kv_cache) {
   autograd::NoGradGuard no_grad;
   std::vector<int64_t> prompt;
   for (int32_t id : data.encode(t.sample_prompt)) prompt.push_back(id);
@@ -225,7 +226,9 @@ std::string sample_text(models::CausalLM& model, const data::TokenDataset& data,
   g.kv_cache = kv_cache;
   if (data.separator_id() >= 0) g.stop_ids = {data.separator_id()};
   std::vector<int32_t> out;
-  for (int64_t id : models::generate(model, prompt, g)) out.push_back(static_cast<int32_t>(id));
+  const std::vector<int64_t> ids = logits ? models::generate(logits, model.config().vocab_size, prompt, g)
+                                           : models::generate(model, prompt, g);
+  for (int64_t id : ids) out.push_back(static_cast<int32_t>(id));
   return data.decode(out);
 }
 
@@ -360,6 +363,7 @@ std::optional<StepRecord> Trainer::run_step(int64_t step) {
                       " (not applied); continue with --resume auto");
     return std::nullopt;
   }
+  run_.par.add_tied_grads(layout_);
   // Forward + backward only: the optimizer's first step allocates its state, not activations.
   const int64_t fwd_bwd_peak = Allocator::instance().stats(MemTier::device).peak_bytes;
   const double loss_value = global_mean_loss(*world_, layout_, out.loss_sum, global_targets);
@@ -515,8 +519,8 @@ TrainResult Trainer::loop(int64_t done) {
   metrics_->finish(res_);
   finish();
   if (cfg_.training.sample_tokens > 0 && !res_.interrupted) {
-    res_.sample =
-        sample_text(*run_.model, run_.loader->dataset(), cfg_.training, /*kv_cache=*/layout_.tp == 1);
+    res_.sample = sample_text(*run_.model, step_->sequence_logits(), run_.loader->dataset(),
+                              cfg_.training, /*kv_cache=*/layout_.tp == 1);
     log_ << "sample: " << cfg_.training.sample_prompt << res_.sample << "\n";
   }
   return res_;
