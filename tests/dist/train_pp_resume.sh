@@ -2,7 +2,7 @@
 # hp train with pipeline parallelism, continued (train_pp.sh): a run saved at pp 2 resumes at pp 1
 # and one saved at pp 1 at pp 2 with the losses of the uninterrupted run; a mixture-of-experts
 # model at pp 2 equals 1 rank; tied embeddings at every pipeline layout equal 1 rank (and so does
-# the end-of-run sample); hp train --profile puts every pipeline action on each rank's
+# the end-of-run sample); so does DeepSeek-V3's bias balancing; hp train --profile puts every pipeline action on each rank's
 # Chrome trace; bad pipeline keys fail naming the key and values.
 # Usage: train_pp_resume.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
@@ -68,4 +68,17 @@ run tied_saved 1 "${tied[@]}" "${ckpt[@]}" --resume auto
 compare "tied embeddings: saved at pp 2, resumed at 1 rank" "$dir/ref_tied" "$dir/tied_saved" 1e-5 6
 expect_error tied_mpmd 3 "parallel.pipeline.stage_ranks: with tied embeddings" "${tied[@]}" \
   --set parallel.pp=2 --set "parallel.pipeline.stage_ranks=[2, 1]"
-echo "pipeline parallel resumes, MoE, tied embeddings, profile and errors pass"
+# DeepSeek-V3's bias balancing (its layer 0 dense, layer 1 MoE): each stage counts its own layers'
+# expert loads after its forwards, so pp 2 (a stage without an MoE layer) and pp 2 × dp_shard 2
+# equal 1 rank; without the balancing the losses differ.
+use_deepseek_v3
+balance=(--set model.router_bias_update_rate=0.05)
+run ref_bal 1 "${balance[@]}"
+run bal_pp2 2 "${balance[@]}" --set parallel.pp=2
+compare "bias balancing: pp 2 vs 1 rank" "$dir/ref_bal" "$dir/bal_pp2" 1e-5 6
+run bal_pp2_dp2 4 "${balance[@]}" --set parallel.pp=2
+compare "bias balancing: pp 2 × dp_shard 2 vs 1 rank" "$dir/ref_bal" "$dir/bal_pp2_dp2" 1e-5 6
+run no_bal 1
+if compare "bias balancing changes the losses" "$dir/ref_bal" "$dir/no_bal" 1e-7 6; then exit 1; fi
+cp "$dir/base.yaml" "$dir/run.yaml"
+echo "pipeline parallel resumes, MoE, tied embeddings, bias balancing, profile and errors pass"

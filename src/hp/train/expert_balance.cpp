@@ -16,8 +16,11 @@ ExpertBiasBalancer::ExpertBiasBalancer(models::CausalLM& model, const Paralleliz
   for (auto& [fqn, m] : model.named_modules()) {
     const auto* moe = dynamic_cast<const models::MoEBlock*>(m);
     if (!moe || moe->options().router != models::RouterKind::sigmoid_group_topk) continue;
-    Layer l{(fqn.empty() ? "" : fqn + ".") + "gate.e_score_correction_bias", moe, Tensor(), 0,
-            std::vector<double>(size_t(moe->options().num_experts), 0.0)};
+    // fqn: "model.layers.<i>.mlp".
+    const std::string prefix = "model.layers.";
+    HP_CHECK(fqn.rfind(prefix, 0) == 0, "MoE block ", fqn, " outside the decoder layers");
+    Layer l{fqn + ".gate.e_score_correction_bias", std::stoll(fqn.substr(prefix.size())), moe,
+            Tensor(), 0, std::vector<double>(size_t(moe->options().num_experts), 0.0)};
     for (const auto& [name, t] : par.params)
       if (name == l.fqn) {
         l.master = t.local();
@@ -26,7 +29,13 @@ ExpertBiasBalancer::ExpertBiasBalancer(models::CausalLM& model, const Paralleliz
     HP_CHECK(l.master.defined());
     layers_.push_back(std::move(l));
   }
-  if (layers_.empty())
+  // Under pp a stage may hold no MoE layer: the model has none when no rank holds one.
+  const dist::CommPtr world = dist::world();
+  const double held =
+      world->size() == 1
+          ? double(layers_.size())
+          : world->all_reduce(from_data<double>({double(layers_.size())}, {1})).to_vector()[0];
+  if (held == 0)
     HP_THROW(ValueError, "train", "model.router_bias_update_rate = ", rate,
              " needs MoE layers whose router has a correction bias (DeepSeek-V3's sigmoid "
              "group-limited routing); this model has none");
@@ -36,9 +45,10 @@ void ExpertBiasBalancer::clear() {
   for (Layer& l : layers_) std::fill(l.counts.begin(), l.counts.end(), 0.0);
 }
 
-void ExpertBiasBalancer::accumulate() {
+void ExpertBiasBalancer::accumulate(int64_t begin, int64_t end) {
   if (!active()) return;
   for (Layer& l : layers_) {
+    if (l.layer < begin || l.layer >= end) continue;
     const std::vector<int64_t>& c = l.block->last_expert_counts();
     for (size_t e = 0; e < c.size() && e < l.counts.size(); ++e) l.counts[e] += double(c[e]);
   }
@@ -77,12 +87,12 @@ std::vector<std::string> ExpertBiasBalancer::bias_fqns() const {
   return out;
 }
 
-std::function<void()> install_expert_balance(models::CausalLM& model, const Parallelized& par,
+std::function<void(int64_t, int64_t)> install_expert_balance(models::CausalLM& model, const Parallelized& par,
                                              const Layout& layout, double rate,
                                              optim::Optimizer& opt) {
   auto balancer = std::make_shared<ExpertBiasBalancer>(model, par, layout, rate);
   opt.add_hook({[balancer] { balancer->clear(); }, [balancer] { balancer->step(); }});
-  return [balancer] { balancer->accumulate(); };
+  return [balancer](int64_t begin, int64_t end) { balancer->accumulate(begin, end); };
 }
 
 }  // namespace hp::train

@@ -25,14 +25,16 @@ namespace hp::train {
 class ExpertBiasBalancer {
  public:
   // Finds every MoE block with a correction bias and the master rows of that bias `par` holds.
-  // Throws ValueError("[train] ...") when rate > 0 and the model has none.
+  // Throws ValueError("[train] ...") when rate > 0 and the model has none (no rank holds one:
+  // collective over the world when rate > 0).
   ExpertBiasBalancer(models::CausalLM& model, const Parallelized& par, const Layout& layout,
                      double rate);
   bool active() const { return rate_ > 0 && !layers_.empty(); }
   // At the start of a step (a dropped or skipped step leaves counts behind).
   void clear();
-  // After each micro-batch's forward: adds every block's assignment counts of that forward.
-  void accumulate();
+  // After a micro-batch's forward of decoder layers [begin, end) (a pipeline stage's, or all):
+  // adds those layers' blocks' assignment counts of that forward.
+  void accumulate(int64_t begin, int64_t end);
   // After the optimizer step: sums the counts over the ranks with distinct tokens (dp_shard × cp,
   // then dp_replicate), moves this rank's rows of every bias, and clears the counts. Collective.
   void step();
@@ -42,6 +44,7 @@ class ExpertBiasBalancer {
  private:
   struct Layer {
     std::string fqn;  // of the bias
+    int64_t layer = 0;  // the decoder layer of the block
     const models::MoEBlock* block;
     Tensor master;    // this rank's f32 rows [row0, row0 + n) of the bias
     int64_t row0 = 0;
@@ -55,8 +58,9 @@ class ExpertBiasBalancer {
 // Installs the balancer of `model.router_bias_update_rate` (`rate`) into `opt`: its counts clear at
 // every zero_grad() and move the biases after every step() (optim::Optimizer::Hook), so the
 // trainer's loop does not know about it. Returns what must run after each micro-batch's forward
-// (a no-op when the balancer is inactive). Throws as the constructor does.
-std::function<void()> install_expert_balance(models::CausalLM& model, const Parallelized& par,
+// of decoder layers [begin, end) (a no-op when the balancer is inactive). Throws as the
+// constructor does.
+std::function<void(int64_t, int64_t)> install_expert_balance(models::CausalLM& model, const Parallelized& par,
                                              const Layout& layout, double rate,
                                              optim::Optimizer& opt);
 

@@ -17,8 +17,13 @@
 namespace hp::train {
 
 PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, const Layout& l,
-                           const Config& cfg, const DocumentFlags& documents)
-    : model_(model), layout_(l), documents_(documents), layers_per_stage_(par.layers_per_stage) {
+                           const Config& cfg, const DocumentFlags& documents,
+                           AfterForward after_forward)
+    : model_(model),
+      layout_(l),
+      documents_(documents),
+      layers_per_stage_(par.layers_per_stage),
+      after_forward_(std::move(after_forward)) {
   pipeline::Schedule schedule = pipeline::build_schedule(pipeline_spec(cfg));
   // Zero bubble: the linears' weight gradients wait for W. FSDP holds every stage's gradients
   // until finish_grads (fsdp_options: reduce_at_finish), so W adds into them as a plain backward
@@ -37,6 +42,7 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
       const models::AttentionContext docs =
           model_.document_context(b.ids, packed_documents(b, documents_));
       const Tensor h = model_.run_layers(x, begin, end, &docs);
+      after_forward_(begin, end);
       if (s != last) return h;
       // d(Σ token losses / the step's targets), as the pp = 1 loop scales each micro-batch.
       const Tensor mean = model_.loss_from_hidden(h, b.ids, b.labels);

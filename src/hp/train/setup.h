@@ -69,9 +69,9 @@ struct RunSetup {
   std::unique_ptr<optim::Optimizer> opt;
   std::unique_ptr<data::DataLoader> loader;
   DocumentFlags documents;  // resolved from the training data; the loader returns positions
-  // Runs after each micro-batch's forward (the MoE bias balancer counts its expert loads; the
-  // balancer itself is an optimizer hook: train/expert_balance.h).
-  std::function<void()> after_forward;
+  // Runs after each micro-batch's forward of decoder layers [begin, end) (the MoE bias balancer
+  // counts their expert loads; the balancer itself is an optimizer hook: train/expert_balance.h).
+  std::function<void(int64_t begin, int64_t end)> after_forward;
 };
 // `plan`: the memory plan of cfg when the caller has one (check_device_budget); with
 // offload.activations_select largest | auto it is computed here otherwise.

@@ -11,7 +11,7 @@ namespace hp::train {
 
 PlainStep::PlainStep(models::CausalLM& model, const Layout& layout, const Config& cfg,
                      const DocumentFlags& documents, dist::Communicator& world,
-                     std::function<void()> after_forward)
+                     AfterForward after_forward)
     : model_(model),
       layout_(layout),
       documents_(documents),
@@ -31,7 +31,7 @@ StepOutcome PlainStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t
       const profiler::Scope phase(profiler::Phase::forward);
       loss = batch_loss(model_, batch, documents_);
     }
-    after_forward_();
+    after_forward_(0, model_.config().num_hidden_layers);
     out.loss_sum += loss.mean.item() * double(loss.tokens);
     // d(Σ token losses / global tokens): FSDP sums the shards' gradients over ranks.
     const profiler::Scope phase(profiler::Phase::backward);

@@ -42,14 +42,18 @@ class TrainStep {
   virtual models::SequenceLogits sequence_logits() { return {}; }
 };
 
+// After a micro-batch's forward of decoder layers [begin, end) (RunSetup::after_forward: the MoE
+// bias balancer counts their expert loads).
+using AfterForward = std::function<void(int64_t begin, int64_t end)>;
+
 // pp = 1: the micro-batches one after the other; between two of them every rank asks for a stop
 // signal (one all-reduce), so all leave together. `after_forward` runs after each micro-batch's
-// forward (the MoE bias balancer counts its expert loads).
+// forward, over all layers.
 class PlainStep : public TrainStep {
  public:
   PlainStep(models::CausalLM& model, const Layout& layout, const Config& cfg,
             const DocumentFlags& documents, dist::Communicator& world,
-            std::function<void()> after_forward);
+            AfterForward after_forward);
   StepOutcome run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets,
                   const StopSignals& signals) override;
 
@@ -59,7 +63,7 @@ class PlainStep : public TrainStep {
   DocumentFlags documents_;
   int64_t grad_accum_;
   dist::Communicator& world_;
-  std::function<void()> after_forward_;
+  AfterForward after_forward_;
 };
 
 }  // namespace hp::train

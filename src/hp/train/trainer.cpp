@@ -252,7 +252,8 @@ class Trainer {
     res_.offload_modules = run.par.offload_modules;
     if (run.data.eval) evaluator_.emplace(cfg, run.data.eval, layout, run.documents);
     if (layout.pp > 1)
-      step_ = std::make_unique<PipelineStep>(*run.model, run.par, layout, cfg, run.documents);
+      step_ = std::make_unique<PipelineStep>(*run.model, run.par, layout, cfg, run.documents,
+                                             run.after_forward);
     else
       step_ = std::make_unique<PlainStep>(*run.model, layout, cfg, run.documents, *world_,
                                           run.after_forward);
