@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hp train with pipeline parallelism, continued (train_pp.sh): a run saved at pp 2 resumes at pp 1
 # and one saved at pp 1 at pp 2 with the losses of the uninterrupted run; a mixture-of-experts
-# model at pp 2 equals 1 rank; tied embeddings at every pipeline layout equal 1 rank (and so does
+# model with its router loss at every pipeline layout equals 1 rank; tied embeddings at every pipeline layout equal 1 rank (and so does
 # the end-of-run sample); so does DeepSeek-V3's bias balancing; hp train --profile puts every pipeline action on each rank's
 # Chrome trace; bad pipeline keys fail naming the key and values.
 # Usage: train_pp_resume.sh HP_BINARY REPO_ROOT
@@ -31,12 +31,31 @@ expect_error bad_stage 2 "parallel.dp_replicate × parallel.cp × parallel.tp = 
   --set parallel.pp=2 --set parallel.tp=2
 expect_error zb_mx 2 "parallel.pipeline.schedule: zb_h1 splits the linear layers' backward, which low_precision.recipe mxfp8" \
   --set parallel.pp=2 --set parallel.pipeline.schedule=zb_h1 --set low_precision.recipe=mxfp8
-# A mixture-of-experts model (without the router loss, which spans all layers).
+# A mixture-of-experts model with its router load-balancing loss (one loss over every layer's
+# router logits: the stages pass its statistics along, pipeline_router_loss.h) at pp 2, zb_h1,
+# interleaved and pp 4 equals 1 rank; pp 2 × dp_shard 2 equals dp_shard 2 (each data-parallel
+# rank's loss over its own tokens, as transformers computes it per process); without the loss,
+# pp 2 still equals 1 rank and the losses differ.
 moe=(--set model.arch=qwen3_moe --set model.experts=4 --set model.experts_per_token=2
-  --set model.router_aux_loss_coef=0)
+  --set model.router_aux_loss_coef=0.5)
 run ref_moe 1 "${moe[@]}"
-run pp2_moe 2 --set parallel.pp=2 "${moe[@]}"
-compare "pp 2 vs 1 rank (qwen3_moe)" "$dir/ref_moe" "$dir/pp2_moe" 1e-5 6
+for layout in "pp2 2 --set parallel.pp=2" "zb_h1 2 --set parallel.pp=2 --set parallel.pipeline.schedule=zb_h1" \
+  "interleaved 2 --set parallel.pp=2 --set parallel.pipeline.schedule=interleaved_1f1b --set parallel.pipeline.virtual_stages=2" \
+  "pp4 4 --set parallel.pp=4"; do
+  read -r -a l <<< "$layout"
+  run "moe_${l[0]}" "${l[1]}" "${moe[@]}" "${l[@]:2}"
+  compare "router loss: ${l[0]} vs 1 rank (qwen3_moe)" "$dir/ref_moe" "$dir/moe_${l[0]}" 1e-5 6
+done
+run moe_dp2 2 "${moe[@]}"
+run moe_pp2_dp2 4 "${moe[@]}" --set parallel.pp=2
+compare "router loss: pp 2 × dp_shard 2 vs dp_shard 2" "$dir/moe_dp2" "$dir/moe_pp2_dp2" 1e-5 6
+run moe_pp2_ep2 4 "${moe[@]}" --set parallel.pp=2 --set parallel.ep=2
+compare "router loss: pp 2 × ep 2 vs dp_shard 2" "$dir/moe_dp2" "$dir/moe_pp2_ep2" 1e-5 6
+moe0=("${moe[@]}" --set model.router_aux_loss_coef=0)
+run ref_moe0 1 "${moe0[@]}"
+run pp2_moe0 2 --set parallel.pp=2 "${moe0[@]}"
+compare "pp 2 vs 1 rank (qwen3_moe, no router loss)" "$dir/ref_moe0" "$dir/pp2_moe0" 1e-5 6
+if compare "the router loss changes the losses" "$dir/ref_moe" "$dir/ref_moe0" 1e-3 6; then exit 1; fi
 # hp train --profile: every rank's Chrome trace holds its pipeline actions on the timeline.
 run prof 2 --set parallel.pp=2 --profile
 grep -q '"pipeline F0@s0"' "$dir/prof/trace.json"

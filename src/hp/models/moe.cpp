@@ -199,12 +199,10 @@ MoEOutput MoEBlock::forward_with_router(const Tensor& x) const {
   return {reshape(out, x.shape()), r.logits};
 }
 
-Tensor load_balancing_loss(const std::vector<Tensor>& router_logits, int64_t num_experts,
-                           int64_t top_k, const VectorSum& sum_over_ranks) {
-  if (router_logits.empty())
-    HP_THROW(ValueError, "moe", "load_balancing_loss needs at least one layer's router logits");
-  std::vector<double> counts(num_experts, 0.0);
-  Tensor prob_sum;  // [E]
+RouterStats router_stats(const std::vector<Tensor>& router_logits, int64_t num_experts,
+                         int64_t top_k) {
+  RouterStats out;
+  out.counts.assign(static_cast<size_t>(num_experts), 0.0);
   int64_t rows = 0;
   for (const Tensor& l : router_logits) {
     if (l.dim() != 2 || l.size(1) != num_experts)
@@ -212,20 +210,33 @@ Tensor load_balancing_loss(const std::vector<Tensor>& router_logits, int64_t num
                "], got ", l.desc());
     const Tensor p = softmax(cast(l, DType::f32), -1);
     for (double id : topk(p.detach(), top_k, -1).second.to_vector())
-      counts[static_cast<int64_t>(id)] += 1.0;
+      out.counts[static_cast<size_t>(id)] += 1.0;
     const Tensor s = sum(p, {0});
-    prob_sum = prob_sum.defined() ? prob_sum + s : s;
+    out.prob_sum = out.prob_sum.defined() ? out.prob_sum + s : s;
     rows += l.size(0);
   }
-  double r = static_cast<double>(rows);
-  if (sum_over_ranks) {
-    counts.push_back(r);
-    counts = sum_over_ranks(counts);
-    r = counts.back();
-    counts.pop_back();
-  }
+  out.rows = static_cast<double>(rows);
+  return out;
+}
+
+Tensor load_balancing_share(const std::vector<double>& counts, double rows, const Tensor& prob_sum,
+                            int64_t num_experts) {
   return sum(from_vector(counts, {num_experts}) * prob_sum) *
-         (static_cast<double>(num_experts) / (r * r));
+         (static_cast<double>(num_experts) / (rows * rows));
+}
+
+Tensor load_balancing_loss(const std::vector<Tensor>& router_logits, int64_t num_experts,
+                           int64_t top_k, const VectorSum& sum_over_ranks) {
+  if (router_logits.empty())
+    HP_THROW(ValueError, "moe", "load_balancing_loss needs at least one layer's router logits");
+  RouterStats st = router_stats(router_logits, num_experts, top_k);
+  if (sum_over_ranks) {
+    st.counts.push_back(st.rows);
+    st.counts = sum_over_ranks(st.counts);
+    st.rows = st.counts.back();
+    st.counts.pop_back();
+  }
+  return load_balancing_share(st.counts, st.rows, st.prob_sum, num_experts);
 }
 
 namespace {

@@ -203,4 +203,19 @@ using VectorSum = std::function<std::vector<double>(const std::vector<double>&)>
 Tensor load_balancing_loss(const std::vector<Tensor>& router_logits, int64_t num_experts,
                            int64_t top_k, const VectorSum& sum_over_ranks = nullptr);
 
+// The two halves of load_balancing_loss, for a loss whose layers are split too (pipeline stages:
+// train/pipeline_step.cpp). router_stats: some layers' top-k assignment counts [E] and rows (no
+// gradient) and their summed softmax probabilities prob_sum [E] (f32, differentiable).
+struct RouterStats {
+  std::vector<double> counts;
+  double rows = 0;
+  Tensor prob_sum;
+};
+RouterStats router_stats(const std::vector<Tensor>& router_logits, int64_t num_experts,
+                         int64_t top_k);
+// num_experts · Σ_e counts_e · prob_sum_e / rows², with counts and rows over all of the loss's
+// layers and rows, prob_sum of this part: the part's share of the loss.
+Tensor load_balancing_share(const std::vector<double>& counts, double rows, const Tensor& prob_sum,
+                            int64_t num_experts);
+
 }  // namespace hp::models

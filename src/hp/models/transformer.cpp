@@ -368,7 +368,8 @@ Tensor CausalLM::run_layers(const Tensor& x, int64_t begin, int64_t end,
   return h;
 }
 
-Tensor CausalLM::loss_from_hidden(const Tensor& h, const Tensor& ids, const Tensor& labels) {
+Tensor CausalLM::loss_from_hidden(const Tensor& h, const Tensor& ids, const Tensor& labels,
+                                  bool router_loss) {
   const Tensor lab = labels.defined() ? labels : ids;
   const int64_t b = ids.size(0), t = ids.size(1);
   HP_CHECK(model->norm != nullptr, "the head is on another pipeline stage");
@@ -379,7 +380,15 @@ Tensor CausalLM::loss_from_hidden(const Tensor& h, const Tensor& ids, const Tens
   // the [B, T - 1, V] slice forward and scattering its gradient back into zeros in backward.
   const Tensor targets =  // [B·T]
       reshape(cat({narrow(lab, 1, 1, t - 1), full({b, 1}, -100.0, lab.dtype())}, 1), {b * t});
-  return add_aux_losses(mean_cross_entropy(flat_f32(logits), targets), nullptr);
+  return add_aux_losses(mean_cross_entropy(flat_f32(logits), targets), nullptr, router_loss);
+}
+
+std::vector<Tensor> CausalLM::router_logits(int64_t begin, int64_t end) const {
+  std::vector<Tensor> out;
+  for (int64_t i = begin; i < end; ++i)
+    if (const auto& layer = model->layers[size_t(i)])
+      if (Tensor r = layer->mlp->router_logits(); r.defined()) out.push_back(r);
+  return out;
 }
 
 void CausalLM::keep_pipeline_stages(const std::function<bool(int64_t)>& keep_layer, bool embedding,
@@ -407,7 +416,7 @@ void CausalLM::keep_pipeline_stages(const std::function<bool(int64_t)>& keep_lay
   }
 }
 
-Tensor CausalLM::add_aux_losses(Tensor l, const ContextSplit* context) const {
+Tensor CausalLM::add_aux_losses(Tensor l, const ContextSplit* context, bool router_loss) const {
   const double share = context ? 1.0 / double(context->degree) : 1.0;
   std::vector<Tensor> router;
   for (const auto& layer : model->layers) {
@@ -416,11 +425,15 @@ Tensor CausalLM::add_aux_losses(Tensor l, const ContextSplit* context) const {
       l = add(l, share == 1.0 ? aux : mul(aux, share));
     if (Tensor r = layer->mlp->router_logits(); r.defined()) router.push_back(r);
   }
-  if (config_.output_router_logits && config_.router_aux_loss_coef != 0.0 && !router.empty())
+  if (router_loss && has_router_loss() && !router.empty())
     l = add(l, load_balancing_loss(router, config_.num_experts, config_.num_experts_per_tok,
                                    context ? context->sum : nullptr) *
                    config_.router_aux_loss_coef);
   return l;
+}
+
+bool CausalLM::has_router_loss() const {
+  return config_.output_router_logits && config_.router_aux_loss_coef != 0.0;
 }
 
 Tensor CausalLM::head_weight() const {

@@ -279,8 +279,13 @@ class CausalLM : public nn::Module {
   // ValueError for positions not shaped like ids or negative.
   AttentionContext document_context(const Tensor& ids, const PackedDocuments& docs) const;
   // The last stage's loss: loss(ids, labels) from h [B, T, hidden], the last layer's output
-  // (final norm, head, shifted cross-entropy, aux losses of the layers this rank holds).
-  Tensor loss_from_hidden(const Tensor& h, const Tensor& ids, const Tensor& labels = Tensor());
+  // (final norm, head, shifted cross-entropy, aux losses of the layers this rank holds; the router
+  // load-balancing loss too unless `router_loss` is false: a pipeline adds it across stages).
+  Tensor loss_from_hidden(const Tensor& h, const Tensor& ids, const Tensor& labels = Tensor(),
+                          bool router_loss = true);
+  // The router logits of the last forward of the sparse layers in [begin, end) this rank holds,
+  // in layer order.
+  std::vector<Tensor> router_logits(int64_t begin, int64_t end) const;
   KVCache new_cache() const;
   // Installs the vocabulary split of a tensor-parallel head (parallelize step).
   void set_vocab_split(VocabSplit s) { vocab_split_ = std::move(s); }
@@ -301,8 +306,11 @@ class CausalLM : public nn::Module {
              int64_t row_length = 0, const AttentionContext* docs = nullptr);
   // l + each feed-forward aux loss, then the router load-balancing loss, in that order; under a
   // split (`context`) this rank's shares of them (per-layer aux losses / degree, the router loss
-  // from the global expert counts: moe.h).
-  Tensor add_aux_losses(Tensor l, const ContextSplit* context) const;
+  // from the global expert counts: moe.h); the router loss only when `router_loss`.
+  Tensor add_aux_losses(Tensor l, const ContextSplit* context, bool router_loss = true) const;
+  // Whether loss() adds the router load-balancing loss (config output_router_logits with a
+  // non-zero router_aux_loss_coef).
+  bool has_router_loss() const;
 
   std::shared_ptr<DecoderModel> model;
   std::shared_ptr<nn::Linear> lm_head;  // null when tied

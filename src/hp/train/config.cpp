@@ -533,10 +533,10 @@ void check_pipeline(const Config& c, Fail&& fail) {
          str(c.training.sample_tokens) +
              ": the end-of-run sample runs the stages one row at a time, which stages of "
              "different rank counts (parallel.pipeline.stage_ranks) do not; set it to 0");
-  if (c.model.experts > 0 && c.model.router_aux_loss_coef > 0)
-    fail("parallel.pp", str(p.pp) +
-                            " with a router load-balancing loss "
-                            "(model.router_aux_loss_coef > 0) is not supported yet");
+  if (c.model.experts > 0 && c.model.router_aux_loss_coef > 0 && unequal_stages)
+    fail("parallel.pipeline.stage_ranks",
+         "of different sizes with a router load-balancing loss (model.router_aux_loss_coef > 0): "
+         "its statistics travel between equal stages only; give equal stages");
 }
 
 // training.batch_size and seq_len against the parallel degrees, and those against the model.

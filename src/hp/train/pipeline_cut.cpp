@@ -51,10 +51,11 @@ void apply_pipeline(models::CausalLM& model, const Layout& l, const Config& cfg,
     out->tied.peer = l.pp_rank == 0 ? last_rank : l.pp_rank == last_rank ? 0 : -1;
     out->tied.copy = l.pp_rank == last_rank;
   }
-  if (model.config().output_router_logits && model.config().router_aux_loss_coef != 0.0)
-    HP_THROW(ValueError, "train", "parallel.pp = ", l.pp, " with a router load-balancing loss ",
-             "over all layers is not supported yet (router_aux_loss_coef ",
-             model.config().router_aux_loss_coef, ")");
+  if (model.has_router_loss() && l.heterogeneous())
+    HP_THROW(ValueError, "train", "parallel.pipeline.stage_ranks of different sizes with a ",
+             "router load-balancing loss (router_aux_loss_coef ",
+             model.config().router_aux_loss_coef, "): its statistics travel between equal stages ",
+             "only; give equal stages");
   std::vector<int64_t> cut;
   if (pc.layers_per_stage.empty()) {
     const StageCosts costs = stage_costs(model, cfg.training.seq_len);

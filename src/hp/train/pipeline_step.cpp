@@ -11,6 +11,7 @@
 #include "hp/pipeline/stage.h"
 #include "hp/pipeline/weight_grad.h"
 #include "hp/train/loss.h"
+#include "hp/train/pipeline_router_loss.h"
 #include "hp/train/options.h"
 #include "hp/train/records.h"
 
@@ -43,11 +44,14 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
           model_.document_context(b.ids, packed_documents(b, documents_));
       const Tensor h = model_.run_layers(x, begin, end, &docs);
       after_forward_(begin, end);
-      if (s != last) return h;
       // d(Σ token losses / the step's targets), as the pp = 1 loop scales each micro-batch.
-      const Tensor mean = model_.loss_from_hidden(h, b.ids, b.labels);
+      const double weight = double(b.targets) / double(global_targets_);
+      if (s != last)
+        return router_loss_ ? router_loss_->stage_output(mb, s, begin, end, h, weight) : h;
+      Tensor mean = model_.loss_from_hidden(h, b.ids, b.labels, /*router_loss=*/!router_loss_);
+      if (router_loss_) mean = add(mean, router_loss_->last_stage_term(mb, begin, end));
       loss_sum_ += mean.item() * double(b.targets);
-      return mul(mean, double(b.targets) / double(global_targets_));
+      return mul(mean, weight);
     };
     fns.push_back(std::move(f));
   }
@@ -55,8 +59,12 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
   if (!l.heterogeneous()) {
     executor_ =
         std::make_unique<pipeline::Executor>(std::move(schedule), l.pp_comm, std::move(fns));
+    if (model.has_router_loss())
+      router_loss_ = std::make_unique<StageRouterLoss>(model, executor_->schedule(), l.pp_comm);
     return;
   }
+  // (The config refuses the router loss over stages of different rank counts.)
+  HP_CHECK(!model.has_router_loss(), "a router load-balancing loss over unequal stages");
   // Stages of different rank counts: each stage's ranks hold their torch.chunk share of a
   // micro-batch's rows (the loader's split), and transfers reshard rows between stages.
   pipeline::StagePlacement placement;
@@ -70,6 +78,8 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
                                                    std::move(fns), std::move(placement));
 }
 
+PipelineStep::~PipelineStep() = default;
+
 StepOutcome PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets,
                               const StopSignals& /*signals*/) {
   const int64_t m = executor_->schedule().spec.microbatches;
@@ -80,6 +90,7 @@ StepOutcome PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int6
   loss_sum_ = 0;
   const pipeline::ExecutorStats st =
       executor_->run([this](int64_t mb) { return batches_[size_t(mb)].ids; });
+  if (router_loss_) router_loss_->finish();
   batches_.clear();
   // Every rank's (pipeline rank, compute, schedule time, receive wait, then per stage its F, B, I,
   // W seconds): [ranks, 4 + 4 · stages]; a stage's times are the mean of its ranks'.

@@ -31,6 +31,8 @@ class CausalLM;
 
 namespace hp::train {
 
+class StageRouterLoss;
+
 class PipelineStep : public TrainStep {
  public:
   // `documents`: the run's packed-document flags; every stage's forward gets its micro-batch's
@@ -38,6 +40,7 @@ class PipelineStep : public TrainStep {
   // `after_forward` runs after each stage's forward of a micro-batch, over the stage's layers.
   PipelineStep(models::CausalLM& model, const Parallelized& par, const Layout& l,
                const Config& cfg, const DocumentFlags& documents, AfterForward after_forward);
+  ~PipelineStep() override;
   // Runs the step's micro-batches (cfg.training.grad_accum of micro_rows rows from `loader`)
   // through the schedule; the loss sum is this rank's Σ of microbatch mean loss · targets (0
   // except on the last stage), as the plain step sums it. A stop waits for the step's end.
@@ -64,6 +67,8 @@ class PipelineStep : public TrainStep {
   std::vector<int64_t> layers_per_stage_;
   AfterForward after_forward_;
   std::unique_ptr<pipeline::Executor> executor_;
+  // The router load-balancing loss across stages (null when the model has none).
+  std::unique_ptr<StageRouterLoss> router_loss_;
   // The step being run: its micro-batches, the step's targets, the loss sum so far.
   std::vector<data::Batch> batches_;
   int64_t global_targets_ = 1;
