@@ -2,7 +2,8 @@
 # hp train with pipeline parallelism, continued (train_pp.sh): a run saved at pp 2 resumes at pp 1
 # and one saved at pp 1 at pp 2 with the losses of the uninterrupted run; a mixture-of-experts
 # model with its router loss at every pipeline layout equals 1 rank; tied embeddings at every pipeline layout equal 1 rank (and so does
-# the end-of-run sample); so does DeepSeek-V3's bias balancing; hp train --profile puts every pipeline action on each rank's
+# the end-of-run sample); so does DeepSeek-V3's bias balancing; validation passes under pp equal
+# 1 rank's, and hp eval at pp 2 repeats the run's last; hp train --profile puts every pipeline action on each rank's
 # Chrome trace; bad pipeline keys fail naming the key and values.
 # Usage: train_pp_resume.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
@@ -51,6 +52,29 @@ run moe_pp2_dp2 4 "${moe[@]}" --set parallel.pp=2
 compare "router loss: pp 2 × dp_shard 2 vs dp_shard 2" "$dir/moe_dp2" "$dir/moe_pp2_dp2" 1e-5 6
 run moe_pp2_ep2 4 "${moe[@]}" --set parallel.pp=2 --set parallel.ep=2
 compare "router loss: pp 2 × ep 2 vs dp_shard 2" "$dir/moe_dp2" "$dir/moe_pp2_ep2" 1e-5 6
+# Validation under pp: the stages' forward outside the schedule, the last stage's loss (with the
+# router loss's statistics passed along): every pass equals 1 rank's, and hp eval at pp 2 repeats
+# the run's last pass.
+ev=(--set eval.split=0.05 --set eval.interval=3 --set eval.steps=2 --set 'data.doc_separator="\n\n"'
+  --set checkpoint.interval=6)
+eval_losses() { sed -n 's/.*"eval_loss":\([^,}]*\).*/\1/p' "$1/metrics.jsonl"; }
+run ev_ref 1 "${moe[@]}" "${ev[@]}"
+for layout in "pp2 2 --set parallel.pp=2" "pp2_dp2 4 --set parallel.pp=2" \
+  "interleaved 2 --set parallel.pp=2 --set parallel.pipeline.schedule=interleaved_1f1b --set parallel.pipeline.virtual_stages=2"; do
+  read -r -a l <<< "$layout"
+  ref=ev_ref
+  [[ ${l[1]} == 4 ]] && { run ev_dp2 2 "${moe[@]}" "${ev[@]}"; ref=ev_dp2; }
+  run "ev_${l[0]}" "${l[1]}" "${moe[@]}" "${ev[@]}" "${l[@]:2}"
+  compare "validation: ${l[0]} vs $ref (training)" "$dir/$ref" "$dir/ev_${l[0]}" 1e-5 6
+  paste <(eval_losses "$dir/$ref") <(eval_losses "$dir/ev_${l[0]}") | awk -v n="${l[0]}" '
+    { d = $1 - $2; if (d < 0) d = -d; if (d / $1 > worst) worst = d / $1 }
+    END { printf "validation: %s, %d passes, worst relative difference %.3g\n", n, NR, worst
+          exit !(NR == 2 && worst < 1e-5) }'
+done
+"$hp" launch -n 2 -- "$hp" eval "$dir/run.yaml" --set run.dir="$dir/ev_pp2" "${moe[@]}" "${ev[@]}" \
+  --set parallel.pp=2 --resume auto > "$dir/ev_pp2_eval.log"
+last=$(eval_losses "$dir/ev_pp2" | tail -n 1)
+grep -q "eval step 6: loss $(printf '%.6f' "$last")" "$dir/ev_pp2_eval.log"
 moe0=("${moe[@]}" --set model.router_aux_loss_coef=0)
 run ref_moe0 1 "${moe0[@]}"
 run pp2_moe0 2 --set parallel.pp=2 "${moe0[@]}"

@@ -23,6 +23,7 @@
 #include "hp/train/evaluate.h"
 #include "hp/train/setup.h"
 #include "hp/train/state.h"
+#include "hp/train/step.h"
 #include "hp/train/trainer.h"
 
 namespace hp::train {
@@ -99,7 +100,7 @@ TEST(Eval, LossIsTheMeanLossOfTheSameBatchesAndHpEvalRepeatsIt) {
 
   // A pass over the saved checkpoint (what `hp eval` runs) repeats the run's last one.
   Evaluator evaluator(c, run.data.eval, layout, run.documents);
-  const EvalResult again = evaluator.run(*run.model, *run.par.fsdp, 12);
+  const EvalResult again = evaluator.run(*make_step(run, layout, c, *dist::world()), *run.par.fsdp, 12);
   EXPECT_EQ(again.loss, res.evals[2].loss);  // bitwise
   EXPECT_EQ(again.step, 12);
 

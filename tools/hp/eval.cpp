@@ -13,6 +13,7 @@
 #include "hp/train/layout.h"
 #include "hp/train/setup.h"
 #include "hp/train/state.h"
+#include "hp/train/step.h"
 
 namespace hp::cli {
 
@@ -41,7 +42,8 @@ train::EvalResult evaluate_checkpoint(const train::Config& cfg, const std::strin
   if (rank_log)
     *rank_log << "evaluating " << dir << " (step " << step << ")\n"
               << evaluator.describe(run.data.eval_name) << "\n";
-  const train::EvalResult r = evaluator.run(*run.model, *run.par.fsdp, step);
+  const std::unique_ptr<train::TrainStep> step_loss = train::make_step(run, layout, cfg, *world);
+  const train::EvalResult r = evaluator.run(*step_loss, *run.par.fsdp, step);
   if (rank_log) *rank_log << train::Evaluator::format(r) << "\n";
   return r;
 }

@@ -526,8 +526,10 @@ void check_pipeline(const Config& c, Fail&& fail) {
          "embedding differently, so they cannot add its gradients shard by shard; give equal "
          "stages");
   if (p.cp > 1) fail("parallel.pp", str(p.pp) + " with parallel.cp > 1 is not supported yet");
-  if (c.eval.enabled())
-    fail("parallel.pp", str(p.pp) + " with validation (eval.*) is not supported yet");
+  if (c.eval.enabled() && unequal_stages)
+    fail(c.eval.data.empty() ? "eval.split" : "eval.data",
+         "validation runs the stages' forward outside the schedule, which stages of different "
+         "rank counts (parallel.pipeline.stage_ranks) do not");
   if (c.training.sample_tokens > 0 && unequal_stages)
     fail("training.sample_tokens",
          str(c.training.sample_tokens) +

@@ -14,6 +14,7 @@
 #include "hp/fsdp/fsdp.h"
 #include "hp/models/transformer.h"
 #include "hp/ops/ops.h"
+#include "hp/train/step.h"
 
 namespace hp::train {
 
@@ -38,7 +39,6 @@ Evaluator::Evaluator(const Config& cfg, std::shared_ptr<const data::TokenDataset
     : layout_(layout),
       loader_(std::move(data), cfg.training.seq_len, static_cast<uint64_t>(cfg.training.seed),
               /*shuffle=*/false),
-      documents_(documents),
       steps_(cfg.eval.steps),
       batch_(eval_batch(cfg, layout)),
       interval_(cfg.eval.interval),
@@ -50,7 +50,7 @@ bool Evaluator::due(int64_t step, bool last) const {
   return last || (interval_ > 0 && step % interval_ == 0);
 }
 
-EvalResult Evaluator::run(models::CausalLM& model, fsdp::FsdpModel& fsdp, int64_t step) {
+EvalResult Evaluator::run(TrainStep& step_loss, fsdp::FsdpModel& fsdp, int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   const RngState rng = default_generator().state();
   autograd::NoGradGuard no_grad;
@@ -59,8 +59,7 @@ EvalResult Evaluator::run(models::CausalLM& model, fsdp::FsdpModel& fsdp, int64_
   int64_t targets = 0;    // global
   for (int64_t b = 0; b < steps_; ++b) {
     const data::Batch batch = loader_.next(batch_, layout_.dp_rank, layout_.dp_size);
-    const BatchLoss l = batch_loss(model, batch, documents_);
-    local_sum += l.mean.item() * double(l.tokens);
+    local_sum += step_loss.eval_batch(batch);
     targets += batch.global_targets;
   }
   fsdp.reshard();  // the next training forward gathers the masters afresh
@@ -69,7 +68,7 @@ EvalResult Evaluator::run(models::CausalLM& model, fsdp::FsdpModel& fsdp, int64_
   r.step = step;
   r.batches = steps_;
   r.tokens = targets;  // steps · batch · seq_len without a loss mask
-  r.loss = global_mean_loss(*layout_.mesh->comm(), layout_, local_sum, std::max<int64_t>(r.tokens, 1));
+  r.loss = global_mean_loss(*dist::world(), layout_, local_sum, std::max<int64_t>(r.tokens, 1));
   r.ppl = std::exp(r.loss);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -31,6 +31,8 @@ class CausalLM;
 
 namespace hp::train {
 
+class TrainStep;
+
 class Evaluator {
  public:
   // ValueError("[train] ...") when eval.batch_size (or its default) does not split into the
@@ -42,7 +44,8 @@ class Evaluator {
   bool due(int64_t step, bool last) const;
   // One pass. Collective: every rank of the layout calls it after the same step. Leaves every
   // parameter sharded (fsdp.reshard) and the default generator as it found it.
-  EvalResult run(models::CausalLM& model, fsdp::FsdpModel& fsdp, int64_t step);
+  // `step_loss`: the training step (TrainStep::eval_batch runs a batch as it runs its own).
+  EvalResult run(TrainStep& step_loss, fsdp::FsdpModel& fsdp, int64_t step);
   // "eval: NAME, T tokens in D documents; N batches of B sequences every I steps".
   std::string describe(const std::string& name) const;
   // "eval step N: loss L  ppl P  (B batches, T tokens, S s)".
@@ -51,7 +54,6 @@ class Evaluator {
  private:
   Layout layout_;
   data::DataLoader loader_;
-  DocumentFlags documents_;
   int64_t steps_, batch_, interval_, seq_len_;
 };
 

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "hp/autograd/function.h"
+#include "hp/autograd/grad_mode.h"
 #include "hp/core/error.h"
 #include "hp/models/moe.h"
 #include "hp/models/transformer.h"
@@ -81,7 +82,8 @@ Tensor StageRouterLoss::stage_output(int64_t mb, int64_t stage, int64_t begin, i
   const models::RouterStats st = models::router_stats(model_.router_logits(begin, end), experts_,
                                                       top_k_);
   send(plus(received(mb, stage), st), stage + 1, forward_tag(mb, stage));
-  if (!st.prob_sum.defined()) return h;  // no sparse layer on this stage
+  // No sparse layer on this stage, or no backward (validation).
+  if (!st.prob_sum.defined() || !autograd::grad_enabled()) return h;
   const int last = static_cast<int>(schedule_.rank_of_stage(schedule_.num_stages - 1));
   const int tag = totals_tag(mb, stage);
   const int64_t experts = experts_;
@@ -115,7 +117,9 @@ Tensor StageRouterLoss::last_stage_term(int64_t mb, int64_t begin, int64_t end) 
   const double rows = v[e];
   std::vector<double> totals(counts);
   totals.push_back(rows);
-  for (int64_t t = 0; t < stage; ++t) send(totals, t, totals_tag(mb, t));
+  // (Without a backward — validation — the earlier stages wait for no totals.)
+  if (autograd::grad_enabled())
+    for (int64_t t = 0; t < stage; ++t) send(totals, t, totals_tag(mb, t));
   // The earlier stages' S as a constant: the loss's value is the whole loss; its gradient reaches
   // this stage's logits only (the others get theirs from the totals just sent).
   const std::vector<double> earlier(before.begin() + experts_ + 1, before.end());

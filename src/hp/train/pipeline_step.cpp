@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "hp/autograd/grad_mode.h"
 #include "hp/core/error.h"
 #include "hp/dist/communicator.h"
 #include "hp/models/transformer.h"
@@ -165,31 +166,60 @@ Tensor recv_activation(dist::Communicator& comm, int src) {
 
 }  // namespace
 
+Tensor PipelineStep::forward_stages(const Tensor& ids, const models::AttentionContext* docs,
+                                    bool router) {
+  HP_CHECK(layout_.pp_comm != nullptr, "a forward over stages of different rank counts");
+  const pipeline::Schedule& s = executor_->schedule();
+  const auto ranges = pipeline::stage_ranges(layers_per_stage_);
+  dist::Communicator& comm = *layout_.pp_comm;
+  const int me = layout_.pp_rank;
+  const int64_t last = s.num_stages - 1;
+  Tensor h = ids;  // the first stage's input; then each stage's output
+  for (int64_t st = 0; st <= last; ++st) {
+    const int rank = static_cast<int>(s.rank_of_stage(st));
+    const int prev = st == 0 ? rank : static_cast<int>(s.rank_of_stage(st - 1));
+    if (prev != rank && me == prev) send_activation(comm, h, rank);
+    if (prev != rank && me == rank) h = recv_activation(comm, prev);
+    if (me != rank) continue;
+    const int64_t begin = ranges[size_t(st)].first, end = ranges[size_t(st)].second;
+    h = model_.run_layers(h, begin, end, docs);
+    if (router && router_loss_ && st != last) h = router_loss_->stage_output(0, st, begin, end, h, 1);
+  }
+  return me == static_cast<int>(s.rank_of_stage(last)) ? h : Tensor();
+}
+
 models::SequenceLogits PipelineStep::sequence_logits() {
-  HP_CHECK(layout_.pp_comm != nullptr, "generation over stages of different rank counts");
   return [this](const Tensor& ids) {
-    const pipeline::Schedule& s = executor_->schedule();
-    const auto ranges = pipeline::stage_ranges(layers_per_stage_);
-    dist::Communicator& comm = *layout_.pp_comm;
-    const int me = layout_.pp_rank;
-    Tensor h = ids;  // the first stage's input; then each stage's output
-    for (int64_t st = 0; st < s.num_stages; ++st) {
-      const int rank = static_cast<int>(s.rank_of_stage(st));
-      const int prev = st == 0 ? rank : static_cast<int>(s.rank_of_stage(st - 1));
-      if (prev != rank && me == prev) send_activation(comm, h, rank);
-      if (prev != rank && me == rank) h = recv_activation(comm, prev);
-      if (me == rank)
-        h = model_.run_layers(h, ranges[size_t(st)].first, ranges[size_t(st)].second);
-    }
-    const int last = static_cast<int>(s.rank_of_stage(s.num_stages - 1));
+    autograd::NoGradGuard no_grad;
+    const Tensor h = forward_stages(ids, nullptr, /*router=*/false);
     const int64_t vocab = model_.config().vocab_size;
     Tensor logits = zeros({vocab}, DType::f32);
-    if (me == last) {
+    if (h.defined()) {
       const Tensor all = model_.logits_from_hidden(h);  // [1, T, V]
       logits = cast(reshape(narrow(all, 1, all.size(1) - 1, 1).contiguous(), {vocab}), DType::f32);
     }
-    return comm.broadcast(logits, last).to_vector_as<float>();
+    const pipeline::Schedule& s = executor_->schedule();
+    return layout_.pp_comm
+        ->broadcast(logits, static_cast<int>(s.rank_of_stage(s.num_stages - 1)))
+        .to_vector_as<float>();
   };
+}
+
+double PipelineStep::eval_batch(const data::Batch& b) {
+  autograd::NoGradGuard no_grad;
+  const models::AttentionContext docs =
+      model_.document_context(b.ids, packed_documents(b, documents_));
+  const Tensor h = forward_stages(b.ids, &docs, /*router=*/true);
+  double sum = 0;  // the loss is the last stage's
+  if (h.defined()) {
+    const auto range = pipeline::stage_ranges(layers_per_stage_).back();
+    Tensor mean = model_.loss_from_hidden(h, b.ids, b.labels, /*router_loss=*/!router_loss_);
+    if (router_loss_)
+      mean = add(mean, router_loss_->last_stage_term(0, range.first, range.second));
+    sum = mean.item() * double(b.targets);
+  }
+  if (router_loss_) router_loss_->finish();
+  return sum;
 }
 
 void PipelineStep::record(StepRecord* r) const {

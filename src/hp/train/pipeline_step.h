@@ -59,8 +59,17 @@ class PipelineStep : public TrainStep {
   // last stage's logits at the last position are broadcast to every pipeline rank. Collective
   // over the pipeline group (equal stages only: parallel.pipeline.stage_ranks of one size).
   models::SequenceLogits sequence_logits() override;
+  // The stages' forward of the batch (forward_stages), the last stage's loss (with the router
+  // loss's statistics passed along).
+  double eval_batch(const data::Batch& batch) override;
 
  private:
+  // The stages' forwards of ids [B, T] in stage order outside the schedule (generation,
+  // validation): each rank sends its stage's output on to the next stage's rank. The last stage's
+  // output on its ranks, undefined elsewhere. `router`: the router loss's statistics travel along
+  // (micro-batch 0's messages) for the last stage's StageRouterLoss::last_stage_term.
+  Tensor forward_stages(const Tensor& ids, const models::AttentionContext* docs, bool router);
+
   models::CausalLM& model_;
   const Layout& layout_;
   DocumentFlags documents_;

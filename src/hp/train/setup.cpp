@@ -18,6 +18,8 @@
 #include "hp/train/memory_plan.h"
 #include "hp/train/metrics.h"
 #include "hp/train/options.h"
+#include "hp/train/pipeline_step.h"
+#include "hp/train/step.h"
 
 namespace hp::train {
 
@@ -214,6 +216,15 @@ std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& 
     if (!seen && fs::exists(p)) files.emplace_back(name, io::read_text_file(p.string(), "train"));
   }
   return files;
+}
+
+std::unique_ptr<TrainStep> make_step(RunSetup& run, const Layout& layout, const Config& cfg,
+                                     dist::Communicator& world) {
+  if (layout.pp > 1)
+    return std::make_unique<PipelineStep>(*run.model, run.par, layout, cfg, run.documents,
+                                          run.after_forward);
+  return std::make_unique<PlainStep>(*run.model, layout, cfg, run.documents, world,
+                                     run.after_forward);
 }
 
 }  // namespace hp::train

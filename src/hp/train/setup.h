@@ -77,4 +77,10 @@ struct RunSetup {
 // offload.activations_select largest | auto it is computed here otherwise.
 RunSetup build_run(const Config& cfg, const Layout& layout, const MemoryPlan* plan = nullptr);
 
+class TrainStep;
+// The run's training step (step.h): the pipeline step under pp > 1, else the plain one. `run`,
+// `layout` and `world` must outlive it.
+std::unique_ptr<TrainStep> make_step(RunSetup& run, const Layout& layout, const Config& cfg,
+                                     dist::Communicator& world);
+
 }  // namespace hp::train

@@ -40,4 +40,9 @@ StepOutcome PlainStep::run(data::DataLoader& loader, int64_t micro_rows, int64_t
   return out;
 }
 
+double PlainStep::eval_batch(const data::Batch& batch) {
+  const BatchLoss l = batch_loss(model_, batch, documents_);
+  return l.mean.item() * double(l.tokens);
+}
+
 }  // namespace hp::train

@@ -40,6 +40,9 @@ class TrainStep {
   // For generating from the trained model (the end-of-run sample): the logits after ids when the
   // model is not whole on this rank (pipeline stages), else null (generate runs the model).
   virtual models::SequenceLogits sequence_logits() { return {}; }
+  // Validation: this rank's Σ mean loss · targets of a batch's forward (no tape), as a step
+  // computes its loss (0 on ranks that hold no loss: pipeline stages but the last). Collective.
+  virtual double eval_batch(const data::Batch& batch) = 0;
 };
 
 // After a micro-batch's forward of decoder layers [begin, end) (RunSetup::after_forward: the MoE
@@ -56,6 +59,7 @@ class PlainStep : public TrainStep {
             AfterForward after_forward);
   StepOutcome run(data::DataLoader& loader, int64_t micro_rows, int64_t global_targets,
                   const StopSignals& signals) override;
+  double eval_batch(const data::Batch& batch) override;
 
  private:
   models::CausalLM& model_;

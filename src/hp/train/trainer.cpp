@@ -251,12 +251,7 @@ class Trainer {
     res_.recompute_modules = run.par.recompute_modules;
     res_.offload_modules = run.par.offload_modules;
     if (run.data.eval) evaluator_.emplace(cfg, run.data.eval, layout, run.documents);
-    if (layout.pp > 1)
-      step_ = std::make_unique<PipelineStep>(*run.model, run.par, layout, cfg, run.documents,
-                                             run.after_forward);
-    else
-      step_ = std::make_unique<PlainStep>(*run.model, layout, cfg, run.documents, *world_,
-                                          run.after_forward);
+    step_ = make_step(run, layout, cfg, *world_);
   }
 
   // Resume: parameters, optimizer state, loader position and RNG. Returns the steps already done.
@@ -419,7 +414,7 @@ bool Trainer::after_step(int64_t step, int64_t done, const StepRecord& r) {
   // Validation sees the weights this step produced, before they are saved. It runs at the last
   // step, not at a stop (the run goes on after a resume).
   if (evaluator_ && evaluator_->due(step, last)) {
-    res_.evals.push_back(evaluator_->run(*run_.model, *run_.par.fsdp, step));
+    res_.evals.push_back(evaluator_->run(*step_, *run_.par.fsdp, step));
     metrics_->record_eval(res_.evals.back());
   }
   const bool periodic = cfg_.checkpoint.interval > 0 && step % cfg_.checkpoint.interval == 0;
