@@ -406,6 +406,79 @@ void Config::describe(Schema& s) {
   s.section("run", run);
 }
 
+namespace {
+
+struct ResumeRule {
+  std::string_view key;  // a section ("model") or, in the sections classified key by key, a field
+  ResumeChange change;
+};
+
+// Resume classification (config.h ResumeChange). Sections whose keys all act alike are classified
+// whole; training, parallel and eval mix both kinds, so each of their keys is listed, and a new key
+// there fails ResumeCheck.EveryKeyIsClassified until it is placed. Parallel layout is free
+// (resharding on resume is a feature) except what changes the math: microbatches sets
+// training.grad_accum, reduce_dtype rounds the gradients. recompute and offload are free because
+// their losses are bitwise those of the run without them (docs/ARCHITECTURE.md §4c).
+constexpr ResumeChange kMath = ResumeChange::math, kFree = ResumeChange::free;
+constexpr ResumeRule kResumeRules[] = {
+    {"model", kMath},
+    {"data", kMath},
+    {"optimizer", kMath},
+    {"lr_scheduler", kMath},
+    {"low_precision", kMath},
+    {"recompute", kFree},
+    {"memory", kFree},
+    {"offload", kFree},
+    {"checkpoint", kFree},
+    {"metrics", kFree},
+    {"run", kFree},
+    // eval: passes over held-out data, except split, which decides what is trained on.
+    {"eval.data", kFree},
+    {"eval.format", kFree},
+    {"eval.split", kMath},
+    {"eval.interval", kFree},
+    {"eval.steps", kFree},
+    {"eval.batch_size", kFree},
+    {"training.steps", kMath},  // the lr schedule's length
+    {"training.seed", kMath},
+    {"training.batch_size", kMath},
+    {"training.seq_len", kMath},
+    {"training.grad_accum", kMath},
+    {"training.grad_clip", kMath},
+    {"training.mixed_precision", kMath},
+    {"training.sample_prompt", kFree},
+    {"training.sample_tokens", kFree},
+    {"training.max_skipped_steps", kFree},
+    {"training.fusion", kMath},  // lazy is within rounding, not bitwise
+    {"parallel.pp", kFree},
+    {"parallel.dp_shard", kFree},
+    {"parallel.dp_replicate", kFree},
+    {"parallel.tp", kFree},
+    {"parallel.cp", kFree},
+    {"parallel.ep", kFree},
+    {"parallel.cp_method", kFree},
+    {"parallel.sequence_parallel", kFree},
+    {"parallel.plan", kFree},
+    {"parallel.fsdp.reshard_after_forward", kFree},
+    {"parallel.fsdp.reduce_dtype", kMath},
+    {"parallel.pipeline.schedule", kFree},
+    {"parallel.pipeline.microbatches", kMath},
+    {"parallel.pipeline.layers_per_stage", kFree},
+    {"parallel.pipeline.virtual_stages", kFree},
+    {"parallel.pipeline.stage_ranks", kFree},
+    {"parallel.moe.kernel", kFree},
+    {"parallel.moe.groups", kFree},
+};
+
+}  // namespace
+
+ResumeChange resume_change(std::string_view path) {
+  const std::string_view section = path.substr(0, path.find('.'));
+  for (const ResumeRule& r : kResumeRules)
+    if (r.key == path || r.key == section) return r.change;
+  HP_THROW(InternalError, "config", path, ": no resume classification (config.cpp kResumeRules)");
+}
+
 DocumentFlags document_flags(const Config& c, bool masked_data) {
   DocumentFlags f;
   f.mask =
