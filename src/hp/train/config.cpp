@@ -702,12 +702,11 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                                                      {"kv_heads", m.kv_heads},
                                                      {"intermediate", m.intermediate}};
     bool complete = true;
-    for (auto [name, v] : sizes)
-      if (v < 1) {
-        fail(std::string("model.") + name,
-             "must be >= 1 with model.arch, got " + std::to_string(v));
-        complete = false;
-      }
+    for (auto [name, v] : sizes) {
+      // A negative size already failed the field's own ">= 0": one error per key.
+      if (v == 0) fail(std::string("model.") + name, "must be >= 1 with model.arch, got 0");
+      complete = complete && v >= 1;
+    }
     if (complete && m.hidden % m.heads != 0)
       fail("model.heads", std::to_string(m.heads) + " does not divide model.hidden (" +
                               std::to_string(m.hidden) + ")");
@@ -735,7 +734,7 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     fail("eval.data",
          "required (or eval.split) when eval.interval, eval.batch_size or eval.format is set");
   const TrainingConfig& t = c.training;
-  if (c.lr_scheduler.warmup_steps > t.steps)
+  if (t.steps >= 1 && c.lr_scheduler.warmup_steps > t.steps)  // steps < 1: its own error
     fail("lr_scheduler.warmup_steps", std::to_string(c.lr_scheduler.warmup_steps) +
                                           " exceeds training.steps (" + std::to_string(t.steps) +
                                           ")");
