@@ -9,6 +9,7 @@
 #include "hp/core/mem_tier_scope.h"
 #include "hp/core/random.h"
 #include "hp/data/dataset.h"
+#include "hp/io/byte_level_tokenizer.h"
 #include "hp/io/json.h"
 #include "hp/io/tokenizer.h"
 #include "hp/models/hf/registry.h"
@@ -213,6 +214,15 @@ std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& 
     for (const auto& f : files) seen |= f.first == name;
     if (!seen && fs::exists(p)) files.emplace_back(name, io::read_text_file(p.string(), "train"));
   }
+  // Byte-level text (no tokenizer anywhere): its vocabulary as a tokenizer.json, the separator
+  // as <|endoftext|> (the first automatic separator token, so the file used as data.tokenizer
+  // gives the same stream).
+  const bool byte_level =
+      dataset_options(cfg).tokenizer.empty() &&
+      (cfg.data.format == DataFormat::text || cfg.data.format == DataFormat::indexed);
+  if (byte_level)
+    files.emplace_back("tokenizer.json", io::byte_level_tokenizer_json(
+                                             data::kAutoSeparatorTokens[0], data::kByteSeparator));
   return files;
 }
 
