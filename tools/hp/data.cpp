@@ -11,6 +11,7 @@
 #include "hp/core/byte_size.h"
 #include "hp/data/dataset.h"
 #include "hp/data/indexed.h"
+#include "hp/data/indexed_ids.h"
 #include "hp/data/prepare.h"
 #include "hp/io/tokenizer.h"
 
@@ -176,8 +177,9 @@ int prepare(Args args) {
 }
 
 int info(Args args) {
-  reject_unknown_flags(args, {});
-  if (args.size() != 1) throw UsageError{"usage: hp data info PREFIX"};
+  reject_unknown_flags(args, {}, {"--verify"});
+  const bool verify = take_flag(args, "--verify");
+  if (args.size() != 1) throw UsageError{"usage: hp data info PREFIX [--verify]"};
   const auto ds = data::IndexedDataset::open(args[0]);
   std::printf("indexed dataset %s\n", args[0].c_str());
   std::printf("dtype      %s\n", data::indexed_dtype_name(ds->dtype()));
@@ -198,6 +200,16 @@ int info(Args args) {
     std::printf("loss mask  %s: %lld of the tokens are targets\n",
                 data::indexed_mask_path(args[0]).c_str(), static_cast<long long>(on));
   }
+  // The largest id: --verify scans the tokens (and refreshes the record); otherwise the record
+  // hp data prepare wrote, when there is one that matches.
+  bool scanned = verify;
+  const data::MaxTokenId m =
+      verify ? data::scan_max_token_id(*ds) : data::max_token_id(*ds, &scanned);
+  if (verify) data::write_max_token_id(*ds, m);
+  std::printf("max id     %lld at document %lld, offset %lld (position %lld; %s)\n",
+              static_cast<long long>(m.id), static_cast<long long>(m.document),
+              static_cast<long long>(m.offset), static_cast<long long>(m.position),
+              scanned ? "scanned" : data::indexed_ids_path(args[0]).c_str());
   return 0;
 }
 
