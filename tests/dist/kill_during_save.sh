@@ -28,7 +28,7 @@ for delay in 0.13 0.37 0.61; do
   "$hp" ckpt inspect "$dir/run" > "$dir/inspect.txt"
   step=$(sed -n 's/^step \([0-9]*\).*/\1/p' "$dir/inspect.txt" | head -1)
   test -n "$step"
-  "$hp" train "$dir/run.yaml" --resume auto --set training.steps=$((step + 1)) \
+  "$hp" train "$dir/run.yaml" --resume auto --stop-after 1 \
     --set checkpoint.interval=0 > "$dir/resume.txt" 2>&1
   grep -q "resumed from .* at step $step" "$dir/resume.txt"
   echo "killed rank 1 after ${delay}s: resumed from step $step"

@@ -79,6 +79,25 @@ TEST_F(DataCli, PreparesTheFixtureFromTextAndCompressedJsonl) {
   }
 }
 
+// hp data info reports the largest id from the record hp data prepare wrote (PREFIX.ids.json);
+// --verify scans the tokens (a dataset written by other tools has no record) and writes it.
+TEST_F(DataCli, InfoReportsTheLargestIdAndVerifyScans) {
+  auto r = run_hp("data prepare " + kFixtures +
+                  "corpus.txt --doc-separator '\\n\\n' --quiet --out " + path("t"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(fs::exists(path("t.ids.json")));
+  r = run_hp("data info " + path("t"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "max id     256 at document 0, offset ")) << r.output;
+  EXPECT_TRUE(has(r.output, "; " + path("t.ids.json") + ")")) << r.output;
+  fs::remove(path("t.ids.json"));
+  r = run_hp("data info " + path("t") + " --verify");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "max id     256 at document 0, offset ")) << r.output;
+  EXPECT_TRUE(has(r.output, "; scanned)")) << r.output;
+  EXPECT_TRUE(fs::exists(path("t.ids.json")));
+}
+
 TEST_F(DataCli, SameBytesForAnyWorkerCount) {
   // ~5 MB: about 20 batches of 256 KiB for the workers to share.
   std::string text;

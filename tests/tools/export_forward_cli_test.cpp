@@ -1,5 +1,6 @@
 // `hp ckpt export-hf` into a directory that already holds an export, and what `hp forward` /
-// `hp generate` then serve from it; `hp forward` failing leaves no logits file. Two random tiny
+// `hp generate` then serve from it (a byte-level run's too); `hp forward` failing leaves no logits
+// file. Two random tiny
 // Llama models are saved as DCP checkpoints the way the trainer saves them (weights plus
 // config.json, tokenizer.json and config.yaml beside them).
 #include <gtest/gtest.h>
@@ -108,6 +109,29 @@ class ExportForward : public ::testing::Test {
   std::string tokenizer_;
   models::ModelConfig config_;
 };
+
+// A run on byte-level text (no tokenizer anywhere) exports with its vocabulary as tokenizer.json,
+// which `hp generate --model OUT` loads (before: "has no tokenizer.json").
+TEST_F(ExportForward, ByteLevelRunExportsATokenizerGenerateLoads) {
+  std::string corpus;
+  for (int i = 0; i < 200; ++i) corpus += "In the beginning God created the heaven and the earth. ";
+  std::ofstream(dir_ / "corpus.txt") << corpus;
+  std::ofstream(dir_ / "run.yaml")
+      << "model: {arch: qwen3, hidden: 32, layers: 1, heads: 2, kv_heads: 1, intermediate: 64}\n"
+      << "data: {path: " << path("corpus.txt") << "}\n"
+      << "training: {steps: 2, batch_size: 2, seq_len: 16, sample_tokens: 0}\n"
+      << "metrics: {progress: none}\nrun: {dir: " << path("run") << "}\n";
+  auto r = run_hp("train " + path("run.yaml"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run_hp("ckpt export-hf " + path("run") + " " + path("out"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_TRUE(fs::exists(dir_ / "out" / "tokenizer.json"));
+  EXPECT_EQ(io::Tokenizer::from_file(path("out")).encode("In é", false),
+            (std::vector<int32_t>{73, 110, 32, 195, 169}));
+  r = run_hp("generate --model " + path("out") + " --prompt 'In the' --max-new-tokens 4 --greedy");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("In the", 0), 0u) << r.output;
+}
 
 TEST_F(ExportForward, ReExportServesTheNewWeightsOnlyWithOverwrite) {
   auto a = save_run("run_a", 1);

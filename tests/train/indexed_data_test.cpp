@@ -10,12 +10,15 @@
 
 #include "corpus.h"
 #include "error_of.h"
-#include "test_dir.h"
-#include "train/train_run.h"
 #include "hp/core/error.h"
+#include "hp/data/encoder.h"
+#include "hp/data/indexed.h"
+#include "hp/data/indexed_ids.h"
 #include "hp/data/prepare.h"
 #include "hp/train/config.h"
 #include "hp/train/trainer.h"
+#include "test_dir.h"
+#include "train/train_run.h"
 
 namespace hp::train {
 namespace {
@@ -152,18 +155,68 @@ TEST(IndexedData, ConfigRefusesTextOnlyKeys) {
 }
 
 TEST(IndexedData, WrongTokenizerIsNamed) {
-  // Prepared with the BPE tokenizer, trained as byte-level: the first window holding an id >= 257
-  // fails naming the dataset, the id and data.tokenizer.
+  // Prepared with the BPE tokenizer, trained as byte-level: refused at start-up (the largest id
+  // hp data prepare recorded), naming the dataset, the id, the vocabulary and data.tokenizer.
   const Config c = config("wrong_tok", "{format: indexed, path: " + prepared(tokenizer()) + "}");
   const std::string e = error_of([&] { quiet_train(c); });
-  EXPECT_NE(e.find(prepared(tokenizer())), std::string::npos) << e;
-  EXPECT_NE(e.find("outside [0, 257)"), std::string::npos) << e;
+  EXPECT_NE(e.find("[train] data " + prepared(tokenizer()) + ".bin has token id "),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("outside the model's vocabulary of 257"), std::string::npos) << e;
   EXPECT_NE(e.find("data.tokenizer"), std::string::npos) << e;
   // An unfinished prepare is refused by name before any step.
   const std::string missing = (scratch() / "none").string();
   const Config m = config("missing", "{format: indexed, path: " + missing + "}");
   const std::string e2 = error_of([&] { quiet_train(m); });
   EXPECT_NE(e2.find(missing + ".idx"), std::string::npos) << e2;
+}
+
+// An indexed dataset without hp data prepare's record (as Megatron's tools write one) whose ids
+// exceed the model's vocabulary, though not its tokenizer's: refused when the run starts (before:
+// only when a batch held the id), naming the file, the id, the vocabulary and the document and
+// offset; the scan is cached beside the data.
+TEST(IndexedData, OutOfVocabularyIdsAreRefusedAtOpen) {
+  const std::string prefix = (scratch() / "oov").string();
+  {
+    data::IndexedDatasetWriter w(prefix, data::IndexedDType::u16);
+    for (int d = 0; d < 40; ++d) {
+      std::vector<int32_t> doc(50, 65 + d % 26);
+      if (d == 7) doc[12] = doc[30] = 600;  // the first occurrence: document 7, offset 12
+      doc.push_back(data::kByteSeparator);
+      w.add_document(doc);
+    }
+    w.finish();
+  }
+  ASSERT_FALSE(fs::exists(data::indexed_ids_path(prefix)));
+  const Config c = config("oov", "{format: indexed, path: " + prefix + "}", {"model.vocab=512"});
+  const std::string e = error_of([&] { quiet_train(c); });
+  EXPECT_NE(e.find("[train] data " + prefix +
+                   ".bin has token id 600 (document 7, offset 12; "
+                   "position 369 of the token stream), outside the model's vocabulary of 512 "
+                   "(raise model.vocab"),
+            std::string::npos)
+      << e;
+  EXPECT_TRUE(fs::exists(data::indexed_ids_path(prefix)));
+  const data::MaxTokenId m = data::max_token_id(*data::IndexedDataset::open(prefix));
+  EXPECT_EQ(m.id, 600);
+  EXPECT_EQ(m.document, 7);
+  EXPECT_EQ(m.offset, 12);
+  // A vocabulary that holds it passes the check (the ids above the tokenizer's 257 still fail
+  // when read, as before).
+  const Config ok =
+      config("oov_ok", "{format: indexed, path: " + prefix + "}", {"model.vocab=601"});
+  EXPECT_EQ(error_of([&] { quiet_train(ok); }).find("has token id 600"), std::string::npos);
+}
+
+// hp data prepare records the largest id beside the index.
+TEST(IndexedData, PrepareRecordsTheLargestId) {
+  const std::string prefix = prepared("");
+  ASSERT_TRUE(fs::exists(data::indexed_ids_path(prefix)));
+  bool scanned = true;
+  const data::MaxTokenId m = data::max_token_id(*data::IndexedDataset::open(prefix), &scanned);
+  EXPECT_FALSE(scanned);
+  EXPECT_EQ(m.id, data::kByteSeparator);
+  EXPECT_EQ(m.document, 0);
 }
 
 }  // namespace

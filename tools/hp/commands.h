@@ -53,7 +53,7 @@ inline const std::vector<Command>& commands() {
       {"data",
        "prepare INPUT... --out PREFIX [--tokenizer FILE | --model DIR] [--format text|jsonl|chat] "
        "[--workers N] ...: tokenize corpora into an indexed dataset (data.format: indexed) | "
-       "info PREFIX",
+       "info PREFIX [--verify]: what one holds, its largest token id",
        run_data},
       {"tokenize",
        "--tokenizer FILE_OR_DIR (--text STR | --file F) [--decode] [--add-special]: ids of each "
@@ -84,7 +84,8 @@ inline const std::vector<Command>& commands() {
        run_ckpt},
       {"bench",
        "train [CONFIG] [--steps N] [--set k=v ...] [--no-peer | --peer-dtype bf16|f32|both]: "
-       "training tokens/s and MFU beside PyTorch | peak [--remeasure] [--seconds S]: the GEMM peaks "
+       "training tokens/s and MFU beside PyTorch | peak [--remeasure] [--seconds S]: the GEMM "
+       "peaks "
        "MFU divides by (--remeasure keeps the best of 3 new and the cached one) | offload [CONFIG] "
        "[--budget SIZE]: tokens/s with state on the host / disk tier against an unlimited budget",
        run_bench},

@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "commands.h"
+#include "hp/core/byte_size.h"
 #include "hp/data/dataset.h"
 #include "hp/data/indexed.h"
+#include "hp/data/indexed_ids.h"
 #include "hp/data/prepare.h"
 #include "hp/io/tokenizer.h"
 
@@ -22,7 +24,9 @@ namespace fs = std::filesystem;
 const char* kPrepareUsage =
     "usage: hp data prepare INPUT... --out PREFIX [--tokenizer FILE | --model DIR] [--format "
     "text|jsonl|chat] [--field NAME] [--chat-template FILE] [--doc-separator STR] "
-    "[--separator-token TOKEN] [--workers N] [--skip-bad-lines] [--overwrite] [--quiet]";
+    "[--separator-token TOKEN] [--workers N] [--resume-every SIZE] [--skip-bad-lines] "
+    "[--overwrite] "
+    "[--quiet]";
 
 // C escapes in a flag value (\n \t \r \0 \\ \xHH), so a shell can pass "\n\n" as a blank line.
 std::string unescape(const std::string& flag, const std::string& s) {
@@ -88,7 +92,7 @@ void print_progress(const data::PrepareProgress& p, bool tty, bool last) {
 int prepare(Args args) {
   reject_unknown_flags(args,
                        {"--out", "--tokenizer", "--model", "--format", "--field", "--chat-template",
-                        "--doc-separator", "--separator-token", "--workers"},
+                        "--doc-separator", "--separator-token", "--workers", "--resume-every"},
                        {"--skip-bad-lines", "--overwrite", "--quiet"});
   data::PrepareOptions o;
   std::string model, value;
@@ -107,7 +111,8 @@ int prepare(Args args) {
   if (o.format != "text" && o.format != "jsonl" && o.format != "chat")
     throw UsageError{"--format expects text or jsonl or chat, got '" + o.format + "'"};
   const bool has_field = take_value(args, "--field", &o.field);
-  if (has_field && o.format == "text") throw UsageError{"--field applies to --format jsonl or chat"};
+  if (has_field && o.format == "text")
+    throw UsageError{"--field applies to --format jsonl or chat"};
   if (take_value(args, "--chat-template", &o.chat_template) && o.format != "chat")
     throw UsageError{"--chat-template applies to --format chat"};
   // A chat template beside the model's tokenizer.json (tokenizer_config.json) is the default.
@@ -120,6 +125,12 @@ int prepare(Args args) {
   take_value(args, "--separator-token", &o.separator_token);
   if (take_value(args, "--workers", &value))
     o.workers = static_cast<int>(parse_int("--workers", value, 1, 4096));
+  if (take_value(args, "--resume-every", &value)) {
+    const int64_t every = parse_byte_size(value, "--resume-every", "data");
+    if (every < 1)
+      throw UsageError{"--resume-every expects a size of at least 1 byte, got " + value};
+    o.checkpoint_bytes = static_cast<uint64_t>(every);
+  }
   o.skip_bad_lines = take_flag(args, "--skip-bad-lines");
   if (o.skip_bad_lines && o.format == "text")
     throw UsageError{"--skip-bad-lines applies to --format jsonl or chat"};
@@ -136,9 +147,12 @@ int prepare(Args args) {
   const data::PrepareResult r = data::prepare_dataset(o);
   if (!quiet && tty) std::fputc('\n', stderr);
   if (r.resumed)
-    std::printf("resumed an unfinished prepare: %s of input and %lld documents were already done\n",
-                human_bytes(double(r.resumed_bytes)).c_str(),
-                static_cast<long long>(r.resumed_documents));
+    std::printf(
+        "resumed an unfinished prepare: %s (%llu bytes) of input and %lld documents were already "
+        "done\n",
+        human_bytes(double(r.resumed_bytes)).c_str(),
+        static_cast<unsigned long long>(r.resumed_bytes),
+        static_cast<long long>(r.resumed_documents));
   const double mb = double(r.bytes) / 1e6, s = std::max(r.seconds, 1e-9);
   std::printf(
       "wrote %s + %s: %lld documents, %lld tokens (%s) from %lld file(s), %.1f MB in %.2f s: "
@@ -163,8 +177,9 @@ int prepare(Args args) {
 }
 
 int info(Args args) {
-  reject_unknown_flags(args, {});
-  if (args.size() != 1) throw UsageError{"usage: hp data info PREFIX"};
+  reject_unknown_flags(args, {}, {"--verify"});
+  const bool verify = take_flag(args, "--verify");
+  if (args.size() != 1) throw UsageError{"usage: hp data info PREFIX [--verify]"};
   const auto ds = data::IndexedDataset::open(args[0]);
   std::printf("indexed dataset %s\n", args[0].c_str());
   std::printf("dtype      %s\n", data::indexed_dtype_name(ds->dtype()));
@@ -185,6 +200,16 @@ int info(Args args) {
     std::printf("loss mask  %s: %lld of the tokens are targets\n",
                 data::indexed_mask_path(args[0]).c_str(), static_cast<long long>(on));
   }
+  // The largest id: --verify scans the tokens (and refreshes the record); otherwise the record
+  // hp data prepare wrote, when there is one that matches.
+  bool scanned = verify;
+  const data::MaxTokenId m =
+      verify ? data::scan_max_token_id(*ds) : data::max_token_id(*ds, &scanned);
+  if (verify) data::write_max_token_id(*ds, m);
+  std::printf("max id     %lld at document %lld, offset %lld (position %lld; %s)\n",
+              static_cast<long long>(m.id), static_cast<long long>(m.document),
+              static_cast<long long>(m.offset), static_cast<long long>(m.position),
+              scanned ? "scanned" : data::indexed_ids_path(args[0]).c_str());
   return 0;
 }
 

@@ -60,7 +60,9 @@ double parse_double(const std::string& flag, const std::string& value) {
   return v;
 }
 
-std::string human_bytes(double b) { return format_bytes(b); }
+std::string human_bytes(double b) {
+  return format_bytes(b);
+}
 
 namespace {
 
@@ -172,6 +174,17 @@ int world_size_after_comm_error() {
     return 1;
   }
 }
+// A rank other than 0 of a job `hp launch` (mpirun) started: OMPI_COMM_WORLD_RANK is set and not 0.
+bool launched_nonzero_rank() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  return rank && std::strcmp(rank, "0") != 0;
+}
+
+// Every rank reads the same config file and --set flags, so a config error is the same on each:
+// rank 0 alone prints it (exit 2 everywhere), not once per rank.
+bool printed_by_rank0(const hp::Error& e) {
+  return std::strncmp(e.what(), "[config] ", 9) == 0 && launched_nonzero_rank();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,7 +216,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", msg.c_str());
       return 1;
     } catch (const hp::Error& e) {
-      std::fprintf(stderr, "hp %s: %s\n", c.name, e.what());
+      if (!printed_by_rank0(e)) std::fprintf(stderr, "hp %s: %s\n", c.name, e.what());
       return 2;
     } catch (const std::filesystem::filesystem_error& e) {
       // A path the user gave (run.dir, an output directory) that cannot be created or written:

@@ -23,6 +23,7 @@
 #include "hp/data/documents.h"
 #include "hp/data/encoder.h"
 #include "hp/data/files.h"
+#include "hp/data/indexed_ids.h"
 #include "hp/data/input.h"
 #include "hp/io/json.h"
 
@@ -88,9 +89,12 @@ class Preparer {
  public:
   explicit Preparer(const PrepareOptions& o)
       : o_(o),
-        field_(!o.field.empty() ? o.field : o.format == "chat" ? "messages" : "text"),
+        field_(!o.field.empty()     ? o.field
+               : o.format == "chat" ? "messages"
+                                    : "text"),
         encoder_(o.tokenizer, o.separator_token) {
-    if (o.format == "chat") chat_.emplace(ChatTemplate::load(chat_template_path(o.chat_template, o.tokenizer)));
+    if (o.format == "chat")
+      chat_.emplace(ChatTemplate::load(chat_template_path(o.chat_template, o.tokenizer)));
   }
   PrepareResult run();
 
@@ -158,8 +162,9 @@ void Preparer::check_options() {
 void Preparer::list_inputs() {
   // The output's own files never count as input (an output prefix inside an input directory).
   std::vector<fs::path> own;
-  for (const std::string& p : {indexed_bin_path(o_.out), indexed_idx_path(o_.out),
-                               indexed_mask_path(o_.out), prepare_journal_path(o_.out)})
+  for (const std::string& p :
+       {indexed_bin_path(o_.out), indexed_idx_path(o_.out), indexed_mask_path(o_.out),
+        prepare_journal_path(o_.out), indexed_ids_path(o_.out)})
     for (const char* suffix : {"", ".partial", ".tmp"})
       own.push_back(fs::absolute(p + suffix).lexically_normal());
   own.push_back(fs::absolute(o_.out + ".docs.partial").lexically_normal());
@@ -454,6 +459,7 @@ PrepareResult Preparer::run() {
              "' already exists (--overwrite replaces the dataset)");
   if (!fs::path(o_.out).parent_path().empty())
     fs::create_directories(fs::path(o_.out).parent_path());
+  std::remove(indexed_ids_path(o_.out).c_str());  // the replaced dataset's record
 
   const io::JsonValue fp = fingerprint();
   Cursor from;
@@ -534,6 +540,10 @@ PrepareResult Preparer::run() {
     join();
     writer.finish();
     std::remove(prepare_journal_path(o_.out).c_str());
+    // The largest id and where it is, for the check at open (indexed_ids.h): one pass over the
+    // published .bin, which also covers the part a resumed run did not write itself.
+    const auto published = IndexedDataset::open(o_.out);
+    write_max_token_id(*published, scan_max_token_id(*published));
   } catch (...) {
     join();
     if (!crashed) {

@@ -17,12 +17,12 @@
 #include "hp/kernels/cpu/elementwise.h"
 #include "hp/kernels/cpu/grouped_gemm.h"
 #include "hp/kernels/cpu/swiglu.h"
+#include "hp/moe/expert_parallel.h"
+#include "hp/moe/megamoe_pipeline.h"
 #include "hp/multicore/runtime.h"
 #include "hp/multicore/trace.h"
 #include "hp/mx/expert_gemm.h"
 #include "hp/ops/ops.h"
-#include "hp/moe/expert_parallel.h"
-#include "hp/moe/megamoe_pipeline.h"
 
 namespace hp::moe {
 
@@ -423,6 +423,12 @@ Tensor megamoe_experts(const Tensor& xs, const std::vector<int64_t>& count, int6
     });
   }
   return y;
+}
+
+int64_t megamoe_groups(int64_t num_experts, int64_t n, int64_t groups) {
+  const int64_t chunk = (num_experts + n - 1) / n;
+  const int64_t slots = (chunk + groups - 1) / groups;
+  return (chunk + slots - 1) / slots;
 }
 
 }  // namespace hp::moe

@@ -86,6 +86,10 @@ struct MegaMoERunStats {
   int64_t bytes = 0;
   std::string chrome_trace;  // with options.trace: this rank's run (multicore/trace.h), else empty
 };
+// The groups MegaMoE runs for `groups` (G) over num_experts split on n ranks: the torch.chunk rule
+// over the c = ceil(E / n) slots gives ceil(c / ceil(c / G)) of them (c when G > c).
+int64_t megamoe_groups(int64_t num_experts, int64_t n, int64_t groups);
+
 MegaMoERunStats megamoe_last_forward();
 MegaMoERunStats megamoe_last_backward();
 

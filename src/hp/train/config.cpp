@@ -406,6 +406,79 @@ void Config::describe(Schema& s) {
   s.section("run", run);
 }
 
+namespace {
+
+struct ResumeRule {
+  std::string_view key;  // a section ("model") or, in the sections classified key by key, a field
+  ResumeChange change;
+};
+
+// Resume classification (config.h ResumeChange). Sections whose keys all act alike are classified
+// whole; training, parallel and eval mix both kinds, so each of their keys is listed, and a new key
+// there fails ResumeCheck.EveryKeyIsClassified until it is placed. Parallel layout is free
+// (resharding on resume is a feature) except what changes the math: microbatches sets
+// training.grad_accum, reduce_dtype rounds the gradients. recompute and offload are free because
+// their losses are bitwise those of the run without them (docs/ARCHITECTURE.md §4c).
+constexpr ResumeChange kMath = ResumeChange::math, kFree = ResumeChange::free;
+constexpr ResumeRule kResumeRules[] = {
+    {"model", kMath},
+    {"data", kMath},
+    {"optimizer", kMath},
+    {"lr_scheduler", kMath},
+    {"low_precision", kMath},
+    {"recompute", kFree},
+    {"memory", kFree},
+    {"offload", kFree},
+    {"checkpoint", kFree},
+    {"metrics", kFree},
+    {"run", kFree},
+    // eval: passes over held-out data, except split, which decides what is trained on.
+    {"eval.data", kFree},
+    {"eval.format", kFree},
+    {"eval.split", kMath},
+    {"eval.interval", kFree},
+    {"eval.steps", kFree},
+    {"eval.batch_size", kFree},
+    {"training.steps", kMath},  // the lr schedule's length
+    {"training.seed", kMath},
+    {"training.batch_size", kMath},
+    {"training.seq_len", kMath},
+    {"training.grad_accum", kMath},
+    {"training.grad_clip", kMath},
+    {"training.mixed_precision", kMath},
+    {"training.sample_prompt", kFree},
+    {"training.sample_tokens", kFree},
+    {"training.max_skipped_steps", kFree},
+    {"training.fusion", kMath},  // lazy is within rounding, not bitwise
+    {"parallel.pp", kFree},
+    {"parallel.dp_shard", kFree},
+    {"parallel.dp_replicate", kFree},
+    {"parallel.tp", kFree},
+    {"parallel.cp", kFree},
+    {"parallel.ep", kFree},
+    {"parallel.cp_method", kFree},
+    {"parallel.sequence_parallel", kFree},
+    {"parallel.plan", kFree},
+    {"parallel.fsdp.reshard_after_forward", kFree},
+    {"parallel.fsdp.reduce_dtype", kMath},
+    {"parallel.pipeline.schedule", kFree},
+    {"parallel.pipeline.microbatches", kMath},
+    {"parallel.pipeline.layers_per_stage", kFree},
+    {"parallel.pipeline.virtual_stages", kFree},
+    {"parallel.pipeline.stage_ranks", kFree},
+    {"parallel.moe.kernel", kFree},
+    {"parallel.moe.groups", kFree},
+};
+
+}  // namespace
+
+ResumeChange resume_change(std::string_view path) {
+  const std::string_view section = path.substr(0, path.find('.'));
+  for (const ResumeRule& r : kResumeRules)
+    if (r.key == path || r.key == section) return r.change;
+  HP_THROW(InternalError, "config", path, ": no resume classification (config.cpp kResumeRules)");
+}
+
 DocumentFlags document_flags(const Config& c, bool masked_data) {
   DocumentFlags f;
   f.mask =
@@ -637,12 +710,11 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
                                                      {"kv_heads", m.kv_heads},
                                                      {"intermediate", m.intermediate}};
     bool complete = true;
-    for (auto [name, v] : sizes)
-      if (v < 1) {
-        fail(std::string("model.") + name,
-             "must be >= 1 with model.arch, got " + std::to_string(v));
-        complete = false;
-      }
+    for (auto [name, v] : sizes) {
+      // A negative size already failed the field's own ">= 0": one error per key.
+      if (v == 0) fail(std::string("model.") + name, "must be >= 1 with model.arch, got 0");
+      complete = complete && v >= 1;
+    }
     if (complete && m.hidden % m.heads != 0)
       fail("model.heads", std::to_string(m.heads) + " does not divide model.hidden (" +
                               std::to_string(m.hidden) + ")");
@@ -670,7 +742,7 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     fail("eval.data",
          "required (or eval.split) when eval.interval, eval.batch_size or eval.format is set");
   const TrainingConfig& t = c.training;
-  if (c.lr_scheduler.warmup_steps > t.steps)
+  if (t.steps >= 1 && c.lr_scheduler.warmup_steps > t.steps)  // steps < 1: its own error
     fail("lr_scheduler.warmup_steps", std::to_string(c.lr_scheduler.warmup_steps) +
                                           " exceeds training.steps (" + std::to_string(t.steps) +
                                           ")");

@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hp/core/enum_names.h"
@@ -326,6 +327,15 @@ struct Config {
   void describe(Schema& s);
   bool operator==(const Config&) const = default;
 };
+
+// What `hp train --resume` does with a key whose value differs from the checkpoint's config.yaml
+// (train/state.h config_changes): a `math` key changes what the run computes (model, data,
+// optimizer, lr schedule, the batch and step count, seed, precision, MX, fusion) and is refused
+// without --allow-config-change; a `free` key (the parallel layout, recompute, offload, memory,
+// eval passes, logging, checkpoints, run.dir) is logged and allowed. One table beside the schema
+// (config.cpp) classifies every field; an unclassified path is an internal error.
+enum class ResumeChange { math, free };
+ResumeChange resume_change(std::string_view path);
 
 // data.document_mask and data.reset_position_ids as this run applies them: "auto" is on when the
 // training data has a loss mask (chat: JSONL or hp data prepare --format chat); reset_position_ids

@@ -9,6 +9,9 @@
 #include "hp/core/mem_tier_scope.h"
 #include "hp/core/random.h"
 #include "hp/data/dataset.h"
+#include "hp/data/indexed.h"
+#include "hp/data/indexed_ids.h"
+#include "hp/io/byte_level_tokenizer.h"
 #include "hp/io/json.h"
 #include "hp/io/tokenizer.h"
 #include "hp/models/hf/registry.h"
@@ -130,9 +133,19 @@ std::shared_ptr<models::CausalLM> build_causal_lm(const Config& cfg,
 void check_data_fits(const models::CausalLM& model, const data::TokenDataset& data,
                      const std::string& name, const Config& cfg) {
   const int64_t vocab = model.config().vocab_size;
+  // An indexed dataset's largest id, recorded by hp data prepare (or scanned once and cached:
+  // data/indexed_ids.h), is checked now rather than when a batch holding it is read.
+  if (data.mapped() && data.options().format == DataFormat::indexed) {
+    const std::string& prefix = data.options().path;
+    const data::MaxTokenId m = data::max_token_id(*data::IndexedDataset::open(prefix));
+    if (m.id >= vocab)
+      HP_THROW(ValueError, "train", "data ", data::indexed_bin_path(prefix), " has token id ", m.id,
+               " (document ", m.document, ", offset ", m.offset, "; position ", m.position,
+               " of the token stream), outside the model's vocabulary of ", vocab, " (",
+               cfg.model.path.empty() ? "raise model.vocab, or " : "",
+               "data.tokenizer: the tokenizer it was prepared with)");
+  }
   // Also names the first id outside the vocabulary, as stored, and its position in the stream.
-  // An indexed dataset is not scanned (start-up must not read the corpus): its ids are checked
-  // against its tokenizer's vocabulary, no larger than the model's, as windows are read.
   const int64_t first = data.mapped() ? -1 : data.find_id_at_least(vocab);
   if (data.vocab_size() > vocab || first >= 0)
     HP_THROW(ValueError, "train", "data ", name, " has token ids up to ", data.vocab_size() - 1,
@@ -215,6 +228,15 @@ std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& 
     for (const auto& f : files) seen |= f.first == name;
     if (!seen && fs::exists(p)) files.emplace_back(name, io::read_text_file(p.string(), "train"));
   }
+  // Byte-level text (no tokenizer anywhere): its vocabulary as a tokenizer.json, the separator
+  // as <|endoftext|> (the first automatic separator token, so the file used as data.tokenizer
+  // gives the same stream).
+  const bool byte_level =
+      dataset_options(cfg).tokenizer.empty() &&
+      (cfg.data.format == DataFormat::text || cfg.data.format == DataFormat::indexed);
+  if (byte_level)
+    files.emplace_back("tokenizer.json", io::byte_level_tokenizer_json(
+                                             data::kAutoSeparatorTokens[0], data::kByteSeparator));
   return files;
 }
 

@@ -53,7 +53,8 @@ void check_data_fits(const models::CausalLM& model, const data::TokenDataset& da
 double model_flops_per_token(const models::CausalLM& model, const Config& cfg);
 
 // Files stored beside each checkpoint so it exports to a Hugging Face directory on its own:
-// config.json, the resolved config.yaml, and the tokenizer files of model.path / data.tokenizer.
+// config.json, the resolved config.yaml, and the tokenizer files of model.path / data.tokenizer
+// (byte-level text: its vocabulary as a tokenizer.json, io/byte_level_tokenizer.h).
 std::vector<std::pair<std::string, std::string>> checkpoint_files(const Config& cfg,
                                                                   const models::CausalLM& model);
 

@@ -78,11 +78,6 @@ std::string newest_verified(const std::string& run_dir, std::ostream* log) {
            " verifies (hp ckpt verify lists every fault):", rejected);
 }
 
-bool changes_math(const std::string& path) {
-  return path.rfind("model.", 0) == 0 || path == "training.seq_len" ||
-         path == "training.batch_size" || path == "training.seed";
-}
-
 // A field's value as the resolved YAML writes it ("32", "qwen3", "\"\"").
 std::string value_text(const Field& f) {
   YAML::Emitter e;
@@ -103,29 +98,35 @@ std::string resolve_resume(const std::string& resume, const std::string& run_dir
            "directory holding one)");
 }
 
-std::vector<std::string> math_config_changes(const Config& saved, const Config& now) {
+std::vector<ConfigChange> config_changes(const Config& saved, const Config& now) {
   // Schemas bound to copies: one walk over every field, whatever fields the sections grow.
   Config a = saved, b = now;
   Schema sa, sb;
   a.describe(sa);
   b.describe(sb);
-  std::vector<std::string> out;
+  std::vector<ConfigChange> out;
   for (const auto& f : sa.fields()) {
-    if (!f->alias_of.empty() || !f->emit || !changes_math(f->path)) continue;
+    if (!f->alias_of.empty() || !f->emit) continue;
     const Field* g = sb.find(f->path);
-    const std::string was = value_text(*f), is = g ? value_text(*g) : "(none)";
-    if (was != is) out.push_back(f->path + ": " + was + " in the checkpoint, " + is + " now");
+    std::string was = value_text(*f), is = g ? value_text(*g) : "(none)";
+    if (was != is)
+      out.push_back(
+          {f->path, std::move(was), std::move(is), resume_change(f->path) == ResumeChange::math});
   }
   return out;
+}
+
+std::string ConfigChange::text() const {
+  return path + ": " + was + " in the checkpoint, " + is + " now";
 }
 
 void check_resume_config(const std::string& step_dir, const Config& now, bool allow_change,
                          std::ostream* log) {
   const fs::path file = fs::path(step_dir) / "config.yaml";
   if (!fs::exists(file)) return;
-  std::vector<std::string> changes;
+  std::vector<ConfigChange> changes;
   try {
-    changes = math_config_changes(
+    changes = config_changes(
         parse_config(io::read_text_file(file.string(), "train"), file.string()), now);
   } catch (const ValueError& e) {
     if (!allow_change)
@@ -136,16 +137,22 @@ void check_resume_config(const std::string& step_dir, const Config& now, bool al
     if (log) *log << "warning: " << file.string() << " not compared: " << e.what() << "\n";
     return;
   }
-  if (changes.empty()) return;
-  std::string list;
-  for (const std::string& c : changes) list += "\n  " + c;
-  if (!allow_change)
+  std::string all, refused;
+  size_t n_refused = 0;
+  for (const ConfigChange& c : changes) {
+    all += "\n  " + c.text();
+    if (c.changes_math) refused += "\n  " + c.text(), ++n_refused;
+  }
+  if (n_refused > 0 && !allow_change)
     HP_THROW(ValueError, "train", file.string(), ": resuming would change the run's math; ",
-             changes.size(),
-             " key(s) differ from the checkpoint's config (pass "
-             "--allow-config-change to resume anyway):",
-             list);
-  if (log) *log << "resuming with config changes (--allow-config-change):" << list << "\n";
+             n_refused,
+             " key(s) differ from the checkpoint's config (pass --allow-config-change to resume "
+             "anyway):",
+             refused);
+  if (log && !changes.empty())
+    *log << (n_refused > 0 ? "resuming with config changes (--allow-config-change):"
+                           : "resuming with config changes that keep the math:")
+         << all << "\n";
 }
 
 std::string resume_step_dir(const std::string& resume, bool allow_config_change, const Config& cfg,

@@ -33,15 +33,21 @@ std::string trainer_state_json(int64_t step, const data::LoaderState& loader, in
 std::string resolve_resume(const std::string& resume, const std::string& run_dir,
                            std::ostream* log = nullptr);
 
-// The keys that change what a run computes — training.seq_len, training.batch_size,
-// training.seed and every model.* key — whose values differ between the config a checkpoint was
-// saved with and `now`: "training.seq_len: 32 in the checkpoint, 64 now" per key, in schema order.
-std::vector<std::string> math_config_changes(const Config& saved, const Config& now);
+// A key whose value differs between the config a checkpoint was saved with and the run's.
+struct ConfigChange {
+  std::string path, was, is;  // "training.seq_len", "32", "64" (as the resolved YAML writes them)
+  bool changes_math = false;  // resume_change(path) == ResumeChange::math (train/config.h)
+  // "training.seq_len: 32 in the checkpoint, 64 now".
+  std::string text() const;
+};
 
-// Refuses to resume from `step_dir` when its config.yaml (parsed by parse_config) differs from
-// `now` in math_config_changes: a ValueError naming the file and listing every such key with both
-// values, unless allow_change, which logs them instead. A step dir without config.yaml (saved by
-// something other than the trainer) is not checked.
+// Every key, in schema order, whose value differs between `saved` and `now`.
+std::vector<ConfigChange> config_changes(const Config& saved, const Config& now);
+
+// Compares step_dir's config.yaml (parsed by parse_config) with `now` (config_changes) and logs
+// every changed key with both values. When one of them changes the math, refuses to resume — a
+// ValueError naming the file and listing each such key with both values — unless allow_change.
+// A step dir without config.yaml (saved by something other than the trainer) is not checked.
 void check_resume_config(const std::string& step_dir, const Config& now, bool allow_change,
                          std::ostream* log);
 

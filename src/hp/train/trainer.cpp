@@ -25,6 +25,7 @@
 #include "hp/kernels/cpu/isa.h"
 #include "hp/models/generate.h"
 #include "hp/models/hf/registry.h"
+#include "hp/moe/megamoe.h"
 #include "hp/offload/activations.h"
 #include "hp/ops/ops.h"
 #include "hp/optim/grad.h"
@@ -55,6 +56,17 @@ class NullBuffer : public std::streambuf {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// "2 expert groups", or the effective count when parallel.moe.groups exceeds the expert slots per
+// rank: "4 expert groups: parallel.moe.groups 99 exceeds the 4 expert slots per rank".
+std::string megamoe_groups_text(const Config& cfg, int64_t experts, int64_t ep) {
+  const int64_t given = cfg.parallel.moe.groups, run = moe::megamoe_groups(experts, ep, given);
+  const int64_t slots = (experts + ep - 1) / ep;
+  return std::to_string(run) + " expert groups" +
+         (run == given ? std::string()
+                       : ": parallel.moe.groups " + std::to_string(given) + " exceeds the " +
+                             std::to_string(slots) + " expert slots per rank");
 }
 
 // What the run is, before its first step (rank 0).
@@ -93,7 +105,7 @@ void describe_run(const Config& cfg, const TrainResult& res, const RunData& data
          std::to_string(layout.ep) + " of the dp_shard × cp ranks, FSDP over the other " +
          std::to_string(layout.dp_shard * layout.cp / layout.ep) + ")" +
          (cfg.parallel.moe.kernel == MoEKernel::megamoe
-              ? " on MegaMoE (" + std::to_string(cfg.parallel.moe.groups) + " expert groups)"
+              ? " on MegaMoE (" + megamoe_groups_text(cfg, c.num_experts, layout.ep) + ")"
               : std::string(" on the sequential exchange"));
   const std::string pp = layout.pp > 1 ? "pp " + std::to_string(layout.pp) + " × (" : std::string();
   int64_t ranks = 0;
@@ -438,9 +450,9 @@ bool Trainer::after_step(int64_t step, int64_t done, const StepRecord& r) {
     const auto kept = checkpoint::find_latest(cfg_.run.dir);
     HP_THROW(TrainingDiverged, "train", "training diverged: ", too_many ? "stopped" : "ended",
              " at step ", step, " after ", skipped_, " consecutive steps (", step - skipped_ + 1,
-             "..", step, ") with a non-finite gradient norm (training.max_skipped_steps = ",
-             max_skipped, "); nothing saved since, the last checkpoint is ",
-             kept ? *kept : std::string("none"),
+             "..", step,
+             ") with a non-finite gradient norm (training.max_skipped_steps = ", max_skipped,
+             "); nothing saved since, the last checkpoint is ", kept ? *kept : std::string("none"),
              ". Lower optimizer.lr (or raise lr_scheduler.warmup_steps) and resume from it.");
   }
   if (stop) {
@@ -485,7 +497,8 @@ TrainResult Trainer::run(fusion::Mode fusion) {
       profile_range(cfg_.metrics, options_.profile, done + 1, cfg_.training.steps);
   if (!cfg_.metrics.profile_steps.empty() && profile_steps.empty())
     metrics_->message("note: metrics.profile_steps lies outside steps " + std::to_string(done + 1) +
-                      ".." + std::to_string(cfg_.training.steps) + " of this run: nothing profiled");
+                      ".." + std::to_string(cfg_.training.steps) +
+                      " of this run: nothing profiled");
   if (!profile_steps.empty()) run_.model->set_trace_names();
   profile_ = std::make_unique<RunProfiler>(profile_steps, cfg_.run.dir, rank, nranks,
                                            cfg_.metrics.profile_max_events);
@@ -496,7 +509,8 @@ TrainResult Trainer::run(fusion::Mode fusion) {
   // The f32 gradients every step allocates on the device tier; excluded from the activation
   // figure (none there with offload.grads host).
   if (cfg_.offload.grads != HostOffload::host)
-    for (const Tensor& p : run_.opt->parameters()) grad_bytes_ += p.numel() * int64_t(sizeof(float));
+    for (const Tensor& p : run_.opt->parameters())
+      grad_bytes_ += p.numel() * int64_t(sizeof(float));
   return loop(done);
 }
 
@@ -535,10 +549,11 @@ TrainResult train(const Config& cfg, const TrainOptions& options) {
   // training.fusion for the run (HP_FUSION, when set, overrides it), restored after.
   const fusion::Mode fusion = fusion::env_mode().value_or(cfg.training.fusion);
   const fusion::ModeScope fusion_scope(fusion);
+  // A budget too small for one layer: refused before anything is built (the plan is reused). The
+  // plan's own measuring runs uncapped, so that the plan, not the allocator, refuses it.
+  const std::optional<MemoryPlan> plan = check_device_budget(cfg);
   // memory.device_budget caps the device tier for the run (restored after: tests run many).
   const DeviceBudgetScope budget(device_budget_bytes(cfg), "memory.device_budget");
-  // A budget too small for one layer: refused before anything is built (the plan is reused).
-  const std::optional<MemoryPlan> plan = check_device_budget(cfg);
   // Data (every rank loads it; indexed data is mapped), the model (f32 masters, seeded init, every
   // parallel / precision / memory transform), optimizer and loader.
   RunSetup run = build_run(cfg, layout, plan ? &*plan : nullptr);

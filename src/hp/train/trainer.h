@@ -37,7 +37,7 @@ struct TrainOptions {
   // then the old step-* directories, `latest` and metrics files are deleted first.
   bool overwrite = false;
   // Resume even when the checkpoint's config.yaml differs from the run's config in a key that
-  // changes the math (train/state.h math_config_changes); the differences are logged instead.
+  // changes the math (train/config.h ResumeChange); the differences are logged instead.
   bool allow_config_change = false;
   // Where the run log goes (rank 0 only); null = std::cout.
   std::ostream* log = nullptr;
