@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "hp/core/mem_tier_scope.h"
 #include "hp/dist/communicator.h"
 #include "hp/ops/ops.h"
 
@@ -172,6 +173,22 @@ TEST(Comm, NonBlockingProgressesWhileComputing) {
   Tensor y = work->result();
   EXPECT_TRUE(work->test());
   EXPECT_EQ(y.to_vector()[1024 * 16 * (c->size() - 1)], c->size() - 1);
+}
+
+// The completion work (here the bf16 all-reduce's f32 → bf16 rounding, which allocates the result)
+// runs on the thread that waits, never on the progress thread, even when the progress thread saw
+// the call complete long before: the result is allocated under the waiter's MemTierScope. (Run on
+// the progress thread, it went to the device tier, beside the waiter's compute.)
+TEST(Comm, CompletionWorkRunsOnTheWaitingThread) {
+  auto c = world();
+  const MemTierScope host(MemTier::host);
+  auto work = c->iall_reduce(full({256}, 1.0, DType::bf16), ReduceOp::sum);
+  c->barrier();  // every rank has posted: the progress thread can complete the reduction
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Tensor y = work->result();
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_EQ(y.tier(), MemTier::host);
+  EXPECT_EQ(y.to_vector()[255], c->size());
 }
 
 TEST(Comm, TimeoutNamesTheOp) {

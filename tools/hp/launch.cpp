@@ -41,6 +41,7 @@ extern char** environ;
 namespace hp::cli {
 namespace {
 
+// The handler only sets these; run_mpirun's loop does the forwarding (reads /proc, kill(2), stdio).
 volatile sig_atomic_t g_signal = 0;  // the latest SIGINT / SIGTERM the launcher received
 volatile sig_atomic_t g_count = 0;   // how many
 extern "C" void on_launch_signal(int sig) {
@@ -108,6 +109,12 @@ int run_mpirun(std::vector<std::string> argv) {
   sigaction(SIGTERM, &sa, &old_term);
   if (old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &old_int, nullptr);  // nohup, `cmd &`
   const pid_t launcher = getpid();
+  // Everything the child needs is built before fork: between fork and exec it calls only
+  // async-signal-safe functions (no allocation, no stdio), whatever other threads held then.
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  static constexpr char kNoMpirun[] = "hp launch: cannot run mpirun (install openmpi-bin)\n";
   std::fflush(stdout);
   pid_t pid = fork();
   if (pid < 0) throw UsageError{"fork failed"};
@@ -116,11 +123,8 @@ int run_mpirun(std::vector<std::string> argv) {
     sigaction(SIGTERM, &old_term, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != launcher) _exit(128 + SIGTERM);  // the launcher died before prctl
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
     execvp("mpirun", cargv.data());
-    std::fprintf(stderr, "hp launch: cannot run mpirun (install openmpi-bin)\n");
+    [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kNoMpirun, sizeof(kNoMpirun) - 1);
     _exit(127);
   }
   double grace = 30;
@@ -258,8 +262,7 @@ int run_launch(const Args& in) {
   // which reads as a signal); on several hosts it need not exist here.
   if (!multi_host && !runnable(cmd.front())) {
     std::fprintf(stderr, "hp launch: cannot run '%s': no such executable file%s\n",
-                 cmd.front().c_str(),
-                 cmd.front().find('/') == std::string::npos ? " in PATH" : "");
+                 cmd.front().c_str(), cmd.front().find('/') == std::string::npos ? " in PATH" : "");
     return 127;
   }
   return run_mpirun(std::move(argv));

@@ -109,8 +109,8 @@ RunDir::RunDir(const Config& cfg, const std::string& resume, bool overwrite,
                dist::Communicator& world, std::ostream& log) {
   std::exception_ptr refused;
   if (world.rank() == 0)
-    refused = claim(cfg.run.dir, resume, overwrite,
-                    [&] { lock_ = std::make_unique<Lock>(cfg.run.dir); });
+    refused =
+        claim(cfg.run.dir, resume, overwrite, [&] { lock_ = std::make_unique<Lock>(cfg.run.dir); });
   if (any_rank(world, refused != nullptr)) {
     if (refused) std::rethrow_exception(refused);
     HP_THROW(IoError, "train", "rank 0 refused run.dir ", cfg.run.dir, " (its error says why)");
@@ -128,8 +128,12 @@ RunDir::~RunDir() = default;
 
 namespace {
 
-// The signal received (0: none). signal() and raise() are async-signal-safe.
+// The signal received (0: none). The handler touches nothing but this lock-free atomic, and
+// calls only signal() and raise(), both async-signal-safe: no allocation, lock, stream or MPI.
+// The training loop reads it at step boundaries (agreed()).
 std::atomic<int> g_stop{0};
+static_assert(std::atomic<int>::is_always_lock_free,
+              "a signal handler may only touch lock-free atomics");
 extern "C" void on_stop_signal(int sig) {
   if (g_stop.exchange(sig) != 0) {
     std::signal(sig, SIG_DFL);

@@ -21,35 +21,38 @@ void check_mpi(int rc, const std::string& what) {
 
 MpiWork::~MpiWork() {
   // A call that timed out may still be in flight: MPI could write into its buffers later, so they
-  // are deliberately leaked rather than freed under it.
-  if (!done_ && !keep_alive.empty()) new std::vector<Tensor>(std::move(keep_alive));
+  // are deliberately leaked rather than freed under it. (The last owner of a work is the only
+  // thread left touching it: complete_ needs no lock here.)
+  if (!complete_ && !keep_alive.empty()) new std::vector<Tensor>(std::move(keep_alive));
+}
+
+bool MpiWork::poll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!complete_) {
+    int flag = 0;
+    mpi_rc_ =
+        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag, MPI_STATUSES_IGNORE);
+    complete_ = mpi_rc_ != MPI_SUCCESS || flag != 0;
+  }
+  return complete_;
 }
 
 bool MpiWork::test() {
-  std::lock_guard<std::mutex> lock(mu_);
   if (!done_) {
-    int flag = 0;
-    int rc =
-        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      try {
-        check_mpi(rc, what_);
-      } catch (const CommError& e) {
-        error_ = e.what();
-      }
-      done_ = true;
-    } else if (flag) {
-      try {
-        if (finish) result_ = finish();
-      } catch (const std::exception& e) {
-        error_ = e.what();
-      }
-      keep_alive.clear();
-      done_ = true;
+    if (!poll()) return false;
+    // complete_ is set: mpi_rc_ no longer changes, and MPI no longer touches the buffers.
+    try {
+      check_mpi(mpi_rc_, what_);
+      if (finish) result_ = finish();
+    } catch (const std::exception& e) {
+      error_ = e.what();
     }
+    finish = nullptr;  // drops the buffers it holds
+    keep_alive.clear();
+    done_ = true;
   }
   if (!error_.empty()) throw CommError(error_);
-  return done_;
+  return true;
 }
 
 std::string MpiWork::op_name() const {
@@ -139,13 +142,10 @@ class Progress {
       for (Pending& p : batch) {
         auto w = p.work.lock();
         if (!w) continue;  // dropped by its owner (after a timeout): nothing to drive
-        bool done = true;
-        try {
-          done = w->test();
-        } catch (...) {
-          // The error is kept in the work and rethrown by its owner's wait().
-        }
-        if (!done) {
+        // Drives MPI only: the owner's test() / wait() runs the completion work and rethrows a
+        // failure. (Should the owner drop the work meanwhile, its buffers are freed here, when w
+        // goes: the allocator is thread-safe, and that is all the progress thread then runs.)
+        if (!w->poll()) {
           still.push_back(p);
           sending = sending || p.send;
         }
