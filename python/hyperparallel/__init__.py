@@ -213,6 +213,11 @@ Model.forward = _wrap_ids(Model._forward, "ids [T] → logits [T, vocab]; [B, T]
 Model.__call__ = Model.forward
 Model.loss = _loss
 Model.generate = _generate
+_save_pretrained = Model.save_pretrained
+Model.save_pretrained = lambda self, path, tokenizer_dir="", max_shard_bytes=5 << 30: \
+    _save_pretrained(self, str(path), str(tokenizer_dir), max_shard_bytes)
+_tokenizer_from_file = Tokenizer.from_file
+Tokenizer.from_file = staticmethod(lambda path: _tokenizer_from_file(str(path)))
 Model.zero_grad = lambda self: [p.zero_grad() for p in self.parameters()] and None
 
 

@@ -33,5 +33,7 @@ def test_errors():
     with pytest.raises(hp.IoError, match="no_such.json"):
         hp.Tokenizer.from_file("no_such.json")
     tok = hp.Tokenizer.from_file(str(TOKENIZERS / "llama2.tokenizer.json"))
+    with pytest.raises(TypeError):  # ids that are no int32: refused, not wrapped
+        tok.decode([2 ** 40])
     with pytest.raises(TypeError):
-        tok.decode([-1])
+        tok.encode_batch("one string, not a list")

@@ -1,6 +1,7 @@
 """hyperparallel.train runs what `hp train` runs: the same losses bit for bit, at 1 rank and under
 `hp launch -n 2`; per-step callbacks; config errors as ConfigError with the CLI's message."""
 import json
+import os
 import subprocess
 import sys
 
@@ -15,9 +16,12 @@ SHORT = ["training.steps=3", "training.batch_size=4", "training.seq_len=64",
          "metrics.log_every=1", "training.mixed_precision=f32"]
 
 
+# Ranks on one host without cross-memory attach (containers), one thread each, as the CLI tests.
+ENV = {**os.environ, "HP_NUM_THREADS": "1", "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+
+
 def cli_losses(cmd, run_dir):
-    run(cmd, env={"HP_NUM_THREADS": "1", "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
-                  "PATH": "/usr/bin:/bin"})
+    run(cmd, env=ENV)
     recs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [r["loss"] for r in recs if "loss" in r and "eval_loss" not in r]
 
@@ -40,15 +44,15 @@ def test_losses_equal_hp_train_on_two_ranks(hp_cli, tmp_path):
     want = cli_losses([hp_cli, "launch", "-n", "2", "--", hp_cli, "train", "configs/default.yaml"]
                       + sets, tmp_path / "cli")
     script = tmp_path / "train2.py"
+    overrides = SHORT + [f"run.dir={tmp_path / 'py'}"]
     script.write_text(
         "import json, sys, hyperparallel as hp\n"
-        f"res = hp.train('configs/default.yaml', {SHORT + [f'run.dir={tmp_path / 'py'}']!r})\n"
+        f"res = hp.train('configs/default.yaml', {overrides!r})\n"
         f"open({str(tmp_path / 'out')!r} + sys.argv[1], 'w').write(json.dumps(res['losses']))\n")
     # Each rank writes its own file; the ranks' losses are the global ones, so all equal.
     run([hp_cli, "launch", "-n", "2", "--", "bash", "-c",
          f'exec {sys.executable} {script} "$OMPI_COMM_WORLD_RANK"'],
-        env={"HP_NUM_THREADS": "1", "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
-             "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)})
+        env=ENV)
     for rank in (0, 1):
         assert json.loads((tmp_path / f"out{rank}").read_text()) == want
 
