@@ -34,7 +34,7 @@ export TMPDIR=$scratch/tmp HP_NUM_THREADS=1 HP_COMM_TIMEOUT_S=60
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 mkdir -p "$TMPDIR" "$scratch/ref"
 # bash reports each killed background job ("Killed ..."): the faults are meant, so not that line.
-exec 2> >(grep --line-buffered -v '^tools/chaos.sh: line [0-9]*: *[0-9]* Killed' >&2)
+exec 2> >(grep --line-buffered -v ': line [0-9]*: *[0-9]* Killed ' >&2)
 # Every segment gets the final step count (never changed between segments). Few steps: f32
 # rounding differences between layouts grow with training (default.yaml, 1 rank vs dp2 x tp2:
 # 2e-6 relative by step 16, 9e-6 by step 21 of a 24-step run).
