@@ -193,9 +193,21 @@ ckpt_steps() {
 }
 newest_ckpt() { local s; s=$(ckpt_steps "$1" | tail -1); echo "${s:-0}"; }
 complete_ckpts() { ckpt_steps "$1" | wc -l; }
-corrupt_newest() {  # corrupt_newest RUN: F describes what was done to which file
+# The step --resume auto must continue from: `latest`'s when complete (it names the run's own
+# timeline: a save killed between publishing step-N and updating `latest` leaves N unused, safely),
+# else the newest complete checkpoint.
+resume_point() {
+  local l
+  l=$(cat "$1/latest" 2>/dev/null)
+  if [[ $l =~ ^step-([0-9]+)$ ]] && [ -f "$1/$l/metadata.json" ]; then
+    echo $((10#${BASH_REMATCH[1]}))
+  else
+    newest_ckpt "$1"
+  fi
+}
+corrupt_newest() {  # corrupt_newest RUN: damages the checkpoint a resume would take; F says how
   local d files f size hdr off
-  d=$(printf 'step-%08d' "$(newest_ckpt "$1")")
+  d=$(printf 'step-%08d' "$(resume_point "$1")")
   mapfile -t files < <(cd "$1/$d" && ls rank-*.safetensors)
   pick ${#files[@]}
   f=$1/$d/${files[$R]}
@@ -388,7 +400,7 @@ run_cycle() {
   local done_ before
   done_=$(last_step "$run")
   ((done_ >= steps - 4)) && fault=none  # too close to the end: the chain finishes here
-  before=$(newest_ckpt "$run")
+  before=$(resume_point "$run")
   pick $((steps - 4 - done_ > 0 ? steps - 4 - done_ : 1))
   want=$((done_ + 1 + R))
   F=""
@@ -448,10 +460,11 @@ run_cycle() {
   # Outcome checks.
   if [ -n "$CORRUPTED" ]; then
     grep -q "skipping checkpoint .*$CORRUPTED" "$log" || fail "corrupted $CORRUPTED was not skipped"
-    [ -n "$resumed" ] && ((resumed < 10#${CORRUPTED#step-})) || fail "resumed from ${resumed:-nothing}, not before $CORRUPTED"
+    [ -n "$resumed" ] && ((resumed != 10#${CORRUPTED#step-})) ||
+      fail "resumed from ${resumed:-nothing}, the corrupted $CORRUPTED"
   elif ((started)) && ! ((early && RC != 0)) || [ -n "$resumed" ]; then
     # (A segment stopped during start-up may end before it says where it resumed.)
-    [ "${resumed:-x}" = "$before" ] || fail "resumed from ${resumed:-nothing}, newest checkpoint was $before"
+    [ "${resumed:-x}" = "$before" ] || fail "resumed from ${resumed:-nothing}, not from $before"
   fi
   case $fault in
     none) ((RC == 0)) || fail "the segment failed (rc $RC)" ;;
