@@ -4,10 +4,11 @@
 # sometimes at another layout, then checks that every interrupted chain ends with the losses of an
 # uninterrupted run (bitwise where the layout never changed, within 1e-5 relative otherwise) and
 # that nothing is left behind (processes, held locks, .partial dirs, offload files, MPI temp dirs).
-# Interruptions: SIGKILL / SIGTERM of one rank or of `hp launch` after a random step, or while a
-# checkpoint is being written (a step-*.partial dir exists; every chain saves every step); a full
-# disk (the run dir on a small tmpfs; skipped with a note where mount fails); a corrupted newest
-# checkpoint (bytes flipped in, or truncation of, a rank file: --resume auto must skip it).
+# Interruptions: SIGKILL / SIGTERM of one rank or of `hp launch` after a random step, during
+# start-up, or while a checkpoint is being written (a step-*.partial dir exists; every chain saves
+# every step); a full disk (the run dir on a small tmpfs; skipped with a note where mount fails); a
+# corrupted checkpoint, the one a resume would take (a byte flipped in, or truncation of, a rank
+# file: --resume auto must skip it). docs/ARCHITECTURE.md section 8 describes the checks.
 # One line per cycle; exit 0 only if every check holds. The seed and every choice are printed:
 # `tools/chaos.sh CYCLES SEED` replays the same choices (timings are the machine's).
 # Usage: tools/chaos.sh CYCLES [SEED]   (HP=path/to/hp, default build/hp; CHAOS_KEEP=1 keeps the
