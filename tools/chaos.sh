@@ -10,7 +10,8 @@
 # corrupted checkpoint, the one a resume would take (a byte flipped in, or truncation of, a rank
 # file: --resume auto must skip it). docs/ARCHITECTURE.md section 8 describes the checks.
 # One line per cycle; exit 0 only if every check holds. The seed and every choice are printed:
-# `tools/chaos.sh CYCLES SEED` replays the same choices (timings are the machine's).
+# `tools/chaos.sh CYCLES SEED` replays each cycle's draws (where timings leave a chain at another
+# step, that chain's later choices follow its state).
 # Usage: tools/chaos.sh CYCLES [SEED]   (HP=path/to/hp, default build/hp; CHAOS_KEEP=1 keeps the
 # scratch directory for a post-mortem; CHAOS_FAULTS="corrupt disk" draws from those faults only:
 # rank launcher save disk corrupt)
@@ -370,6 +371,10 @@ class_layout() {  # class_layout CONFIG: C = a random layout of the class of the
 
 run_cycle() {
   local c lay run fault sig started want
+  # Each cycle draws from its own stream (seed, cycle): a replay repeats every cycle's choices even
+  # where timings ended some chain sooner (the choices of a chain's segments depend on its state).
+  rng=$(( (seed * 7919 + cycle * 104729) % 2147483648 ))
+  pick 2
   choose "${configs[@]}"
   c=$C
   [ -n "${chain_run[$c]:-}" ] || new_chain "$c"
