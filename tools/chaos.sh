@@ -468,8 +468,9 @@ run_cycle() {
     grep -q "skipping checkpoint .*$CORRUPTED" "$log" || fail "corrupted $CORRUPTED was not skipped"
     [ -n "$resumed" ] && ((resumed != 10#${CORRUPTED#step-})) ||
       fail "resumed from ${resumed:-nothing}, the corrupted $CORRUPTED"
-  elif ((started)) && ! ((early && RC != 0)) || [ -n "$resumed" ]; then
-    # (A segment stopped during start-up may end before it says where it resumed.)
+  elif ((started)) && ! ((RC != 0 && (early || disk))) || [ -n "$resumed" ]; then
+    # (A segment stopped during start-up may end before it says where it resumed, and so may one
+    # on a full disk: the offload file fills while the checkpoint loads.)
     # (No checkpoint yet: the killed first segment saved none, and this one starts afresh.)
     [ "${resumed:-0}" = "$before" ] || fail "resumed from ${resumed:-nothing}, not from $before"
   fi
