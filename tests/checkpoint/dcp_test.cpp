@@ -253,6 +253,26 @@ TEST(Dcp, CrashAtAnyPointKeepsThePreviousCheckpoint) {
   expect_same_values(dst[0].local, old_m.w, "step 1 untouched");
 }
 
+// A save killed outright (no cleanup ran) leaves its staging dir; the next save removes it, with
+// keep = 0 (keep every checkpoint) as with keep > 0.
+TEST(Dcp, NextSaveRemovesAKilledSavesStagingDir) {
+  for (int64_t keep : {0, 2}) {
+    TempDir tmp;
+    const std::string run = tmp.file("run");
+    Model m;
+    SaveOptions opt;
+    opt.keep = keep;
+    save(run, 1, m.chunks(), "{}", nullptr, opt);
+    const fs::path staging = fs::path(run) / "step-00000002.partial";
+    fs::create_directories(staging);
+    fs::copy_file(fs::path(run) / "step-00000001" / "rank-00000.safetensors",
+                  staging / "rank-00000.safetensors");
+    save(run, 3, m.chunks(), "{}", nullptr, opt);
+    EXPECT_FALSE(fs::exists(staging)) << "keep " << keep;
+    EXPECT_TRUE(fs::exists(fs::path(run) / "step-00000001" / "metadata.json")) << "keep " << keep;
+  }
+}
+
 TEST(Dcp, ResaveOfTheSameStepReplacesIt) {
   TempDir tmp;
   const std::string run = tmp.file("run");

@@ -181,8 +181,8 @@ TEST(AsyncFile, WritesAndReadsBackLargeBuffersInChunks) {
     EXPECT_EQ(f.stats().bytes_read, int64_t(a.nbytes()));
     // Reading past what was written is an error naming the file.
     Tensor c = empty({1024}, DType::f32, MemTier::host);
-    const std::string e =
-        error_of([&] { f.wait(f.read(int64_t(a.nbytes()) + 4096, c.raw_data(), 4096, c.storage())); });
+    const std::string e = error_of(
+        [&] { f.wait(f.read(int64_t(a.nbytes()) + 4096, c.raw_data(), 4096, c.storage())); });
     EXPECT_NE(e.find("[offload] " + path + ": cannot read 4096 bytes"), std::string::npos) << e;
     EXPECT_TRUE(fs::exists(path));
   }
@@ -200,26 +200,35 @@ TEST(AsyncFile, FilesOfDeadProcessesAreRemoved) {
   if (child == 0) _exit(0);
   ASSERT_GT(child, 0);
   ASSERT_EQ(waitpid(child, nullptr, 0), child);  // reaped: no process has this pid now
-  const std::string dead = "optimizer-rank0-pid" + std::to_string(child) + ".bin";
-  const std::string live = "optimizer-rank0-pid" + std::to_string(getpid()) + ".bin";
-  const std::string other_rank = "optimizer-rank1-pid" + std::to_string(child) + ".bin";
+  const std::string host = "node-7";             // dashes in a host name
+  const auto name = [&](const std::string& what, int rank, const std::string& h, long pid) {
+    return offload::scratch_file_name(what, rank, h, pid);
+  };
+  const std::string dead = name("optimizer", 0, host, child);
+  // A rank the next run lacks (a resume at fewer ranks): its dead file goes too.
+  const std::string other_rank = name("optimizer", 3, host, child);
+  const std::string live = name("optimizer", 1, host, getpid());
+  const std::string other_host = name("optimizer", 0, "node-8", child);  // its pids are not ours
+  const std::string other_what = name("activations", 0, host, child);
   // A killed process not yet reaped by its parent (a zombie) has ended too.
   const pid_t zombie = fork();
   if (zombie == 0) _exit(0);
   ASSERT_GT(zombie, 0);
   usleep(100 * 1000);
-  const std::string unreaped = "optimizer-rank0-pid" + std::to_string(zombie) + ".bin";
-  for (const std::string name :
-       {dead, live, other_rank, unreaped, std::string("optimizer-rank0-pidX.bin")})
-    std::ofstream(dir / name) << "x";
-  EXPECT_EQ(offload::remove_files_of_dead_processes(dir.string(), "optimizer-rank0-pid"), 2);
+  const std::string unreaped = name("optimizer", 2, host, zombie);
+  const std::vector<std::string> odd = {"optimizer-rank0-node-7-pidX.bin",
+                                        "optimizer-rankX-node-7-pid1.bin",
+                                        "optimizer-rank0-pid" + std::to_string(child) + ".bin"};
+  for (const std::string& f : {dead, other_rank, live, other_host, other_what, unreaped})
+    std::ofstream(dir / f) << "x";
+  for (const std::string& f : odd) std::ofstream(dir / f) << "x";
+  EXPECT_EQ(dead, "optimizer-rank0-node-7-pid" + std::to_string(child) + ".bin");
+  EXPECT_EQ(offload::remove_files_of_dead_processes(dir.string(), "optimizer", host), 3);
   ASSERT_EQ(waitpid(zombie, nullptr, 0), zombie);
-  EXPECT_FALSE(fs::exists(dir / dead));
-  EXPECT_FALSE(fs::exists(dir / unreaped));
-  EXPECT_TRUE(fs::exists(dir / live));
-  EXPECT_TRUE(fs::exists(dir / other_rank));
-  EXPECT_TRUE(fs::exists(dir / "optimizer-rank0-pidX.bin"));
-  EXPECT_EQ(offload::remove_files_of_dead_processes((dir / "missing").string(), "x"), 0);
+  for (const std::string& f : {dead, other_rank, unreaped}) EXPECT_FALSE(fs::exists(dir / f)) << f;
+  for (const std::string& f : {live, other_host, other_what}) EXPECT_TRUE(fs::exists(dir / f)) << f;
+  for (const std::string& f : odd) EXPECT_TRUE(fs::exists(dir / f)) << f;
+  EXPECT_EQ(offload::remove_files_of_dead_processes((dir / "missing").string(), "x", host), 0);
   fs::remove_all(dir);
 }
 

@@ -245,12 +245,13 @@ void publish(const fs::path& staging, const fs::path& final_dir) {
   fs::remove_all(staging, ec);  // now the replaced checkpoint
 }
 
-// Deletes complete checkpoints beyond the newest `keep` (never `new_step`) and stale staging dirs
-// of interrupted saves. Best effort: the new checkpoint is already committed.
+// Deletes complete checkpoints beyond the newest `keep` (never `new_step`; keep 0 keeps all) and
+// stale staging dirs of interrupted saves (whatever `keep` says: a killed save's staging dir is
+// never a checkpoint). Best effort: the new checkpoint is already committed.
 void prune(const fs::path& run_dir, int64_t keep, int64_t new_step) {
-  if (keep <= 0) return;
   int64_t kept = 1;  // the new one
   for (const auto& [step, dir] : complete_steps(run_dir)) {
+    if (keep <= 0) break;
     if (step == new_step) continue;
     if (kept < keep) {
       ++kept;

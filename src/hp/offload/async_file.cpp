@@ -9,8 +9,9 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <string>
 #include <fstream>
+#include <string>
+#include <string_view>
 
 #include "hp/core/byte_size.h"
 #include "hp/core/error.h"
@@ -30,8 +31,8 @@ AsyncFile::AsyncFile(std::string path, int threads) : path_(std::move(path)) {
              ": cannot create: ", ec.message(), " (memory.disk_dir)");
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd_ < 0)
-    HP_THROW(IoError, "offload", path_, ": cannot create the disk tier's file: ",
-             std::strerror(errno), " (memory.disk_dir)");
+    HP_THROW(IoError, "offload", path_,
+             ": cannot create the disk tier's file: ", std::strerror(errno), " (memory.disk_dir)");
   old_sigxfsz_ = std::signal(SIGXFSZ, SIG_IGN);
   for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { worker(); });
 }
@@ -156,20 +157,33 @@ bool process_ended(pid_t pid) {
 }
 }  // namespace
 
-int remove_files_of_dead_processes(const std::string& dir, const std::string& prefix) {
+std::string scratch_file_name(const std::string& what, int rank, const std::string& host,
+                              long pid) {
+  return what + "-rank" + std::to_string(rank) + "-" + host + "-pid" + std::to_string(pid) + ".bin";
+}
+
+int remove_files_of_dead_processes(const std::string& dir, const std::string& what,
+                                   const std::string& host) {
   namespace fs = std::filesystem;
+  const auto digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 9 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const std::string head = what + "-rank", tail = "-" + host + "-pid";
   std::error_code ec;
   int removed = 0;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    // <what>-rank<digits><tail><digits>.bin, the host read as a whole (it may hold dashes).
     const std::string name = entry.path().filename().string();
-    if (name.size() <= prefix.size() + 4 || name.compare(0, prefix.size(), prefix) != 0 ||
+    if (name.size() <= head.size() + tail.size() + 4 || name.compare(0, head.size(), head) != 0 ||
         name.compare(name.size() - 4, 4, ".bin") != 0)
       continue;
-    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - 4);
-    if (digits.size() > 9 ||
-        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    const std::string_view mid(name.data() + head.size(), name.size() - head.size() - 4);
+    const size_t at = mid.find(tail);
+    if (at == std::string_view::npos || !digits(mid.substr(0, at)) ||
+        !digits(mid.substr(at + tail.size())))
       continue;
-    const auto pid = static_cast<pid_t>(std::stol(digits));
+    const auto pid = static_cast<pid_t>(std::stol(std::string(mid.substr(at + tail.size()))));
     if (pid > 0 && process_ended(pid) && fs::remove(entry.path(), ec)) ++removed;
   }
   return removed;

@@ -76,9 +76,16 @@ class AsyncFile {
   std::vector<std::thread> threads_;
 };
 
-// Removes the scratch files <dir>/<prefix><pid>.bin whose process no longer runs (a crashed
-// run's). A file of a live process (another run sharing the directory) stays, and so does one
-// whose pid was reused: a leak, never a loss. Returns how many were removed.
-int remove_files_of_dead_processes(const std::string& dir, const std::string& prefix);
+// The name of a process's scratch file: "<what>-rank<rank>-<host>-pid<pid>.bin". The host and pid
+// tell a later run on this host whether its writer still runs (see below); the rank is for people.
+std::string scratch_file_name(const std::string& what, int rank, const std::string& host, long pid);
+
+// Removes the scratch files <dir>/<what>-rank<R>-<host>-pid<P>.bin, of any rank R, whose process P
+// on this host no longer runs (a crashed run's: also those of ranks a resume at fewer ranks no
+// longer has). Files of other hosts stay (their pids mean nothing here: a shared disk_dir), as do
+// those of live processes (another run sharing the directory) and of reused pids: a leak, never a
+// loss. Returns how many were removed.
+int remove_files_of_dead_processes(const std::string& dir, const std::string& what,
+                                   const std::string& host);
 
 }  // namespace hp::offload

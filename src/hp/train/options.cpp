@@ -141,8 +141,11 @@ optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
   // The routers' correction biases get no gradient (train/expert_balance.h moves them), nor do
   // DeepSeek-V4's hash-routing tables (expert ids): first, so that no group's weight decay
   // shrinks them either (AdamW leaves a zero-gradient parameter unchanged).
-  o.groups.push_back({"router correction biases", {"*.e_score_correction_bias", "*.tid2eid"},
-                      optim::Algorithm::adamw, 1.0, 0.0});
+  o.groups.push_back({"router correction biases",
+                      {"*.e_score_correction_bias", "*.tid2eid"},
+                      optim::Algorithm::adamw,
+                      1.0,
+                      0.0});
   for (size_t i = 0; i < c.groups.size(); ++i) {
     const ParamGroupConfig& g = c.groups[i];
     optim::ParamGroup pg;
@@ -163,8 +166,8 @@ optim::OptimizerOptions optimizer_options(const OptimizerConfig& c) {
 }
 
 optim::ScheduleSpec schedule_spec(const Config& c) {
-  return {c.lr_scheduler.name, c.training.steps, c.lr_scheduler.warmup_steps, c.lr_scheduler.decay_fraction,
-          c.lr_scheduler.min_lr_ratio};
+  return {c.lr_scheduler.name, c.training.steps, c.lr_scheduler.warmup_steps,
+          c.lr_scheduler.decay_fraction, c.lr_scheduler.min_lr_ratio};
 }
 
 DType compute_dtype(const Config& cfg) {
@@ -179,11 +182,13 @@ std::string disk_tier_file(const Config& cfg, const Layout& layout, const std::s
   const std::filesystem::path dir = cfg.memory.disk_dir.empty()
                                         ? std::filesystem::path(cfg.run.dir) / "offload"
                                         : std::filesystem::path(cfg.memory.disk_dir);
-  const int rank = layout.mesh->comm()->rank();
-  const std::string prefix = what + "-rank" + std::to_string(rank) + "-pid";
-  // A crashed run's file under this name would stay forever: every run names its own by pid.
-  offload::remove_files_of_dead_processes(dir.string(), prefix);
-  return (dir / (prefix + std::to_string(::getpid()) + ".bin")).string();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  // A crashed run's files would stay forever (every run names its own by host and pid), those of
+  // ranks a resume at fewer ranks lacks included: each rank sweeps every dead one of its host.
+  offload::remove_files_of_dead_processes(dir.string(), what, host);
+  return (dir / offload::scratch_file_name(what, layout.mesh->comm()->rank(), host, ::getpid()))
+      .string();
 }
 
 optim::StateOffloadOptions state_offload_options(const Config& cfg, const Layout& layout,
