@@ -7,7 +7,8 @@
 # resumes at 1 rank with the uninterrupted run's losses. With parallel.ep 2 (each MoE layer's
 # experts split over the 2 ranks, hash-routed layers included) the losses equal the 1-rank run's
 # within 1e-5 too, and a run saved at ep 2 resumes at ep 1; likewise at parallel.tp 2 (attention
-# split by heads and output groups), while tp 4 (o_groups 2) fails naming both numbers.
+# split by heads and output groups), while tp 4 (o_groups 2) fails naming both numbers; at pp 4
+# and pp 2 × dp_shard 2 too.
 # Usage: train_v4.sh HP_BINARY REPO_ROOT
 source "$(dirname "$0")/../script_lib.sh" "$@"
 # Byte-level ids folded below the fixture's vocabulary (128).
@@ -58,4 +59,14 @@ resumed tp_saved "deepseek_v4 saved at tp 2, resumed at 1 rank" --set parallel.t
 # o_groups 2 cannot split over 4 ranks without mixing ranks' heads inside a group.
 expect_error tp4 4 "parallel.tp = 4 must divide num_attention_heads (4) and o_groups (2)" \
   --set parallel.tp=4
+# Pipeline parallelism: pp 4 (a layer a stage: stage 1's hash-routed layer reads the micro-batch's
+# token ids though its input is the previous stage's streams) and pp 2 × dp_shard 2 equal 1 rank
+# with the same micro-batching.
+accum=(--set training.grad_accum=4)
+run ref_mb4 1 "${accum[@]}"
+run pp4 4 "${accum[@]}" --set parallel.pp=4
+compare "deepseek_v4 pp 4 vs 1 rank" "$dir/ref_mb4" "$dir/pp4" 1e-5
+run ref_mb2 1 --set training.grad_accum=2
+run pp2_dp2 4 --set training.grad_accum=2 --set parallel.pp=2
+compare "deepseek_v4 pp 2 × dp_shard 2 vs 1 rank" "$dir/ref_mb2" "$dir/pp2_dp2" 1e-5
 echo "train_v4: all checks passed"

@@ -358,7 +358,8 @@ Tensor CausalLM::run_layers(const Tensor& x, int64_t begin, int64_t end,
   if (begin == 0 && x.dim() != 2)
     HP_THROW(ValueError, "models", "input ids must be [B, T], got ", x.desc());
   HP_CHECK(begin > 0 || model->embed_tokens, "the embedding is on another pipeline stage");
-  if (begin == 0) ctx.ids = x;
+  // A later stage's hash-routed layers read the micro-batch's token ids from `docs`.
+  ctx.ids = begin == 0 ? x : docs ? docs->ids : Tensor();
   Tensor h = begin == 0 ? to_streams(model->embed_tokens->forward(x)) : x;  // [B, T, (N,) hidden]
   for (int64_t i = begin; i < end; ++i) {
     const auto& layer = model->layers[static_cast<size_t>(i)];

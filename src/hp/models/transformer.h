@@ -271,7 +271,8 @@ class CausalLM : public nn::Module {
                             bool head);
   // One stage's forward: layers [begin, end) on x — token ids [B, T] when begin == 0 (the
   // embedding runs first), else the [B, T, hidden] output of layer begin − 1.
-  // `docs`: the packed documents of the micro-batch (document_context), else none.
+  // `docs`: the packed documents of the micro-batch (document_context), else none; for
+  // begin > 0 also its token ids (docs->ids), which hash-routed MoE layers read.
   Tensor run_layers(const Tensor& x, int64_t begin, int64_t end,
                     const AttentionContext* docs = nullptr);
   // The packed-document fields of an AttentionContext (segments, positions, span) for whole rows

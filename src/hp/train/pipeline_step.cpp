@@ -41,8 +41,9 @@ PipelineStep::PipelineStep(models::CausalLM& model, const Parallelized& par, con
     f.stage = s;
     f.forward = [this, begin, end, s, last](int64_t mb, const Tensor& x) {
       const data::Batch& b = batches_[size_t(mb)];
-      const models::AttentionContext docs =
+      models::AttentionContext docs =
           model_.document_context(b.ids, packed_documents(b, documents_));
+      docs.ids = b.ids;
       const Tensor h = model_.run_layers(x, begin, end, &docs);
       after_forward_(begin, end);
       // d(Σ token losses / the step's targets), as the pp = 1 loop scales each micro-batch.
@@ -166,8 +167,9 @@ Tensor recv_activation(dist::Communicator& comm, int src) {
 
 }  // namespace
 
-Tensor PipelineStep::forward_stages(const Tensor& ids, const models::AttentionContext* docs,
+Tensor PipelineStep::forward_stages(const Tensor& ids, models::AttentionContext docs,
                                     bool router) {
+  docs.ids = ids;
   HP_CHECK(layout_.pp_comm != nullptr, "a forward over stages of different rank counts");
   const pipeline::Schedule& s = executor_->schedule();
   const auto ranges = pipeline::stage_ranges(layers_per_stage_);
@@ -182,7 +184,7 @@ Tensor PipelineStep::forward_stages(const Tensor& ids, const models::AttentionCo
     if (prev != rank && me == rank) h = recv_activation(comm, prev);
     if (me != rank) continue;
     const int64_t begin = ranges[size_t(st)].first, end = ranges[size_t(st)].second;
-    h = model_.run_layers(h, begin, end, docs);
+    h = model_.run_layers(h, begin, end, &docs);
     if (router && router_loss_ && st != last) h = router_loss_->stage_output(0, st, begin, end, h, 1);
   }
   return me == static_cast<int>(s.rank_of_stage(last)) ? h : Tensor();
@@ -191,7 +193,7 @@ Tensor PipelineStep::forward_stages(const Tensor& ids, const models::AttentionCo
 models::SequenceLogits PipelineStep::sequence_logits() {
   return [this](const Tensor& ids) {
     autograd::NoGradGuard no_grad;
-    const Tensor h = forward_stages(ids, nullptr, /*router=*/false);
+    const Tensor h = forward_stages(ids, {}, /*router=*/false);
     const int64_t vocab = model_.config().vocab_size;
     Tensor logits = zeros({vocab}, DType::f32);
     if (h.defined()) {
@@ -209,7 +211,7 @@ double PipelineStep::eval_batch(const data::Batch& b) {
   autograd::NoGradGuard no_grad;
   const models::AttentionContext docs =
       model_.document_context(b.ids, packed_documents(b, documents_));
-  const Tensor h = forward_stages(b.ids, &docs, /*router=*/true);
+  const Tensor h = forward_stages(b.ids, docs, /*router=*/true);
   double sum = 0;  // the loss is the last stage's
   if (h.defined()) {
     const auto range = pipeline::stage_ranges(layers_per_stage_).back();

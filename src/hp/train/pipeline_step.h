@@ -68,7 +68,8 @@ class PipelineStep : public TrainStep {
   // validation): each rank sends its stage's output on to the next stage's rank. The last stage's
   // output on its ranks, undefined elsewhere. `router`: the router loss's statistics travel along
   // (micro-batch 0's messages) for the last stage's StageRouterLoss::last_stage_term.
-  Tensor forward_stages(const Tensor& ids, const models::AttentionContext* docs, bool router);
+  // `docs`: the batch's packed documents (document_context), or none.
+  Tensor forward_stages(const Tensor& ids, models::AttentionContext docs, bool router);
 
   models::CausalLM& model_;
   const Layout& layout_;
