@@ -416,12 +416,13 @@ TEST(Config, SetOfOneSideOfAGroupReplacesTheFilesOther) {
 // `--set key=null` resets any key to its default and clears its origin. Before: "expected a
 // string, got null" (and so for every type but float?).
 TEST(Config, SetNullResetsToTheDefault) {
-  Config c =
-      parse_config(kValid, "run.yaml",
-                   {"model.arch=null", "model.hidden=null", "model.layers=null", "model.heads=null",
-                    "model.kv_heads=null", "model.intermediate=null", "model.vocab=~",
-                    "model.path=/m", "optimizer.name=null", "optimizer.groups=null",
-                    "training.steps=null", "optimizer.betas=null", "data.document_mask=null"});
+  Config c = parse_config(
+      kValid, "run.yaml",
+      {"model.arch=null", "model.hidden=null", "model.layers=null", "model.heads=null",
+       "model.kv_heads=null", "model.intermediate=null", "model.vocab=~", "model.path=/m",
+       "optimizer.name=null", "optimizer.groups=null", "training.steps=null",
+       "optimizer.betas=null", "data.document_mask=null", "checkpoint.save_final=false",
+       "checkpoint.save_final=null", "optimizer.lr=null"});
   const Config d;
   EXPECT_EQ(c.model.arch, "");
   EXPECT_EQ(c.model.hidden, d.model.hidden);
@@ -429,6 +430,9 @@ TEST(Config, SetNullResetsToTheDefault) {
   EXPECT_TRUE(c.optimizer.groups.empty());
   EXPECT_EQ(c.training.steps, d.training.steps);
   EXPECT_EQ(c.optimizer.betas, d.optimizer.betas);
+  EXPECT_EQ(c.checkpoint.save_final, d.checkpoint.save_final);  // bool
+  EXPECT_EQ(c.optimizer.lr, d.optimizer.lr);                    // float
+  EXPECT_EQ(c.data.document_mask, d.data.document_mask);        // enum
   EXPECT_TRUE(c.notes.lines.empty()) << "the nulls left nothing of the file's model.arch to drop";
   // The origin is cleared: the required-key error names the file, not the flag.
   EXPECT_EQ(error_of(kValid, {"data.path=null"}),
