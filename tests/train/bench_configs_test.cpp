@@ -4,7 +4,9 @@
 
 #include <filesystem>
 
+#include "hp/models/hf/config.h"
 #include "hp/train/config.h"
+#include "hp/train/options.h"
 #include "test_dir.h"
 
 namespace hp::train {
@@ -59,6 +61,22 @@ TEST(BundledConfigs, EveryConfigLoads) {
     ++n;
   }
   EXPECT_GE(n, 5);
+}
+
+// configs/deepseek_v4.yaml builds a DeepSeek-V4 from sizes: at 4 layers, DeepseekV4Config's
+// default layer kinds include both compressed attentions and both MoE routings.
+TEST(BundledConfigs, DeepSeekV4FromSizes) {
+  const Config c = load_config(kRepo + "/configs/deepseek_v4.yaml");
+  EXPECT_EQ(c.model.arch, "deepseek_v4");
+  const models::ModelConfig m = arch_model_config(c.model, 257, c.training.seq_len, 256);
+  EXPECT_EQ(m.architecture, "DeepseekV4ForCausalLM");
+  EXPECT_EQ(m.num_key_value_heads, 1);
+  EXPECT_EQ(m.num_experts, 8);
+  EXPECT_EQ(m.layer_types, (std::vector<std::string>{
+                               "heavily_compressed_attention", "heavily_compressed_attention",
+                               "heavily_compressed_attention", "compressed_sparse_attention"}));
+  EXPECT_EQ(m.mlp_layer_types,
+            (std::vector<std::string>{"hash_moe", "hash_moe", "hash_moe", "moe"}));
 }
 
 }  // namespace

@@ -229,8 +229,11 @@ TEST(ConfigErrors, InconsistentCombinations) {
             "[config] --set parallel.plan=[{modules: ['*'], style: diagonal}]: "
             "parallel.plan[0].style: must be one of colwise|rowwise|sequence|replicate, got "
             "'diagonal'");
-  EXPECT_EQ(error_of(kValid, {"model.path=/models/llama"}),
-            "[config] run.yaml:2: model.arch: give model.path or model.arch, not both");
+  // Both sides of model.path / model.arch in one file (a --set of one replaces the other: below).
+  std::string both = kValid;
+  both.replace(both.find("  arch:"), 0, "  path: /models/llama\n");
+  EXPECT_EQ(error_of(both),
+            "[config] run.yaml:3: model.arch: give model.path or model.arch, not both");
   EXPECT_EQ(error_of("data:\n  path: c.txt\n"),
             "[config] run.yaml: model.path: required (or model.arch with the size fields)");
   EXPECT_EQ(error_of(kValid, {"training.grad_accum=3"}),
@@ -346,6 +349,117 @@ TEST(Config, MixedPrecisionAndItsDeprecatedAlias) {
   EXPECT_NE(s.find("# deprecated: use training.mixed_precision"), std::string::npos) << s;
 }
 
+// A --set of a deprecated alias or of its target replaces the file's other spelling (the
+// degenerate exclusive group {alias} vs {target}). Before: "deprecated alias of ..., which is also
+// set".
+TEST(Config, SetOfAliasOrTargetReplacesTheFilesOther) {
+  const std::string new_yaml = std::string(kValid) + "  mixed_precision: bf16\n";
+  Config a = parse_config(new_yaml, "run.yaml", {"parallel.fsdp.param_dtype=f32"});
+  EXPECT_EQ(a.training.mixed_precision, MixedPrecision::f32);
+  EXPECT_EQ(a.notes.lines,
+            (std::vector<std::string>{
+                "[config] parallel.fsdp.param_dtype is deprecated: use training.mixed_precision",
+                "[config] --set parallel.fsdp.param_dtype=f32 replaces the file's "
+                "training.mixed_precision (run.yaml:20) (back to the default)"}));
+  const std::string old_yaml = std::string(kValid) + "parallel:\n  fsdp:\n    param_dtype: f32\n";
+  Config b = parse_config(old_yaml, "run.yaml", {"training.mixed_precision=bf16"});
+  EXPECT_EQ(b.training.mixed_precision, MixedPrecision::bf16);
+  EXPECT_EQ(b.notes.lines, std::vector<std::string>{
+                               "[config] --set training.mixed_precision=bf16 replaces the file's "
+                               "parallel.fsdp.param_dtype (run.yaml:22) (back to the default)"});
+}
+
+// An exclusive group's --set replaces the file's choice: model.path drops model.arch and every
+// size of a model built from it (with their origins), data.sources drops data.path, eval.split
+// drops eval.data and eval.format, and the other way round. Before: "give ... not both".
+TEST(Config, SetOfOneSideOfAGroupReplacesTheFilesOther) {
+  Config c = parse_config(kValid, "run.yaml", {"model.path=/models/llama"});
+  EXPECT_EQ(c.model.path, "/models/llama");
+  EXPECT_EQ(c.model.arch, "");
+  EXPECT_EQ(c.model.hidden, ModelSection{}.hidden);
+  EXPECT_EQ(c.model.vocab, ModelSection{}.vocab);
+  EXPECT_EQ(c.notes.lines,
+            std::vector<std::string>{
+                "[config] --set model.path=/models/llama replaces the file's model.arch "
+                "(run.yaml:2), model.hidden (run.yaml:3), model.layers (run.yaml:4), model.heads "
+                "(run.yaml:5), model.kv_heads (run.yaml:6), model.intermediate (run.yaml:7), "
+                "model.vocab (run.yaml:8) (back to the default)"});
+  // Back again: a --set of a size replaces the file's model.path (arch comes with it).
+  Config d = parse_config("model:\n  path: /m\ndata:\n  path: d\n", "r.yaml",
+                          {"model.arch=llama", "model.hidden=64", "model.layers=2", "model.heads=4",
+                           "model.kv_heads=2", "model.intermediate=128"});
+  EXPECT_EQ(d.model.path, "");
+  EXPECT_EQ(d.model.arch, "llama");
+  // data.sources vs data.path; eval.split vs eval.data (+ eval.format, which describes it).
+  const std::string with_eval = std::string(kValid) + "eval:\n  data: v.txt\n  format: text\n";
+  Config e = parse_config(with_eval, "run.yaml", {"data.sources=[{path: a}, {path: b}]"});
+  EXPECT_EQ(e.data.path, "");
+  EXPECT_EQ(e.data.sources.size(), 2u);
+  Config f = parse_config(with_eval, "run.yaml", {"eval.split=0.1"});
+  EXPECT_EQ(f.eval.data, "");
+  EXPECT_FALSE(f.eval.format.has_value());
+  EXPECT_EQ(f.eval.split, 0.1);
+  // Both sides by --set stay an error, as both sides in one file do.
+  const std::string both = error_of(kValid, {"model.path=/m", "model.arch=llama"});
+  EXPECT_EQ(
+      both.rfind("[config] --set model.arch=llama: model.arch: give model.path or model.arch, not "
+                 "both\n",
+                 0),
+      0u)
+      << both;
+  // Each replaced key's origin is cleared: none of them is "given" any more, so a resolved config
+  // reads back equal.
+  Config back = parse_config(to_yaml(c), "resolved.yaml");
+  EXPECT_TRUE(back == c);
+}
+
+// `--set key=null` resets any key to its default and clears its origin. Before: "expected a
+// string, got null" (and so for every type but float?).
+TEST(Config, SetNullResetsToTheDefault) {
+  Config c = parse_config(
+      kValid, "run.yaml",
+      {"model.arch=null", "model.hidden=null", "model.layers=null", "model.heads=null",
+       "model.kv_heads=null", "model.intermediate=null", "model.vocab=~", "model.path=/m",
+       "optimizer.name=null", "optimizer.groups=null", "training.steps=null",
+       "optimizer.betas=null", "data.document_mask=null", "checkpoint.save_final=false",
+       "checkpoint.save_final=null", "optimizer.lr=null"});
+  const Config d;
+  EXPECT_EQ(c.model.arch, "");
+  EXPECT_EQ(c.model.hidden, d.model.hidden);
+  EXPECT_EQ(c.optimizer.name, d.optimizer.name);
+  EXPECT_TRUE(c.optimizer.groups.empty());
+  EXPECT_EQ(c.training.steps, d.training.steps);
+  EXPECT_EQ(c.optimizer.betas, d.optimizer.betas);
+  EXPECT_EQ(c.checkpoint.save_final, d.checkpoint.save_final);  // bool
+  EXPECT_EQ(c.optimizer.lr, d.optimizer.lr);                    // float
+  EXPECT_EQ(c.data.document_mask, d.data.document_mask);        // enum
+  EXPECT_TRUE(c.notes.lines.empty()) << "the nulls left nothing of the file's model.arch to drop";
+  // The origin is cleared: the required-key error names the file, not the flag.
+  EXPECT_EQ(error_of(kValid, {"data.path=null"}),
+            "[config] run.yaml: data.path: required (or data.sources)");
+  // A null alias resets its target.
+  EXPECT_EQ(parse_config(std::string(kValid) + "  mixed_precision: f32\n", "run.yaml",
+                         {"parallel.fsdp.param_dtype=null"})
+                .training.mixed_precision,
+            d.training.mixed_precision);
+}
+
+// A size of a model built from model.arch given with model.path would be silently unused: it is
+// refused, naming the key (at its default, as a resolved config writes it, it is fine). Before:
+// accepted.
+TEST(ConfigErrors, SizeWithModelPathIsRefused) {
+  EXPECT_EQ(error_of("model:\n  path: /m\n  hidden: 64\ndata:\n  path: d\n"),
+            "[config] run.yaml:3: model.hidden: describes a model built from model.arch; "
+            "model.path's config.json gives it (remove it)");
+  // Both by --set (a --set of a size alone replaces the file's model.path, as above).
+  EXPECT_EQ(error_of("data:\n  path: d\n", {"model.path=/m", "model.tie_embeddings=true"}),
+            "[config] --set model.tie_embeddings=true: model.tie_embeddings: describes a model "
+            "built from model.arch; model.path's config.json gives it (remove it)");
+  EXPECT_EQ(error_of("model:\n  path: /m\n  vocab: 0\n  router_bias_update_rate: "
+                     "0.001\ndata:\n  path: d\n"),
+            "(no error)");
+}
+
 // model.arch offers the architecture table's rows buildable from sizes (models/hf/registry.h), read
 // when the config is parsed: a registered architecture is accepted, DeepSeek-V3 (MLA, built from a
 // config.json) is refused by the table's flag, and the MoE checks follow the rows' expert keys.
@@ -375,10 +489,10 @@ TEST(Config, ArchChoicesComeFromTheArchitectureTable) {
             "[config] --set model.experts=4: model.experts: needs model.arch qwen3_moe, "
             "mixtral or deepseek_v4, got 'llama'");
   // DeepSeek-V4 from sizes: one K = V head shared by every query head.
-  EXPECT_EQ(error_of(kValid, {"model.arch=deepseek_v4", "model.experts=4",
-                              "model.experts_per_token=2"}),
-            "[config] run.yaml:6: model.kv_heads: must be 1 with model.arch deepseek_v4 (one "
-            "key/value head shared by every query head), got 2");
+  EXPECT_EQ(
+      error_of(kValid, {"model.arch=deepseek_v4", "model.experts=4", "model.experts_per_token=2"}),
+      "[config] run.yaml:6: model.kv_heads: must be 1 with model.arch deepseek_v4 (one "
+      "key/value head shared by every query head), got 2");
   EXPECT_EQ(parse_config(kValid, "run.yaml",
                          {"model.arch=qwen3_moe", "model.experts=4", "model.experts_per_token=2"})
                 .model.experts,
@@ -414,11 +528,12 @@ TEST(Config, BuildsOptimizerOptionsAndSchedule) {
   EXPECT_EQ(o.groups[1].weight_decay, 0.0);
   EXPECT_EQ(o.groups[2].algorithm, optim::Algorithm::adamw);  // embeddings and head
   EXPECT_EQ(o.default_algorithm, optim::Algorithm::auto_select);
-  std::vector<optim::NamedTensor> params = {{"embed_tokens.weight", zeros({8, 4})},
-                                            {"layers.0.mlp.up.weight", zeros({8, 4})},
-                                            {"layers.0.norm.weight", zeros({4})},
-                                            {"lm_head.weight", zeros({8, 4})},
-                                            {"layers.0.mlp.gate.e_score_correction_bias", zeros({8})}};
+  std::vector<optim::NamedTensor> params = {
+      {"embed_tokens.weight", zeros({8, 4})},
+      {"layers.0.mlp.up.weight", zeros({8, 4})},
+      {"layers.0.norm.weight", zeros({4})},
+      {"lm_head.weight", zeros({8, 4})},
+      {"layers.0.mlp.gate.e_score_correction_bias", zeros({8})}};
   optim::Optimizer opt(params, o);
   const auto& e = opt.entries();
   EXPECT_EQ(e[0].algorithm, optim::Algorithm::adamw);

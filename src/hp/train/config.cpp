@@ -27,6 +27,16 @@ std::string moe_names(const std::string& sep, const std::string& last = "") {
   return out;
 }
 
+// The model.* keys that describe a model built from model.arch: model.path's config.json gives
+// all of them instead, so they are the other side of model.path (router_bias_update_rate is not
+// one: it balances the experts of a loaded DeepSeek-V3 too).
+// clang-format off
+constexpr const char* kArchKeys[] = {
+    "arch", "hidden", "layers", "heads", "kv_heads", "intermediate", "vocab", "head_dim",
+    "tie_embeddings", "rope_theta", "experts", "experts_per_token", "moe_intermediate",
+    "router_aux_loss_coef"};
+// clang-format on
+
 }  // namespace
 
 void ModelSection::describe(Schema& s) {
@@ -60,6 +70,7 @@ void ModelSection::describe(Schema& s) {
         "auxiliary-loss-free balancing (DeepSeek-V3 routers): after each step every expert's "
         "selection bias moves by this amount toward the mean load (0 = off; DeepSeek uses 0.001)")
       .min(0);
+  s.exclusive({"path"}, std::vector<std::string>(std::begin(kArchKeys), std::end(kArchKeys)));
 }
 
 void DataSourceConfig::describe(Schema& s) {
@@ -105,6 +116,7 @@ void DataConfig::describe(Schema& s) {
   s.add("reset_position_ids", &reset_position_ids,
         "RoPE positions restart at 0 at each packed document (--reset-position-ids); auto = as "
         "data.document_mask resolves");
+  s.exclusive({"path"}, {"sources"});
 }
 
 void EvalConfig::describe(Schema& s) {
@@ -122,6 +134,8 @@ void EvalConfig::describe(Schema& s) {
   s.add("batch_size", &batch_size,
         "sequences per validation batch (0 = training.batch_size / training.grad_accum)")
       .min(0);
+  // eval.format describes eval.data only: it goes with it.
+  s.exclusive({"data", "format"}, {"split"});
 }
 
 void MuonConfig::describe(Schema& s) {
@@ -703,6 +717,14 @@ void check_consistency(const Config& c, Schema& s, const std::string& file,
     fail("model.path", "required (or model.arch with the size fields)");
   if (!m.path.empty() && !m.arch.empty())
     fail("model.arch", "give model.path or model.arch, not both");
+  // A size given with model.path would be silently unused (the resolved config of a model.path
+  // run writes them at their defaults, which reads back fine).
+  if (!m.path.empty() && m.arch.empty())
+    for (const char* key : kArchKeys)
+      if (const std::string path = std::string("model.") + key; s.differs_from_default(path))
+        fail(path,
+             "describes a model built from model.arch; model.path's config.json gives it "
+             "(remove it)");
   if (!m.arch.empty()) {
     const std::pair<const char*, int64_t> sizes[] = {{"hidden", m.hidden},
                                                      {"layers", m.layers},
@@ -813,6 +835,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source,
   if (c.parallel.pipeline.microbatches > 0 && c.training.grad_accum == 1)
     c.training.grad_accum = c.parallel.pipeline.microbatches;
   c.notes.lines = s.deprecations();
+  for (const auto& r : s.replacements()) c.notes.lines.push_back(r);
   if (!rejected_word) {
     if (std::string note = default_microbatches(c, s); !note.empty()) c.notes.lines.push_back(note);
     check_consistency(c, s, source, &errors);

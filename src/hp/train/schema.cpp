@@ -43,8 +43,15 @@ bool parse_float(const YAML::Node& n, double* out) {
       {".nan", std::numeric_limits<double>::quiet_NaN()},
       {".NaN", std::numeric_limits<double>::quiet_NaN()},
       {".NAN", std::numeric_limits<double>::quiet_NaN()},
-      {".inf", inf}, {".Inf", inf}, {".INF", inf}, {"+.inf", inf}, {"+.Inf", inf},
-      {"+.INF", inf}, {"-.inf", -inf}, {"-.Inf", -inf}, {"-.INF", -inf}};
+      {".inf", inf},
+      {".Inf", inf},
+      {".INF", inf},
+      {"+.inf", inf},
+      {"+.Inf", inf},
+      {"+.INF", inf},
+      {"-.inf", -inf},
+      {"-.Inf", -inf},
+      {"-.INF", -inf}};
   for (const auto& [word, value] : special)
     if (s == word) return *out = value, true;
   auto r = std::from_chars(s.data(), s.data() + s.size(), *out);
@@ -98,6 +105,18 @@ void Schema::deprecated_alias(std::string_view name, std::string target) {
   Field& f = add_field(name, "", "deprecated: use " + target);
   f.alias_of = std::move(target);
   f.default_text = "-";
+  groups_.push_back({{f.path}, {f.alias_of}});
+}
+
+void Schema::exclusive(const std::vector<std::string>& one, const std::vector<std::string>& other) {
+  std::string scope = prefix_;
+  for (const auto& s : scope_) scope += (scope.empty() ? "" : ".") + s;
+  const auto full = [&](const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (const auto& n : names) out.push_back(scope.empty() ? n : scope + "." + n);
+    return out;
+  };
+  groups_.emplace_back(full(one), full(other));
 }
 
 namespace {
@@ -113,6 +132,7 @@ FieldRef bind(Field& f, T* v, const char* expected, Parse parse, Emit emit, Nums
     else if (r == 1)
       *v = std::move(tmp);
   };
+  f.reset = [v, initial = *v] { *v = initial; };
   f.emit = [v, emit](YAML::Emitter& e) { emit(e, *v); };
   f.numbers = [v, nums] { return nums(*v); };
   YAML::Emitter e;
@@ -249,6 +269,10 @@ FieldRef Schema::add_enum(std::string_view name, std::string doc, EnumBinding bi
     for (size_t i = 0; i < b->names.size(); ++i)
       if (b->names[i] == *given) return b->store(static_cast<int>(i));
   };
+  f.reset = [b, given, index = b->index(), text = *given] {
+    b->store(index);
+    *given = text;
+  };
   f.emit = [spelling](YAML::Emitter& e) { detail::emit_string(e, spelling()); };
   f.numbers = [] { return std::vector<double>{}; };
   f.checks.push_back([b, given, joined] {
@@ -265,21 +289,29 @@ FieldRef Schema::add_enum(std::string_view name, std::string doc, EnumBinding bi
 
 void Schema::bind_list(Field& f, std::function<void(size_t)> resize,
                        std::function<void(size_t, Schema&)> describe_item,
-                       std::function<size_t()> size) {
+                       std::function<size_t()> size, std::function<void()> restore) {
   Field* fp = &f;
-  f.assign = [fp, resize, describe_item](const YAML::Node& n, Source& src) {
+  // Element schemas exist only for loaded elements: one per current element.
+  const auto describe_items = [fp, describe_item](size_t n) {
+    fp->items.clear();
+    for (size_t i = 0; i < n; ++i) {
+      auto s = std::make_unique<Schema>(fp->path + "[" + std::to_string(i) + "]");
+      describe_item(i, *s);
+      fp->items.push_back(std::move(s));
+    }
+  };
+  f.assign = [fp, resize, describe_items](const YAML::Node& n, Source& src) {
     if (!n.IsSequence()) {
       src.error(n, fp->path, "expected a list of mappings, got " + describe_node(n));
       return;
     }
     resize(n.size());
-    fp->items.clear();
-    for (size_t i = 0; i < n.size(); ++i) {
-      auto s = std::make_unique<Schema>(fp->path + "[" + std::to_string(i) + "]");
-      describe_item(i, *s);
-      s->apply(n[i], src);
-      fp->items.push_back(std::move(s));
-    }
+    describe_items(n.size());
+    for (size_t i = 0; i < n.size(); ++i) fp->items[i]->apply(n[i], src);
+  };
+  f.reset = [restore, describe_items, size] {
+    restore();
+    describe_items(size());
   };
   f.emit = [fp](YAML::Emitter& e) {
     e << YAML::BeginSeq;
@@ -291,12 +323,7 @@ void Schema::bind_list(Field& f, std::function<void(size_t)> resize,
     e << YAML::EndSeq;
   };
   f.numbers = [] { return std::vector<double>{}; };
-  // Element schemas exist only for loaded elements: describe the current ones (defaults).
-  for (size_t i = 0; i < size(); ++i) {
-    auto s = std::make_unique<Schema>(f.path + "[" + std::to_string(i) + "]");
-    describe_item(i, *s);
-    f.items.push_back(std::move(s));
-  }
+  describe_items(size());  // the defaults
   f.default_text = size() == 0 ? "[]" : "[...]";
 }
 

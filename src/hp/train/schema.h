@@ -9,7 +9,14 @@
 // "--set training.steps=10") so errors name it. A renamed key stays readable as a deprecated alias:
 //   s.deprecated_alias("param_dtype", "training.mixed_precision");
 // sets the field at the full path given, the config notes "[config] <alias> is deprecated: use
-// <target>", and setting both is an error. An enum member binds the same way, read and written as
+// <target>", and setting both is an error. Keys that are alternatives to each other form an
+// exclusive group of two sides:
+//   s.exclusive({"path"}, {"arch", "hidden", ...});
+// a file giving both sides is the section's own error (check_consistency), but a --set of a member
+// of one side replaces the choice: it resets the file's values of the other side to their
+// defaults, with a note naming them. A deprecated alias is the group {alias} vs {target}, so a
+// --set of either replaces the file's other spelling. `--set key=null` resets any key to its
+// default, as if never given. An enum member binds the same way, read and written as
 // the spellings of its enum_names table (enum_names.h). A Schema points into the config it was
 // built on, so that config must outlive it and not move.
 #pragma once
@@ -51,16 +58,19 @@ class Source {
 };
 
 struct Field {
-  std::string path;          // "training.steps"; list items: "optimizer.groups[0].lr"
-  std::string type;          // "int", "float", "bool", "string", "[float]", "a|b", "float?", ...
-  std::string doc;           // one line
-  std::string default_text;  // the default as YAML flow text
-  std::string origin;        // where the value was last set; "" = default
+  std::string path;             // "training.steps"; list items: "optimizer.groups[0].lr"
+  std::string type;             // "int", "float", "bool", "string", "[float]", "a|b", "float?", ...
+  std::string doc;              // one line
+  std::string default_text;     // the default as YAML flow text
+  std::string origin;           // where the value was last set; "" = default
+  bool origin_is_flag = false;  // origin is a --set flag (not a file)
   // A deprecated alias: the full path of the field it sets ("" = a field of its own). An alias
   // has no value, checks or assign of its own; its origin says where it was used.
   std::string alias_of;
   // Parses and stores a YAML value, reporting type errors to `src`.
   std::function<void(const YAML::Node&, Source&)> assign;
+  // Restores the default value (an alias has none).
+  std::function<void()> reset;
   // Writes the value (flow style for lists).
   std::function<void(YAML::Emitter&)> emit;
   // Numeric values that min/max/range apply to (elementwise for lists, none for null).
@@ -138,6 +148,8 @@ class Schema {
   // `name` (under the current section) as a deprecated spelling of the field at `target` (its
   // full path in this schema): a value given under it sets `target`.
   void deprecated_alias(std::string_view name, std::string target);
+  // Keys of the current section that are alternatives to each other (see the top of this file).
+  void exclusive(const std::vector<std::string>& one, const std::vector<std::string>& other);
 
   // Fields of `obj` (obj.describe(*this)) under "<prefix>.<name>".
   template <class T>
@@ -161,7 +173,7 @@ class Schema {
     };
     bind_list(
         f, [v](size_t n) { v->assign(n, T{}); }, [v](size_t i, Schema& s) { (*v)[i].describe(s); },
-        [v] { return v->size(); });
+        [v] { return v->size(); }, [v, initial = *v] { *v = initial; });
     return FieldRef(f);
   }
 
@@ -172,7 +184,7 @@ class Schema {
   // Applies a YAML mapping (the root of a file, or one list element) field by field; unknown
   // keys, duplicates and type errors go to src.
   void apply(const YAML::Node& map, Source& src);
-  // Applies one "path=value" override (value parsed as YAML flow text).
+  // Applies one "path=value" override (value parsed as YAML flow text; null: the default).
   void apply_override(const std::string& assignment, std::vector<std::string>* errors);
   // Runs every field's checks, recording "[config] <origin>: <path>: <what>" (a value given
   // through an alias is reported at the alias), and rejects an alias set together with its target.
@@ -182,6 +194,11 @@ class Schema {
   bool given(std::string_view path) const;
   // "[config] <alias> is deprecated: use <target>" for each alias that was set, in schema order.
   std::vector<std::string> deprecations() const;
+  // "[config] --set k=v replaces <key> (<origin>), ..." for each override that dropped the file's
+  // values of an exclusive group's other side.
+  const std::vector<std::string>& replacements() const { return replacements_; }
+  // Whether the field at `path` holds a value other than its default.
+  bool differs_from_default(std::string_view path) const;
   // Writes the current values as nested YAML mappings (the body of the enclosing map).
   void emit(YAML::Emitter& out) const;
   // One line per field: path, type, default, doc (list elements as "groups[].lr").
@@ -202,13 +219,21 @@ class Schema {
   // The field a value given at `f` goes to: f itself, or an alias's target (null: unknown).
   Field* target_of(Field* f);
   void bind_list(Field& f, std::function<void(size_t)> resize,
-                 std::function<void(size_t, Schema&)> describe_item, std::function<size_t()> size);
+                 std::function<void(size_t, Schema&)> describe_item, std::function<size_t()> size,
+                 std::function<void()> restore);
+  // Resets `f` (a field or an alias) when a file gave it; returns its origin then, else "".
+  std::string drop_file_value(Field& f);
+  // Drops the file's values of the groups' other sides of `set` (the key a --set names).
+  void replace_other_sides(const Field& set, const std::string& flag);
   void apply_map(const YAML::Node& map, const std::string& prefix, Source& src);
   void collect_lines(std::vector<std::vector<std::string>>& rows) const;
 
   std::string prefix_;
   std::vector<std::string> scope_;
   std::vector<std::unique_ptr<Field>> fields_;
+  // Exclusive groups: two sides of full paths each.
+  std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> groups_;
+  std::vector<std::string> replacements_;
   std::shared_ptr<void> keep_alive_;  // the element an item_template schema points into
 };
 

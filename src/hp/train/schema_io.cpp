@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "hp/train/schema.h"
 #include "hp/train/schema_detail.h"
@@ -85,6 +86,7 @@ void Schema::apply_map(const YAML::Node& map, const std::string& prefix, Source&
       if (Field* target = target_of(f)) {
         target->assign(value, src);
         f->origin = src.where(key);
+        f->origin_is_flag = false;
       } else {
         src.error(key, path, "alias of the unknown key " + f->alias_of);
       }
@@ -136,8 +138,49 @@ void Schema::apply_override(const std::string& assignment, std::vector<std::stri
     src.error(none, path, "alias of the unknown key " + f->alias_of);
     return;
   }
+  if (value.IsNull()) {
+    // key=null: the default, as if no file or flag had given it (under either spelling).
+    target->reset();
+    for (const auto& g : fields_)
+      if (g.get() == target || g->alias_of == target->path) g->origin.clear();
+    return;
+  }
+  replace_other_sides(*f, src.name());
   target->assign(value, src);
   f->origin = src.name();
+  f->origin_is_flag = true;
+}
+
+std::string Schema::drop_file_value(Field& f) {
+  if (f.origin.empty() || f.origin_is_flag) return "";
+  Field* target = target_of(&f);
+  // An alias's value is its target's, unless the target was given itself.
+  if (target && (target == &f || target->origin.empty())) target->reset();
+  return std::exchange(f.origin, "");
+}
+
+void Schema::replace_other_sides(const Field& set, const std::string& flag) {
+  std::string dropped;
+  for (const auto& [one, other] : groups_)
+    for (const auto* sides : {&one, &other}) {
+      if (std::find(sides->begin(), sides->end(), set.path) == sides->end()) continue;
+      for (const auto& path : sides == &one ? other : one)
+        if (Field* g = find(path))
+          if (std::string origin = drop_file_value(*g); !origin.empty())
+            dropped += (dropped.empty() ? "" : ", ") + path + " (" + origin + ")";
+    }
+  if (!dropped.empty())
+    replacements_.push_back("[config] " + flag + " replaces the file's " + dropped +
+                            " (back to the default)");
+}
+
+bool Schema::differs_from_default(std::string_view path) const {
+  const Field* f = field(path);
+  if (!f || !f->emit) return false;
+  YAML::Emitter e;
+  e << YAML::Flow;
+  f->emit(e);
+  return e.c_str() != f->default_text;
 }
 
 bool Schema::validate(const std::string& default_origin, std::vector<std::string>* errors) const {
