@@ -180,6 +180,16 @@ bool launched_nonzero_rank() {
   return rank && std::strcmp(rank, "0") != 0;
 }
 
+// Ends a failed command: prints `message` (unless `print` is false) and returns `code`. On a rank
+// of a multi-rank job whose peers did not fail alike within HP_ERROR_GRACE_S (they wait in a
+// collective for this rank, and its MPI_Finalize would block until their HP_COMM_TIMEOUT_S), it
+// ends the whole job instead, with `code`, naming this rank and the error.
+int fail(const std::string& message, int code, bool print = true) {
+  if (!hp::dist::peers_end_alike(hp::dist::error_grace_s())) hp::dist::abort_job(message, code);
+  if (print) std::fprintf(stderr, "%s\n", message.c_str());
+  return code;
+}
+
 // Every rank reads the same config file and --set flags, so a config error is the same on each:
 // rank 0 alone prints it (exit 2 everywhere), not once per rank.
 bool printed_by_rank0(const hp::Error& e) {
@@ -203,29 +213,26 @@ int main(int argc, char** argv) {
       std::printf("usage: hp %s %s\n", c.name, c.summary);
       return 0;
     }
+    const std::string hp_name = std::string("hp ") + c.name + ": ";
     try {
       return c.run(args);
     } catch (const hp::cli::UsageError& e) {
-      std::fprintf(stderr, "hp %s: %s\n", c.name, e.message.c_str());
-      return 2;
+      return fail(hp_name + e.message, 2);
     } catch (const hp::dist::CommError& e) {
       // Under mpirun the peers may be stuck in a collective (or stopped): a normal exit would
       // block in MPI_Finalize, so end every rank of the job at once.
-      const std::string msg = std::string("hp ") + c.name + ": " + e.what();
+      const std::string msg = hp_name + e.what();
       if (world_size_after_comm_error() > 1) hp::dist::abort_job(msg);
       std::fprintf(stderr, "%s\n", msg.c_str());
       return 1;
     } catch (const hp::Error& e) {
-      if (!printed_by_rank0(e)) std::fprintf(stderr, "hp %s: %s\n", c.name, e.what());
-      return 2;
+      return fail(hp_name + e.what(), 2, !printed_by_rank0(e));
     } catch (const std::filesystem::filesystem_error& e) {
       // A path the user gave (run.dir, an output directory) that cannot be created or written:
       // the user's to fix, so exit 2 naming the path(s).
-      std::fprintf(stderr, "hp %s: %s\n", c.name, hp::cli::describe(e).c_str());
-      return 2;
+      return fail(hp_name + hp::cli::describe(e), 2);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "hp %s: internal error: %s\n", c.name, e.what());
-      return 1;
+      return fail(hp_name + "internal error: " + e.what(), 1);
     }
   }
   std::fprintf(stderr, "hp: unknown command '%s' (see hp --help)\n", argv[1]);

@@ -124,6 +124,16 @@ using CommPtr = std::shared_ptr<Communicator>;
 CommPtr world();
 // Prints "[comm] rank r: fatal: <message>" to stderr and ends every rank of the job (MPI_Abort).
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
+// For a rank about to end with an error: whether a normal exit is safe. True when MPI is not
+// running or the world has one rank, or when every rank of the world reaches this call within
+// grace_s seconds (an error all raised alike, such as a config error: their MPI_Finalize calls
+// meet). False when a rank did not come: it is most likely inside a collective waiting for this
+// one, and this rank's MPI_Finalize would block until that rank's HP_COMM_TIMEOUT_S ran out, so
+// the caller should abort_job. The ranks meet at a barrier on a duplicate of the world made for
+// this alone, which no collective of the job can match.
+bool peers_end_alike(double grace_s);
+// The grace peers_end_alike gets in hp's main: HP_ERROR_GRACE_S (seconds > 0), default 5.
+double error_grace_s();
 // CPU seconds this process's background progress thread has used since it started (0 before it
 // has): what driving outstanding calls costs the compute threads beside it.
 double progress_cpu_s();

@@ -1,12 +1,14 @@
 // MPI backend of Communicator (OpenMPI): every op is an MPI_I* call wrapped in an MpiWork.
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "hp/core/profiler.h"
 #include "hp/dist/communicator.h"
@@ -333,6 +335,13 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
 };
 
+// peers_end_alike's communicator: a duplicate of the world (set by world() when it has more than
+// one rank), so its barrier never matches a collective the other ranks are inside.
+CommPtr& exit_comm() {
+  static CommPtr c;
+  return c;
+}
+
 void finalize_at_exit() {
   progress_shutdown();
   int finalized = 0;
@@ -375,7 +384,12 @@ CommPtr world() {
       HP_THROW(ValueError, "comm", "HP_COMM_TIMEOUT_S must be > 0, got '",
                std::getenv("HP_COMM_TIMEOUT_S"), "'");
     w = std::make_shared<detail::MpiCommunicator>(MPI_COMM_WORLD, false, timeout);
-    if (w->size() > 1) std::set_terminate(detail::terminate_with_abort);
+    if (w->size() > 1) {
+      std::set_terminate(detail::terminate_with_abort);
+      MPI_Comm dup = MPI_COMM_NULL;
+      detail::check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &dup), "MPI_Comm_dup(MPI_COMM_WORLD)");
+      detail::exit_comm() = std::make_shared<detail::MpiCommunicator>(dup, true, timeout);
+    }
   });
   return w;
 }
@@ -389,6 +403,39 @@ void abort_job(const std::string& message, int code) {
   std::fflush(stderr);
   if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
   std::abort();
+}
+
+bool peers_end_alike(double grace_s) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return true;
+  const CommPtr& comm = detail::exit_comm();
+  if (!comm) return true;  // world() made a world of one (or was never asked for)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_s);
+  try {
+    const WorkPtr met = comm->ibarrier();
+    while (!met->test()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  } catch (const Error&) {  // MPI failed under the barrier: the peers cannot be counted on
+    return false;
+  }
+}
+
+double error_grace_s() {
+  const char* env = std::getenv("HP_ERROR_GRACE_S");
+  if (!env) return 5.0;
+  char* end = nullptr;
+  const double s = std::strtod(env, &end);
+  // A bad value must not hide the error being reported: the default, with a note.
+  if (*env == '\0' || *end != '\0' || !(s > 0)) {
+    std::fprintf(stderr, "[comm] HP_ERROR_GRACE_S must be seconds > 0, got '%s'; using 5\n", env);
+    return 5.0;
+  }
+  return s;
 }
 
 }  // namespace hp::dist
