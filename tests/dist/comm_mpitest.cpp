@@ -237,7 +237,7 @@ TEST(Comm, ProgressThreadIsCheapWhileAReceiveIsOutstanding) {
   std::printf("[ rank %d ] progress thread CPU over %.2f s with a receive outstanding: %.3f%%\n",
               me, wall, 100 * share);
   // A polling thread that spins takes ~100%; this one wakes ~300 times a second (0.9–1.1% of a
-  // core measured on a loaded 2-core machine, ~0.5% quiet): 3% leaves room for the load of a CI
+  // core measured on a loaded 2-core machine): 3% leaves room for the load of a CI
   // machine running two test binaries and still fails any spin.
   EXPECT_LT(share, 0.03);
   c->barrier();
