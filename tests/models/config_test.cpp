@@ -131,8 +131,9 @@ TEST(Config, ExportOfEveryFixtureLoadsBack) {
     EXPECT_EQ(r.intermediate_size, c.intermediate_size) << what;
     EXPECT_EQ(r.moe_intermediate_size, c.moe_intermediate_size) << what;
     EXPECT_EQ(model_config_to_json(r), text) << what;
-    if (c.architecture == "MixtralForCausalLM")
+    if (c.architecture == "MixtralForCausalLM") {
       EXPECT_FALSE(io::parse_json(text, "rt").contains("moe_intermediate_size"));
+    }
     ++checked;
   }
   EXPECT_GE(checked, 18);
