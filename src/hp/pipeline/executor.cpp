@@ -19,13 +19,27 @@ namespace hp::pipeline {
 
 namespace {
 
-constexpr int64_t kHeader = 8;  // [dtype, ndim, dims ...] as i64
-
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
+
+Tensor transfer_header(const Tensor& t) {
+  HP_CHECK(t.dim() <= kTransferHeader - 2, "a ", t.dim(), "-d tensor between stages");
+  std::vector<int64_t> h(kTransferHeader, 0);
+  h[0] = static_cast<int64_t>(t.dtype());
+  h[1] = t.dim();
+  for (int64_t d = 0; d < t.dim(); ++d) h[size_t(d) + 2] = t.size(d);
+  return from_data<int64_t>(h, {kTransferHeader});
+}
+
+std::pair<Shape, DType> parse_transfer_header(const Tensor& header) {
+  const std::vector<double> v = header.to_vector();
+  Shape shape;
+  for (int64_t d = 0; d < int64_t(v[1]); ++d) shape.push_back(int64_t(v[size_t(d) + 2]));
+  return {shape, static_cast<DType>(int(v[0]))};
+}
 
 Executor::Executor(Schedule schedule, dist::CommPtr comm, std::vector<StageFn> stages,
                    StagePlacement placement)
@@ -106,7 +120,7 @@ class Executor::Step {
         const int th = tag(dir, a.microbatch, a.stage, 0);
         HP_CHECK(th + 1 == tag(dir, a.microbatch, a.stage, 1));
         inbound_[{piece.peer, th}].header =
-            executor_.comm_->irecv({kHeader}, DType::i64, piece.peer, th);
+            executor_.comm_->irecv({kTransferHeader}, DType::i64, piece.peer, th);
       }
     }
   }
@@ -190,14 +204,9 @@ class Executor::Step {
                                   : c.backward_weight) += dt;
   }
 
-  // One message: a header [dtype, ndim, dims ...] and the data.
+  // One message: the transfer header and the data.
   void send_piece(const Tensor& t, int dst, int tag_header, int tag_data) {
-    HP_CHECK(t.dim() <= kHeader - 2, "a ", t.dim(), "-d tensor between stages");
-    std::vector<int64_t> h(kHeader, 0);
-    h[0] = static_cast<int64_t>(t.dtype());
-    h[1] = t.dim();
-    for (int64_t d = 0; d < t.dim(); ++d) h[size_t(d) + 2] = t.size(d);
-    Tensor header = from_data<int64_t>(h, {kHeader});
+    Tensor header = transfer_header(t);
     Tensor data = contiguous(t);
     sends_.push_back(executor_.comm_->isend(header, dst, tag_header));
     sends_.push_back(executor_.comm_->isend(data, dst, tag_data));
@@ -206,10 +215,8 @@ class Executor::Step {
   }
 
   void post_data(Inbound& in, int src, int tag_data) {
-    const std::vector<double> v = in.header->result().to_vector();
-    Shape shape;
-    for (int64_t d = 0; d < int64_t(v[1]); ++d) shape.push_back(int64_t(v[size_t(d) + 2]));
-    in.data = executor_.comm_->irecv(shape, static_cast<DType>(int(v[0])), src, tag_data);
+    const auto [shape, dtype] = parse_transfer_header(in.header->result());
+    in.data = executor_.comm_->irecv(shape, dtype, src, tag_data);
   }
 
   void pump() {
@@ -220,7 +227,7 @@ class Executor::Step {
   Tensor recv_piece(int src, int tag_header, int tag_data) {
     if (!executor_.recv_ahead_)
       inbound_[{src, tag_header}].header =
-          executor_.comm_->irecv({kHeader}, DType::i64, src, tag_header);
+          executor_.comm_->irecv({kTransferHeader}, DType::i64, src, tag_header);
     auto it = inbound_.find({src, tag_header});
     HP_CHECK(it != inbound_.end(), "no receive posted from ", src, " with tag ", tag_header);
     if (!it->second.data) post_data(it->second, src, tag_data);

@@ -17,12 +17,21 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "hp/dist/communicator.h"
 #include "hp/pipeline/schedule.h"
 
 namespace hp::pipeline {
+
+// A tensor between stages travels as two messages: this header, [kTransferHeader] i64 =
+// [dtype, ndim, dims ...], then the contiguous data. The executor and the inference forward over
+// stages (train/pipeline_step.cpp) both speak it.
+constexpr int64_t kTransferHeader = 8;
+Tensor transfer_header(const Tensor& t);
+// The shape and dtype a received header announces.
+std::pair<Shape, DType> parse_transfer_header(const Tensor& header);
 
 // A model chunk this rank runs: input → output for microbatch `mb` (the last stage: the scalar to
 // backpropagate, e.g. the microbatch's loss scaled by its share of the step's targets).

@@ -12,8 +12,8 @@
 #include "hp/pipeline/stage.h"
 #include "hp/pipeline/weight_grad.h"
 #include "hp/train/loss.h"
-#include "hp/train/pipeline_router_loss.h"
 #include "hp/train/options.h"
+#include "hp/train/pipeline_router_loss.h"
 #include "hp/train/records.h"
 
 namespace hp::train {
@@ -143,32 +143,24 @@ StepOutcome PipelineStep::run(data::DataLoader& loader, int64_t micro_rows, int6
 
 namespace {
 
-// Inference transfers between stages: a header [dtype, ndim, dims ...] and the data (tags apart
-// from the executor's, which are per microbatch and stage).
+// Inference transfers between stages: pipeline/executor.h's header protocol, on tags apart from
+// the executor's (which are per microbatch and stage).
 constexpr int kInferHeaderTag = 1 << 20, kInferDataTag = kInferHeaderTag + 1;
-constexpr int64_t kInferHeader = 8;
 
 void send_activation(dist::Communicator& comm, const Tensor& t, int dst) {
-  HP_CHECK(t.dim() <= kInferHeader - 2, "a ", t.dim(), "-d tensor between stages");
-  std::vector<int64_t> h(kInferHeader, 0);
-  h[0] = static_cast<int64_t>(t.dtype());
-  h[1] = t.dim();
-  for (int64_t d = 0; d < t.dim(); ++d) h[size_t(d) + 2] = t.size(d);
-  comm.send(from_data<int64_t>(h, {kInferHeader}), dst, kInferHeaderTag);
+  comm.send(pipeline::transfer_header(t), dst, kInferHeaderTag);
   comm.send(t.contiguous(), dst, kInferDataTag);
 }
 
 Tensor recv_activation(dist::Communicator& comm, int src) {
-  const std::vector<double> h = comm.recv({kInferHeader}, DType::i64, src, kInferHeaderTag).to_vector();
-  Shape shape;
-  for (int64_t d = 0; d < int64_t(h[1]); ++d) shape.push_back(int64_t(h[size_t(d) + 2]));
-  return comm.recv(shape, static_cast<DType>(int(h[0])), src, kInferDataTag);
+  const auto [shape, dtype] = pipeline::parse_transfer_header(
+      comm.recv({pipeline::kTransferHeader}, DType::i64, src, kInferHeaderTag));
+  return comm.recv(shape, dtype, src, kInferDataTag);
 }
 
 }  // namespace
 
-Tensor PipelineStep::forward_stages(const Tensor& ids, models::AttentionContext docs,
-                                    bool router) {
+Tensor PipelineStep::forward_stages(const Tensor& ids, models::AttentionContext docs, bool router) {
   docs.ids = ids;
   HP_CHECK(layout_.pp_comm != nullptr, "a forward over stages of different rank counts");
   const pipeline::Schedule& s = executor_->schedule();
@@ -185,7 +177,8 @@ Tensor PipelineStep::forward_stages(const Tensor& ids, models::AttentionContext 
     if (me != rank) continue;
     const int64_t begin = ranges[size_t(st)].first, end = ranges[size_t(st)].second;
     h = model_.run_layers(h, begin, end, &docs);
-    if (router && router_loss_ && st != last) h = router_loss_->stage_output(0, st, begin, end, h, 1);
+    if (router && router_loss_ && st != last)
+      h = router_loss_->stage_output(0, st, begin, end, h, 1);
   }
   return me == static_cast<int>(s.rank_of_stage(last)) ? h : Tensor();
 }
@@ -201,8 +194,7 @@ models::SequenceLogits PipelineStep::sequence_logits() {
       logits = cast(reshape(narrow(all, 1, all.size(1) - 1, 1).contiguous(), {vocab}), DType::f32);
     }
     const pipeline::Schedule& s = executor_->schedule();
-    return layout_.pp_comm
-        ->broadcast(logits, static_cast<int>(s.rank_of_stage(s.num_stages - 1)))
+    return layout_.pp_comm->broadcast(logits, static_cast<int>(s.rank_of_stage(s.num_stages - 1)))
         .to_vector_as<float>();
   };
 }
@@ -216,8 +208,7 @@ double PipelineStep::eval_batch(const data::Batch& b) {
   if (h.defined()) {
     const auto range = pipeline::stage_ranges(layers_per_stage_).back();
     Tensor mean = model_.loss_from_hidden(h, b.ids, b.labels, /*router_loss=*/!router_loss_);
-    if (router_loss_)
-      mean = add(mean, router_loss_->last_stage_term(0, range.first, range.second));
+    if (router_loss_) mean = add(mean, router_loss_->last_stage_term(0, range.first, range.second));
     sum = mean.item() * double(b.targets);
   }
   if (router_loss_) router_loss_->finish();
