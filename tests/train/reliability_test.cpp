@@ -107,6 +107,17 @@ TEST(Reliability, ZeroOrNegativeDegreesAreConfigErrorsNotSigfpe) {
   }
 }
 
+// The TrainingDiverged text of a run that must diverge ("" and a failure if it does not).
+std::string diverged_what(const Config& c, std::string* log) {
+  try {
+    run(c, log);
+  } catch (const TrainingDiverged& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no TrainingDiverged\n" << *log;
+  return "";
+}
+
 // Defect 5: lr 1000 blows up; the run stops after training.max_skipped_steps skipped steps with
 // TrainingDiverged naming the step and the key, the checkpoint from before the divergence stays
 // `latest`, and metrics.jsonl (with null for the non-finite values) reads back.
@@ -114,13 +125,8 @@ TEST(Reliability, DivergedRunStopsKeepsGoodCheckpointAndReadableMetrics) {
   const Config c =
       tiny("diverged", {"optimizer.lr=1000", "training.steps=40", "checkpoint.interval=1",
                         "checkpoint.keep=2", "training.max_skipped_steps=4"});
-  std::string log, what;
-  try {
-    run(c, &log);
-    FAIL() << "no TrainingDiverged\n" << log;
-  } catch (const TrainingDiverged& e) {
-    what = e.what();
-  }
+  std::string log;
+  const std::string what = diverged_what(c, &log);
   ASSERT_NE(what.find("training.max_skipped_steps = 4"), std::string::npos) << what;
   // The first skipped step, from the log.
   const size_t at = log.find(": non-finite gradient norm; update skipped");
@@ -176,16 +182,11 @@ TEST(Reliability, NoFinalCheckpointOfADivergedModel) {
 // ends as diverged (hp train exits 3) naming the steps, and says no checkpoint exists rather than
 // that "the last one is kept".
 TEST(Reliability, RunEndingInSkippedStepsIsDiverged) {
-  const Config c = tiny("diverged_at_end", {"optimizer.lr=1e30", "training.steps=6",
-                                            "checkpoint.interval=2", "lr_scheduler.warmup_steps=1",
-                                            "training.max_skipped_steps=10"});
-  std::string log, what;
-  try {
-    run(c, &log);
-    FAIL() << "no TrainingDiverged\n" << log;
-  } catch (const TrainingDiverged& e) {
-    what = e.what();
-  }
+  const Config c =
+      tiny("diverged_at_end", {"optimizer.lr=1e30", "training.steps=6", "checkpoint.interval=2",
+                               "lr_scheduler.warmup_steps=1", "training.max_skipped_steps=10"});
+  std::string log;
+  const std::string what = diverged_what(c, &log);
   EXPECT_NE(what.find("training diverged: ended at step 6 after "), std::string::npos) << what;
   EXPECT_NE(what.find("the last checkpoint is none"), std::string::npos) << what;
   EXPECT_EQ(log.find("the last one is kept"), std::string::npos) << log;
