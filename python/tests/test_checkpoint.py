@@ -81,3 +81,21 @@ def test_extra_optimizer_state_and_errors(tmp_path):
     # Another architecture's model (parameters the checkpoint lacks): an IoError naming the file.
     with pytest.raises(hp.IoError, match=r"metadata\.json: "):
         hp.load_checkpoint(step_dir, hp.from_pretrained(model_dir.parent / "qwen3_moe"))
+
+
+def test_save_refuses_under_several_ranks(hp_cli, tmp_path):
+    # Hand-written loops are one process (Python binds no collective): under `hp launch -n 2` every
+    # rank gets the same hp.ValueError rather than two ranks writing one directory.
+    script = tmp_path / "save2.py"
+    script.write_text(
+        "import sys, hyperparallel as hp\n"
+        f"model = hp.from_pretrained({str(ROOT / 'tests/models/fixtures/qwen3')!r})\n"
+        "try:\n"
+        f"    hp.save_checkpoint({str(tmp_path / 'run')!r}, model)\n"
+        "except hp.ValueError as e:\n"
+        f"    open({str(tmp_path / 'err')!r} + sys.argv[1], 'w').write(str(e))\n")
+    run([hp_cli, "launch", "-n", "2", "--", "bash", "-c",
+         f'exec {sys.executable} {script} "$OMPI_COMM_WORLD_RANK"'], env=ENV)
+    for rank in (0, 1):
+        assert "one of 2 ranks" in (tmp_path / f"err{rank}").read_text()
+    assert not (tmp_path / "run").exists()
