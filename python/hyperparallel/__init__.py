@@ -6,6 +6,7 @@ for bit. docs/PYTHON.md describes the package.
 """
 
 import contextlib as _contextlib
+import json as _json
 
 import numpy as _np
 
@@ -187,6 +188,27 @@ Tensor.view = lambda self, *shape: _core.view(
 Tensor.T = property(lambda self: _core.transpose(self, -2, -1))
 
 
+# --- DLPack --------------------------------------------------------------------------------------
+
+def _dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """A DLPack capsule over the tensor's memory (a copy's with copy=True): the array API's
+    protocol, which np.from_dlpack and torch.from_dlpack call."""
+    kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                ("dl_device", dl_device)) if v is not None}
+    return (self.clone() if copy else self)._dlpack_view().__dlpack__(**kwargs)
+
+
+Tensor.__dlpack__ = _dlpack
+Tensor.__dlpack_device__ = lambda self: (1, 0)  # (kDLCPU, 0): tensors live in host memory
+
+
+def from_dlpack(obj):
+    """A Tensor sharing the memory of a CPU DLPack producer (NumPy, PyTorch, JAX, ... arrays; any
+    object with __dlpack__), kept alive by the Tensor. Row-major producers are shared without a
+    copy, others are copied; dtypes f64 f32 bf16 f16 f8e4m3 f8e5m2 e8m0 i32 i64 u8 bool."""
+    return Tensor._from_dlpack(obj)
+
+
 # --- Models --------------------------------------------------------------------------------------
 
 def _wrap_ids(fn, doc):
@@ -243,6 +265,26 @@ def Muon(named_parameters, weight_decay=0.01, momentum=0.95, ns_steps=5):
     """Muon over (name, tensor) pairs of matrices (or a Model's, all >= 2-d); step(lr)."""
     return Optimizer.create(_named(named_parameters), "muon", weight_decay, momentum=momentum,
                             ns_steps=ns_steps)
+
+
+def save_checkpoint(path, model, optimizer=None, step=0, loader=None, config=None, extra=None,
+                    keep=0):
+    """Saves a loop's state as `hp train` does: <path>/step-<step>/ (DCP, docs/ARCHITECTURE.md §4)
+    and <path>/latest. It holds the model's parameters, the optimizer's state, the loader's position
+    and the RNG state, `extra` (any JSON-serializable value), config.json, and with `config` its
+    config.yaml and tokenizer (so `hp train --resume` continues it). keep > 0 keeps the newest
+    `keep` checkpoints of `path`. One process only. Returns the step directory."""
+    extra_json = "" if extra is None else _json.dumps(extra, allow_nan=False)
+    return _core._save_checkpoint(str(path), model, optimizer, int(step), loader, config,
+                                  extra_json, int(keep))
+
+
+def load_checkpoint(path, model, optimizer=None, loader=None):
+    """Loads a checkpoint (a step directory, or a run directory's latest) saved by save_checkpoint
+    or `hp train` at any rank count into `model` (in place), `optimizer`, `loader` and the RNG.
+    Returns {"step": N, "path": step_dir, "extra": the saved `extra` or None}."""
+    step, step_dir, extra = _core._load_checkpoint(str(path), model, optimizer, loader)
+    return {"step": step, "path": step_dir, "extra": _json.loads(extra) if extra else None}
 
 
 __all__ = [n for n in globals() if not n.startswith("_")]

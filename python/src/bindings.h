@@ -4,9 +4,11 @@
 
 #include <nanobind/nanobind.h>
 
+#include <memory>
 #include <string>
 
 #include "hp/core/tensor.h"
+#include "hp/data/loader.h"
 
 namespace hp::python {
 
@@ -18,8 +20,15 @@ void bind_ops(nb::module_& m);
 void bind_models(nb::module_& m);
 void bind_train(nb::module_& m);
 void bind_loop(nb::module_& m);
+void bind_checkpoint(nb::module_& m);
 
 // The DType of a Python dtype argument: a name ("f32", "bf16", "i64", ...); ValueError otherwise.
 DType dtype_arg(const std::string& name);
+
+// hyperparallel.DataLoader. DataLoader declares no move constructor (nor can its sources be
+// copied): Python holds it here.
+struct Loader {
+  std::unique_ptr<data::DataLoader> loader;
+};
 
 }  // namespace hp::python

@@ -34,11 +34,6 @@ std::shared_ptr<models::CausalLM> build_model(const train::Config& cfg) {
   return train::build_causal_lm(cfg, *data.sources.front().dataset);
 }
 
-// DataLoader declares no move constructor (nor can its sources be copied): Python holds it here.
-struct Loader {
-  std::unique_ptr<data::DataLoader> loader;
-};
-
 Loader make_loader(const train::Config& cfg) {
   train::RunData data = train::load_run_data(cfg);
   return {std::make_unique<data::DataLoader>(std::move(data.sources), cfg.training.seq_len,

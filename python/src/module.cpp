@@ -11,4 +11,5 @@ NB_MODULE(_core, m) {
   bind_models(m);
   bind_train(m);
   bind_loop(m);
+  bind_checkpoint(m);
 }

@@ -6,6 +6,12 @@
 // (shape, strides and offset as the tensor has them) that keeps the tensor alive. Types NumPy lacks
 // (bf16, the f8 formats, e8m0) come out as same-width unsigned integers, which the package views
 // as ml_dtypes' types.
+//
+// DLPack: Tensor._dlpack_view is an object with __dlpack__ / __dlpack_device__ over the tensor's
+// storage (every dtype under its DLPack code: bf16, the f8 formats and e8m0 included), so
+// np.from_dlpack(t) and torch.from_dlpack(t) share the tensor's memory; from_dlpack(obj) wraps any
+// CPU DLPack producer's memory (row-major strides; others are copied by the producer's framework)
+// and keeps it alive.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -49,6 +55,37 @@ nb::dlpack::dtype export_dtype(DType dt) {
   HP_THROW(InternalError, "python", "unknown dtype");
 }
 
+// The DLPack code of each dtype (DLPack 1.1 names the f8 formats and e8m0).
+nb::dlpack::dtype dlpack_dtype(DType dt) {
+  using Code = nb::dlpack::dtype_code;
+  auto code = [](Code c, uint8_t bits) {
+    return nb::dlpack::dtype{static_cast<uint8_t>(c), bits, 1};
+  };
+  switch (dt) {
+    case DType::bf16:
+      return code(Code::Bfloat, 16);
+    case DType::f8e4m3:
+      return code(Code::Float8_E4M3FN, 8);
+    case DType::f8e5m2:
+      return code(Code::Float8_E5M2, 8);
+    case DType::e8m0:
+      return code(Code::Float8_E8M0FNU, 8);
+    default:
+      return export_dtype(dt);
+  }
+}
+
+// The dtype of a DLPack code; ValueError naming it for the types the library lacks.
+DType dtype_of_dlpack(nb::dlpack::dtype d) {
+  for (DType dt : {DType::f64, DType::f32, DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2,
+                   DType::e8m0, DType::i32, DType::i64, DType::u8, DType::boolean})
+    if (dlpack_dtype(dt) == d) return dt;
+  HP_THROW(ValueError, "python", "from_dlpack: DLPack dtype (code ", int(d.code), ", ", int(d.bits),
+           " bits, ", int(d.lanes),
+           " lanes) has no hyperparallel dtype (f64 f32 bf16 f16 f8e4m3 f8e5m2 e8m0 i32 i64 u8 "
+           "bool): convert it first");
+}
+
 // Owns one reference to a Python object on behalf of a C++ storage; releasing it takes the GIL
 // (the last tensor may die on any thread) unless the interpreter is already gone.
 std::shared_ptr<void> keep_python_object(nb::handle obj) {
@@ -74,14 +111,39 @@ Tensor from_buffer(nb::object buffer, const Shape& shape, const std::string& dty
   return from_blob(bytes.data(), shape, dt, keep_python_object(buffer));
 }
 
-// An ndarray over t's storage; the returned array keeps t (and so its storage) alive.
-nb::ndarray<nb::numpy> to_array(const Tensor& t) {
+// An ndarray over t's storage (shape, strides and offset as t has them, elements as `dt`); the
+// returned object keeps t (and so its storage) alive.
+template <class Framework>
+nb::ndarray<Framework> view_of(const Tensor& t, nb::dlpack::dtype dt) {
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
   std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
   auto* owner_tensor = new Tensor(t);
   nb::capsule owner(owner_tensor, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
-  return nb::ndarray<nb::numpy>(t.numel() == 0 ? nullptr : t.raw_data(), shape.size(), shape.data(),
-                                owner, strides.data(), export_dtype(t.dtype()));
+  return nb::ndarray<Framework>(t.numel() == 0 ? nullptr : t.raw_data(), shape.size(), shape.data(),
+                                owner, strides.data(), dt);
+}
+
+nb::ndarray<nb::numpy> to_array(const Tensor& t) {
+  return view_of<nb::numpy>(t, export_dtype(t.dtype()));
+}
+
+// Any CPU DLPack producer (or buffer) in row-major order, at its own strides otherwise copied
+// by nanobind's conversion.
+using DlpackIn = nb::ndarray<nb::device::cpu, nb::c_contig>;
+
+// A Tensor over the memory of a DLPack producer; the Tensor's storage keeps the producer's
+// managed tensor alive (released under the GIL, on whichever thread frees it last).
+Tensor from_dlpack(DlpackIn in) {
+  const DType dt = dtype_of_dlpack(in.dtype());
+  Shape shape(in.ndim());
+  for (size_t i = 0; i < in.ndim(); ++i) shape[i] = static_cast<int64_t>(in.shape(i));
+  auto* kept = new DlpackIn(std::move(in));
+  std::shared_ptr<void> owner(kept, [](void* p) {
+    if (!Py_IsInitialized()) return;
+    nb::gil_scoped_acquire gil;
+    delete static_cast<DlpackIn*>(p);
+  });
+  return from_blob(kept->data(), shape, dt, std::move(owner));
 }
 
 nb::object grad_of(const Tensor& t) {
@@ -100,6 +162,9 @@ void bind_tensor(nb::module_& m) {
   cls.def_static("_from_buffer", &from_buffer, nb::arg("buffer"), nb::arg("shape"),
                  nb::arg("dtype"))
       .def("_array", &to_array)
+      .def("_dlpack_view",
+           [](const Tensor& t) { return view_of<nb::array_api>(t, dlpack_dtype(t.dtype())); })
+      .def_static("_from_dlpack", &from_dlpack, nb::arg("obj"))
       .def_prop_ro("shape",
                    [](const Tensor& t) {
                      nb::list out;

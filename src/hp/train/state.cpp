@@ -162,6 +162,40 @@ std::string resume_step_dir(const std::string& resume, bool allow_config_change,
   return dir;
 }
 
+std::vector<std::pair<std::string, Tensor>> state_buffers(
+    const checkpoint::Metadata& meta, const std::map<std::string, Shape>& local_shape,
+    const std::set<std::string>& held_elsewhere, MemTier tier) {
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (const auto& t : meta.tensors) {
+    if (t.fqn.rfind("state.", 0) != 0) continue;
+    const auto [fqn, name] = split_state_key(t.fqn);
+    auto it = local_shape.find(fqn);
+    if (it == local_shape.end() && held_elsewhere.count(fqn)) continue;
+    if (it == local_shape.end())
+      HP_THROW(ValueError, "train", meta.dir, ": optimizer state ", t.fqn,
+               " is for a parameter this model does not have");
+    // In the state's tier: a resumed run with offloaded state must not need room on the device.
+    state.emplace_back(
+        t.fqn, name == "step" ? zeros({}, DType::i64) : zeros(it->second, DType::f32, tier));
+  }
+  return state;
+}
+
+int64_t restore_trainer_state(const checkpoint::Metadata& meta, data::DataLoader* loader) {
+  const std::optional<io::Json> j =
+      io::try_parse_json(meta.trainer_state_json, meta.dir + "/metadata.json: trainer_state");
+  if (!j || !j->contains("step") || !j->contains("loader") || !j->contains("rng"))
+    HP_THROW(ValueError, "train", meta.dir,
+             "/metadata.json: trainer_state lacks step / loader / rng: ", meta.trainer_state_json);
+  data::LoaderState ls;
+  ls.epoch = j->at("loader").get_int_or("epoch", 0);
+  ls.cursor = j->at("loader").get_int_or("cursor", 0);
+  if (loader) loader->set_state(ls);
+  default_generator().set_state(
+      RngState{j->at("rng").get_uint_or("seed", 0), j->at("rng").get_uint_or("offset", 0)});
+  return j->get_int("step");
+}
+
 int64_t restore(const std::string& step_dir, Parallelized& model, optim::Optimizer& opt,
                 data::DataLoader& loader) {
   const checkpoint::Metadata meta = checkpoint::read_metadata(step_dir);
@@ -169,34 +203,11 @@ int64_t restore(const std::string& step_dir, Parallelized& model, optim::Optimiz
   // shape for every state entry the checkpoint has.
   std::map<std::string, Shape> local_shape;
   for (const auto& [fqn, t] : model.params) local_shape[fqn] = t.local().shape();
-  std::vector<std::pair<std::string, Tensor>> state;
-  for (const auto& t : meta.tensors) {
-    if (t.fqn.rfind("state.", 0) != 0) continue;
-    const auto [fqn, name] = split_state_key(t.fqn);
-    auto it = local_shape.find(fqn);
-    if (it == local_shape.end() && model.held_elsewhere.count(fqn)) continue;
-    if (it == local_shape.end())
-      HP_THROW(ValueError, "train", step_dir, ": optimizer state ", t.fqn,
-               " is for a parameter this model does not have");
-    // In the state's tier: a resumed run with offloaded state must not need room on the device.
-    state.emplace_back(t.fqn, name == "step" ? zeros({}, DType::i64)
-                                             : zeros(it->second, DType::f32, opt.state_tier()));
-  }
-  checkpoint::load(step_dir, model.chunks(state, /*for_save=*/false));
+  std::vector<std::pair<std::string, Tensor>> state =
+      state_buffers(meta, local_shape, model.held_elsewhere, opt.state_tier());
+  checkpoint::load(meta, model.chunks(state, /*for_save=*/false));
   opt.load_state_dict(state);
-
-  const std::optional<io::Json> j =
-      io::try_parse_json(meta.trainer_state_json, step_dir + "/metadata.json: trainer_state");
-  if (!j || !j->contains("step") || !j->contains("loader") || !j->contains("rng"))
-    HP_THROW(ValueError, "train", step_dir,
-             "/metadata.json: trainer_state lacks step / loader / rng: ", meta.trainer_state_json);
-  data::LoaderState ls;
-  ls.epoch = j->at("loader").get_int_or("epoch", 0);
-  ls.cursor = j->at("loader").get_int_or("cursor", 0);
-  loader.set_state(ls);
-  default_generator().set_state(
-      RngState{j->at("rng").get_uint_or("seed", 0), j->at("rng").get_uint_or("offset", 0)});
-  return j->get_int("step");
+  return restore_trainer_state(meta, &loader);
 }
 
 }  // namespace hp::train

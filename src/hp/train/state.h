@@ -5,10 +5,18 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "hp/core/allocator.h"
+#include "hp/core/tensor.h"
+
+namespace hp::checkpoint {
+struct Metadata;
+}
 namespace hp::data {
 class DataLoader;
 struct LoaderState;
@@ -55,6 +63,20 @@ void check_resume_config(const std::string& step_dir, const Config& now, bool al
 // check_resume_config(that, cfg, allow_config_change, &log); "" = start fresh.
 std::string resume_step_dir(const std::string& resume, bool allow_config_change, const Config& cfg,
                             std::ostream& log);
+
+// The optimizer state a checkpoint holds, allocated for checkpoint::load and then
+// Optimizer::load_state_dict: ("state.<fqn>.<name>", tensor) for every saved state entry, moments
+// f32 of the parameter's local (shard) shape from `local_shape` in `tier`, step counters 0-d i64.
+// Entries of parameters in `held_elsewhere` (other ranks' experts or stages) are skipped; any
+// other parameter not in `local_shape` is a ValueError naming meta.dir.
+std::vector<std::pair<std::string, Tensor>> state_buffers(
+    const checkpoint::Metadata& meta, const std::map<std::string, Shape>& local_shape,
+    const std::set<std::string>& held_elsewhere, MemTier tier);
+
+// Moves `loader` (when not null) to the position meta's trainer state saved and the default
+// generator to its RNG state; returns the saved step. ValueError naming metadata.json when the
+// trainer state lacks step / loader / rng.
+int64_t restore_trainer_state(const checkpoint::Metadata& meta, data::DataLoader* loader);
 
 // Loads parameter shards, optimizer state, loader position and the default generator's RNG state
 // from a step directory saved at any rank count; returns the step it was saved at.
